@@ -1,0 +1,149 @@
+"""Checks: pure functions from (Host, Intent) to findings, and the registry that names them.
+
+A check id is a public contract (alert rules, dashboards and users' scripts key on it). A check whose inputs are
+missing raises ``NotEvaluated`` with the reason instead of returning nothing, so "clean" and "could not look"
+never look the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from numawatch.host import Host
+from numawatch.intent import Intent
+from numawatch.model import frozen_map
+
+SEVERITIES = ("critical", "warning", "info")
+
+# Subject labels a finding may carry, in the order they are shown and exported. Keeping the list closed keeps the
+# numawatch_drift series' label set stable and bounded (no per-PID or free-form labels).
+SUBJECT_LABELS = (
+    "namespace",
+    "pod",
+    "pod_uid",
+    "container",
+    "gpu",
+    "uuid",
+    "cpus",
+    "numa_node",
+    "file",
+    "reason",
+    "irq",
+    "name",
+    "managed",
+    "setting",
+    "value",
+    "expected",
+    "governor",
+    "size",
+)
+
+
+class NotEvaluated(Exception):
+    """The check's inputs are missing; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    severity: str
+    labels: Mapping[str, str]
+    message: str
+    remediation: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "check": self.check,
+            "severity": self.severity,
+            "labels": dict(self.labels),
+            "message": self.message,
+            "remediation": self.remediation,
+        }
+
+
+CheckFunction = Callable[[Host, Intent], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    severity: str  # default; intent may override
+    summary: str  # one line, shown in docs and the landing page
+    remediation: str  # default remediation text; findings may specialise it
+    run: CheckFunction
+    knob: str = ""  # the reference-profile knob (DOMAIN.md) it protects, e.g. "1" or "h8"
+
+    def finding(
+        self, intent: Intent, labels: Mapping[str, str], message: str, remediation: str | None = None
+    ) -> Finding:
+        """Build a finding with the intent's severity override and only known, non-empty labels."""
+        unknown = set(labels) - set(SUBJECT_LABELS)
+        if unknown:
+            raise ValueError(f"check {self.id}: unknown subject labels {sorted(unknown)}")
+        clean = {k: str(labels[k]) for k in SUBJECT_LABELS if k in labels and labels[k] not in (None, "")}
+        return Finding(
+            check=self.id,
+            severity=intent.severity_for(self.id, self.severity),
+            labels=frozen_map(clean),
+            message=message,
+            remediation=remediation or self.remediation,
+        )
+
+
+@dataclass(frozen=True)
+class NotEvaluatedCheck:
+    check: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    host: Host
+    intent: Intent
+    findings: tuple[Finding, ...]
+    not_evaluated: tuple[NotEvaluatedCheck, ...]
+    checks: tuple[str, ...]  # every known check id (enabled or not)
+    started: float = field(default_factory=time.time)
+    duration_seconds: float = 0.0
+
+    def findings_per_check(self) -> dict[str, int]:
+        counts = dict.fromkeys(self.checks, 0)
+        for finding in self.findings:
+            counts[finding.check] = counts.get(finding.check, 0) + 1
+        return counts
+
+
+def all_checks() -> tuple[Check, ...]:
+    """Every registered check, in documentation order."""
+    from numawatch.checks import registry
+
+    return registry.CHECKS
+
+
+def evaluate(host: Host, intent: Intent, checks: Iterable[Check] | None = None) -> Evaluation:
+    """Run every enabled check; a check that raises anything but NotEvaluated is reported, never propagated."""
+    start = time.perf_counter()
+    selected = tuple(checks if checks is not None else all_checks())
+    findings: list[Finding] = []
+    not_evaluated: list[NotEvaluatedCheck] = []
+    for check in selected:
+        if not intent.check_enabled(check.id):
+            not_evaluated.append(NotEvaluatedCheck(check.id, "disabled by intent"))
+            continue
+        try:
+            findings.extend(check.run(host, intent))
+        except NotEvaluated as reason:
+            not_evaluated.append(NotEvaluatedCheck(check.id, str(reason)))
+        except Exception as error:  # a bug in one check must not hide the others' findings
+            not_evaluated.append(NotEvaluatedCheck(check.id, f"internal error: {type(error).__name__}: {error}"))
+    findings.sort(key=lambda f: (SEVERITIES.index(f.severity), f.check, sorted(f.labels.items())))
+    return Evaluation(
+        host=host,
+        intent=intent,
+        findings=tuple(findings),
+        not_evaluated=tuple(not_evaluated),
+        checks=tuple(c.id for c in selected),
+        duration_seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,7 @@
+"""Every check numawatch knows, in the order docs/checks.md lists them."""
+
+from __future__ import annotations
+
+from numawatch.checks import Check, gpus, host, kubelet, pinning
+
+CHECKS: tuple[Check, ...] = (*kubelet.CHECKS, *pinning.CHECKS, *gpus.CHECKS, *host.CHECKS)

@@ -1,0 +1,96 @@
+"""The one parser and formatter for Linux CPU (and NUMA node) lists and masks.
+
+Formats (Documentation/admin-guide/cgroup-v2.rst, "cpuset.cpus"; lib/bitmap.c `bitmap_parselist`):
+- list: ``0-3,8,10-11``; ranges may carry a stride as in ``0-15:2/4`` (used in isolcpus= on some kernels);
+  an empty string is the empty set.
+- mask: comma-separated 32-bit hex words, most significant first (``/proc/irq/N/smp_affinity``):
+  ``00000000,0000000f`` is CPUs 0-3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+CPUSet = frozenset[int]
+EMPTY: CPUSet = frozenset()
+
+# A cap so a hostile or corrupt file such as "0-4294967295" cannot make us allocate gigabytes.
+MAX_CPU_ID = 65535
+
+
+class CPUListError(ValueError):
+    """A CPU list or mask that is not in the kernel's format."""
+
+
+def parse_cpulist(text: str) -> CPUSet:
+    """Parse a kernel CPU list (``0-3,8,10-11``) into a frozenset; raise CPUListError on bad input."""
+    text = text.strip()
+    if not text:
+        return EMPTY
+    cpus: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise CPUListError(f"empty element in CPU list {text!r}")
+        stride_group = 1
+        stride_used = 0
+        if ":" in part:
+            part, _, stride = part.partition(":")
+            used, _, group = stride.partition("/")
+            try:
+                stride_used, stride_group = int(used), int(group)
+            except ValueError:
+                raise CPUListError(f"bad stride {stride!r} in CPU list {text!r}") from None
+            if stride_used <= 0 or stride_group <= 0 or stride_used > stride_group:
+                raise CPUListError(f"bad stride {stride!r} in CPU list {text!r}")
+        lo_text, sep, hi_text = part.partition("-")
+        try:
+            lo = int(lo_text)
+            hi = int(hi_text) if sep else lo
+        except ValueError:
+            raise CPUListError(f"bad element {part!r} in CPU list {text!r}") from None
+        if lo < 0 or hi < lo or hi > MAX_CPU_ID:
+            raise CPUListError(f"bad range {part!r} in CPU list {text!r}")
+        if stride_used:
+            cpus.update(c for c in range(lo, hi + 1) if (c - lo) % stride_group < stride_used)
+        else:
+            cpus.update(range(lo, hi + 1))
+    return frozenset(cpus)
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """Format CPUs as the kernel does: sorted, consecutive runs collapsed (``0-3,8,10-11``)."""
+    ordered = sorted(set(cpus))
+    if not ordered:
+        return ""
+    parts: list[str] = []
+    start = prev = ordered[0]
+    for cpu in ordered[1:]:
+        if cpu == prev + 1:
+            prev = cpu
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = cpu
+    parts.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(parts)
+
+
+def parse_cpumask(text: str) -> CPUSet:
+    """Parse a kernel hex CPU mask (``ff,00000001``) into a frozenset."""
+    words = text.strip().replace(",", "")
+    if not words:
+        return EMPTY
+    try:
+        value = int(words, 16)
+    except ValueError:
+        raise CPUListError(f"bad CPU mask {text.strip()!r}") from None
+    if value.bit_length() > MAX_CPU_ID + 1:
+        raise CPUListError(f"CPU mask {text.strip()[:40]!r}... is longer than {MAX_CPU_ID + 1} bits")
+    cpus = []
+    cpu = 0
+    while value:
+        if value & 1:
+            cpus.append(cpu)
+        value >>= 1
+        cpu += 1
+    return frozenset(cpus)

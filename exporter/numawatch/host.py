@@ -1,0 +1,149 @@
+"""One evaluation's view of the host: every source's snapshot plus how reading it went.
+
+Sources are independent: one that fails (missing files, malformed content, a bug) is reported down with its reason
+and every other source is still read. Sources whose inputs cannot change between events (topology, kubelet config)
+declare a cheap fingerprint; a ``HostReader`` re-reads them only when the fingerprint changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from numawatch.errors import MalformedFile, SourceUnavailable
+from numawatch.model import Cgroups, GpuInventory, KubeletConfig, KubeletState, Names, Topology
+from numawatch.paths import Paths
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    name: str
+    read: Callable[[Paths], Any]
+    # Cheap key of everything the source's result depends on; None means "always re-read".
+    fingerprint: Callable[[Paths], Hashable] | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    name: str
+    up: bool
+    duration_seconds: float
+    reason: str = ""  # why it is down (one line), empty when up
+    cached: bool = False  # result reused because its fingerprint did not change
+
+
+@dataclass(frozen=True)
+class Host:
+    paths: Paths
+    results: Mapping[str, Any]
+    statuses: Mapping[str, SourceStatus]
+    timestamp: float = field(default_factory=time.time)
+
+    def get(self, name: str) -> Any | None:
+        return self.results.get(name)
+
+    @property
+    def topology(self) -> Topology | None:
+        return self.results.get("topology")
+
+    @property
+    def cgroups(self) -> Cgroups | None:
+        return self.results.get("cgroups")
+
+    @property
+    def names(self) -> Names | None:
+        return self.results.get("names")
+
+    @property
+    def kubelet_config(self) -> KubeletConfig | None:
+        return self.results.get("kubelet_config")
+
+    @property
+    def kubelet_state(self) -> KubeletState | None:
+        return self.results.get("kubelet_state")
+
+    @property
+    def gpus(self) -> GpuInventory | None:
+        return self.results.get("gpus_sysfs")
+
+    def down_reason(self, name: str) -> str:
+        status = self.statuses.get(name)
+        if status is None:
+            return f"source {name} was not read"
+        return status.reason or f"source {name} is down"
+
+
+def _read_one(spec: SourceSpec, paths: Paths) -> tuple[Any | None, SourceStatus]:
+    start = time.perf_counter()
+    try:
+        result = spec.read(paths)
+    except (SourceUnavailable, MalformedFile) as error:
+        return None, SourceStatus(spec.name, False, time.perf_counter() - start, _one_line(str(error)))
+    except OSError as error:
+        reason = f"{error.strerror or error}: {error.filename}" if error.filename else str(error)
+        return None, SourceStatus(spec.name, False, time.perf_counter() - start, _one_line(reason))
+    except Exception as error:  # a bug in one source must not take the others down
+        log.exception("source %s failed", spec.name)
+        reason = f"internal error: {type(error).__name__}: {error}"
+        return None, SourceStatus(spec.name, False, time.perf_counter() - start, _one_line(reason))
+    return result, SourceStatus(spec.name, True, time.perf_counter() - start)
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line[:300]
+
+
+class HostReader:
+    """Reads every source, reusing results of fingerprinted sources whose inputs did not change."""
+
+    def __init__(self, paths: Paths, sources: Iterable[SourceSpec] | None = None) -> None:
+        from numawatch.sources import SOURCES
+
+        self.paths = paths
+        self.sources = tuple(sources if sources is not None else SOURCES)
+        self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
+
+    def invalidate(self, name: str | None = None) -> None:
+        """Forget cached results (all, or one source): called on udev events and SIGHUP."""
+        if name is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(name, None)
+
+    def read(self) -> Host:
+        results: dict[str, Any] = {}
+        statuses: dict[str, SourceStatus] = {}
+        for spec in self.sources:
+            key: Hashable = None
+            if spec.fingerprint is not None:
+                start = time.perf_counter()
+                try:
+                    key = spec.fingerprint(self.paths)
+                except Exception:  # an unreadable fingerprint just means "read it for real"
+                    key = None
+                cached = self._cache.get(spec.name)
+                if key is not None and cached is not None and cached[0] == key and cached[2].up:
+                    results[spec.name] = cached[1]
+                    statuses[spec.name] = SourceStatus(
+                        spec.name, True, time.perf_counter() - start, cached=True
+                    )
+                    continue
+            result, status = _read_one(spec, self.paths)
+            if spec.fingerprint is not None and key is not None:
+                self._cache[spec.name] = (key, result, status)
+            if result is not None:
+                results[spec.name] = result
+            statuses[spec.name] = status
+        return Host(paths=self.paths, results=results, statuses=statuses)
+
+
+def read_host(paths: Paths, sources: Iterable[SourceSpec] | None = None) -> Host:
+    """Read every source once, without caching (``numawatch check``)."""
+    return HostReader(paths, sources).read()

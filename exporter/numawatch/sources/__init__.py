@@ -1,0 +1,18 @@
+"""Sources: one module per host subsystem. Each reads files into a frozen snapshot and makes no judgement.
+
+The registry is an explicit tuple so the order of reading and the set of sources are visible in one place.
+"""
+
+from __future__ import annotations
+
+from numawatch.host import SourceSpec
+from numawatch.sources import cgroups, gpus_sysfs, kubelet_config, kubelet_state, names, topology
+
+SOURCES: tuple[SourceSpec, ...] = (
+    topology.SOURCE,
+    cgroups.SOURCE,
+    names.SOURCE,
+    kubelet_config.SOURCE,
+    kubelet_state.SOURCE,
+    gpus_sysfs.SOURCE,
+)

@@ -1,0 +1,82 @@
+"""Small helpers every source uses to read host files: bounded, one syscall where possible, clear errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
+from numawatch.errors import MalformedFile, SourceUnavailable
+
+__all__ = ["MalformedFile", "SourceUnavailable"]
+
+# No file numawatch reads legitimately comes close to this; /proc/interrupts on a 384-CPU host with 2,000 IRQs is
+# about 8 MB. A bigger file is corrupt or hostile, and reading it whole would blow the memory budget.
+DEFAULT_READ_LIMIT = 16 * 1024 * 1024
+
+
+def read_bytes(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
+    """Read a whole file, refusing files larger than ``limit`` (procfs reports size 0, so we read and count)."""
+    with open(path, "rb", buffering=0) as handle:
+        data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise MalformedFile(path, f"larger than the {limit}-byte limit")
+        # procfs files can return short reads; keep reading until EOF.
+        while True:
+            chunk = handle.read(limit + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+            if len(data) > limit:
+                raise MalformedFile(path, f"larger than the {limit}-byte limit")
+    return data
+
+
+def read_text(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> str:
+    return read_bytes(path, limit).decode("utf-8", errors="replace")
+
+
+def read_optional_text(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> str | None:
+    """The file's text, or None when it does not exist (a vanished cgroup, an absent sysfs attribute)."""
+    try:
+        return read_text(path, limit)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def read_int(path: Path | str) -> int:
+    text = read_text(path, 4096).strip()
+    try:
+        return int(text)
+    except ValueError:
+        raise MalformedFile(path, f"expected an integer, got {text[:60]!r}") from None
+
+
+def read_optional_int(path: Path | str) -> int | None:
+    try:
+        return read_int(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def read_cpulist(path: Path | str) -> CPUSet:
+    text = read_text(path, 1 << 20)
+    try:
+        return parse_cpulist(text)
+    except CPUListError as error:
+        raise MalformedFile(path, str(error)) from None
+
+
+def read_optional_cpulist(path: Path | str) -> CPUSet | None:
+    try:
+        return read_cpulist(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def list_dir(path: Path | str) -> list[str]:
+    """Directory entries, or [] when the directory vanished or never existed."""
+    try:
+        return os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return []

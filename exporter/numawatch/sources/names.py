@@ -1,0 +1,14 @@
+"""Placeholder until the names reader lands."""
+
+from __future__ import annotations
+
+from numawatch.errors import SourceUnavailable
+from numawatch.host import SourceSpec
+from numawatch.paths import Paths
+
+
+def read(paths: Paths) -> None:
+    raise SourceUnavailable("the names source is not implemented yet")
+
+
+SOURCE = SourceSpec(name="names", read=read)
