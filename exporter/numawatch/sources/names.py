@@ -1,14 +1,259 @@
-"""Placeholder until the names reader lands."""
+"""The names source: which pod and container each container ID belongs to, without the API server.
+
+Read from the container runtime's OCI bundles (kubelet.md §6.6), whose ``config.json`` carries the CRI annotations:
+
+- containerd: ``run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/config.json``, on RKE2/k3s
+  ``run/k3s/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/config.json``; annotations
+  ``io.kubernetes.cri.container-type`` ("sandbox"/"container"), ``io.kubernetes.cri.sandbox-name``,
+  ``…sandbox-namespace``, ``…sandbox-uid``, ``io.kubernetes.cri.container-name``.
+- CRI-O: ``run/containers/storage/overlay-containers/<id>/userdata/config.json`` and the same under
+  ``var/lib/containers/storage/``; annotations ``io.kubernetes.pod.name``, ``io.kubernetes.pod.namespace``,
+  ``io.kubernetes.pod.uid``, ``io.kubernetes.container.name``, ``io.kubernetes.cri-o.ContainerType``.
+- Fallback: ``var/log/pods/<namespace>_<pod>_<uid>/<container>/`` gives pods by UID and their container names
+  (``_`` cannot occur in namespace or pod names, nor in UIDs).
+
+A bundle's config.json never changes while its container lives, so parsed annotations are kept per file (keyed by
+inode, mtime and size) and only new bundles are parsed; the fingerprint (directory listings) skips the whole read
+when no container came or went.
+"""
 
 from __future__ import annotations
 
-from numawatch.errors import SourceUnavailable
+import json
+import logging
+import os
+from collections.abc import Hashable
+from pathlib import Path
+
+from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.model import ContainerIdentity, Names, PodIdentity, frozen_map
 from numawatch.paths import Paths
+from numawatch.sources._files import list_dir, read_bytes
+
+log = logging.getLogger(__name__)
+
+# An OCI config.json with a large seccomp profile and many mounts is ~50 KB; a few MB means something is wrong.
+CONFIG_READ_LIMIT = 4 * 1024 * 1024
+
+_CONTAINERD_TASKS = "io.containerd.runtime.v2.task/k8s.io"
+
+# containerd (CRI plugin) annotations
+CRI_TYPE = "io.kubernetes.cri.container-type"
+CRI_SANDBOX_NAME = "io.kubernetes.cri.sandbox-name"
+CRI_SANDBOX_NAMESPACE = "io.kubernetes.cri.sandbox-namespace"
+CRI_SANDBOX_UID = "io.kubernetes.cri.sandbox-uid"
+CRI_CONTAINER_NAME = "io.kubernetes.cri.container-name"
+# CRI-O annotations
+CRIO_TYPE = "io.kubernetes.cri-o.ContainerType"
+CRIO_POD_NAME = "io.kubernetes.pod.name"
+CRIO_POD_NAMESPACE = "io.kubernetes.pod.namespace"
+CRIO_POD_UID = "io.kubernetes.pod.uid"
+CRIO_CONTAINER_NAME = "io.kubernetes.container.name"
 
 
-def read(paths: Paths) -> None:
-    raise SourceUnavailable("the names source is not implemented yet")
+def bundle_locations(paths: Paths) -> tuple[tuple[str, Path, str], ...]:
+    """(runtime, directory of per-container entries, path of config.json inside an entry), in order of preference."""
+    return (
+        ("containerd", paths.run / "containerd" / _CONTAINERD_TASKS, "config.json"),
+        ("containerd", paths.run / "k3s/containerd" / _CONTAINERD_TASKS, "config.json"),
+        ("crio", paths.run / "containers/storage/overlay-containers", "userdata/config.json"),
+        ("crio", paths.host_path("/var/lib/containers/storage/overlay-containers"), "userdata/config.json"),
+    )
 
 
-SOURCE = SourceSpec(name="names", read=read)
+# --------------------------------------------------------------------------------------------------- parsers
+def parse_annotations(data: bytes) -> dict[str, str]:
+    """The top-level ``annotations`` object of an OCI runtime ``config.json`` ({} when there is none).
+
+    Raises ValueError when the file is not a JSON object or its annotations are not a string map.
+    """
+    try:
+        spec = json.loads(data)
+    except (ValueError, RecursionError) as error:  # RecursionError: absurdly deep nesting
+        raise ValueError(f"not valid JSON ({error})") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"expected a JSON object, got {type(spec).__name__}")
+    annotations = spec.get("annotations")
+    if annotations is None:
+        return {}
+    if not isinstance(annotations, dict):
+        raise ValueError(f"'annotations' is a {type(annotations).__name__}, not an object")
+    return {key: value for key, value in annotations.items() if isinstance(value, str)}
+
+
+def identity_from_annotations(container_id: str, runtime: str, annotations: dict[str, str]) -> ContainerIdentity | None:
+    """The container's identity from its runtime's annotations; None when it is not a Kubernetes container."""
+    if runtime == "crio":
+        keys = (CRIO_POD_UID, CRIO_POD_NAMESPACE, CRIO_POD_NAME, CRIO_CONTAINER_NAME, CRIO_TYPE)
+    else:
+        keys = (CRI_SANDBOX_UID, CRI_SANDBOX_NAMESPACE, CRI_SANDBOX_NAME, CRI_CONTAINER_NAME, CRI_TYPE)
+    uid, namespace, pod, container, kind = (annotations.get(key) for key in keys)
+    if uid is None and pod is None and kind is None:
+        return None  # e.g. a podman container in CRI-O's storage, or a non-CRI task in containerd's k8s.io
+    return ContainerIdentity(
+        container_id=container_id,
+        pod_uid=uid,
+        namespace=namespace,
+        pod_name=pod,
+        container_name=container,
+        container_type=kind,
+        origin=runtime,
+    )
+
+
+def parse_pod_log_dir(name: str) -> PodIdentity | None:
+    """``<namespace>_<pod>_<uid>`` (kubelet ``BuildPodLogsDirectory``) into a PodIdentity; None if not that shape."""
+    parts = name.split("_")
+    if len(parts) != 3 or not all(parts):
+        return None
+    namespace, pod, uid = parts
+    return PodIdentity(uid=uid, namespace=namespace, name=pod)
+
+
+# --------------------------------------------------------------------------------------------------- reading
+class _BundleCache:
+    """Parsed identities by config.json path, valid while (inode, mtime, size) is unchanged.
+
+    Holds only the bundles seen in the latest read, so it is bounded by the number of live containers. ``pending``
+    says the latest read met a bundle without its config.json yet (containerd writes it after creating the
+    directory): the listing-based fingerprint would not notice it arriving, so the source is re-read meanwhile.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[tuple[int, int, int], ContainerIdentity | None]] = {}
+        self.pending = False
+
+    def read(self, reads: list[tuple[str, str, str]]) -> dict[str, ContainerIdentity]:
+        """Identities for (container_id, runtime, config path) triples; the first location wins for an ID."""
+        fresh: dict[str, tuple[tuple[int, int, int], ContainerIdentity | None]] = {}
+        found: dict[str, ContainerIdentity] = {}
+        pending = False
+        for container_id, runtime, config in reads:
+            if container_id in found:
+                continue
+            try:
+                stat = os.stat(config)
+            except OSError:
+                pending = True  # the bundle is being created (or removed)
+                continue
+            key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            cached = self._entries.get(config)
+            if cached is not None and cached[0] == key:
+                identity = cached[1]
+            else:
+                try:
+                    identity = identity_from_annotations(
+                        container_id, runtime, parse_annotations(read_bytes(config, CONFIG_READ_LIMIT))
+                    )
+                except OSError:
+                    pending = True
+                    continue
+                except MalformedFile as error:
+                    log.warning("%s", error)
+                    identity = None  # remembered, so a broken file is reported once, not every scan
+                except ValueError as error:
+                    log.warning("%s", MalformedFile(config, str(error)))
+                    identity = None
+            fresh[config] = (key, identity)
+            if identity is not None:
+                found[container_id] = identity
+        self._entries = fresh
+        self.pending = pending
+        return found
+
+
+_MAX_CACHES = 8  # one per host root; more only in tests and bundle replays
+_caches: dict[Paths, _BundleCache] = {}
+
+
+def _cache_for(paths: Paths) -> _BundleCache:
+    cache = _caches.get(paths)
+    if cache is None:
+        if len(_caches) >= _MAX_CACHES:
+            _caches.pop(next(iter(_caches)))
+        cache = _caches[paths] = _BundleCache()
+    return cache
+
+
+def _scan_pod_logs(root: Path) -> tuple[dict[str, PodIdentity], dict[str, tuple[str, ...]]]:
+    pods: dict[str, PodIdentity] = {}
+    containers: dict[str, tuple[str, ...]] = {}
+    for name in list_dir(root):
+        pod = parse_pod_log_dir(name)
+        if pod is None:
+            continue
+        pods[pod.uid] = pod
+        pod_dir = root / name
+        try:
+            with os.scandir(pod_dir) as entries:
+                names = [entry.name for entry in entries if entry.is_dir()]
+        except NotADirectoryError:
+            del pods[pod.uid]
+            continue
+        except OSError:
+            names = []  # the pod's logs were removed while we looked
+        containers[pod.uid] = tuple(sorted(names))
+    return pods, containers
+
+
+def read(paths: Paths) -> Names:
+    """Container and pod identities from the runtime bundles and var/log/pods; SourceUnavailable if none exists."""
+    reads: list[tuple[str, str, str]] = []
+    present = False
+    for runtime, directory, config in bundle_locations(paths):
+        if not directory.is_dir():
+            continue
+        present = True
+        for container_id in sorted(list_dir(directory)):
+            reads.append((container_id, runtime, f"{directory}/{container_id}/{config}"))
+    logs_present = paths.pod_logs.is_dir()
+    if not present and not logs_present:
+        places = ", ".join(str(directory) for _, directory, _ in bundle_locations(paths))
+        raise SourceUnavailable(f"no container runtime bundles ({places}) and no {paths.pod_logs}")
+    containers = _cache_for(paths).read(reads)
+    pods: dict[str, PodIdentity] = {}
+    for identity in containers.values():
+        if identity.pod_uid and identity.namespace and identity.pod_name and identity.pod_uid not in pods:
+            pods[identity.pod_uid] = PodIdentity(identity.pod_uid, identity.namespace, identity.pod_name)
+    log_pods, log_containers = _scan_pod_logs(paths.pod_logs) if logs_present else ({}, {})
+    for uid, pod in log_pods.items():
+        pods.setdefault(uid, pod)
+    return Names(
+        containers=frozen_map(containers),
+        pods=frozen_map(pods),
+        pod_log_containers=frozen_map(log_containers),
+    )
+
+
+def fingerprint(paths: Paths) -> Hashable:
+    """The bundle directories' listings and each pod log directory with its mtime (new container log dirs).
+
+    None ("read again") while the last read saw a bundle whose config.json was not written yet.
+    """
+    cache = _caches.get(paths)
+    if cache is not None and cache.pending:
+        return None
+    parts: list[Hashable] = []
+    for _, directory, _ in bundle_locations(paths):
+        parts.append(tuple(sorted(list_dir(directory))))
+    logs: list[tuple[str, int]] = []
+    try:
+        with os.scandir(paths.pod_logs) as entries:
+            for entry in entries:
+                try:
+                    logs.append((entry.name, entry.stat().st_mtime_ns))
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    parts.append(tuple(sorted(logs)))
+    return tuple(parts)
+
+
+SOURCE = SourceSpec(
+    name="names",
+    read=read,
+    fingerprint=fingerprint,
+    description="pod and container names per container ID, from runtime bundle annotations and var/log/pods",
+)
