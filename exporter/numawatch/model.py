@@ -54,6 +54,9 @@ class IsolationParams:
     sys_nohz_full: CPUSet | None = None  # /sys/devices/system/cpu/nohz_full
     # hugepages= requests on the command line: size in kB -> pages (default_hugepagesz applied)
     cmdline_hugepages: Mapping[int, int] = field(default_factory=frozen_map)
+    # Command-line values the kernel would have rejected (bad CPU list, bad size), one line each naming the file and
+    # the parameter; the parameter itself is then left as None/absent, as the kernel ignores it too.
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,9 @@ class KubeletConfig:
     root_dir: str | None = None
     files: tuple[str, ...] = ()  # every file that contributed, in the order applied (host paths)
     explicit: frozenset[str] = frozenset()  # KubeletConfiguration field names set by a file or flag
+    # Inputs read leniently that the kubelet itself may reject, one line each naming the file (e.g. a quoted
+    # kubelet-arg value, whose quotes RKE2 passes to the kubelet verbatim).
+    warnings: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------------- kubelet state
@@ -216,6 +222,8 @@ class CpuManagerState:
     entries: Mapping[str, Mapping[str, CPUSet]]
     entries_v1: Mapping[str, CPUSet] = field(default_factory=frozen_map)
     checksum_ok: bool | None = None  # None: cannot be verified (e.g. v3 podEntries)
+    # v3+ (PodLevelResourceManagers): pod UID -> CPUs held exclusively by the pod as a whole (podEntries)
+    pod_entries: Mapping[str, CPUSet] = field(default_factory=frozen_map)
 
 
 @dataclass(frozen=True)
@@ -249,6 +257,8 @@ class MemoryManagerState:
     machine_state: Mapping[int, MemoryNodeState]
     entries: Mapping[str, Mapping[str, tuple[MemoryBlock, ...]]]  # pod UID -> container -> blocks
     checksum_ok: bool | None = None
+    # v2+ (PodLevelResourceManagers): pod UID -> blocks held by the pod as a whole (podEntries)
+    pod_entries: Mapping[str, tuple[MemoryBlock, ...]] = field(default_factory=frozen_map)
 
 
 @dataclass(frozen=True)
@@ -265,6 +275,7 @@ class DeviceCheckpoint:
     entries: tuple[DeviceAssignment, ...]
     registered: Mapping[str, tuple[str, ...]]  # resource -> healthy device IDs
     checksum_ok: bool | None = None
+    boot_id: str | None = None  # kernel boot_id when the kubelet wrote it (newest kubelets; outside the checksum)
 
 
 @dataclass(frozen=True)

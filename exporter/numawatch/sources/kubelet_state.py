@@ -1,14 +1,707 @@
-"""Placeholder until the kubelet_state reader lands."""
+"""The kubelet's checkpoint files: what its CPU, Memory and Device Managers declare they handed out.
+
+Reads (kubelet.md §1-4), each once per change (the kubelet replaces them by rename, so one open+read is atomic):
+
+- ``<kubelet root>/cpu_manager_state``: JSON ``{"policyName","defaultCpuSet","entries","checksum"}``; v1 entries are
+  container ID -> cpuset, v2 pod UID -> container -> cpuset, v3 adds ``podEntries`` {pod UID: {"cpuSet"}}, v4 adds
+  ``data`` (the checkpoint as a JSON string, authoritative) and ``dataChecksum``.
+- ``<kubelet root>/memory_manager_state``: ``{"policyName","machineState","entries","checksum"}`` (v1), v2 adds
+  ``podEntries`` {pod UID: {"memoryBlocks"}}, v3 adds ``data`` + ``dataChecksum``.
+- ``<kubelet root>/device-plugins/kubelet_internal_checkpoint``: ``{"Data":{"PodDeviceEntries","RegisteredDevices"},
+  "Checksum"[,"BootID"]}``; ``DeviceIDs`` is NUMA node -> IDs, or a plain list in legacy (<= 1.19) files.
+
+The files are decoded the way Go's encoding/json decodes them into the kubelet's structs (object keys matched
+case-insensitively, the last duplicate winning, unknown keys ignored, wrong types an error), because the checksum is
+computed over that decoded value. A file the kubelet could not read back (bad JSON, wrong types, a bad cpuset, a
+checksum mismatch) is not a failure of this source: it is a ``StateFileProblem``, which the kubelet_state_stale check
+reports, because the kubelet will refuse to start with it.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import os
+import re
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from numawatch.checkpoint_checksum import (
+    CPU_TYPE_NAMES,
+    CPU_V1_TYPE_NAMES,
+    MEMORY_TYPE_NAMES,
+    DeviceEntryRecord,
+    checksum_matches,
+    data_checksum,
+    dump_cpu_manager_v1,
+    dump_cpu_manager_v2,
+    dump_device_checkpoint,
+    dump_memory_manager_v1,
+    fnv1a_32,
+)
+from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.model import (
+    CpuManagerState,
+    DeviceAssignment,
+    DeviceCheckpoint,
+    KubeletState,
+    MemoryBlock,
+    MemoryManagerState,
+    MemoryNodeState,
+    MemoryTable,
+    StateFileProblem,
+    frozen_map,
+)
 from numawatch.paths import Paths
+from numawatch.sources._files import read_bytes
+
+CPU_STATE = "cpu_manager_state"
+MEMORY_STATE = "memory_manager_state"
+DEVICE_CHECKPOINT = "device-plugins/kubelet_internal_checkpoint"
+
+UNPARSABLE = "unparsable"
+CHECKSUM_MISMATCH = "checksum_mismatch"
+
+# Checkpoints hold one line per container; 860 containers is well under 1 MB. Anything near this is not a checkpoint.
+_READ_LIMIT = 64 * 1024 * 1024
+_UINT64_MAX = (1 << 64) - 1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_GO_INT_KEY = re.compile(r"[+-]?[0-9]+", re.ASCII)  # strconv.ParseInt's syntax for integer map keys
 
 
-def read(paths: Paths) -> None:
-    raise SourceUnavailable("the kubelet_state source is not implemented yet")
+def host_name(paths: Paths, path: Path) -> str:
+    """How the host names a path we read under the root (``<root>/var/lib/kubelet/x`` -> ``/var/lib/kubelet/x``)."""
+    try:
+        return "/" + str(path.relative_to(paths.root)).lstrip("/") if str(paths.root) != "/" else str(path)
+    except ValueError:
+        return str(path)  # a per-part override outside the root: the path is all we know
 
 
-SOURCE = SourceSpec(name="kubelet_state", read=read)
+# --------------------------------------------------------------------------------------------------- Go-style JSON
+class _Invalid(ValueError):
+    """The file does not decode into the kubelet's struct; the message says where (``entries.pod1: ...``)."""
+
+
+class _Obj:
+    """A JSON object as Go's decoder walks it: key/value pairs in file order, duplicates kept."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        self.pairs = pairs
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Invalid(f"{name} is not valid JSON")
+
+
+def _loads(data: bytes | str) -> Any:
+    try:
+        return json.loads(data, object_pairs_hook=_Obj, parse_constant=_reject_constant)
+    except _Invalid:
+        raise
+    except json.JSONDecodeError as error:
+        raise _Invalid(f"invalid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except (ValueError, RecursionError) as error:  # bad UTF-8, absurd nesting
+        raise _Invalid(f"invalid JSON: {error}") from None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, _Obj):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null"
+
+
+def _where(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _struct(value: Any, path: str, names: tuple[str, ...]) -> dict[str, list[Any]]:
+    """The occurrences of each struct field's key (matched case-insensitively, as Go does), in file order.
+
+    A JSON ``null`` for a struct leaves it untouched in Go, so it reads as an object with no keys.
+    """
+    fields: dict[str, list[Any]] = {name: [] for name in names}
+    if value is None:
+        return fields
+    if not isinstance(value, _Obj):
+        raise _Invalid(f"{path or 'the file'}: expected an object, got {_kind(value)}")
+    folded = {name.casefold(): name for name in names}
+    for key, item in value.pairs:
+        name = folded.get(key.casefold())
+        if name is not None:
+            fields[name].append(item)
+    return fields
+
+
+def _string(values: list[Any], path: str, default: str = "") -> str:
+    result = default
+    for value in values:
+        if value is None:  # null leaves a Go string as it was
+            continue
+        if not isinstance(value, str):
+            raise _Invalid(f"{path}: expected a string, got {_kind(value)}")
+        result = value
+    return result
+
+
+def _integer(values: list[Any], path: str, lo: int, hi: int, default: int = 0) -> int:
+    result = default
+    for value in values:
+        if value is None:
+            continue
+        # Go refuses 1.0 and 1e3 for integer fields; Python parses them as floats, so a float is always an error.
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise _Invalid(f"{path}: expected an integer in [{lo}, {hi}], got {_kind(value)} {_short(value)}")
+        result = value
+    return result
+
+
+def _uint64(values: list[Any], path: str) -> int:
+    return _integer(values, path, 0, _UINT64_MAX)
+
+
+def _int(values: list[Any], path: str) -> int:
+    return _integer(values, path, _INT64_MIN, _INT64_MAX)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, _Obj) else "{...}"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _map(
+    values: list[Any],
+    path: str,
+    decode: Callable[[Any, str], Any],
+    *,
+    initial: dict | None,
+    int_keys: bool = False,
+) -> dict | None:
+    """A Go map field: null sets it to nil; an object adds its keys to the existing map (last duplicate wins)."""
+    result = initial
+    for value in values:
+        if value is None:
+            result = None
+            continue
+        if not isinstance(value, _Obj):
+            raise _Invalid(f"{path}: expected an object, got {_kind(value)}")
+        result = {} if result is None else result
+        for key, item in value.pairs:
+            map_key: Any = key
+            if int_keys:
+                if not _GO_INT_KEY.fullmatch(key) or not _INT64_MIN <= int(key) <= _INT64_MAX:
+                    raise _Invalid(f"{path}: key {key!r} is not an integer")
+                map_key = int(key)
+            result[map_key] = decode(item, _where(path, key))
+    return result
+
+
+def _slice(values: list[Any], path: str, decode: Callable[[Any, str], Any], *, initial: list | None) -> list | None:
+    """A Go slice field: null sets it to nil; an array replaces it."""
+    result = initial
+    for value in values:
+        if value is None:
+            result = None
+            continue
+        if not isinstance(value, list):
+            raise _Invalid(f"{path}: expected an array, got {_kind(value)}")
+        result = [decode(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    return result
+
+
+# Element decoders: inside a map or slice, null is the element type's zero value ("" / 0 / nil).
+def _elem_string(value: Any, path: str) -> str:
+    return _string([value], path)
+
+
+def _elem_int(value: Any, path: str) -> int:
+    return _int([value], path)
+
+
+def _elem_string_map(value: Any, path: str) -> dict | None:
+    return _map([value], path, _elem_string, initial=None)
+
+
+def _elem_string_list(value: Any, path: str) -> list | None:
+    return _slice([value], path, _elem_string, initial=None)
+
+
+def _cpuset(text: str, path: str) -> CPUSet:
+    try:
+        return parse_cpulist(text)
+    except CPUListError as error:
+        raise _Invalid(f"{path}: {error}") from None
+
+
+def _freeze_nested(mapping: dict | None) -> dict:
+    return {key: frozen_map(value or {}) for key, value in (mapping or {}).items()}
+
+
+# --------------------------------------------------------------------------------------------------- CPU manager
+_CPU_FIELDS = ("policyName", "defaultCpuSet", "entries", "podEntries", "checksum", "data", "dataChecksum")
+_CPU_BODY_FIELDS = ("policyName", "defaultCpuSet", "entries", "podEntries")
+
+
+def _pod_cpusets(values: list[Any], path: str) -> dict[str, str] | None:
+    def one(value: Any, where: str) -> str:
+        return _string(_struct(value, where, ("cpuSet",))["cpuSet"], f"{where}.cpuSet")
+
+    return _map(values, path, one, initial={})
+
+
+def parse_cpu_manager_state(data: bytes | str, file: str) -> tuple[CpuManagerState | None, StateFileProblem | None]:
+    """Decode ``cpu_manager_state`` (any version) and verify its checksum like the kubelet does.
+
+    Returns the state (None when the kubelet could not read it back) and the problem the kubelet would refuse it for
+    (None when it would accept it). A checksum mismatch still returns the decoded state, with ``checksum_ok`` False.
+    """
+    try:
+        fields = _struct(_loads(data), "", _CPU_FIELDS)
+        if fields["data"] or fields["dataChecksum"]:
+            return _cpu_v4(fields, file)
+        return _cpu_legacy(fields, file)
+    except _Invalid as error:
+        return None, StateFileProblem(file, UNPARSABLE, str(error))
+
+
+def _cpu_v4(fields: dict[str, list[Any]], file: str) -> tuple[CpuManagerState | None, StateFileProblem | None]:
+    # v4: the legacy body (checksum forced to 0) is for older kubelets; ``data`` is what a 1.37 kubelet restores.
+    text = _string(fields["data"], "data")
+    stored = _uint64(fields["dataChecksum"], "dataChecksum")
+    body = _struct(_loads(text), "data", _CPU_BODY_FIELDS)
+    entries = _map(body["entries"], "data.entries", _elem_string_map, initial={})
+    pod_entries = _pod_cpusets(body["podEntries"], "data.podEntries")
+    computed = data_checksum(text)
+    ok = computed == stored
+    policy = _string(body["policyName"], "data.policyName")
+    default = _string(body["defaultCpuSet"], "data.defaultCpuSet")
+    return _finish(
+        lambda: _cpu_state(file, 4, policy, default, entries, None, pod_entries, ok),
+        _mismatch(file, ok, stored, computed, "dataChecksum"),
+    )
+
+
+def _cpu_legacy(fields: dict[str, list[Any]], file: str) -> tuple[CpuManagerState | None, StateFileProblem | None]:
+    policy = _string(fields["policyName"], "policyName")
+    default = _string(fields["defaultCpuSet"], "defaultCpuSet")
+    stored = _uint64(fields["checksum"], "checksum")
+    # The kubelet tries the v1 struct (container ID -> cpuset) and then v2 (pod -> container -> cpuset); whichever
+    # decodes and verifies wins. An empty map decodes as both.
+    v1_entries: dict | None = None
+    try:
+        v1_entries = _map(fields["entries"], "entries", _elem_string, initial={})
+        v1_decoded = True
+    except _Invalid:
+        v1_decoded = False
+    v2_error: _Invalid | None = None
+    v2_entries: dict | None = None
+    try:
+        v2_entries = _map(fields["entries"], "entries", _elem_string_map, initial={})
+        v2_decoded = True
+    except _Invalid as error:
+        v2_decoded, v2_error = False, error
+    if not v1_decoded and not v2_decoded:
+        raise v2_error  # type: ignore[misc]
+    if fields["podEntries"]:
+        return _cpu_v3(fields, file, policy, default, v2_entries, v2_decoded, stored)
+
+    v1_ok = v1_decoded and checksum_matches(
+        stored, (dump_cpu_manager_v1(policy, default, v1_entries, type_name=n) for n in CPU_V1_TYPE_NAMES)
+    )
+    v2_ok = v2_decoded and checksum_matches(
+        stored, (dump_cpu_manager_v2(policy, default, v2_entries, type_name=n) for n in CPU_TYPE_NAMES)
+    )
+    # A checksum of 0 is accepted for v1/v2 ("compatibility with old file backend", checkpoint.go).
+    ok = stored == 0 or v1_ok or v2_ok
+    as_v1 = v1_ok or (v1_decoded and not v2_ok and bool(v1_entries))
+    if as_v1:
+        # Hash again only to say what the kubelet expects: dumps of large files cost milliseconds.
+        computed = stored if ok else fnv1a_32(dump_cpu_manager_v1(policy, default, v1_entries))
+        return _finish(
+            lambda: _cpu_state(file, 1, policy, default, None, v1_entries, None, ok),
+            _mismatch(file, ok, stored, computed, "checksum"),
+        )
+    if not v2_decoded:
+        raise v2_error  # type: ignore[misc]
+    computed = stored if ok else fnv1a_32(dump_cpu_manager_v2(policy, default, v2_entries))
+    return _finish(
+        lambda: _cpu_state(file, 2, policy, default, v2_entries, None, None, ok),
+        _mismatch(file, ok, stored, computed, "checksum"),
+    )
+
+
+def _finish(build: Callable[[], Any], problem: StateFileProblem | None) -> tuple[Any, StateFileProblem | None]:
+    """Build the snapshot once the checksum verdict is known.
+
+    The kubelet verifies the checksum before it parses any cpuset, so a corrupt file with a bad cpuset is reported
+    as the checksum mismatch, and a valid one with a bad cpuset as unparsable ("could not parse ... cpuset").
+    """
+    try:
+        return build(), problem
+    except _Invalid:
+        if problem is not None:
+            return None, problem
+        raise
+
+
+def _cpu_v3(
+    fields: dict[str, list[Any]],
+    file: str,
+    policy: str,
+    default: str,
+    entries: dict | None,
+    decoded: bool,
+    stored: int,
+) -> tuple[CpuManagerState | None, StateFileProblem | None]:
+    # v3 embeds cpuset.CPUSet structs in podEntries; that dump is unconfirmed (kubelet.md §4.4), so a checksum we
+    # cannot reproduce is "cannot verify" (None), never "corrupt". Without pod entries the hash may still be the
+    # v2-shaped one, and then it is verified.
+    if not decoded:
+        _map(fields["entries"], "entries", _elem_string_map, initial={})  # raises the v2 decoding error
+    pod_entries = _pod_cpusets(fields["podEntries"], "podEntries")
+    names = (*CPU_TYPE_NAMES, "CPUManagerCheckpointV3")
+    dumps = (dump_cpu_manager_v2(policy, default, entries, type_name=n) for n in names)
+    ok = True if not pod_entries and checksum_matches(stored, dumps) else None
+    return _cpu_state(file, 3, policy, default, entries, None, pod_entries, ok), None
+
+
+def _cpu_state(
+    file: str,
+    version: int,
+    policy: str,
+    default: str,
+    entries: dict | None,
+    entries_v1: dict | None,
+    pod_entries: dict | None,
+    ok: bool | None,
+) -> CpuManagerState:
+    # The kubelet parses every cpuset after the checksum and refuses the file if one is bad ("could not parse").
+    by_pod = {
+        pod: {name: _cpuset(cpus, f"entries.{pod}.{name}") for name, cpus in (containers or {}).items()}
+        for pod, containers in (entries or {}).items()
+    }
+    return CpuManagerState(
+        file=file,
+        version=version,
+        policy_name=policy,
+        default_cpuset=_cpuset(default, "defaultCpuSet"),
+        entries=frozen_map(_freeze_nested(by_pod)),
+        entries_v1=frozen_map({cid: _cpuset(cpus, f"entries.{cid}") for cid, cpus in (entries_v1 or {}).items()}),
+        checksum_ok=ok,
+        pod_entries=frozen_map({pod: _cpuset(c, f"podEntries.{pod}.cpuSet") for pod, c in (pod_entries or {}).items()}),
+    )
+
+
+def _mismatch(
+    file: str,
+    ok: bool | None,
+    stored: int,
+    computed: int,
+    key: str,
+    consequence: str = "the kubelet refuses it: 'checkpoint is corrupted'",
+) -> StateFileProblem | None:
+    if ok is not False:
+        return None
+    return StateFileProblem(file, CHECKSUM_MISMATCH, f"{key} {stored} in the file, {computed} computed ({consequence})")
+
+
+# --------------------------------------------------------------------------------------------------- memory manager
+_MEMORY_FIELDS = ("policyName", "machineState", "entries", "podEntries", "checksum", "data", "dataChecksum")
+_MEMORY_BODY_FIELDS = ("policyName", "machineState", "entries", "podEntries")
+_TABLE_FIELDS = ("total", "systemReserved", "allocatable", "reserved", "free")
+
+
+@dataclass(frozen=True)
+class _Node:
+    """A decoded NUMANodeState, keeping Go's nil (None) apart from empty for the checksum."""
+
+    number_of_assignments: int
+    memory_map: dict[str, MemoryTable | None] | None
+    cells: list[int] | None
+
+
+@dataclass(frozen=True)
+class _Block:
+    numa_affinity: list[int] | None
+    type: str
+    size: int
+
+
+def _decode_table(value: Any, path: str) -> MemoryTable | None:
+    if value is None:  # a nil *MemoryTable
+        return None
+    fields = _struct(value, path, _TABLE_FIELDS)
+    return MemoryTable(*(_uint64(fields[name], _where(path, name)) for name in _TABLE_FIELDS))
+
+
+def _decode_node(value: Any, path: str) -> _Node | None:
+    if value is None:  # a nil *NUMANodeState
+        return None
+    fields = _struct(value, path, ("numberOfAssignments", "memoryMap", "cells"))
+    return _Node(
+        _int(fields["numberOfAssignments"], _where(path, "numberOfAssignments")),
+        _map(fields["memoryMap"], _where(path, "memoryMap"), _decode_table, initial=None),
+        _slice(fields["cells"], _where(path, "cells"), _elem_int, initial=None),
+    )
+
+
+def _decode_block(value: Any, path: str) -> _Block:
+    fields = _struct(value, path, ("numaAffinity", "type", "size"))
+    return _Block(
+        _slice(fields["numaAffinity"], _where(path, "numaAffinity"), _elem_int, initial=None),
+        _string(fields["type"], _where(path, "type")),
+        _uint64(fields["size"], _where(path, "size")),
+    )
+
+
+def _decode_blocks(value: Any, path: str) -> list[_Block] | None:
+    return _slice([value], path, _decode_block, initial=None)
+
+
+def _decode_containers(value: Any, path: str) -> dict | None:
+    return _map([value], path, _decode_blocks, initial=None)
+
+
+def _decode_pod_blocks(value: Any, path: str) -> list[_Block] | None:
+    blocks = _struct(value, path, ("memoryBlocks",))["memoryBlocks"]
+    return _slice(blocks, f"{path}.memoryBlocks", _decode_block, initial=None)
+
+
+def parse_memory_manager_state(
+    data: bytes | str, file: str
+) -> tuple[MemoryManagerState | None, StateFileProblem | None]:
+    """Decode ``memory_manager_state`` (v1, v2, v3) and verify its checksum like the kubelet does."""
+    try:
+        fields = _struct(_loads(data), "", _MEMORY_FIELDS)
+        if fields["data"] or fields["dataChecksum"]:
+            # v3: ``data`` is authoritative; the legacy v1 body next to it may differ and is not what is restored.
+            text = _string(fields["data"], "data")
+            stored = _uint64(fields["dataChecksum"], "dataChecksum")
+            body = _struct(_loads(text), "data", _MEMORY_BODY_FIELDS)
+            computed = data_checksum(text)
+            ok = computed == stored
+            state = _memory_state(file, 3, *_memory_body(body, "data."), ok)
+            return state, _mismatch(file, ok, stored, computed, "dataChecksum")
+        stored = _uint64(fields["checksum"], "checksum")
+        policy, machine, entries, pod_entries = _memory_body(fields, "")
+        dumps = (dump_memory_manager_v1(policy, machine, entries, type_name=n) for n in MEMORY_TYPE_NAMES)
+        matched = checksum_matches(stored, dumps)
+        if fields["podEntries"]:
+            # v2 hashes a struct with a PodEntries field whose dump is unconfirmed: "cannot verify", never "corrupt",
+            # unless there are no pod entries and the v1-shaped hash matches.
+            ok = True if matched and not pod_entries else None
+            return _memory_state(file, 2, policy, machine, entries, pod_entries, ok), None
+        # Unlike the CPU manager, the memory manager accepts no checksum 0 (only 1.36+ kubelets do).
+        state = _memory_state(file, 1, policy, machine, entries, pod_entries, matched)
+        computed = stored if matched else fnv1a_32(dump_memory_manager_v1(policy, machine, entries))
+        return state, _mismatch(file, matched, stored, computed, "checksum")
+    except _Invalid as error:
+        return None, StateFileProblem(file, UNPARSABLE, str(error))
+
+
+def _memory_body(fields: dict[str, list[Any]], prefix: str) -> tuple[str, dict | None, dict | None, dict | None]:
+    """policyName, machineState, entries and podEntries, decoded with Go's nil kept for the checksum.
+
+    The kubelet pre-initialises the maps, so an absent key dumps as ``map[]`` and only a JSON null as ``<nil>``.
+    """
+    return (
+        _string(fields["policyName"], f"{prefix}policyName"),
+        _map(fields["machineState"], f"{prefix}machineState", _decode_node, initial={}, int_keys=True),
+        _map(fields["entries"], f"{prefix}entries", _decode_containers, initial={}),
+        _map(fields["podEntries"], f"{prefix}podEntries", _decode_pod_blocks, initial={}),
+    )
+
+
+def _memory_state(
+    file: str,
+    version: int,
+    policy: str,
+    machine: dict | None,
+    entries: dict | None,
+    pod_entries: dict | None,
+    ok: bool | None,
+) -> MemoryManagerState:
+    nodes = {
+        node_id: MemoryNodeState(
+            number_of_assignments=node.number_of_assignments,
+            memory_map=frozen_map({k: v for k, v in (node.memory_map or {}).items() if v is not None}),
+            cells=tuple(node.cells or ()),
+        )
+        for node_id, node in (machine or {}).items()
+        if node is not None
+    }
+    assignments = {
+        pod: frozen_map({name: _blocks(blocks) for name, blocks in (containers or {}).items()})
+        for pod, containers in (entries or {}).items()
+    }
+    return MemoryManagerState(
+        file=file,
+        version=version,
+        policy_name=policy,
+        machine_state=frozen_map(nodes),
+        entries=frozen_map(assignments),
+        checksum_ok=ok,
+        pod_entries=frozen_map({pod: _blocks(blocks) for pod, blocks in (pod_entries or {}).items()}),
+    )
+
+
+def _blocks(blocks: list[_Block] | None) -> tuple[MemoryBlock, ...]:
+    return tuple(MemoryBlock(tuple(b.numa_affinity or ()), b.type, b.size) for b in blocks or ())
+
+
+# --------------------------------------------------------------------------------------------------- device manager
+_ENTRY_FIELDS = ("PodUID", "ContainerName", "ResourceName", "DeviceIDs", "AllocResp")
+
+
+def _decode_alloc_resp(values: list[Any], path: str) -> bytes | None:
+    """A Go []byte: base64 (standard alphabet, padded) in JSON; null is nil. Go skips CR/LF inside it."""
+    result: bytes | None = None
+    for value in values:
+        if value is None:
+            result = None
+            continue
+        if not isinstance(value, str):
+            raise _Invalid(f"{path}: expected a base64 string, got {_kind(value)}")
+        try:
+            result = base64.b64decode(value.replace("\r", "").replace("\n", ""), validate=True)
+        except (binascii.Error, ValueError):
+            raise _Invalid(f"{path}: not valid base64") from None
+    return result
+
+
+def _decode_entry(value: Any, path: str, legacy: bool) -> DeviceEntryRecord:
+    fields = _struct(value, path, _ENTRY_FIELDS)
+    ids_path = _where(path, "DeviceIDs")
+    ids: Any
+    if legacy:
+        ids = _slice(fields["DeviceIDs"], ids_path, _elem_string, initial=None)
+    else:
+        ids = _map(fields["DeviceIDs"], ids_path, _elem_string_list, initial=None, int_keys=True)
+    return DeviceEntryRecord(
+        pod_uid=_string(fields["PodUID"], _where(path, "PodUID")),
+        container_name=_string(fields["ContainerName"], _where(path, "ContainerName")),
+        resource_name=_string(fields["ResourceName"], _where(path, "ResourceName")),
+        device_ids=ids,
+        alloc_resp=_decode_alloc_resp(fields["AllocResp"], _where(path, "AllocResp")),
+    )
+
+
+def _is_legacy(entries: list[Any]) -> bool:
+    """Whether the entries use the v1 (<= 1.19) shape: a plain list of device IDs instead of NUMA -> IDs.
+
+    The kubelet decodes the v2 struct first and falls back to v1 when that fails, so one list makes it a v1 file
+    (in which a NUMA map is then an error).
+    """
+    return any(
+        isinstance(ids, list)
+        for entry in entries
+        if isinstance(entry, _Obj)
+        for ids in _struct(entry, "", _ENTRY_FIELDS)["DeviceIDs"]
+    )
+
+
+def parse_device_checkpoint(data: bytes | str, file: str) -> tuple[DeviceCheckpoint | None, StateFileProblem | None]:
+    """Decode ``kubelet_internal_checkpoint`` (v2, or legacy v1 lists) and verify ``Checksum`` over ``Data``.
+
+    Legacy v1 entries are reported as the kubelet converts them: every device on NUMA node 0.
+    """
+    try:
+        top = _struct(_loads(data), "", ("Data", "Checksum", "BootID"))
+        # Data is a struct value: every occurrence decodes into the same struct, so their keys simply add up.
+        pairs = [pair for value in top["Data"] if isinstance(value, _Obj) for pair in value.pairs]
+        for value in top["Data"]:
+            if value is not None and not isinstance(value, _Obj):
+                raise _Invalid(f"Data: expected an object, got {_kind(value)}")
+        data_fields = _struct(_Obj(pairs), "Data", ("PodDeviceEntries", "RegisteredDevices"))
+        raw_entries = [e for value in data_fields["PodDeviceEntries"] if isinstance(value, list) for e in value]
+        legacy = _is_legacy(raw_entries)
+        # The kubelet reads into an empty (non-nil) slice and map; a null in the file makes them nil.
+        entries = _slice(
+            data_fields["PodDeviceEntries"],
+            "Data.PodDeviceEntries",
+            lambda value, path: _decode_entry(value, path, legacy),
+            initial=[],
+        )
+        registered = _map(data_fields["RegisteredDevices"], "Data.RegisteredDevices", _elem_string_list, initial={})
+        stored = _uint64(top["Checksum"], "Checksum")
+        boot_id = _string(top["BootID"], "BootID")
+    except _Invalid as error:
+        return None, StateFileProblem(file, UNPARSABLE, str(error))
+    computed = fnv1a_32(dump_device_checkpoint(entries, registered, legacy=legacy))
+    assignments = []
+    for entry in entries or ():
+        if legacy:
+            per_numa = {0: tuple(entry.device_ids or ())}  # type: ignore[arg-type]
+        else:
+            per_numa = {numa: tuple(ids or ()) for numa, ids in (entry.device_ids or {}).items()}  # type: ignore[union-attr]
+        assignments.append(
+            DeviceAssignment(entry.pod_uid, entry.container_name, entry.resource_name, frozen_map(per_numa))
+        )
+    checkpoint = DeviceCheckpoint(
+        file=file,
+        entries=tuple(assignments),
+        registered=frozen_map({res: tuple(ids or ()) for res, ids in (registered or {}).items()}),
+        checksum_ok=computed == stored,
+        boot_id=boot_id or None,
+    )
+    # A device checkpoint that fails verification does not stop the kubelet: it starts without it and forgets
+    # which devices it handed out (manager.go: "Continue after failing to read checkpoint file").
+    consequence = "the kubelet discards it at start and forgets its device allocations"
+    return checkpoint, _mismatch(file, checkpoint.checksum_ok, stored, computed, "Checksum", consequence)
+
+
+# --------------------------------------------------------------------------------------------------- the source
+def _read_file(
+    paths: Paths, relative: str, parse: Callable[[bytes, str], tuple[Any, StateFileProblem | None]]
+) -> tuple[Any, StateFileProblem | None]:
+    path = paths.kubelet / relative
+    try:
+        data = read_bytes(path, _READ_LIMIT)
+    except (FileNotFoundError, NotADirectoryError):
+        return None, None  # no such manager state yet (policy none never wrote one, or it was deleted)
+    return parse(data, host_name(paths, path))
+
+
+def read(paths: Paths) -> KubeletState:
+    if not paths.kubelet.is_dir():
+        raise SourceUnavailable(f"no kubelet directory at {paths.kubelet}")
+    cpu, cpu_problem = _read_file(paths, CPU_STATE, parse_cpu_manager_state)
+    memory, memory_problem = _read_file(paths, MEMORY_STATE, parse_memory_manager_state)
+    devices, device_problem = _read_file(paths, DEVICE_CHECKPOINT, parse_device_checkpoint)
+    problems = tuple(p for p in (cpu_problem, memory_problem, device_problem) if p is not None)
+    return KubeletState(cpu=cpu, memory=memory, devices=devices, problems=problems)
+
+
+def fingerprint(paths: Paths) -> Hashable:
+    """(inode, mtime_ns, size) of each checkpoint: the kubelet renames a new file into place on every write."""
+    key: list[Hashable] = [paths.kubelet.is_dir()]
+    for relative in (CPU_STATE, MEMORY_STATE, DEVICE_CHECKPOINT):
+        try:
+            st = os.stat(paths.kubelet / relative)
+        except (FileNotFoundError, NotADirectoryError):
+            key.append(None)
+            continue
+        key.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(key)
+
+
+SOURCE = SourceSpec(
+    name="kubelet_state",
+    read=read,
+    fingerprint=fingerprint,
+    description="kubelet checkpoint files: cpu_manager_state, memory_manager_state, kubelet_internal_checkpoint",
+)
