@@ -105,7 +105,7 @@ def real_pod(tmp_path):
         # The app writes 8 MiB of anonymous memory after joining, so its cgroup is charged for pages it surely
         # touched (an exec'd binary's file pages may already sit in the page cache, charged to someone else).
         app = subprocess.Popen(
-            [sys.executable, "-c", "import sys, time; b = b'x' * (8 << 20); print('ready', flush=True); time.sleep(300)"],
+            [sys.executable, "-c", "import time; b = b'x' * (8 << 20); print('ready', flush=True); time.sleep(300)"],
             preexec_fn=starter(APP_ID),
             stdout=subprocess.PIPE,
             text=True,
