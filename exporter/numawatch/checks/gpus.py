@@ -1,7 +1,86 @@
-"""Placeholder: checks of this module land with their issue."""
+"""Checks of the GPUs' NUMA placement as the kernel and the device plugin report it.
+
+Knob 7 of the reference profile (DOMAIN.md): the Topology Manager can keep a GPU's CPUs and memory on its NUMA
+node only when the device plugin registered the GPU with that node. A GPU the plugin files under NUMA ``-1`` has
+no hint, so ``single-numa-node`` aligns CPUs and memory and leaves the GPU to chance (kubelet.md §3.3); a GPU whose
+PCI function reports ``numa_node`` -1 leaves every tool guessing (gpu-and-host.md §2.6).
+"""
 
 from __future__ import annotations
 
-from numawatch.checks import Check
+from collections.abc import Iterator
 
-CHECKS: tuple[Check, ...] = ()
+from numawatch.checks import Check, Finding, NotEvaluated
+from numawatch.checks.kubelet import require
+from numawatch.host import Host
+from numawatch.intent import Intent
+from numawatch.model import GpuInventory, KubeletState, Topology
+from numawatch.workloads import NODE_WITHOUT_TOPOLOGY
+
+SYSFS_REMEDIATION = (
+    "enable NUMA reporting in the BIOS (ACPI _PXM / SRAT; NUMA-per-socket on, not interleaved), or on a VM give "
+    "the guest a NUMA topology with the GPU's host node (pxb-pcie numa_node); as a stopgap "
+    "echo <node> > /sys/bus/pci/devices/<gpu>/numa_node at boot"
+)
+PLUGIN_REMEDIATION = (
+    "run the NVIDIA device plugin / GPU Operator with topology reporting (it must see the GPU's CPU affinity: fix "
+    "sysfs numa_node first), then restart the plugin and recreate the pods that hold the GPU"
+)
+
+
+def check_gpu_numa_unknown(host: Host, intent: Intent) -> Iterator[Finding]:
+    topology: Topology = require(host, "topology")
+    inventory: GpuInventory | None = host.gpus
+    state: KubeletState | None = host.kubelet_state
+    devices = state.devices if state is not None else None
+    if inventory is None and devices is None:
+        raise NotEvaluated(
+            f"needs the gpus_sysfs source ({host.down_reason('gpus_sysfs')}) or the device-plugin checkpoint"
+        )
+    if len(topology.nodes) < 2:
+        return  # one NUMA node: every GPU is local to every CPU
+    reported: set[str] = set()
+    for gpu in inventory.gpus if inventory is not None else ():
+        if gpu.numa_node is not None:
+            continue
+        reported.add(gpu.pci_address)
+        yield GPU_NUMA_UNKNOWN.finding(
+            intent,
+            {"gpu": gpu.pci_address, "uuid": gpu.uuid or "", "reason": "sysfs"},
+            f"GPU {gpu.pci_address}{f' ({gpu.uuid})' if gpu.uuid else ''} reports numa_node -1 on a "
+            f"{len(topology.nodes)}-node host: the firmware does not say which NUMA node it is attached to",
+            SYSFS_REMEDIATION,
+        )
+    if devices is None:
+        return
+    resources = set(intent.gpu_resources)
+    seen: set[str] = set()
+    for entry in devices.entries:
+        if entry.resource_name not in resources:
+            continue
+        for device_id in entry.devices_per_numa.get(NODE_WITHOUT_TOPOLOGY, ()):
+            uuid = device_id.split("::", 1)[0]
+            gpu = inventory.by_uuid(uuid) if inventory is not None else None
+            label = gpu.pci_address if gpu is not None else device_id
+            if label in seen:
+                continue
+            seen.add(label)
+            yield GPU_NUMA_UNKNOWN.finding(
+                intent,
+                {"gpu": label, "uuid": uuid if uuid.startswith(("GPU-", "MIG-")) else "", "reason": "device_plugin"},
+                f"GPU {label} ({device_id}) is registered by the device plugin for {entry.resource_name} without NUMA "
+                "topology (node -1): the Topology Manager cannot align it with the pod's CPUs and memory",
+                PLUGIN_REMEDIATION,
+            )
+
+
+GPU_NUMA_UNKNOWN = Check(
+    id="gpu_numa_unknown",
+    severity="warning",
+    summary="A GPU's NUMA node is unknown (sysfs numa_node -1, or registered by the device plugin under -1).",
+    remediation=PLUGIN_REMEDIATION,
+    run=check_gpu_numa_unknown,
+    knob="7",
+)
+
+CHECKS: tuple[Check, ...] = (GPU_NUMA_UNKNOWN,)

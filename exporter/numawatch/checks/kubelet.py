@@ -1,7 +1,497 @@
-"""Placeholder: checks of this module land with their issue."""
+"""Checks of the kubelet's declared configuration and checkpoint files against intent and the machine.
+
+Knobs 1, 3, 4, 5, 6 and 9 of the reference profile (DOMAIN.md): the CPU, Topology and Memory Manager policies,
+the reserved CPUs that must equal the host's housekeeping CPUs, and the checkpoint files that make the kubelet
+refuse to start after a policy or machine change (kubelet.md §1.3, §2.3, §2.4).
+"""
 
 from __future__ import annotations
 
-from numawatch.checks import Check
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-CHECKS: tuple[Check, ...] = ()
+from numawatch.checks import Check, Finding, NotEvaluated
+from numawatch.cpuset import CPUSet, format_cpulist
+from numawatch.host import Host
+from numawatch.intent import REFERENCE, Intent
+from numawatch.model import (
+    CpuManagerState,
+    KubeletConfig,
+    MemoryManagerState,
+    MemoryTable,
+    NumaNode,
+    Topology,
+)
+from numawatch.quantity import hugepage_resource_name
+
+DEFAULT_KUBELET_ROOT = "/var/lib/kubelet"
+RKE2_CONFIG = "/etc/rancher/rke2/config.yaml"
+
+
+def require(host: Host, name: str) -> Any:
+    """The source's snapshot, or NotEvaluated with the reason the source is down."""
+    value = host.get(name)
+    if value is None:
+        raise NotEvaluated(f"needs the {name} source: {host.down_reason(name)}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------- remediation text
+def set_setting(config: KubeletConfig, flag: str, field_name: str, value: str) -> str:
+    """The edit that sets one kubelet setting, in the form the node's flavour uses."""
+    if config.flavor == "rke2":
+        return f'set kubelet-arg "{flag}={value}" in {RKE2_CONFIG}'
+    kubelet_file = config.files[0] if config.files else f"{DEFAULT_KUBELET_ROOT}/config.yaml"
+    return f"set {field_name}: {value} in {kubelet_file} (or --{flag}={value})"
+
+
+def restart_steps(config: KubeletConfig, change: str | None, state_file: str | None = None) -> str:
+    """Apply a change with a kubelet restart; when a checkpoint pins the old value, delete it while stopped."""
+    service = "rke2-agent" if config.flavor == "rke2" else "kubelet"
+    note = " (rke2-server instead of rke2-agent on a server node)" if config.flavor == "rke2" else ""
+    if state_file is None:
+        return f"{change}, then systemctl restart {service}{note}"
+    steps = ["drain the node", f"systemctl stop {service}"]
+    if change:
+        steps.append(change)
+    steps += [f"rm {state_file}", f"systemctl start {service}", "uncordon the node"]
+    return ", ".join(steps) + note
+
+
+def kubelet_root(config: KubeletConfig) -> str:
+    return (config.root_dir or DEFAULT_KUBELET_ROOT).rstrip("/")
+
+
+# --------------------------------------------------------------------------------------------- policies
+@dataclass(frozen=True)
+class _Setting:
+    check_id: str
+    flag: str
+    field_name: str
+    config_attr: str
+    intent_attr: str
+    state_file: str | None  # checkpoint that records the value: changing it requires deleting the file
+    knob: str
+    severity: str
+    summary: str
+    why: str
+
+
+_SETTINGS = (
+    _Setting(
+        "kubelet_cpu_manager_policy",
+        "cpu-manager-policy",
+        "cpuManagerPolicy",
+        "cpu_manager_policy",
+        "cpu_manager_policy",
+        "cpu_manager_state",
+        "1",
+        "critical",
+        "The kubelet's CPU Manager policy differs from intent (without static nothing is ever pinned).",
+        "without the static policy no container gets exclusive CPUs and nothing else aligns",
+    ),
+    _Setting(
+        "kubelet_topology_manager_policy",
+        "topology-manager-policy",
+        "topologyManagerPolicy",
+        "topology_manager_policy",
+        "topology_manager_policy",
+        None,
+        "3",
+        "critical",
+        "The kubelet's Topology Manager policy differs from intent (best-effort admits misaligned pods silently).",
+        "only single-numa-node refuses a pod whose CPUs, memory and GPUs do not fit on one NUMA node",
+    ),
+    _Setting(
+        "kubelet_topology_manager_scope",
+        "topology-manager-scope",
+        "topologyManagerScope",
+        "topology_manager_scope",
+        "topology_manager_scope",
+        None,
+        "4",
+        "warning",
+        "The kubelet's Topology Manager scope differs from intent (container scope lets a sidecar split a pod).",
+        "with scope container each container is aligned on its own and a pod can end up on two NUMA nodes",
+    ),
+    _Setting(
+        "kubelet_memory_manager_policy",
+        "memory-manager-policy",
+        "memoryManagerPolicy",
+        "memory_manager_policy",
+        "memory_manager_policy",
+        "memory_manager_state",
+        "5",
+        "warning",
+        "The kubelet's Memory Manager policy differs from intent (without Static memory is not bound to the node).",
+        "without the Static policy a pinned container's memory is not bound to its CPUs' NUMA node",
+    ),
+)
+
+
+def _policy_check(setting: _Setting) -> Check:
+    def run(host: Host, intent: Intent) -> Iterator[Finding]:
+        config: KubeletConfig = require(host, "kubelet_config")
+        value = getattr(config, setting.config_attr)
+        expected = getattr(intent, setting.intent_attr)
+        if value == expected:
+            return
+        default = "" if setting.field_name in config.explicit else " (not set: the kubelet's default)"
+        message = f"kubelet {setting.flag} is {value!r}{default}, intent is {expected!r}"
+        if expected == getattr(REFERENCE, setting.intent_attr):
+            message += f": {setting.why}"  # the reason is the reference profile's; a custom intent has its own
+        change = set_setting(config, setting.flag, setting.field_name, expected)
+        state_file = f"{kubelet_root(config)}/{setting.state_file}" if setting.state_file else None
+        remediation = restart_steps(config, change, state_file)
+        if setting.config_attr == "memory_manager_policy" and expected == "Static" and not config.reserved_memory:
+            remediation += (
+                ' (Static also needs reserved-memory per NUMA node, e.g. "reserved-memory=0:memory=4Gi;'
+                '1:memory=4Gi", summing to kube-reserved + system-reserved + eviction-hard memory)'
+            )
+        yield CHECK_BY_ID[setting.check_id].finding(
+            intent, {"setting": setting.flag, "value": value, "expected": expected}, message, remediation
+        )
+
+    return Check(
+        id=setting.check_id,
+        severity=setting.severity,
+        summary=setting.summary,
+        remediation=f'set "{setting.flag}=<intended value>" in the kubelet configuration and restart the kubelet',
+        run=run,
+        knob=setting.knob,
+    )
+
+
+# --------------------------------------------------------------------------------------------- reserved CPUs
+def check_reserved_cpus(host: Host, intent: Intent) -> Iterator[Finding]:
+    config: KubeletConfig = require(host, "kubelet_config")
+    topology: Topology | None = None
+    if intent.reserved_cpus is not None:
+        expected = intent.reserved_cpus
+        expected_what = f"the intent's reserved CPUs ({intent.source})"
+    else:
+        topology = require(host, "topology")
+        if not topology.isolated:
+            raise NotEvaluated(
+                "the node isolates no CPU (isolcpus= is absent), so there are no housekeeping CPUs to compare "
+                "with; set kubelet.reservedCPUs in the intent file"
+            )
+        expected = topology.housekeeping
+        expected_what = "the housekeeping CPUs (online minus isolcpus)"
+    reserved = config.reserved_cpus
+    if reserved == expected:
+        return
+    if topology is None:
+        topology = host.topology
+    if reserved is None:
+        detail = "reserved-cpus is not set, so the static CPU Manager picks its own reserved CPUs"
+        cpu_reserved = [
+            f"{name}={values['cpu']}"
+            for name, values in (("kube-reserved", config.kube_reserved), ("system-reserved", config.system_reserved))
+            if "cpu" in values
+        ]
+        if cpu_reserved:
+            detail += f" (as many as {' + '.join(cpu_reserved)}), lowest-numbered cores first"
+    else:
+        detail = f"reserved-cpus is {format_cpulist(reserved)}"
+        if topology is not None and topology.isolated:
+            isolated_reserved = reserved & topology.isolated
+            if isolated_reserved:
+                detail += f"; isolated CPUs {format_cpulist(isolated_reserved)} are kept for system daemons"
+        handed_out = expected - reserved
+        if handed_out:
+            detail += f"; CPUs {format_cpulist(handed_out)} can be given exclusively to pods although they are not"
+            detail += " isolated" if intent.reserved_cpus is None else " meant for pods"
+    message = f"kubelet reserved CPUs differ from {expected_what} {format_cpulist(expected)}: {detail}"
+    change = set_setting(config, "reserved-cpus", "reservedSystemCPUs", format_cpulist(expected))
+    remediation = restart_steps(config, change, f"{kubelet_root(config)}/cpu_manager_state")
+    yield RESERVED_CPUS.finding(
+        intent,
+        {"cpus": format_cpulist(reserved) if reserved is not None else "", "expected": format_cpulist(expected)},
+        message,
+        remediation,
+    )
+
+
+# --------------------------------------------------------------------------------------------- stale state files
+@dataclass(frozen=True)
+class StaleState:
+    file: str
+    reason: str
+    detail: str
+
+
+def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
+    config: KubeletConfig = require(host, "kubelet_config")
+    state = require(host, "kubelet_state")
+    topology: Topology = require(host, "topology")
+    problems = [StaleState(p.file, p.reason, p.detail) for p in state.problems]
+    if state.cpu is not None:
+        problems.extend(cpu_state_problems(state.cpu, config, topology.online))
+    if state.memory is not None:
+        problems.extend(memory_state_problems(state.memory, config, topology))
+    seen: set[tuple[str, str]] = set()
+    for problem in problems:
+        if (problem.file, problem.reason) in seen:
+            continue
+        seen.add((problem.file, problem.reason))
+        yield STATE_STALE.finding(
+            intent,
+            {"file": problem.file, "reason": problem.reason},
+            f"the kubelet will refuse to start with {problem.file} at its next restart: {problem.detail}",
+            restart_steps(config, None, problem.file),
+        )
+
+
+def cpu_state_problems(state: CpuManagerState, config: KubeletConfig, online: CPUSet) -> list[StaleState]:
+    """What the kubelet's CPU Manager would reject in its checkpoint at start (policy_static.go validateState)."""
+    if state.policy_name != config.cpu_manager_policy:
+        return [
+            StaleState(
+                state.file,
+                "policy_mismatch",
+                f'configured policy "{config.cpu_manager_policy}" differs from state checkpoint policy '
+                f'"{state.policy_name}"',
+            )
+        ]
+    if config.cpu_manager_policy != "static":
+        return []
+    assigned = [cpus for containers in state.entries.values() for cpus in containers.values()]
+    assigned.extend(state.entries_v1.values())
+    if not assigned and not state.default_cpuset:
+        return []  # an empty state is initialised afresh
+    problems: list[StaleState] = []
+    reserved = config.reserved_cpus
+    strict = config.cpu_manager_policy_options.get("strict-cpu-reservation", "").lower() == "true"
+    if reserved is not None and not strict and not reserved <= state.default_cpuset:
+        problems.append(
+            StaleState(
+                state.file,
+                "reserved_cpus_missing",
+                f'not all reserved cpus "{format_cpulist(reserved)}" are present in defaultCpuSet '
+                f'"{format_cpulist(state.default_cpuset)}"',
+            )
+        )
+    if reserved is not None and strict and reserved & state.default_cpuset:
+        problems.append(
+            StaleState(
+                state.file,
+                "reserved_cpus_in_default",
+                f'strictly reserved cpus "{format_cpulist(reserved & state.default_cpuset)}" are present in '
+                f'defaultCpuSet "{format_cpulist(state.default_cpuset)}"',
+            )
+        )
+    for pod_uid, containers in state.entries.items():
+        for container, cpus in containers.items():
+            if cpus & state.default_cpuset:
+                problems.append(
+                    StaleState(
+                        state.file,
+                        "assignment_overlaps_default",
+                        f'pod {pod_uid}, container {container} cpuset "{format_cpulist(cpus)}" overlaps with '
+                        f'default cpuset "{format_cpulist(state.default_cpuset)}"',
+                    )
+                )
+    known = state.default_cpuset.union(*assigned)
+    if known != online:
+        problems.append(
+            StaleState(
+                state.file,
+                "online_cpus_changed",
+                f'current set of available CPUs "{format_cpulist(online)}" doesn\'t match with CPUs in state '
+                f'"{format_cpulist(known)}"',
+            )
+        )
+    return problems
+
+
+def memory_state_problems(state: MemoryManagerState, config: KubeletConfig, topology: Topology) -> list[StaleState]:
+    """What the kubelet's Memory Manager would reject in its checkpoint at start (kubelet.md §2.3, §2.4)."""
+    if state.policy_name != config.memory_manager_policy:
+        return [
+            StaleState(
+                state.file,
+                "policy_mismatch",
+                f'[memorymanager] configured policy "{config.memory_manager_policy}" differs from state checkpoint '
+                f'policy "{state.policy_name}"',
+            )
+        ]
+    if config.memory_manager_policy != "Static":
+        return []
+    if any(node.mem_total_bytes is None for node in topology.nodes.values()):
+        return []  # cannot compute what the kubelet would: the topology source could not read MemTotal
+    difference = machine_state_difference(state, config.reserved_memory, topology.nodes)
+    if difference is None:
+        return []
+    return [
+        StaleState(
+            state.file,
+            "machine_state_changed",
+            f"[memorymanager] the expected machine state is different from the real one: {difference}",
+        )
+    ]
+
+
+@dataclass
+class _Table:
+    total: int
+    system_reserved: int
+    allocatable: int
+    reserved: int = 0
+    free: int = 0
+
+
+@dataclass
+class _NodeState:
+    assignments: int = 0
+    cells: tuple[int, ...] = ()
+    tables: dict[str, _Table] = field(default_factory=dict)
+
+
+_UINT64 = 1 << 64
+
+
+def default_machine_state(
+    nodes: Mapping[int, NumaNode], reserved_memory: Mapping[int, Mapping[str, int]]
+) -> dict[int, _NodeState]:
+    """The Memory Manager's machine state for a node without assignments (policy_static.go getDefaultMachineState)."""
+    machine: dict[int, _NodeState] = {}
+    for node_id, node in nodes.items():
+        reserved = reserved_memory.get(node_id, {})
+        state = _NodeState(cells=(node_id,))
+        hugepage_bytes = 0
+        for size_kb, pages in node.hugepages_total.items():
+            name = hugepage_resource_name(size_kb)
+            total = pages * size_kb * 1024
+            system_reserved = reserved.get(name, 0)
+            allocatable = (total - system_reserved) % _UINT64  # Go's uint64 arithmetic
+            state.tables[name] = _Table(total, system_reserved, allocatable, 0, allocatable)
+            hugepage_bytes += total
+        total = node.mem_total_bytes or 0
+        system_reserved = reserved.get("memory", 0)
+        allocatable = (total - system_reserved - hugepage_bytes) % _UINT64
+        state.tables["memory"] = _Table(total, system_reserved, allocatable, 0, allocatable)
+        machine[node_id] = state
+    return machine
+
+
+def machine_state_difference(
+    state: MemoryManagerState, reserved_memory: Mapping[int, Mapping[str, int]], nodes: Mapping[int, NumaNode]
+) -> str | None:
+    """Replay the checkpoint's assignments on the machine's default state and compare, as the kubelet does.
+
+    Returns the first difference in words, or None when the kubelet would accept the checkpoint
+    (policy_static.go validateState / areMachineStatesEqual, kubelet.md §2.4).
+    """
+    if not state.machine_state:
+        if any(containers for containers in state.entries.values()):
+            return "the machine state is empty but the checkpoint has memory assignments"
+        return None  # an empty machine state is initialised afresh
+    expected = default_machine_state(nodes, reserved_memory)
+    for pod_uid, containers in state.entries.items():
+        for container, blocks in containers.items():
+            for block in blocks:
+                remaining = block.size
+                for node_id in block.numa_affinity:
+                    node = expected.get(node_id)
+                    if node is None:
+                        return (
+                            f"pod {pod_uid} container {container} is assigned NUMA node {node_id}, which does not exist"
+                        )
+                    node.assignments += 1
+                    node.cells = tuple(block.numa_affinity)
+                    table = node.tables.get(block.type)
+                    if table is None:
+                        return (
+                            f"pod {pod_uid} container {container} is assigned {block.type} on NUMA node {node_id}, "
+                            "which the node does not have"
+                        )
+                    if remaining == 0 or table.free == 0:
+                        continue
+                    taken = min(table.free, remaining)
+                    table.reserved += taken
+                    table.free -= taken
+                    remaining -= taken
+    return _compare_machine_states(state.machine_state, expected)
+
+
+def _compare_machine_states(recorded: Mapping[int, Any], expected: dict[int, _NodeState]) -> str | None:
+    if set(recorded) != set(expected):
+        return f"NUMA nodes {_ids(recorded)} in the checkpoint, {_ids(expected)} on the machine"
+    for node_id in sorted(recorded):
+        ours, theirs = expected[node_id], recorded[node_id]
+        if theirs.number_of_assignments != ours.assignments:
+            return (
+                f"NUMA node {node_id}: {theirs.number_of_assignments} assignments in the checkpoint, "
+                f"{ours.assignments} from its entries"
+            )
+        if set(theirs.cells) != set(ours.cells):
+            return f"NUMA node {node_id}: cells {list(theirs.cells)} in the checkpoint, {list(ours.cells)} expected"
+        if set(theirs.memory_map) != set(ours.tables):
+            return (
+                f"NUMA node {node_id}: resources {sorted(theirs.memory_map)} in the checkpoint, "
+                f"{sorted(ours.tables)} on the machine"
+            )
+        for name in sorted(ours.tables):
+            table: MemoryTable = theirs.memory_map[name]
+            mine = ours.tables[name]
+            for label, have, want in (
+                ("total", table.total, mine.total),
+                ("systemReserved", table.system_reserved, mine.system_reserved),
+                ("allocatable", table.allocatable, mine.allocatable),
+            ):
+                if have != want:
+                    return f"NUMA node {node_id} {name} {label} is {have} in the checkpoint, {want} on the machine"
+            # Free and reserved memory are compared summed over the node's cells: a multi-node assignment may take
+            # from its nodes in any order (Go map iteration), only the group total is stable.
+            have = _cell_totals(theirs.cells, name, recorded, lambda node, n: node.memory_map.get(n))
+            want = _cell_totals(theirs.cells, name, expected, lambda node, n: node.tables.get(n))
+            if have != want:
+                return (
+                    f"NUMA node {node_id} {name} free/reserved is {have[0]}/{have[1]} in the checkpoint, "
+                    f"{want[0]}/{want[1]} from its entries"
+                )
+    return None
+
+
+def _cell_totals(
+    cells: tuple[int, ...], name: str, nodes: Mapping[int, Any], table_of: Callable[[Any, str], Any]
+) -> tuple[int, int]:
+    free = reserved = 0
+    for cell in cells:
+        node = nodes.get(cell)
+        table = table_of(node, name) if node is not None else None
+        if table is not None:
+            free += table.free
+            reserved += table.reserved
+    return free, reserved
+
+
+def _ids(nodes: Mapping[int, Any]) -> str:
+    return ",".join(str(n) for n in sorted(nodes)) or "none"
+
+
+# --------------------------------------------------------------------------------------------- registry
+_POLICY_CHECKS = tuple(_policy_check(setting) for setting in _SETTINGS)
+
+RESERVED_CPUS = Check(
+    id="kubelet_reserved_cpus_mismatch",
+    severity="warning",
+    summary="The kubelet's reserved CPUs differ from the housekeeping CPUs (online minus isolcpus) or from intent.",
+    remediation='set "reserved-cpus=<housekeeping CPUs>" in the kubelet configuration and restart the kubelet',
+    run=check_reserved_cpus,
+    knob="6",
+)
+
+STATE_STALE = Check(
+    id="kubelet_state_stale",
+    severity="critical",
+    summary="A kubelet checkpoint file the kubelet will refuse at its next start (the node then stays NotReady).",
+    remediation="drain the node, stop the kubelet, rm /var/lib/kubelet/cpu_manager_state, start",
+    run=check_state_stale,
+    knob="1",
+)
+
+CHECKS: tuple[Check, ...] = (*_POLICY_CHECKS, RESERVED_CPUS, STATE_STALE)
+CHECK_BY_ID = {check.id: check for check in CHECKS}

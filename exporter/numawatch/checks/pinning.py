@@ -1,7 +1,465 @@
-"""Placeholder: checks of this module land with their issue."""
+"""Checks of what containers actually got against what the kubelet assigned and what intent asks.
+
+Knobs 2, 3, 5, 6, 10, h2 and h6 of the reference profile (DOMAIN.md). Every check here reads the workload join
+(workloads.py); the "actual" side is always the cgroup's effective cpuset, mems and memory.numa_stat, because
+the kubelet never reads cgroups back and a cpuset rewritten by someone else stays wrong (kubelet.md §0.3).
+"""
 
 from __future__ import annotations
 
-from numawatch.checks import Check
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 
-CHECKS: tuple[Check, ...] = ()
+from numawatch.checks import Check, Finding, NotEvaluated
+from numawatch.checks.kubelet import kubelet_root, require, restart_steps, set_setting
+from numawatch.cpuset import CPUSet, format_cpulist
+from numawatch.host import Host
+from numawatch.intent import Intent
+from numawatch.model import QOS_GUARANTEED, CpuManagerState, KubeletState, Topology
+from numawatch.workloads import Workload, build_workloads
+
+_QOS_NAMES = {"guaranteed": "Guaranteed", "burstable": "Burstable", "besteffort": "BestEffort"}
+
+GUARANTEED_HOWTO = (
+    "give every container and init container of the pod requests equal to limits for cpu and memory, with an "
+    'integer cpu (cpu: "16", not "15500m"), then recreate the pod'
+)
+
+
+def workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
+    require(host, "cgroups")
+    return build_workloads(host, intent)
+
+
+def require_cpu_state(host: Host) -> CpuManagerState:
+    state: KubeletState = require(host, "kubelet_state")
+    if state.cpu is None:
+        raise NotEvaluated("the kubelet has no readable cpu_manager_state, so exclusive CPUs are unknown")
+    return state.cpu
+
+
+def nodes_text(nodes: Iterable[int]) -> str:
+    return ",".join(str(n) for n in sorted(nodes))
+
+
+def qos_name(qos: str) -> str:
+    return _QOS_NAMES.get(qos, qos)
+
+
+def _pin_reason(workload: Workload, intent: Intent) -> str:
+    if workload.gpus and intent.pin_gpu_containers:
+        return f"holds {', '.join(sorted({g.resource for g in workload.gpus}))}"
+    return "matches the intent's pinning.pods"
+
+
+# --------------------------------------------------------------------------------------------- pod QoS
+def check_pod_not_guaranteed(host: Host, intent: Intent) -> Iterator[Finding]:
+    found = workloads(host, intent)
+    # A pod holding a GPU must be pinned even when its containers' names (needed for the per-container join) are
+    # unknown: the device checkpoint knows the pod UID.
+    gpu_pods: set[str] = set()
+    state = host.kubelet_state
+    if intent.pin_gpu_containers and state is not None and state.devices is not None:
+        resources = set(intent.gpu_resources)
+        gpu_pods = {e.pod_uid for e in state.devices.entries if e.resource_name in resources}
+    by_pod: dict[str, list[Workload]] = defaultdict(list)
+    for workload in found:
+        by_pod[workload.pod_uid].append(workload)
+    for uid, members in by_pod.items():
+        first = members[0]
+        if first.qos == QOS_GUARANTEED:
+            continue
+        reasons = [
+            f"container {w.container_name or w.container_id[:12]} {_pin_reason(w, intent)}"
+            for w in members
+            if w.must_pin
+        ]
+        if not reasons and uid in gpu_pods:
+            reasons = ["it holds a GPU"]
+        if not reasons:
+            continue
+        yield POD_NOT_GUARANTEED.finding(
+            intent,
+            first.pod_labels,
+            f"pod {first.pod_display} must be pinned ({'; '.join(reasons)}) but its QoS class is "
+            f"{qos_name(first.qos)}: the CPU Manager gives exclusive CPUs only to Guaranteed pods with an integer "
+            "CPU request, so it runs on the shared pool",
+        )
+
+
+# --------------------------------------------------------------------------------------------- exclusive CPUs
+def check_container_not_exclusive(host: Host, intent: Intent) -> Iterator[Finding]:
+    found = workloads(host, intent)
+    cpu_state = require_cpu_state(host)
+    config = host.kubelet_config
+    policy = config.cpu_manager_policy if config is not None else cpu_state.policy_name
+    for workload in found:
+        if not workload.must_pin or workload.exclusive_cpus:
+            continue
+        if workload.container_name is None and workload.pod_uid in cpu_state.entries:
+            continue  # the pod has exclusive entries but we cannot tell which is this container's
+        if workload.qos != QOS_GUARANTEED:
+            cause = f"its pod is {qos_name(workload.qos)}, not Guaranteed"
+            remediation = GUARANTEED_HOWTO
+        elif policy != "static":
+            cause = f'the CPU Manager policy is "{policy}", not "static"'
+            remediation = (
+                restart_steps(
+                    config,
+                    set_setting(config, "cpu-manager-policy", "cpuManagerPolicy", "static"),
+                    f"{kubelet_root(config)}/cpu_manager_state",
+                )
+                if config is not None
+                else None
+            )
+        else:
+            cause = "its CPU request is not an integer (a Guaranteed pod with fractional CPUs shares the pool)"
+            remediation = GUARANTEED_HOWTO
+        cpus = f" and runs on {format_cpulist(workload.cpus)}" if workload.cpus is not None else ""
+        yield CONTAINER_NOT_EXCLUSIVE.finding(
+            intent,
+            workload.labels,
+            f"container {workload.display} must be pinned ({_pin_reason(workload, intent)}) but has no exclusive "
+            f"CPUs{cpus}: {cause}",
+            remediation,
+        )
+
+
+def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
+    found = workloads(host, intent)
+    cpu_state = require_cpu_state(host)
+    config = host.kubelet_config
+    policy = config.cpu_manager_policy if config is not None else cpu_state.policy_name
+    if policy != "static" or cpu_state.policy_name != "static":
+        raise NotEvaluated(f'the CPU Manager policy is "{policy}": the kubelet assigns no cpusets to compare with')
+    for workload in found:
+        if workload.cpus is None:
+            continue
+        if workload.container_name is None and workload.pod_uid in cpu_state.entries:
+            continue  # the pod has exclusive entries but we cannot tell which is this container's
+        if workload.exclusive_cpus:
+            expected, what = workload.exclusive_cpus, "its exclusive CPUs"
+        else:
+            expected, what = cpu_state.default_cpuset, "the shared pool (defaultCpuSet)"
+        if workload.cpus == expected:
+            continue
+        extra, missing = workload.cpus - expected, expected - workload.cpus
+        detail = []
+        if extra:
+            detail.append(f"{format_cpulist(extra)} not assigned to it")
+        if missing:
+            detail.append(f"{format_cpulist(missing)} missing")
+        yield CPUSET_DRIFT.finding(
+            intent,
+            {**workload.labels, "cpus": format_cpulist(workload.cpus), "expected": format_cpulist(expected)},
+            f"container {workload.display} runs on CPUs {format_cpulist(workload.cpus)} but the kubelet assigned "
+            f"{what} {format_cpulist(expected)} ({', '.join(detail)})",
+        )
+
+
+def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
+    found = workloads(host, intent)
+    require_cpu_state(host)
+    # Only exclusive CPUs of running containers count: entries of exited init containers are reused by their pod.
+    owners = [w for w in found if w.exclusive_cpus]
+    if not owners:
+        return
+    everything: CPUSet = frozenset().union(*(w.exclusive_cpus or frozenset() for w in owners))
+    for workload in found:
+        if workload.cpus is None:
+            continue
+        own = workload.exclusive_cpus or frozenset()
+        if not (workload.cpus & everything) - own:
+            continue
+        intruded = []
+        overlap: set[int] = set()
+        for owner in owners:
+            if owner.container_id == workload.container_id:
+                continue
+            shared = workload.cpus & (owner.exclusive_cpus or frozenset())
+            if shared:
+                intruded.append(f"{owner.display} ({format_cpulist(shared)})")
+                overlap |= shared
+        if not overlap:
+            continue
+        yield EXCLUSIVE_OVERLAP.finding(
+            intent,
+            {**workload.labels, "cpus": format_cpulist(overlap)},
+            f"container {workload.display} can run on CPUs {format_cpulist(overlap)} given exclusively to "
+            f"{', '.join(intruded)}",
+        )
+
+
+# --------------------------------------------------------------------------------------------- NUMA alignment
+def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
+    found = workloads(host, intent)
+    topology: Topology = require(host, "topology")
+    require_cpu_state(host)
+    pinned = [w for w in found if w.pinned]
+    if intent.topology_manager_scope == "pod":
+        by_pod: dict[str, list[Workload]] = defaultdict(list)
+        for workload in pinned:
+            by_pod[workload.pod_uid].append(workload)
+        for members in by_pod.values():
+            nodes = topology.nodes_of(frozenset().union(*(_cpus(w) for w in members)))
+            if len(nodes) < 2:
+                continue
+            parts = [
+                f"{w.container_name or w.container_id[:12]} on {nodes_text(topology.nodes_of(_cpus(w)))}"
+                for w in members
+            ]
+            yield NUMA_SPLIT.finding(
+                intent,
+                {**members[0].pod_labels, "numa_node": nodes_text(nodes)},
+                f"pod {members[0].pod_display} has its pinned CPUs on NUMA nodes {nodes_text(nodes)} "
+                f"({'; '.join(parts)})",
+            )
+        return
+    for workload in pinned:
+        cpus = _cpus(workload)
+        nodes = topology.nodes_of(cpus)
+        if len(nodes) < 2:
+            continue
+        yield NUMA_SPLIT.finding(
+            intent,
+            {**workload.labels, "numa_node": nodes_text(nodes)},
+            f"container {workload.display} has its CPUs {format_cpulist(cpus)} on NUMA nodes {nodes_text(nodes)}",
+        )
+
+
+def _cpus(workload: Workload) -> CPUSet:
+    """Where the container can run: the cgroup's effective cpuset, else what the kubelet assigned."""
+    if workload.cpus is not None:
+        return workload.cpus
+    return workload.exclusive_cpus or frozenset()
+
+
+def check_gpu_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
+    found = workloads(host, intent)
+    topology: Topology = require(host, "topology")
+    state: KubeletState = require(host, "kubelet_state")
+    if state.devices is None:
+        raise NotEvaluated("the kubelet has no readable device-plugin checkpoint, so GPU assignments are unknown")
+    if len(topology.nodes) < 2:
+        return
+    for workload in found:
+        if not workload.gpus or workload.cpus is None:
+            continue
+        cpu_nodes = topology.nodes_of(workload.cpus)
+        for gpu in workload.gpus:
+            node = gpu.numa_node
+            if node is None or cpu_nodes <= {node}:
+                continue
+            where = "its exclusive CPUs" if workload.pinned else "the shared pool"
+            uuid = f" ({gpu.uuid})" if gpu.uuid and gpu.uuid != gpu.label else ""
+            yield GPU_NUMA_MISMATCH.finding(
+                intent,
+                {**workload.labels, "gpu": gpu.label, "numa_node": str(node)},
+                f"container {workload.display} uses GPU {gpu.label}{uuid} on NUMA node {node} but runs on "
+                f"{where} {format_cpulist(workload.cpus)} (NUMA nodes {nodes_text(cpu_nodes)})",
+            )
+
+
+def check_memory_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
+    found = workloads(host, intent)
+    topology: Topology = require(host, "topology")
+    if intent.memory_manager_policy != "Static":
+        raise NotEvaluated(f'intent does not bind memory (memoryManagerPolicy "{intent.memory_manager_policy}")')
+    for workload in found:
+        if not (workload.pinned or workload.memory_blocks) or workload.mems is None or workload.cpus is None:
+            continue
+        cpu_nodes = topology.nodes_of(workload.cpus)
+        problems = []
+        if workload.mems != cpu_nodes:
+            problems.append(f"its CPUs are on NUMA nodes {nodes_text(cpu_nodes)}")
+        assigned = workload.memory_nodes
+        if assigned and workload.mems != assigned:
+            problems.append(f"the Memory Manager assigned NUMA nodes {nodes_text(assigned)}")
+        if not problems:
+            continue
+        remediation = None
+        if assigned:
+            # The Memory Manager did assign nodes, so something rewrote cpuset.mems after the kubelet wrote it.
+            remediation = (
+                "find what rewrote cpuset.mems (systemctl daemon-reload, an NRI/DRA plugin, a hand edit), then restart "
+                "the container (kubectl delete pod) so the kubelet applies the Memory Manager's nodes again"
+            )
+        yield MEMORY_NUMA_MISMATCH.finding(
+            intent,
+            {**workload.labels, "numa_node": nodes_text(workload.mems)},
+            f"container {workload.display} may allocate memory on NUMA nodes {nodes_text(workload.mems)} but "
+            f"{' and '.join(problems)}",
+            remediation,
+        )
+
+
+def check_memory_remote(host: Host, intent: Intent) -> Iterator[Finding]:
+    found = workloads(host, intent)
+    topology: Topology = require(host, "topology")
+    candidates = [w for w in found if (w.pinned or w.must_pin) and w.cpus is not None]
+    measured = [w for w in candidates if w.numa_bytes is not None]
+    if candidates and not measured:
+        raise NotEvaluated("no pinned container's memory.numa_stat could be read")
+    for workload in measured:
+        local = topology.nodes_of(_cpus(workload))
+        numa_bytes = workload.numa_bytes or {}
+        total = sum(numa_bytes.values())
+        remote_nodes = {n: b for n, b in numa_bytes.items() if n not in local and b > 0}
+        remote = sum(remote_nodes.values())
+        if not total or remote < intent.remote_memory_min_bytes or remote / total <= intent.remote_memory_ratio:
+            continue
+        yield MEMORY_REMOTE.finding(
+            intent,
+            {**workload.labels, "numa_node": nodes_text(remote_nodes)},
+            f"container {workload.display} has {_size(remote)} of its {_size(total)} resident memory "
+            f"({remote / total:.0%}) on NUMA nodes {nodes_text(remote_nodes)}, remote to its CPUs on "
+            f"{nodes_text(local)} (threshold {intent.remote_memory_ratio:.0%})",
+        )
+
+
+def _size(value: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value} B"
+
+
+def check_outside_isolated(host: Host, intent: Intent) -> Iterator[Finding]:
+    found = workloads(host, intent)
+    topology: Topology = require(host, "topology")
+    require_cpu_state(host)
+    isolated = topology.isolated
+    if not isolated:
+        raise NotEvaluated("isolcpus is absent: the node isolates no CPU")
+    config = host.kubelet_config
+    remediation = None
+    if config is not None:
+        remediation = (
+            restart_steps(
+                config,
+                set_setting(config, "reserved-cpus", "reservedSystemCPUs", format_cpulist(topology.housekeeping)),
+                f"{kubelet_root(config)}/cpu_manager_state",
+            )
+            + ", then recreate the pod"
+        )
+    for workload in found:
+        if not workload.exclusive_cpus:
+            continue
+        outside = workload.exclusive_cpus - isolated
+        if not outside:
+            continue
+        yield OUTSIDE_ISOLATED.finding(
+            intent,
+            {**workload.labels, "cpus": format_cpulist(outside)},
+            f"container {workload.display} was given exclusive CPUs {format_cpulist(outside)} that are not "
+            f"isolated (isolcpus {format_cpulist(isolated)}): the kernel still schedules other work and ticks there",
+            remediation,
+        )
+
+
+# --------------------------------------------------------------------------------------------- registry
+POD_NOT_GUARANTEED = Check(
+    id="pod_not_guaranteed",
+    severity="critical",
+    summary="A pod that must be pinned is not QoS Guaranteed, so the CPU Manager never pins it.",
+    remediation=GUARANTEED_HOWTO,
+    run=check_pod_not_guaranteed,
+    knob="2",
+)
+CONTAINER_NOT_EXCLUSIVE = Check(
+    id="container_not_exclusive",
+    severity="critical",
+    summary="A container that must be pinned has no exclusive CPUs.",
+    remediation=GUARANTEED_HOWTO + "; keep cpu-manager-policy=static",
+    run=check_container_not_exclusive,
+    knob="2",
+)
+CPUSET_DRIFT = Check(
+    id="container_cpuset_drift",
+    severity="critical",
+    summary="A container's effective cpuset differs from what the kubelet assigned (it never corrects this).",
+    remediation=(
+        "find what rewrote the cpuset (systemctl daemon-reload, an NRI/DRA plugin, a hand edit) and stop it, then "
+        "restart the container (kubectl delete pod) so the kubelet applies its assignment again"
+    ),
+    run=check_cpuset_drift,
+    knob="10",
+)
+EXCLUSIVE_OVERLAP = Check(
+    id="exclusive_cpu_overlap",
+    severity="critical",
+    summary="A CPU given exclusively to one container is in another container's cpuset.",
+    remediation=(
+        "restore the intruding container's cpuset (restart it so the kubelet applies the shared pool) and find what "
+        "widened it (systemctl daemon-reload, an NRI/DRA plugin, a hand edit)"
+    ),
+    run=check_exclusive_overlap,
+    knob="10",
+)
+NUMA_SPLIT = Check(
+    id="container_numa_split",
+    severity="critical",
+    summary="A pinned container's (scope pod: pod's) CPUs span more than one NUMA node.",
+    remediation=(
+        'set kubelet-arg "topology-manager-policy=single-numa-node" and "topology-manager-scope=pod" so the kubelet '
+        "refuses misaligned pods, size the pod to fit one NUMA node, then recreate it"
+    ),
+    run=check_numa_split,
+    knob="3",
+)
+GPU_NUMA_MISMATCH = Check(
+    id="container_gpu_numa_mismatch",
+    severity="critical",
+    summary="A container's CPUs are not on its GPUs' NUMA node.",
+    remediation=(
+        'make the pod Guaranteed with integer CPUs, set kubelet-arg "topology-manager-policy=single-numa-node" and '
+        "run the GPU device plugin with NUMA topology, then recreate the pod"
+    ),
+    run=check_gpu_numa_mismatch,
+    knob="3",
+)
+MEMORY_NUMA_MISMATCH = Check(
+    id="container_memory_numa_mismatch",
+    severity="warning",
+    summary="A pinned container may allocate memory on NUMA nodes other than its CPUs' (or the Memory Manager's).",
+    remediation=(
+        'set kubelet-arg "memory-manager-policy=Static" with "reserved-memory=0:memory=4Gi;1:memory=4Gi" (drain, '
+        "stop the kubelet, rm /var/lib/kubelet/memory_manager_state, start), then recreate the pod"
+    ),
+    run=check_memory_numa_mismatch,
+    knob="5",
+)
+MEMORY_REMOTE = Check(
+    id="container_memory_remote",
+    severity="warning",
+    summary="Too much of a pinned container's resident memory sits on NUMA nodes remote to its CPUs.",
+    remediation=(
+        'bind memory with kubelet-arg "memory-manager-policy=Static" (numactl --membind outside Kubernetes) and '
+        "restart the container so its memory is allocated on its CPUs' node; keep kernel.numa_balancing=0"
+    ),
+    run=check_memory_remote,
+    knob="h2",
+)
+OUTSIDE_ISOLATED = Check(
+    id="container_outside_isolated",
+    severity="warning",
+    summary="A pinned container's exclusive CPUs are not isolated CPUs.",
+    remediation=(
+        'set kubelet-arg "reserved-cpus=<housekeeping CPUs>" (online minus isolcpus) so only isolated CPUs are '
+        "handed out: drain, stop the kubelet, rm /var/lib/kubelet/cpu_manager_state, start, recreate the pod"
+    ),
+    run=check_outside_isolated,
+    knob="h6",
+)
+
+CHECKS: tuple[Check, ...] = (
+    POD_NOT_GUARANTEED,
+    CONTAINER_NOT_EXCLUSIVE,
+    CPUSET_DRIFT,
+    EXCLUSIVE_OVERLAP,
+    NUMA_SPLIT,
+    GPU_NUMA_MISMATCH,
+    MEMORY_NUMA_MISMATCH,
+    MEMORY_REMOTE,
+    OUTSIDE_ISOLATED,
+)

@@ -1,0 +1,303 @@
+"""The join of everything numawatch knows about one container: who it is, what the kubelet declared, what it got.
+
+Every container check and the per-container metrics read this join instead of re-joining the sources:
+
+- identity: the cgroup path gives the pod UID, the QoS class and the container ID (cgroups source); the names
+  source gives namespace, pod and container names (runtime bundles, with /var/log/pods as a fallback);
+- declared: exclusive CPUs from ``cpu_manager_state`` (v2+ keyed by pod UID and container name, v1 by container
+  ID), GPUs from the device-plugin checkpoint (``kubelet_internal_checkpoint``, NUMA node per device, ``-1`` when
+  the plugin gave no topology) and memory blocks from ``memory_manager_state``;
+- actual: the cgroup's effective cpuset and mems and its resident memory per NUMA node;
+- intent: whether the container must be exclusively pinned.
+
+Sandbox (pause) containers are left out: they are never pinned and hold no devices.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from numawatch.cpuset import CPUSet
+from numawatch.host import Host
+from numawatch.intent import Intent
+from numawatch.model import (
+    ContainerCgroup,
+    ContainerIdentity,
+    DeviceAssignment,
+    GpuInventory,
+    KubeletState,
+    MemoryBlock,
+    Names,
+    PodCgroup,
+)
+
+# The device plugin files a device without NUMA topology under this key (devicemanager nodeWithoutTopology).
+NODE_WITHOUT_TOPOLOGY = -1
+
+
+@dataclass(frozen=True)
+class GpuAssignment:
+    """One device of a GPU resource the device manager gave a container."""
+
+    device_id: str  # as the plugin registered it: a UUID ("GPU-…"), "MIG-…", or "GPU-…::N" for time-sliced replicas
+    resource: str  # e.g. "nvidia.com/gpu"
+    plugin_numa_nodes: frozenset[int]  # nodes the plugin registered it on; empty when only under "-1"
+    plugin_without_topology: bool  # listed under "-1": the Topology Manager had no hint for it
+    sysfs_numa_node: int | None = None  # the PCI function's numa_node, found through the UUID; None: unknown
+    pci_address: str | None = None  # found through the UUID; None when the GPU is not in the sysfs inventory
+
+    @property
+    def uuid(self) -> str | None:
+        """The GPU UUID the device ID names (replica suffix ``::N`` removed), or None for non-UUID IDs."""
+        base = self.device_id.split("::", 1)[0]
+        return base if base.startswith(("GPU-", "MIG-")) else None
+
+    @property
+    def numa_node(self) -> int | None:
+        """Where the GPU really is: sysfs when it knows (ground truth), else the plugin's single node."""
+        if self.sysfs_numa_node is not None:
+            return self.sysfs_numa_node
+        if len(self.plugin_numa_nodes) == 1:
+            return next(iter(self.plugin_numa_nodes))
+        return None
+
+    @property
+    def label(self) -> str:
+        """The ``gpu`` label: the PCI address when known (stable, what nvidia-smi shows), else the device ID."""
+        return self.pci_address or self.device_id
+
+
+@dataclass(frozen=True)
+class Workload:
+    pod_uid: str
+    qos: str  # model.QOS_*
+    namespace: str | None
+    pod_name: str  # the pod UID when the name is unknown
+    container_name: str | None
+    container_id: str
+    cgroup: ContainerCgroup
+    # Exclusive CPUs the CPU Manager assigned; None when it assigned none (shared pool) or its state is unknown.
+    exclusive_cpus: CPUSet | None
+    gpus: tuple[GpuAssignment, ...]  # devices of intent.gpu_resources
+    memory_blocks: tuple[MemoryBlock, ...]  # Memory Manager blocks (Static policy only)
+    must_pin: bool
+
+    @property
+    def cpus(self) -> CPUSet | None:
+        return self.cgroup.cpus_effective
+
+    @property
+    def mems(self) -> frozenset[int] | None:
+        return self.cgroup.mems_effective
+
+    @property
+    def numa_bytes(self) -> Mapping[int, int] | None:
+        return self.cgroup.numa_bytes
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the CPU Manager gave this container exclusive CPUs."""
+        return bool(self.exclusive_cpus)
+
+    @property
+    def memory_nodes(self) -> frozenset[int]:
+        """NUMA nodes the Memory Manager assigned (union of every block's affinity); empty when none."""
+        return frozenset(node for block in self.memory_blocks for node in block.numa_affinity)
+
+    @property
+    def pod_labels(self) -> dict[str, str]:
+        return {"namespace": self.namespace or "", "pod": self.pod_name, "pod_uid": self.pod_uid}
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Subject labels naming this container in findings and metrics."""
+        return {**self.pod_labels, "container": self.container_name or self.container_id[:12]}
+
+    @property
+    def display(self) -> str:
+        """``namespace/pod/container`` for messages."""
+        return f"{self.namespace or '?'}/{self.pod_name}/{self.container_name or self.container_id[:12]}"
+
+    @property
+    def pod_display(self) -> str:
+        return f"{self.namespace or '?'}/{self.pod_name}"
+
+
+# The last join, kept for the other checks and the metrics of the same evaluation: about ten callers ask for the
+# same (host, intent) in a row, and on a node with ~860 containers each join costs milliseconds. Host and Intent are
+# frozen, so an identical pair always joins the same; a weak reference lets the host go when the evaluation ends.
+# One slot, replaced by a single assignment, so concurrent callers never see a half-written entry.
+_last: tuple[weakref.ref[Host], Intent, tuple[Workload, ...]] | None = None
+
+
+def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
+    """Join every non-sandbox container cgroup with names, kubelet state, device assignments and intent.
+
+    Sources that are down simply leave their part unknown (no names, no exclusive CPUs, no GPUs); without the
+    cgroups source there are no containers to join and the result is empty. Pure: the same host and intent always
+    give the same tuple (the last one is reused rather than joined again).
+    """
+    global _last
+    last = _last
+    if last is not None and last[0]() is host and last[1] is intent:
+        return last[2]
+    workloads = _join(host, intent)
+    _last = (weakref.ref(host), intent, workloads)
+    return workloads
+
+
+def _join(host: Host, intent: Intent) -> tuple[Workload, ...]:
+    cgroups = host.cgroups
+    if cgroups is None:
+        return ()
+    names = host.names
+    state = host.kubelet_state
+    cpu_state = state.cpu if state else None
+    memory_state = state.memory if state else None
+    devices = _devices_by_container(state.devices.entries if state and state.devices else ())
+    inventory = host.gpus
+    gpu_resources = frozenset(intent.gpu_resources)
+
+    workloads: list[Workload] = []
+    for pod in cgroups.pods:
+        containers = [c for c in pod.containers if not _is_sandbox(c, names)]
+        fallback_name = _pod_log_fallback(pod, containers, names) or _checkpoint_fallback(pod, containers, names, state)
+        for container in containers:
+            identity = names.containers.get(container.container_id) if names else None
+            namespace, pod_name = _pod_identity(pod.uid, identity, names)
+            container_name = identity.container_name if identity and identity.container_name else fallback_name
+
+            exclusive: CPUSet | None = None
+            if cpu_state is not None:
+                if container_name is not None:
+                    exclusive = cpu_state.entries.get(pod.uid, {}).get(container_name)
+                if exclusive is None:
+                    exclusive = cpu_state.entries_v1.get(container.container_id)
+
+            blocks: tuple[MemoryBlock, ...] = ()
+            if memory_state is not None and container_name is not None:
+                blocks = tuple(memory_state.entries.get(pod.uid, {}).get(container_name, ()))
+
+            gpus: tuple[GpuAssignment, ...] = ()
+            if container_name is not None:
+                assigned = devices.get((pod.uid, container_name), ())
+                gpus = _gpu_assignments([a for a in assigned if a.resource_name in gpu_resources], inventory)
+
+            must_pin = (intent.pin_gpu_containers and bool(gpus)) or intent.must_pin(
+                namespace, pod_name, container_name
+            )
+            workloads.append(
+                Workload(
+                    pod_uid=pod.uid,
+                    qos=pod.qos,
+                    namespace=namespace,
+                    pod_name=pod_name or pod.uid,
+                    container_name=container_name,
+                    container_id=container.container_id,
+                    cgroup=container,
+                    exclusive_cpus=exclusive or None,
+                    gpus=gpus,
+                    memory_blocks=blocks,
+                    must_pin=must_pin,
+                )
+            )
+    return tuple(workloads)
+
+
+def _is_sandbox(container: ContainerCgroup, names: Names | None) -> bool:
+    if container.is_sandbox:
+        return True
+    identity = names.containers.get(container.container_id) if names else None
+    return identity is not None and identity.container_type == "sandbox"
+
+
+def _pod_identity(uid: str, identity: ContainerIdentity | None, names: Names | None) -> tuple[str | None, str | None]:
+    namespace = identity.namespace if identity else None
+    pod_name = identity.pod_name if identity else None
+    if (namespace is None or pod_name is None) and names is not None:
+        pod = names.pods.get(uid)
+        if pod is not None:
+            namespace = namespace or pod.namespace
+            pod_name = pod_name or pod.name
+    return namespace, pod_name
+
+
+def _pod_log_fallback(pod: PodCgroup, containers: list[ContainerCgroup], names: Names | None) -> str | None:
+    """The container name /var/log/pods gives when the runtime did not: only when the pod has one container.
+
+    With one log directory there is one container name, so every unnamed container of the pod is that container
+    (an old and a new instance after a restart). With several we cannot tell which cgroup is which, and guessing
+    would join the wrong exclusive CPUs or GPUs.
+    """
+    if names is None:
+        return None
+    logged = names.pod_log_containers.get(pod.uid, ())
+    if len(logged) != 1:
+        return None
+    unnamed = [c for c in containers if not _named(c, names)]
+    return logged[0] if unnamed else None
+
+
+def _checkpoint_fallback(
+    pod: PodCgroup, containers: list[ContainerCgroup], names: Names | None, state: KubeletState | None
+) -> str | None:
+    """The one container name the kubelet's checkpoints know for a pod with one container, when names are unknown.
+
+    Without the names source (runtime state not mounted) a single-container pod can still be joined: every
+    checkpoint entry of that pod UID is about its one container. Init containers that left entries behind make
+    the name ambiguous, and then nothing is guessed.
+    """
+    if state is None or len(containers) != 1 or (names is not None and _named(containers[0], names)):
+        return None
+    known: set[str] = set()
+    if state.cpu is not None:
+        known.update(state.cpu.entries.get(pod.uid, {}))
+    if state.memory is not None:
+        known.update(state.memory.entries.get(pod.uid, {}))
+    if state.devices is not None:
+        known.update(e.container_name for e in state.devices.entries if e.pod_uid == pod.uid)
+    return known.pop() if len(known) == 1 else None
+
+
+def _named(container: ContainerCgroup, names: Names) -> bool:
+    identity = names.containers.get(container.container_id)
+    return identity is not None and bool(identity.container_name)
+
+
+def _devices_by_container(entries: tuple[DeviceAssignment, ...]) -> dict[tuple[str, str], list[DeviceAssignment]]:
+    by_container: dict[tuple[str, str], list[DeviceAssignment]] = defaultdict(list)
+    for entry in entries:
+        by_container[(entry.pod_uid, entry.container_name)].append(entry)
+    return by_container
+
+
+def _gpu_assignments(assigned: list[DeviceAssignment], inventory: GpuInventory | None) -> tuple[GpuAssignment, ...]:
+    # A device on several NUMA nodes is listed under each of them; collect its nodes first.
+    nodes_of: dict[tuple[str, str], set[int]] = {}
+    for entry in assigned:
+        for node, device_ids in entry.devices_per_numa.items():
+            for device_id in device_ids:
+                nodes_of.setdefault((entry.resource_name, device_id), set()).add(node)
+    result = []
+    for (resource, device_id), nodes in nodes_of.items():
+        assignment = GpuAssignment(
+            device_id=device_id,
+            resource=resource,
+            plugin_numa_nodes=frozenset(n for n in nodes if n != NODE_WITHOUT_TOPOLOGY),
+            plugin_without_topology=NODE_WITHOUT_TOPOLOGY in nodes,
+        )
+        gpu = inventory.by_uuid(assignment.uuid) if inventory and assignment.uuid else None
+        if gpu is not None:
+            assignment = GpuAssignment(
+                device_id=device_id,
+                resource=resource,
+                plugin_numa_nodes=assignment.plugin_numa_nodes,
+                plugin_without_topology=assignment.plugin_without_topology,
+                sysfs_numa_node=gpu.numa_node,
+                pci_address=gpu.pci_address,
+            )
+        result.append(assignment)
+    return tuple(sorted(result, key=lambda g: (g.resource, g.device_id)))

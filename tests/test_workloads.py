@@ -1,0 +1,309 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from fakehost.kubelet import kubelet_memory_machine_state
+from fakehost.reference import (
+    DEFAULT_CPUSET,
+    GPU_RESOURCE,
+    GPUS,
+    HUGEPAGES_PER_NODE,
+    MEM_TOTAL,
+    NODE_EXPORTER,
+    RESERVED_MEMORY,
+    TRTLLM,
+    VLLM,
+    machine_state_tables,
+    reference_node,
+    reference_snapshot,
+    replace_container,
+    replace_pod,
+    replace_state,
+    with_results,
+    with_source_down,
+)
+from numawatch.checks import gpus as gpu_checks
+from numawatch.checks import kubelet as kubelet_checks
+from numawatch.checks import pinning as pinning_checks
+from numawatch.intent import REFERENCE, Intent, PodSelector
+from numawatch.model import DeviceAssignment, GpuInventory, frozen_map
+from numawatch.workloads import build_workloads
+
+
+def by_name(workloads):
+    return {w.container_name: w for w in workloads}
+
+
+def test_reference_node_joins_every_app_container_and_leaves_out_sandboxes():
+    workloads = build_workloads(reference_snapshot(), REFERENCE)
+
+    assert sorted(w.container_name for w in workloads) == ["node-exporter", "trtllm", "vllm"]
+    assert VLLM.sandbox.container_id not in {w.container_id for w in workloads}
+
+
+def test_reference_gpu_container_carries_identity_exclusive_cpus_gpus_and_memory_blocks():
+    vllm = by_name(build_workloads(reference_snapshot(), REFERENCE))["vllm"]
+
+    assert (vllm.namespace, vllm.pod_name, vllm.pod_uid, vllm.qos) == (
+        "inference",
+        "vllm-llama-0",
+        VLLM.uid,
+        "guaranteed",
+    )
+    assert vllm.exclusive_cpus == VLLM.exclusive
+    assert vllm.cpus == VLLM.exclusive
+    assert vllm.mems == frozenset({0})
+    assert [(g.device_id, g.pci_address, g.numa_node) for g in vllm.gpus] == [
+        (GPUS[0].uuid, GPUS[0].pci_address, 0),
+        (GPUS[1].uuid, GPUS[1].pci_address, 0),
+    ]
+    assert vllm.memory_blocks == VLLM.memory_blocks
+    assert vllm.memory_nodes == frozenset({0})
+    assert vllm.must_pin and vllm.pinned
+    assert vllm.labels == {
+        "namespace": "inference",
+        "pod": "vllm-llama-0",
+        "pod_uid": VLLM.uid,
+        "container": "vllm",
+    }
+
+
+def test_shared_pool_container_has_no_exclusive_cpus_and_need_not_be_pinned():
+    exporter = by_name(build_workloads(reference_snapshot(), REFERENCE))["node-exporter"]
+
+    assert exporter.exclusive_cpus is None
+    assert not exporter.pinned
+    assert not exporter.must_pin
+    assert exporter.gpus == ()
+
+
+def test_a_container_the_runtime_calls_sandbox_is_left_out_even_when_cgroups_did_not_flag_it():
+    host = replace_container(reference_snapshot(), VLLM.sandbox.container_id, is_sandbox=False)
+
+    ids = {w.container_id for w in build_workloads(host, REFERENCE)}
+
+    assert VLLM.sandbox.container_id not in ids
+
+
+def test_without_cgroups_there_is_nothing_to_join():
+    host = with_source_down(reference_snapshot(), "cgroups")
+
+    assert build_workloads(host, REFERENCE) == ()
+
+
+def test_without_names_the_pod_name_is_its_uid_and_single_container_pods_are_named_from_the_checkpoints():
+    host = with_source_down(reference_snapshot(), "names")
+
+    workloads = {w.pod_uid: w for w in build_workloads(host, REFERENCE)}
+
+    vllm = workloads[VLLM.uid]
+    assert vllm.namespace is None
+    assert vllm.pod_name == VLLM.uid
+    assert vllm.container_name == "vllm"  # the pod's only entry in cpu/memory/device checkpoints
+    assert vllm.exclusive_cpus == VLLM.exclusive
+    assert vllm.must_pin
+    assert workloads[NODE_EXPORTER.uid].container_name is None  # no checkpoint entry for a shared-pool pod
+
+
+def test_container_name_falls_back_to_the_pods_only_log_directory():
+    host = reference_snapshot()
+    names = host.names
+    containers = dict(names.containers)
+    containers[VLLM.container.container_id] = replace(containers[VLLM.container.container_id], container_name=None)
+    host = with_results(host, names=replace(names, containers=frozen_map(containers)))
+
+    vllm = {w.container_id: w for w in build_workloads(host, REFERENCE)}[VLLM.container.container_id]
+
+    assert vllm.container_name == "vllm"
+    assert vllm.exclusive_cpus == VLLM.exclusive
+
+
+def test_two_log_directories_and_two_checkpoint_names_leave_the_container_unnamed():
+    host = reference_snapshot()
+    names = host.names
+    containers = dict(names.containers)
+    containers[VLLM.container.container_id] = replace(containers[VLLM.container.container_id], container_name=None)
+    logs = dict(names.pod_log_containers)
+    logs[VLLM.uid] = ("vllm", "metrics-sidecar")
+    host = with_results(
+        host, names=replace(names, containers=frozen_map(containers), pod_log_containers=frozen_map(logs))
+    )
+    cpu = host.kubelet_state.cpu
+    entries = dict(cpu.entries)
+    entries[VLLM.uid] = frozen_map({"vllm": VLLM.exclusive, "init-weights": VLLM.exclusive})
+    host = replace_state(host, cpu=replace(cpu, entries=frozen_map(entries)))
+
+    vllm = {w.container_id: w for w in build_workloads(host, REFERENCE)}[VLLM.container.container_id]
+
+    assert vllm.container_name is None
+    assert vllm.exclusive_cpus is None
+
+
+def test_v1_cpu_manager_state_is_joined_by_container_id():
+    host = reference_snapshot()
+    cpu = host.kubelet_state.cpu
+    v1 = replace(
+        cpu, version=1, entries=frozen_map(), entries_v1=frozen_map({VLLM.container.container_id: VLLM.exclusive})
+    )
+    host = replace_state(host, cpu=v1)
+
+    workloads = by_name(build_workloads(host, REFERENCE))
+
+    assert workloads["vllm"].exclusive_cpus == VLLM.exclusive
+    assert workloads["trtllm"].exclusive_cpus is None
+
+
+def test_gpu_registered_without_topology_takes_its_numa_node_from_sysfs_through_the_uuid():
+    host = reference_snapshot()
+    devices = host.kubelet_state.devices
+    entry = DeviceAssignment(VLLM.uid, "vllm", GPU_RESOURCE, frozen_map({-1: (GPUS[0].uuid + "::3",)}))
+    host = replace_state(host, devices=replace(devices, entries=(entry,)))
+
+    (gpu,) = by_name(build_workloads(host, REFERENCE))["vllm"].gpus
+
+    assert gpu.plugin_without_topology
+    assert gpu.plugin_numa_nodes == frozenset()
+    assert gpu.uuid == GPUS[0].uuid  # the time-slicing replica suffix is not part of the UUID
+    assert gpu.sysfs_numa_node == 0
+    assert gpu.numa_node == 0
+    assert gpu.label == GPUS[0].pci_address
+
+
+def test_gpu_missing_from_sysfs_uses_the_plugins_node_and_its_device_id_as_label():
+    host = with_results(reference_snapshot(), gpus_sysfs=GpuInventory(gpus=()))
+
+    gpus = by_name(build_workloads(host, REFERENCE))["trtllm"].gpus
+
+    assert [(g.numa_node, g.label, g.pci_address) for g in gpus] == [
+        (1, GPUS[2].uuid, None),
+        (1, GPUS[3].uuid, None),
+    ]
+
+
+def test_devices_of_other_resources_are_not_gpus_and_do_not_require_pinning():
+    host = reference_snapshot()
+    devices = host.kubelet_state.devices
+    nic = DeviceAssignment(NODE_EXPORTER.uid, "node-exporter", "rdma/hca", frozen_map({0: ("mlx5_0",)}))
+    host = replace_state(host, devices=replace(devices, entries=(*devices.entries, nic)))
+
+    exporter = by_name(build_workloads(host, REFERENCE))["node-exporter"]
+
+    assert exporter.gpus == ()
+    assert not exporter.must_pin
+
+
+def test_intent_selectors_make_a_container_must_pin_and_gpu_pinning_can_be_turned_off():
+    intent = Intent(pin_gpu_containers=False, pinned=(PodSelector(namespace="monitoring", pod="node-exporter-*"),))
+
+    workloads = by_name(build_workloads(reference_snapshot(), intent))
+
+    assert workloads["node-exporter"].must_pin
+    assert not workloads["vllm"].must_pin
+    assert workloads["vllm"].gpus  # still joined, just not a reason to pin
+
+
+def test_qos_comes_from_the_pod_cgroup():
+    host = replace_pod(reference_snapshot(), TRTLLM.uid, qos="burstable")
+
+    assert by_name(build_workloads(host, REFERENCE))["trtllm"].qos == "burstable"
+
+
+# --------------------------------------------------------------------------------------------- the files, end to end
+VARIANTS = [
+    pytest.param({}, id="rke2-cgroup2-systemd-containerd"),
+    pytest.param({"cgroup_version": 1, "driver": "cgroupfs"}, id="rke2-cgroup1-cgroupfs-containerd"),
+    pytest.param({"runtime": "crio"}, id="rke2-cgroup2-systemd-crio"),
+    pytest.param({"flavor": "kubeadm", "cgroup_version": 1, "driver": "systemd"}, id="kubeadm-cgroup1-systemd"),
+]
+CORE_SOURCES = ("topology", "cgroups", "names", "kubelet_config", "kubelet_state", "gpus_sysfs")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_reference_node_read_from_its_files_is_clean_end_to_end(fake_host, variant):
+    node = reference_node(fake_host, **variant)
+
+    evaluation = node.evaluate()
+
+    assert [(f.check, dict(f.labels)) for f in evaluation.findings] == []
+    for name in CORE_SOURCES:
+        assert evaluation.host.statuses[name].up, evaluation.host.statuses[name].reason
+    skipped = {n.check: n.reason for n in evaluation.not_evaluated}
+    core_checks = {c.id for c in (*kubelet_checks.CHECKS, *pinning_checks.CHECKS, *gpu_checks.CHECKS)}
+    assert not core_checks & set(skipped), skipped
+
+
+def essentials(workload):
+    return (
+        workload.namespace,
+        workload.pod_name,
+        workload.container_name,
+        workload.container_id,
+        workload.qos,
+        workload.exclusive_cpus,
+        workload.cpus,
+        workload.mems,
+        dict(workload.numa_bytes or {}),
+        tuple((g.device_id, g.numa_node, g.pci_address, g.plugin_without_topology) for g in workload.gpus),
+        workload.memory_blocks,
+        workload.must_pin,
+    )
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_reference_files_and_reference_snapshot_describe_the_same_node(fake_host, variant):
+    from_files = reference_node(fake_host, **variant).read()
+    snapshot = reference_snapshot()
+
+    assert sorted(map(essentials, build_workloads(from_files, REFERENCE))) == sorted(
+        map(essentials, build_workloads(snapshot, REFERENCE))
+    )
+    topology, expected = from_files.topology, snapshot.topology
+    assert (topology.online, topology.isolated, topology.housekeeping) == (
+        expected.online,
+        expected.isolated,
+        expected.housekeeping,
+    )
+    assert {n: (node.cpus, node.mem_total_bytes, dict(node.hugepages_total)) for n, node in topology.nodes.items()} == {
+        n: (node.cpus, node.mem_total_bytes, dict(node.hugepages_total)) for n, node in expected.nodes.items()
+    }
+    config, expected_config = from_files.kubelet_config, snapshot.kubelet_config
+    for attr in (
+        "cpu_manager_policy",
+        "topology_manager_policy",
+        "topology_manager_scope",
+        "memory_manager_policy",
+        "reserved_cpus",
+    ):
+        assert getattr(config, attr) == getattr(expected_config, attr), attr
+    assert {n: dict(r) for n, r in config.reserved_memory.items()} == RESERVED_MEMORY
+    state = from_files.kubelet_state
+    assert state.problems == ()
+    assert state.cpu.default_cpuset == DEFAULT_CPUSET
+    assert {
+        n: (s.number_of_assignments, dict(s.memory_map), tuple(s.cells)) for n, s in state.memory.machine_state.items()
+    } == {n: (s.number_of_assignments, dict(s.memory_map), tuple(s.cells)) for n, s in machine_state_tables().items()}
+
+
+def test_hand_written_machine_state_is_what_the_kubelet_builder_computes_for_the_same_node():
+    # Two independent statements of the kubelet's arithmetic (fakehost.kubelet's and this module's literal numbers).
+    computed = kubelet_memory_machine_state(
+        {0: MEM_TOTAL, 1: MEM_TOTAL},
+        hugepages={0: HUGEPAGES_PER_NODE, 1: HUGEPAGES_PER_NODE},
+        reserved_memory=RESERVED_MEMORY,
+        entries={pod.uid: {pod.container.name: pod.memory_blocks} for pod in (VLLM, TRTLLM)},
+    )
+
+    assert {n: (s.number_of_assignments, dict(s.memory_map), tuple(s.cells)) for n, s in computed.items()} == {
+        n: (s.number_of_assignments, dict(s.memory_map), tuple(s.cells)) for n, s in machine_state_tables().items()
+    }
+
+
+def test_the_join_is_reused_for_the_same_host_and_intent_and_redone_for_another_intent():
+    host = reference_snapshot()
+    first = build_workloads(host, REFERENCE)
+
+    assert build_workloads(host, REFERENCE) is first
+    other = build_workloads(host, Intent(pin_gpu_containers=False))
+    assert other is not first
+    assert not any(w.must_pin for w in other)
