@@ -1,0 +1,242 @@
+"""The ``numawatch`` command: argument parsing, exit codes and wiring; the work happens elsewhere.
+
+Exit codes (``check``): 0 no findings, 1 findings, 2 could not run. Anything that stops numawatch from running
+(a bad flag, a host root that is not there, an invalid intent file, a port already taken) is one line on stderr
+and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from numawatch import __version__
+from numawatch.intent import REFERENCE, Intent, IntentError
+from numawatch.paths import Paths
+
+EXIT_CLEAN = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+
+# Outside the fully allocated exporter range 9100-9999 and clear of the kubelet (10248/10250/10255),
+# kube-proxy (10249/10256) and ingress-nginx (10254). README.md says the same.
+DEFAULT_LISTEN = "0.0.0.0:10914"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+log = logging.getLogger("numawatch")
+
+
+class UsageError(Exception):
+    """Numawatch cannot run as asked; the message is the one line shown on stderr."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line (and exit 2) instead of usage text plus the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The flags every subcommand shares; accepted before or after the subcommand.
+
+    On subcommands their default is SUPPRESS, so a flag given before the subcommand is not reset by the
+    subparser's default.
+    """
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("host and intent")
+    group.add_argument("--host-root", default=default("/"), metavar="DIR",
+                       help="the host's / as seen by numawatch: / on the node, /host in the DaemonSet (default: /)")
+    group.add_argument("--path.procfs", dest="procfs", default=default(None), metavar="DIR",
+                       help="procfs mount point (default: <host-root>/proc)")
+    group.add_argument("--path.sysfs", dest="sysfs", default=default(None), metavar="DIR",
+                       help="sysfs mount point (default: <host-root>/sys)")
+    group.add_argument("--path.kubelet", dest="kubelet", default=default(None), metavar="DIR",
+                       help="the kubelet's root directory (default: <host-root>/var/lib/kubelet)")
+    group.add_argument("--path.rke2", dest="rke2", default=default(None), metavar="DIR",
+                       help="RKE2 configuration directory (default: <host-root>/etc/rancher/rke2)")
+    group.add_argument("--intent", default=default(None), metavar="FILE",
+                       help="intent YAML file (default: the reference profile, see docs/intent.md)")
+    group.add_argument("--log-level", default=default("info"), choices=LOG_LEVELS, type=str.lower,
+                       help="log level on stderr (default: info)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="numawatch",
+        description="NUMA pinning drift detector and Prometheus exporter for Kubernetes GPU nodes.",
+    )
+    parser.add_argument("--version", action="version", version=f"numawatch {__version__}")
+    _global_flags(parser, suppress=False)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    check = commands.add_parser(
+        "check", help="evaluate the host once and report drift (exit 0: none, 1: findings, 2: could not run)",
+        description="Evaluate the host once and report drift. Exit 0: no findings, 1: findings, 2: could not run.",
+    )
+    check.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    check.add_argument("--window", default=0.0, type=_non_negative_seconds, metavar="SECONDS",
+                       help="read the host twice, SECONDS apart, so rate checks (interrupts and ticks on isolated "
+                            "CPUs) can be evaluated (default: 0, one reading)")
+    _global_flags(check, suppress=True)
+    check.set_defaults(run=run_check)
+
+    serve = commands.add_parser(
+        "serve", help="run the Prometheus exporter (/metrics, /healthz, /)",
+        description="Evaluate the host every --interval seconds and serve the result as Prometheus metrics.",
+    )
+    serve.add_argument("--listen", default=DEFAULT_LISTEN, type=parse_listen, metavar="HOST:PORT",
+                       help=f"address to listen on (default: {DEFAULT_LISTEN}); [::]:PORT for IPv6")
+    serve.add_argument("--interval", default=15.0, type=_positive_seconds, metavar="SECONDS",
+                       help="seconds between evaluations (default: 15)")
+    _global_flags(serve, suppress=True)
+    serve.set_defaults(run=run_serve)
+    return parser
+
+
+@dataclass(frozen=True)
+class Listen:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_listen(text: str) -> Listen:
+    """``HOST:PORT``, ``[IPv6]:PORT`` or ``:PORT`` (all IPv4 interfaces)."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise argparse.ArgumentTypeError(f"write an IPv6 address in brackets, as in [::]:10914, got {text!r}")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"port must be a number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {text!r}")
+    return Listen(host or "0.0.0.0", port)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _non_negative_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or a positive number of seconds, got {text!r}")
+    return value
+
+
+def make_paths(args: argparse.Namespace) -> Paths:
+    """Paths from the flags, after checking that the host root is a readable directory."""
+    root = Path(args.host_root)
+    if not root.exists():
+        raise UsageError(f"host root {root} does not exist")
+    if not root.is_dir():
+        raise UsageError(f"host root {root} is not a directory")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise UsageError(f"host root {root} is not readable")
+    return Paths.from_root(root, procfs=args.procfs, sysfs=args.sysfs, kubelet=args.kubelet, rke2=args.rke2)
+
+
+def intent_from(path: str | None) -> Intent:
+    """The intent file's profile, or the reference profile when no file is given."""
+    if path is None:
+        return REFERENCE
+    from numawatch.intent import load_intent as load
+
+    try:
+        return load(path)
+    except IntentError as error:
+        raise UsageError(_one_line(str(error))) from None
+    except OSError as error:
+        raise UsageError(f"cannot read intent file {path}: {error.strerror or error}") from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from numawatch import report
+    from numawatch.checks import evaluate
+    from numawatch.host import read_host_window
+
+    paths = make_paths(args)
+    intent = intent_from(args.intent)
+    evaluation = evaluate(read_host_window(paths, args.window), intent)
+    render = report.render_json if args.format == "json" else report.render_table
+    sys.stdout.write(render(evaluation, str(paths.root)))
+    sys.stdout.flush()
+    return EXIT_FINDINGS if evaluation.findings else EXIT_CLEAN
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from numawatch import server
+    from numawatch.host import HostReader
+
+    paths = make_paths(args)
+    intent = intent_from(args.intent)
+    sampler = server.Sampler(HostReader(paths), intent, interval=args.interval)
+    app = server.make_app(sampler)
+
+    def announce(urls: list[str]) -> None:
+        # stdout, flushed: the one line a person (or a test) waits for, whatever the log level.
+        for url in urls:
+            print(f"numawatch {__version__} listening on {url} (host root {paths.root}, intent {intent.source})",
+                  flush=True)
+
+    listen: Listen = args.listen
+    try:
+        asyncio.run(server.serve(app, listen.host, listen.port, on_listening=announce))
+    except OSError as error:
+        raise UsageError(f"cannot listen on {listen}: {error.strerror or error}") from None
+    return EXIT_CLEAN
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help, --version and usage errors: argparse has already written its line
+        return done.code if isinstance(done.code, int) else EXIT_ERROR
+    _configure_logging(args.log_level)
+    try:
+        return args.run(args)
+    except UsageError as error:
+        print(f"numawatch: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,48 @@
+"""The Prometheus exposition of one evaluation: the only part of numawatch that imports prometheus_client.
+
+``core`` builds the drift, health, self and inventory families; ``host`` the host-layer ones (kernel knobs,
+isolation, IRQs). ``render`` turns one evaluation into the bytes ``/metrics`` serves. The server renders once per
+evaluation and answers every scrape from those bytes, so scraping costs the same however many scrapers there are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import CollectorRegistry
+
+from numawatch.checks import Evaluation
+from numawatch.metrics import core, host
+from numawatch.metrics.core import EvaluationStats
+
+# The classic text format. Pinned rather than taken from prometheus_client (whose CONTENT_TYPE_LATEST moved to
+# version=1.0.0) because what we render is exactly this format, and every Prometheus since 2.0 reads it.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+__all__ = ["CONTENT_TYPE", "EvaluationStats", "families", "render"]
+
+
+class _Families:
+    """A collector that hands back families built beforehand; it lives only for one render."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+def families(evaluation: Evaluation, stats: EvaluationStats | None = None) -> list[Metric]:
+    """Every family for this evaluation; ``stats`` spans evaluations (the server's), else this one alone."""
+    stats = stats if stats is not None else EvaluationStats.of(evaluation)
+    return [*core.families(evaluation, stats), *core.safely(host.families, evaluation)]
+
+
+def render(evaluation: Evaluation, stats: EvaluationStats | None = None) -> bytes:
+    """The text exposition (format 0.0.4) of one evaluation."""
+    # A throwaway registry: nothing outlives the render, so no series can go stale between evaluations.
+    registry = CollectorRegistry()
+    registry.register(_Families(families(evaluation, stats)))
+    return generate_latest(registry)

@@ -1,0 +1,417 @@
+"""The core metric families: drift findings, check and source health, numawatch itself, and the NUMA inventory.
+
+Every family is built fresh from one ``Evaluation`` (client_python's custom-collector idiom, and prometheus/docs
+writing_exporters: "create new metrics each time"), so a fixed drift or a deleted pod's series are simply absent
+from the next exposition instead of lingering in a registry. Families with nothing to report are still emitted,
+empty, so the HELP and TYPE lines (and docs/metrics.md, which a test keeps in step with them) never depend on the
+host's state.
+
+Cardinality is bounded by the host's shape, never by activity: one series per CPU, per NUMA node, per container
+and NUMA node, per GPU, per finding; never per PID or per IRQ and CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from numawatch import __version__
+from numawatch.checks import SUBJECT_LABELS, Evaluation
+from numawatch.cpuset import format_cpulist
+from numawatch.model import Topology
+from numawatch.workloads import build_workloads
+
+log = logging.getLogger(__name__)
+
+DRIFT_LABELS = ("check", "severity", *SUBJECT_LABELS)
+CPU_INFO_LABELS = ("cpu", "socket", "core", "numa_node", "isolated", "reserved", "online")
+CONTAINER_CPUS_LABELS = ("namespace", "pod", "pod_uid", "container", "numa_node", "qos", "exclusive")
+GPU_INFO_LABELS = ("gpu", "uuid", "numa_node", "model", "namespace", "pod", "container")
+KUBELET_CONFIG_LABELS = (
+    "cpu_manager_policy",
+    "topology_manager_policy",
+    "topology_manager_scope",
+    "memory_manager_policy",
+    "reserved_cpus",
+    "flavor",
+)
+
+# An evaluation reads a few thousand small files: milliseconds on a small node, meant to stay well under a second
+# on a 384-CPU host with ~860 container cgroups. Buckets reach past the 15 s interval so an overrun shows up.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def flag(value: bool | None) -> str:
+    """A boolean label value; empty when unknown (Prometheus treats an empty label as absent)."""
+    if value is None:
+        return ""
+    return "true" if value else "false"
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+@dataclass
+class EvaluationStats:
+    """What spans evaluations: their count and duration histogram. The server owns one; nothing is global."""
+
+    count: int = 0
+    duration_sum: float = 0.0
+    bucket_counts: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
+    last_timestamp: float | None = None
+
+    def observe(self, duration_seconds: float, timestamp: float) -> None:
+        self.count += 1
+        self.duration_sum += duration_seconds
+        self.last_timestamp = timestamp
+        for index, bound in enumerate(DURATION_BUCKETS):
+            if duration_seconds <= bound:
+                self.bucket_counts[index] += 1
+
+    @classmethod
+    def of(cls, evaluation: Evaluation) -> EvaluationStats:
+        """Stats for a one-off render: this evaluation alone (reading the sources plus running the checks)."""
+        stats = cls()
+        reading = sum(status.duration_seconds for status in evaluation.host.statuses.values())
+        stats.observe(reading + evaluation.duration_seconds, evaluation.started)
+        return stats
+
+
+# ------------------------------------------------------------------------------------------------- drift
+def drift(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_drift",
+        "1 for every drift finding; the check id, its severity and the finding's subject are labels "
+        "(every subject label is always present, empty when it does not apply).",
+        labels=DRIFT_LABELS,
+    )
+    seen: set[tuple[str, ...]] = set()
+    for finding in evaluation.findings:
+        values = (finding.check, finding.severity, *(finding.labels.get(key, "") for key in SUBJECT_LABELS))
+        # Two findings with one subject would be one series twice, which Prometheus rejects; the count per check
+        # stays exact in numawatch_drift_findings.
+        if values in seen:
+            continue
+        seen.add(values)
+        family.add_metric(values, 1)
+    return family
+
+
+def drift_findings(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_drift_findings",
+        "Number of drift findings per check, 0 for every known check that found nothing or was not evaluated.",
+        labels=("check",),
+    )
+    for check, count in evaluation.findings_per_check().items():
+        family.add_metric((check,), count)
+    return family
+
+
+def check_evaluated(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_check_evaluated",
+        "1 when the check ran, 0 when it could not (its inputs are missing, or the intent disables it); "
+        "numawatch check shows the reason.",
+        labels=("check",),
+    )
+    skipped = {item.check for item in evaluation.not_evaluated}
+    for check in evaluation.checks:
+        family.add_metric((check,), 0 if check in skipped else 1)
+    return family
+
+
+# ------------------------------------------------------------------------------------------------- sources
+def source_up(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_source_up",
+        "1 when the source was read in the last evaluation, 0 when it is down (numawatch check shows why).",
+        labels=("source",),
+    )
+    for status in evaluation.host.statuses.values():
+        family.add_metric((status.name,), 1 if status.up else 0)
+    return family
+
+
+def source_duration(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_source_duration_seconds",
+        "Time the last evaluation spent reading the source (near 0 when a cached result was reused).",
+        labels=("source",),
+    )
+    for status in evaluation.host.statuses.values():
+        family.add_metric((status.name,), status.duration_seconds)
+    return family
+
+
+# ------------------------------------------------------------------------------------------------- numawatch itself
+def build_info(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_build_info", "Always 1; the numawatch and Python versions are labels.",
+        labels=("version", "python_version"),
+    )
+    family.add_metric((__version__, platform.python_version()), 1)
+    return family
+
+
+def intent_info(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_intent_info",
+        "Always 1; source is the intent file the findings are judged against, or 'reference profile'.",
+        labels=("source",),
+    )
+    family.add_metric((evaluation.intent.source,), 1)
+    return family
+
+
+def evaluations_total(stats: EvaluationStats) -> Metric:
+    return CounterMetricFamily(
+        "numawatch_evaluations", "Evaluations (read every source, run every check) since numawatch started.",
+        value=stats.count,
+    )
+
+
+def evaluation_duration(stats: EvaluationStats) -> Metric:
+    cumulative = []
+    for bound, count in zip(DURATION_BUCKETS, stats.bucket_counts, strict=True):
+        cumulative.append((_le(bound), count))
+    cumulative.append(("+Inf", stats.count))
+    return HistogramMetricFamily(
+        "numawatch_evaluation_duration_seconds",
+        "Wall time of an evaluation: reading every source and running every check.",
+        buckets=cumulative,
+        sum_value=stats.duration_sum,
+    )
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+def last_evaluation(stats: EvaluationStats) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_last_evaluation_timestamp_seconds",
+        "Unix time the last evaluation finished; the exposition is refreshed once per evaluation, "
+        "not per scrape, so this says how old it is.",
+    )
+    if stats.last_timestamp is not None:
+        family.add_metric((), stats.last_timestamp)
+    return family
+
+
+# ------------------------------------------------------------------------------------------------- inventory
+def cpu_info(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_cpu_info",
+        "Always 1, one series per CPU: the map of CPUs to sockets, cores and NUMA nodes, and whether each is "
+        "isolated (isolcpus), in the kubelet's reserved CPUs (empty when unknown) and online.",
+        labels=CPU_INFO_LABELS,
+    )
+    host = evaluation.host
+    topology = host.topology
+    if topology is None:
+        return family
+    isolated = topology.isolated
+    config = host.kubelet_config
+    reserved = None if config is None else (config.reserved_cpus or frozenset())
+    for cpu_id in sorted(topology.cpus):
+        cpu = topology.cpus[cpu_id]
+        family.add_metric(
+            (
+                str(cpu_id),
+                _text(cpu.socket),
+                _text(cpu.core),
+                _text(cpu.numa_node),
+                flag(cpu_id in isolated),
+                flag(None if reserved is None else cpu_id in reserved),
+                flag(cpu.online),
+            ),
+            1,
+        )
+    return family
+
+
+def numa_node_cpus(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_numa_node_cpus", "Online CPUs on the NUMA node.", labels=("numa_node",)
+    )
+    topology = evaluation.host.topology
+    if topology is not None:
+        for node_id in topology.node_ids:
+            family.add_metric((str(node_id),), len(topology.nodes[node_id].cpus))
+    return family
+
+
+def kubelet_config_info(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_kubelet_config_info",
+        "Always 1; the kubelet's effective CPU, Topology and Memory Manager settings (kubelet defaults applied) "
+        "are labels. Absent when the kubelet configuration could not be read.",
+        labels=KUBELET_CONFIG_LABELS,
+    )
+    config = evaluation.host.kubelet_config
+    if config is not None:
+        family.add_metric(
+            (
+                config.cpu_manager_policy,
+                config.topology_manager_policy,
+                config.topology_manager_scope,
+                config.memory_manager_policy,
+                format_cpulist(config.reserved_cpus or ()),
+                config.flavor,
+            ),
+            1,
+        )
+    return family
+
+
+def container_cpus(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_container_cpus",
+        "CPUs in the container's effective cpuset, per NUMA node they sit on; exclusive is whether the kubelet's "
+        "CPU Manager gave the container exclusive CPUs.",
+        labels=CONTAINER_CPUS_LABELS,
+    )
+    for row in _container_cpu_rows(evaluation):
+        family.add_metric(row[:-1], row[-1])
+    return family
+
+
+def gpu_info(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_gpu_info",
+        "Always 1, one series per GPU: its PCI address, UUID, NUMA node and model, and the container the kubelet's "
+        "device checkpoint assigns it to (empty when none).",
+        labels=GPU_INFO_LABELS,
+    )
+    for row in _gpu_rows(evaluation):
+        family.add_metric(row, 1)
+    return family
+
+
+def _container_cpu_rows(evaluation: Evaluation) -> Iterator[tuple]:
+    """(namespace, pod, pod_uid, container, numa_node, qos, exclusive, count) per container and NUMA node."""
+    host = evaluation.host
+    topology = host.topology
+    state = host.kubelet_state
+    # Without cpu_manager_state nobody knows whether CPUs are exclusive: say so with an empty label, not "false".
+    exclusive_known = state is not None and state.cpu is not None
+    seen: set[tuple[str, ...]] = set()
+    for workload in build_workloads(host, evaluation.intent):
+        cpus = workload.cpus
+        if cpus is None:
+            continue
+        per_node = _cpus_per_node(cpus, topology)
+        labels = workload.labels
+        exclusive = flag(workload.pinned if exclusive_known else None)
+        for node, count in sorted(per_node.items()):
+            values = (labels["namespace"], labels["pod"], labels["pod_uid"], labels["container"], node,
+                      workload.qos, exclusive)
+            # A restarted container can leave its old cgroup behind for a moment under the same name; one series
+            # per label set is all Prometheus accepts, so the first instance listed wins.
+            if values in seen:
+                continue
+            seen.add(values)
+            yield (*values, count)
+
+
+def _cpus_per_node(cpus: frozenset[int], topology: Topology | None) -> dict[str, int]:
+    """How many of ``cpus`` sit on each NUMA node ("" for CPUs no node lists)."""
+    per_node: dict[str, int] = {}
+    rest = cpus
+    if topology is not None:
+        # Set intersections instead of a lookup per CPU: ~860 containers x up to 384 CPUs every evaluation.
+        for node_id in topology.node_ids:
+            count = len(cpus & topology.nodes[node_id].cpus)
+            if count:
+                per_node[str(node_id)] = count
+            rest = rest - topology.nodes[node_id].cpus
+    for cpu in rest:  # offline or unknown CPUs: rare, ask the CPU itself
+        key = _text(topology.node_of(cpu) if topology is not None else None)
+        per_node[key] = per_node.get(key, 0) + 1
+    return per_node
+
+
+def _gpu_rows(evaluation: Evaluation) -> Iterator[tuple[str, ...]]:
+    """(gpu, uuid, numa_node, model, namespace, pod, container) per GPU and holder.
+
+    Every GPU on the PCI bus appears (with empty holder labels when unassigned), plus any GPU the device checkpoint
+    assigns that sysfs does not show, so a plugin/host disagreement is visible too. A time-sliced GPU shared by
+    several containers has one series per holder.
+    """
+    host = evaluation.host
+    holders: dict[str, list[tuple[str, str, str]]] = {}
+    unmatched: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
+    for workload in build_workloads(host, evaluation.intent):
+        holder = (workload.labels["namespace"], workload.labels["pod"], workload.labels["container"])
+        for gpu in workload.gpus:
+            if gpu.pci_address is not None:
+                holders.setdefault(gpu.pci_address, []).append(holder)
+            else:
+                key = (gpu.label, gpu.uuid or "", _text(gpu.numa_node))
+                unmatched.setdefault(key, []).append(holder)
+    seen: set[tuple[str, ...]] = set()
+    rows: list[tuple[str, ...]] = []
+    inventory = host.gpus.gpus if host.gpus is not None else ()
+    for device in sorted(inventory, key=lambda d: d.pci_address):
+        gpu = (device.pci_address, device.uuid or "", _text(device.numa_node), device.model or "")
+        for holder in holders.get(device.pci_address) or [("", "", "")]:
+            rows.append((*gpu, *holder))
+    for (label, uuid, node), held_by in sorted(unmatched.items()):
+        for holder in held_by:
+            rows.append((label, uuid, node, "", *holder))
+    for row in rows:
+        if row not in seen:
+            seen.add(row)
+            yield row
+
+
+# ------------------------------------------------------------------------------------------------- composition
+PER_EVALUATION: tuple[Callable[[Evaluation], Metric], ...] = (
+    drift,
+    drift_findings,
+    check_evaluated,
+    source_up,
+    source_duration,
+    build_info,
+    intent_info,
+    cpu_info,
+    numa_node_cpus,
+    container_cpus,
+    gpu_info,
+    kubelet_config_info,
+)
+ACROSS_EVALUATIONS: tuple[Callable[[EvaluationStats], Metric], ...] = (
+    evaluations_total,
+    evaluation_duration,
+    last_evaluation,
+)
+
+
+def safely(build: Callable[..., Metric | Iterable[Metric]], *args: object) -> list[Metric]:
+    """Run one family builder; a bug in it costs that family (logged), never the whole exposition."""
+    try:
+        result = build(*args)
+        return [result] if isinstance(result, Metric) else list(result)
+    except Exception:
+        log.exception("building metric family with %s failed", getattr(build, "__qualname__", build))
+        return []
+
+
+def families(evaluation: Evaluation, stats: EvaluationStats) -> Iterator[Metric]:
+    for build in PER_EVALUATION:
+        yield from safely(build, evaluation)
+    for build_stats in ACROSS_EVALUATIONS:
+        yield from safely(build_stats, stats)
+
+

@@ -1,0 +1,147 @@
+"""`numawatch check` output: a text table for a person on the node, and JSON for scripts.
+
+Both show the same three parts, because "no findings" means nothing without the other two: the findings (grouped
+by severity), the checks that could not be evaluated and why, and how reading each source went.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from numawatch import __version__
+from numawatch.checks import SEVERITIES, SUBJECT_LABELS, Evaluation, Finding
+from numawatch.host import window_seconds
+
+_WORKLOAD_KEYS = ("namespace", "pod", "container")
+
+
+def subject(labels: Mapping[str, str]) -> str:
+    """A finding's subject in one short phrase: ``namespace/pod/container`` first, then ``key=value`` pairs.
+
+    The pod UID is left out when the pod's name is known (it is in the JSON); "node" when the finding is about the
+    node as a whole.
+    """
+    parts: list[str] = []
+    shown: set[str] = set()
+    if labels.get("namespace") and labels.get("pod"):
+        keys = [key for key in _WORKLOAD_KEYS if labels.get(key)]
+        parts.append("/".join(labels[key] for key in keys))
+        shown.update(keys)
+        shown.add("pod_uid")
+    for key in SUBJECT_LABELS:
+        if key not in shown and labels.get(key):
+            parts.append(f"{key}={labels[key]}")
+    return " ".join(parts) or "node"
+
+
+def timestamp(seconds: float) -> str:
+    """RFC 3339 UTC with milliseconds, e.g. ``2026-11-30T08:54:00.123Z``."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def as_dict(evaluation: Evaluation, host_root: str) -> dict[str, Any]:
+    """The JSON document of ``check --format json``. The first two keys are a contract; the rest are additions."""
+    host = evaluation.host
+    window = window_seconds(host)
+    return {
+        "findings": [finding.as_dict() for finding in evaluation.findings],
+        "not_evaluated": [{"check": item.check, "reason": item.reason} for item in evaluation.not_evaluated],
+        "sources": [
+            {
+                "name": status.name,
+                "up": status.up,
+                "reason": status.reason,
+                "duration_seconds": round(status.duration_seconds, 6),
+                "cached": status.cached,
+            }
+            for status in host.statuses.values()
+        ],
+        "intent": evaluation.intent.source,
+        "host_root": host_root,
+        "version": __version__,
+        "timestamp": timestamp(host.timestamp),
+        "checks": list(evaluation.checks),
+        "duration_seconds": round(evaluation.duration_seconds, 6),
+        "window_seconds": None if window is None else round(window, 3),
+    }
+
+
+def render_json(evaluation: Evaluation, host_root: str) -> str:
+    return json.dumps(as_dict(evaluation, host_root), indent=2) + "\n"
+
+
+def summary(evaluation: Evaluation) -> str:
+    """One line: how many findings of which severity, and how much of the host could be looked at."""
+    counts = {severity: 0 for severity in SEVERITIES}
+    for finding in evaluation.findings:
+        counts[finding.severity] = counts.get(finding.severity, 0) + 1
+    evaluated = len(evaluation.checks) - len(evaluation.not_evaluated)
+    down = sum(1 for status in evaluation.host.statuses.values() if not status.up)
+    if evaluation.findings:
+        by_severity = ", ".join(f"{count} {severity}" for severity, count in counts.items() if count)
+        head = f"{len(evaluation.findings)} finding{_s(len(evaluation.findings))} ({by_severity})"
+    else:
+        head = "No findings"
+    return (
+        f"{head}; {evaluated} of {len(evaluation.checks)} check{_s(len(evaluation.checks))} evaluated, "
+        f"{down} of {len(evaluation.host.statuses)} source{_s(len(evaluation.host.statuses))} down."
+    )
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
+def _grouped(findings: tuple[Finding, ...]) -> dict[str, list[Finding]]:
+    groups: dict[str, list[Finding]] = {severity: [] for severity in SEVERITIES}
+    for finding in findings:
+        groups.setdefault(finding.severity, []).append(finding)
+    return {severity: items for severity, items in groups.items() if items}
+
+
+def _indented(text: str, prefix: str) -> list[str]:
+    lines = text.splitlines() or [""]
+    return [prefix + lines[0], *(prefix + "  " + line for line in lines[1:])]
+
+
+def render_table(evaluation: Evaluation, host_root: str) -> str:
+    """The human report: findings by severity, then not-evaluated checks, then sources, then a summary line."""
+    host = evaluation.host
+    window = window_seconds(host)
+    over = f" over a {window:.1f}s window" if window is not None else ""
+    out = [
+        f"numawatch {__version__} check of {host_root} against {evaluation.intent.source}, "
+        f"{timestamp(host.timestamp)}{over}",
+        "",
+    ]
+    groups = _grouped(evaluation.findings)
+    if not groups:
+        out += ["Findings: none", ""]
+    for severity, findings in groups.items():
+        out.append(f"{severity.upper()} ({len(findings)})")
+        width = max(len(finding.check) for finding in findings)
+        for finding in findings:
+            out.append(f"  {finding.check:<{width}}  {subject(finding.labels)}")
+            out += _indented(finding.message, "      ")
+            out += _indented(f"fix: {finding.remediation}", "      ")
+        out.append("")
+
+    if evaluation.not_evaluated:
+        out.append(f"Not evaluated ({len(evaluation.not_evaluated)})")
+        width = max(len(item.check) for item in evaluation.not_evaluated)
+        out += [f"  {item.check:<{width}}  {item.reason}" for item in evaluation.not_evaluated]
+        out.append("")
+
+    out.append("Sources")
+    statuses = list(host.statuses.values())
+    width = max((len(status.name) for status in statuses), default=0)
+    for status in statuses:
+        state = "up" if status.up else "down"
+        detail = status.reason if not status.up else ("cached" if status.cached else "")
+        line = f"  {status.name:<{width}}  {state:<4}  {status.duration_seconds:8.4f}s  {detail}"
+        out.append(line.rstrip())
+    out += ["", summary(evaluation)]
+    return "\n".join(out) + "\n"

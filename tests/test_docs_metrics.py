@@ -1,0 +1,107 @@
+"""docs/metrics.md and the exposition agree: every family documented with its type, labels and help, and every
+documented metric exposed. Rendered end to end from the reference node's files with planted drift, so (nearly)
+every family has series whose labels can be compared."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fakehost import FakeHost
+from fakehost.reference import reference_node
+from numawatch import metrics
+from prometheus_client.parser import text_string_to_metric_families
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+ROW = re.compile(r"^\|\s*`(?P<name>numawatch_\w+)`\s*\|\s*(?P<type>\w+)\s*\|(?P<labels>[^|]*)\|(?P<help>.*)\|\s*$")
+
+
+@dataclass(frozen=True)
+class Documented:
+    name: str
+    type: str
+    labels: frozenset[str]
+    help: str
+
+
+def documented() -> dict[str, Documented]:
+    rows: dict[str, Documented] = {}
+    for line in DOCS.read_text().splitlines():
+        match = ROW.match(line)
+        if match is None:
+            continue
+        labels = frozenset(re.findall(r"`(\w+)`", match["labels"]))
+        name = match["name"]
+        assert name not in rows, f"{name} is documented twice"
+        rows[name] = Documented(name, match["type"], labels, match["help"].strip())
+    return rows
+
+
+# Families that need hardware a fake tree cannot give: perf_event_open on the uncore PMUs of a real multi-socket
+# CPU. Their HELP and TYPE are still checked; only their labels go unchecked here.
+NEEDS_HARDWARE = {"numawatch_intersocket_bytes_total"}
+
+
+@pytest.fixture(scope="module")
+def exposition(tmp_path_factory) -> str:
+    """The reference node's files with drift planted: vllm split across both NUMA nodes (away from its GPUs) and a
+    GPU's IRQ moved onto an isolated CPU; read by the real sources, judged by the real checks."""
+    node = reference_node(FakeHost(tmp_path_factory.mktemp("docs") / "host"))
+    node.split_across_nodes()
+    node.host.write("proc/irq/150/smp_affinity_list", "2")
+    node.host.write("proc/irq/150/effective_affinity_list", "2")
+    evaluation = node.evaluate()
+    assert {"container_numa_split", "irq_on_isolated_cpu"} <= {finding.check for finding in evaluation.findings}
+    return metrics.render(evaluation).decode()
+
+
+def exposed(text: str) -> dict[str, tuple[str, str]]:
+    """Family name as exposed (counters with _total) -> (type, help), from the HELP and TYPE lines."""
+    helps = dict(re.findall(r"^# HELP (\S+) (.*)$", text, re.MULTILINE))
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
+    assert set(helps) == set(types)
+    return {name: (types[name], helps[name].replace("\\\\", "\\").replace("\\n", "\n")) for name in types}
+
+
+def sample_labels(text: str) -> dict[str, set[str]]:
+    """Exposed family name -> every label name its samples carry."""
+    labels: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        name = f"{family.name}_total" if family.type == "counter" else family.name
+        for sample in family.samples:
+            labels.setdefault(name, set()).update(sample.labels)
+    return labels
+
+
+def test_every_exposed_family_is_documented_with_its_type_and_help(exposition):
+    docs = documented()
+
+    for name, (kind, help_text) in exposed(exposition).items():
+        assert name in docs, f"{name} is exposed but not in docs/metrics.md"
+        assert kind == docs[name].type, f"{name}: exposed as {kind}, documented as {docs[name].type}"
+        assert help_text == docs[name].help, f"{name}: help differs from docs/metrics.md"
+
+
+def test_every_documented_metric_is_exposed(exposition):
+    missing = set(documented()) - set(exposed(exposition))
+
+    assert set() == missing, f"documented in docs/metrics.md but not exposed: {sorted(missing)}"
+
+
+def test_documented_labels_are_the_labels_the_series_carry(exposition):
+    docs = documented()
+
+    for name, labels in sample_labels(exposition).items():
+        assert frozenset(labels) == docs[name].labels, f"{name}: labels differ from docs/metrics.md"
+
+
+def test_the_fixture_exposes_drift_and_the_full_inventory(exposition):
+    """Guards the other tests: a family without series would have its labels go unchecked."""
+    labels = sample_labels(exposition)
+
+    missing = set(documented()) - set(labels) - NEEDS_HARDWARE
+    assert set() == missing, f"documented families without series in the fixture: {sorted(missing)}"
+    assert {"numawatch_drift", "numawatch_container_cpus", "numawatch_gpu_info", "numawatch_cpu_info",
+            "numawatch_kubelet_config_info"} <= set(labels)

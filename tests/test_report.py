@@ -1,0 +1,163 @@
+"""`numawatch check` output: the text table for people and the JSON document for scripts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from numawatch import __version__, report
+from numawatch.checks import Check, Evaluation, NotEvaluated, evaluate
+from numawatch.host import Host, SourceStatus
+from numawatch.intent import REFERENCE, Intent
+from numawatch.paths import Paths
+
+
+def fixed_check(check_id: str, *subjects: dict[str, str], severity: str = "warning", message: str = "") -> Check:
+    def run(host: Host, intent: Intent):
+        return [check.finding(intent, labels, message or f"{check_id} fired") for labels in subjects]
+
+    check = Check(id=check_id, severity=severity, summary="", remediation=f"do what fixes {check_id}", run=run)
+    return check
+
+
+def blind_check(check_id: str, reason: str) -> Check:
+    def run(host: Host, intent: Intent):
+        raise NotEvaluated(reason)
+
+    return Check(id=check_id, severity="warning", summary="", remediation="", run=run)
+
+
+def make_evaluation(checks: tuple[Check, ...], intent: Intent = REFERENCE) -> Evaluation:
+    statuses = {
+        "topology": SourceStatus("topology", True, 0.0042),
+        "kubelet_config": SourceStatus("kubelet_config", True, 0.0001, cached=True),
+        "cgroups": SourceStatus("cgroups", False, 0.0003, "no kubepods cgroup under /sys/fs/cgroup"),
+    }
+    host = Host(paths=Paths.from_root("/host"), results={}, statuses=statuses, timestamp=1_790_000_000.25)
+    return evaluate(host, intent, checks)
+
+
+MIXED = (
+    fixed_check("thp_enabled", {"setting": "transparent_hugepage/enabled", "value": "always"}, severity="info"),
+    fixed_check("container_numa_split", {"namespace": "llm", "pod": "vllm-0", "pod_uid": "uid-1",
+                                         "container": "server", "cpus": "3-4"}, severity="critical"),
+    fixed_check("kubelet_topology_manager_policy", {"setting": "topologyManagerPolicy", "value": "best-effort"}),
+    blind_check("container_memory_remote", "needs the cgroups source: no kubepods cgroup"),
+)
+
+
+# ------------------------------------------------------------------------------------------------ subject
+def test_subject_names_a_container_as_namespace_pod_container_and_drops_the_uid():
+    labels = {"namespace": "llm", "pod": "vllm-0", "pod_uid": "uid-1", "container": "server", "cpus": "3-4"}
+
+    assert report.subject(labels) == "llm/vllm-0/server cpus=3-4"
+
+
+def test_subject_keeps_the_uid_when_the_pod_name_is_unknown():
+    assert report.subject({"pod_uid": "uid-1", "container": "server"}) == "pod_uid=uid-1 container=server"
+
+
+def test_subject_of_a_node_wide_finding_is_node():
+    assert report.subject({}) == "node"
+
+
+def test_timestamp_is_rfc3339_utc_with_milliseconds():
+    assert report.timestamp(1_790_000_000.25) == "2026-09-21T14:13:20.250Z"
+
+
+# ------------------------------------------------------------------------------------------------ table
+def test_table_groups_findings_by_severity_most_severe_first_with_subject_message_and_fix():
+    table = report.render_table(make_evaluation(MIXED), "/host")
+
+    critical, warning, info = (table.index(f"{s} (1)") for s in ("CRITICAL", "WARNING", "INFO"))
+    assert critical < warning < info
+    assert "container_numa_split  llm/vllm-0/server cpus=3-4" in table
+    assert "      container_numa_split fired" in table
+    assert "      fix: do what fixes container_numa_split" in table
+    assert "setting=topologyManagerPolicy value=best-effort" in table
+
+
+def test_table_lists_not_evaluated_checks_with_their_reason_and_every_source_status():
+    table = report.render_table(make_evaluation(MIXED), "/host")
+
+    assert "Not evaluated (1)\n  container_memory_remote  needs the cgroups source: no kubepods cgroup" in table
+    assert "  topology        up      0.0042s" in table
+    assert "  kubelet_config  up      0.0001s  cached" in table
+    assert "  cgroups         down    0.0003s  no kubepods cgroup under /sys/fs/cgroup" in table
+
+
+def test_table_header_and_summary_say_what_was_checked_and_how_much():
+    table = report.render_table(make_evaluation(MIXED), "/host")
+
+    assert table.startswith(f"numawatch {__version__} check of /host against reference profile, 2026-09-21T14:13:20")
+    assert table.endswith(
+        "3 findings (1 critical, 1 warning, 1 info); 3 of 4 checks evaluated, 1 of 3 sources down.\n"
+    )
+
+
+def test_table_header_names_the_window_when_the_host_was_read_twice():
+    evaluation = make_evaluation(MIXED)
+    earlier = replace(evaluation.host, timestamp=evaluation.host.timestamp - 5)
+    windowed = replace(evaluation, host=replace(evaluation.host, previous=earlier))
+
+    assert " over a 5.0s window\n" in report.render_table(windowed, "/").splitlines(keepends=True)[0]
+    assert report.as_dict(windowed, "/")["window_seconds"] == 5.0
+    assert report.as_dict(evaluation, "/")["window_seconds"] is None
+
+
+def test_table_of_a_clean_host_says_none_and_still_shows_what_could_not_be_looked_at():
+    table = report.render_table(make_evaluation((fixed_check("thp_enabled"), MIXED[-1])), "/")
+
+    assert "Findings: none" in table
+    assert "Not evaluated (1)" in table
+    assert table.endswith("No findings; 1 of 2 checks evaluated, 1 of 3 sources down.\n")
+
+
+def test_multi_line_messages_stay_indented_under_their_finding():
+    check = fixed_check("kubelet_state_stale", {"file": "/var/lib/kubelet/cpu_manager_state"},
+                        message="policy changed\nthe kubelet will refuse to start")
+    table = report.render_table(make_evaluation((check,)), "/")
+
+    assert "      policy changed\n        the kubelet will refuse to start\n" in table
+
+
+# ------------------------------------------------------------------------------------------------ JSON
+def test_json_starts_with_findings_and_not_evaluated_then_sources_intent_and_metadata():
+    document = json.loads(report.render_json(make_evaluation(MIXED), "/host"))
+
+    assert list(document)[:7] == \
+        ["findings", "not_evaluated", "sources", "intent", "host_root", "version", "timestamp"]
+    assert document["intent"] == "reference profile"
+    assert document["host_root"] == "/host"
+    assert __version__ == document["version"]
+    assert document["timestamp"] == "2026-09-21T14:13:20.250Z"
+
+
+def test_json_findings_carry_check_severity_labels_message_and_remediation_most_severe_first():
+    document = json.loads(report.render_json(make_evaluation(MIXED), "/host"))
+
+    first = document["findings"][0]
+    assert set(first) == {"check", "severity", "labels", "message", "remediation"}
+    assert [finding["severity"] for finding in document["findings"]] == ["critical", "warning", "info"]
+    assert first["labels"] == \
+        {"namespace": "llm", "pod": "vllm-0", "pod_uid": "uid-1", "container": "server", "cpus": "3-4"}
+    assert document["not_evaluated"] == \
+        [{"check": "container_memory_remote", "reason": "needs the cgroups source: no kubepods cgroup"}]
+
+
+def test_json_sources_say_up_reason_and_duration():
+    document = json.loads(report.render_json(make_evaluation(MIXED), "/host"))
+
+    sources = {source["name"]: source for source in document["sources"]}
+    assert sources["cgroups"] == {
+        "name": "cgroups", "up": False, "reason": "no kubepods cgroup under /sys/fs/cgroup",
+        "duration_seconds": 0.0003, "cached": False,
+    }
+    assert sources["topology"]["up"] is True
+    assert sources["topology"]["reason"] == ""
+
+
+def test_json_names_the_intent_file_when_one_is_used():
+    document = report.as_dict(make_evaluation(MIXED, Intent(source="/etc/numawatch/intent.yaml")), "/")
+
+    assert document["intent"] == "/etc/numawatch/intent.yaml"

@@ -1,0 +1,402 @@
+"""`numawatch serve`: the aiohttp app (through aiohttp's test client) and the real process over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakehost.reference import VLLM, reference_node
+from numawatch import server
+from numawatch.checks import Check
+from numawatch.host import Host, HostReader, SourceSpec
+from numawatch.intent import REFERENCE, Intent
+from numawatch.model import Cpu, IsolationParams, NumaNode, Topology
+from numawatch.paths import Paths
+from prometheus_client.parser import text_string_to_metric_families
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+# ------------------------------------------------------------------------------------------------ a controllable host
+class Switchable:
+    """A fake source plus a check that fires while ``drift`` is set; counts reads and remembers the reading thread."""
+
+    def __init__(self) -> None:
+        self.drift: dict[str, str] | None = {"namespace": "llm", "pod": "vllm-0", "container": "server"}
+        self.message = "container spans NUMA nodes 0 and 1"
+        self.reads = 0
+        self.threads: set[int] = set()
+
+    def read(self, paths: Paths) -> Topology:
+        self.reads += 1
+        self.threads.add(threading.get_ident())
+        cpus = {cpu: Cpu(cpu, True, 0, cpu, 0) for cpu in range(2)}
+        return Topology(cpus=cpus, online=frozenset(cpus), nodes={0: NumaNode(0, frozenset(cpus))},
+                        isolation=IsolationParams())
+
+    def check(self) -> Check:
+        def run(host: Host, intent: Intent):
+            if self.drift is None:
+                return []
+            return [check.finding(intent, self.drift, self.message)]
+
+        check = Check(id="container_numa_split", severity="critical", summary="", remediation="repin it", run=run)
+        return check
+
+    def sampler(self, interval: float = 15.0) -> server.Sampler:
+        reader = HostReader(Paths.from_root("/nonexistent"), (SourceSpec("topology", self.read),))
+        return server.Sampler(reader, REFERENCE, interval=interval, checks=(self.check(),))
+
+
+@pytest.fixture
+def host() -> Switchable:
+    return Switchable()
+
+
+def drift_series(text: str) -> list[dict[str, str]]:
+    for family in text_string_to_metric_families(text):
+        if family.name == "numawatch_drift":
+            return [sample.labels for sample in family.samples]
+    raise AssertionError("no numawatch_drift family in the exposition")
+
+
+# ------------------------------------------------------------------------------------------------ app: health, metrics
+async def test_healthz_is_503_until_the_first_evaluation_finished_then_ok(aiohttp_client, host):
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+
+    before = await client.get("/healthz")
+    await sampler.refresh()
+    after = await client.get("/healthz")
+
+    assert before.status == 503
+    assert after.status == 200
+    assert await after.text() == "ok\n"
+
+
+async def test_metrics_is_503_before_the_first_evaluation(aiohttp_client, host):
+    client = await aiohttp_client(server.make_app(host.sampler(), run_sampler=False))
+
+    response = await client.get("/metrics")
+
+    assert response.status == 503
+
+
+async def test_metrics_serves_the_exposition_with_the_text_format_content_type(aiohttp_client, host):
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    await sampler.refresh()
+
+    response = await client.get("/metrics")
+
+    assert response.status == 200
+    assert response.headers["Content-Type"] == CONTENT_TYPE
+    [drift] = drift_series(await response.text())
+    assert {"check": "container_numa_split", "severity": "critical", "pod": "vllm-0"}.items() <= drift.items()
+
+
+async def test_metrics_is_gzip_compressed_when_the_scraper_accepts_it(aiohttp_client, host):
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False), auto_decompress=False)
+    await sampler.refresh()
+
+    zipped = await client.get("/metrics", headers={"Accept-Encoding": "gzip"})
+    plain = await client.get("/metrics", headers={"Accept-Encoding": "identity"})
+    refused = await client.get("/metrics", headers={"Accept-Encoding": "gzip;q=0, identity"})
+
+    assert zipped.headers["Content-Encoding"] == "gzip"
+    assert zipped.headers["Vary"] == "Accept-Encoding"
+    assert await plain.read() == gzip.decompress(await zipped.read())
+    assert "Content-Encoding" not in plain.headers
+    assert "Content-Encoding" not in refused.headers
+
+
+async def test_scrapes_are_answered_from_the_last_evaluation_without_reading_the_host(aiohttp_client, host):
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    await sampler.refresh()
+
+    bodies = {await (await client.get("/metrics")).read() for _ in range(5)}
+
+    assert host.reads == 1
+    assert len(bodies) == 1
+
+
+async def test_a_failed_evaluation_keeps_the_previous_exposition(aiohttp_client, host, monkeypatch, caplog):
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    await sampler.refresh()
+    good = await (await client.get("/metrics")).read()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("render exploded")
+
+    monkeypatch.setattr(server.metrics, "render", broken)
+    assert await sampler.refresh() is None
+
+    assert good == await (await client.get("/metrics")).read()
+    assert sampler.failures == 1
+    assert "render exploded" in caplog.text
+
+
+async def test_healthz_fails_when_the_last_evaluation_is_stale(aiohttp_client, host):
+    sampler = host.sampler(interval=1.0)
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    snapshot = await sampler.refresh()
+    sampler.latest = server.Snapshot(snapshot.evaluation, snapshot.body, snapshot.body_gzip,
+                                     time.time() - 3600, snapshot.duration_seconds)
+
+    response = await client.get("/healthz")
+
+    assert response.status == 503
+    assert (await response.text()).startswith("stale")
+
+
+# ------------------------------------------------------------------------------------------------ app: landing page
+async def test_landing_page_links_metrics_and_healthz_and_lists_findings(aiohttp_client, host):
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    await sampler.refresh()
+
+    response = await client.get("/")
+    page = await response.text()
+
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/html")
+    assert '<a href="metrics">' in page
+    assert '<a href="healthz">' in page
+    assert "container_numa_split" in page
+    assert "llm/vllm-0/server" in page
+    assert "container spans NUMA nodes 0 and 1" in page
+
+
+async def test_landing_page_escapes_everything_it_shows(aiohttp_client, host):
+    host.drift = {"namespace": "<script>alert(1)</script>", "pod": "p&q", "container": '"c"'}
+    host.message = "<img src=x onerror=alert(2)>"
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    await sampler.refresh()
+
+    page = await (await client.get("/")).text()
+
+    assert "<script>" not in page
+    assert "<img" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;/p&amp;q/&quot;c&quot;" in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page
+
+
+async def test_landing_page_before_the_first_evaluation_says_so(aiohttp_client, host):
+    client = await aiohttp_client(server.make_app(host.sampler(), run_sampler=False))
+
+    page = await (await client.get("/")).text()
+
+    assert "has not finished yet" in page
+
+
+# -------------------------------------------------------------------------------------------- app: background sampler
+async def _wait_for(predicate, what: str, deadline_seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + deadline_seconds
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def test_background_sampler_evaluates_in_a_worker_thread_and_drift_disappears_once_fixed(aiohttp_client, host):
+    sampler = host.sampler(interval=0.05)
+    client = await aiohttp_client(server.make_app(sampler))
+
+    async def healthy() -> bool:
+        return (await client.get("/healthz")).status == 200
+
+    async def drift_gone() -> bool:
+        return drift_series(await (await client.get("/metrics")).text()) == []
+
+    await _wait_for(healthy, "the first evaluation")
+    assert len(drift_series(await (await client.get("/metrics")).text())) == 1
+    host.drift = None
+    await _wait_for(drift_gone, "the repaired drift to disappear")
+
+    assert threading.get_ident() not in host.threads
+    assert sampler.stats.count >= 2
+
+
+async def test_closing_the_app_stops_the_background_sampler(aiohttp_client, host):
+    sampler = host.sampler(interval=0.05)
+    client = await aiohttp_client(server.make_app(sampler))
+
+    async def evaluated() -> bool:
+        return sampler.latest is not None
+
+    await _wait_for(evaluated, "the first evaluation")
+    await client.close()
+    reads = host.reads
+    await asyncio.sleep(0.3)
+
+    assert [task for task in asyncio.all_tasks() if task.get_name() == "numawatch-sampler"] == []
+    assert reads == host.reads
+
+
+def test_sampler_refuses_an_interval_that_is_not_positive(host):
+    with pytest.raises(ValueError, match="interval must be positive"):
+        host.sampler(interval=0)
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("gzip", True),
+        ("gzip, deflate, br", True),
+        ("br;q=1.0, GZIP;q=0.5", True),
+        ("*", True),
+        ("identity", False),
+        ("", False),
+        ("gzip;q=0", False),
+        ("gzip;q=0.000", False),
+        ("gzip;q=nonsense", False),
+    ],
+)
+def test_accepts_gzip_reads_the_accept_encoding_header(header, expected):
+    assert expected == server.accepts_gzip(header)
+
+
+# ------------------------------------------------------------------------------------------------ the real process
+@contextlib.contextmanager
+def numawatch_serve(root: Path, *extra: str, interval: str = "0.2") -> Iterator[tuple[subprocess.Popen, str]]:
+    """Start ``numawatch serve`` on 127.0.0.1, port chosen by the kernel; yield it and the URL it prints."""
+    command = [sys.executable, "-m", "numawatch", "--host-root", str(root), *extra,
+               "serve", "--listen", "127.0.0.1:0", "--interval", interval]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 30)
+        line = process.stdout.readline() if ready else ""
+        if "listening on http://" not in line:
+            process.kill()
+            raise AssertionError(f"numawatch serve did not start: {line!r} {process.stderr.read()}")
+        url = line.split("listening on ", 1)[1].split()[0]
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        process.stdout.close()
+        process.stderr.close()
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def wait_until_healthy(url: str) -> None:
+    deadline = time.monotonic() + 30
+    while get(url + "healthz")[0] != 200:
+        if time.monotonic() > deadline:
+            raise AssertionError("numawatch serve never became healthy")
+        time.sleep(0.05)
+
+
+def test_serve_process_answers_metrics_healthz_and_landing_page_then_stops_on_sigterm(fake_host):
+    fake_host.mkdir("proc")
+    with numawatch_serve(fake_host.root) as (process, url):
+        assert url.startswith("http://127.0.0.1:")
+        wait_until_healthy(url)
+        status, headers, body = get(url + "metrics", {"Accept-Encoding": "gzip"})
+        landing = get(url)
+
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=20)
+
+    assert status == 200
+    assert headers["Content-Type"] == CONTENT_TYPE
+    text = gzip.decompress(body).decode()
+    names = {family.name for family in text_string_to_metric_families(text)}
+    assert {"numawatch_drift", "numawatch_source_up", "numawatch_build_info"} <= names
+    assert "numawatch_source_up{source=\"cgroups\"} 0.0" in text
+    assert landing[0] == 200
+    assert b'<a href="metrics">' in landing[2]
+    assert returncode == 0
+
+
+def scrape(url: str) -> dict[str, list]:
+    """Family name -> samples, scraped over HTTP as Prometheus would (gzip accepted)."""
+    status, headers, body = get(url + "metrics", {"Accept-Encoding": "gzip"})
+    assert status == 200
+    text = gzip.decompress(body).decode() if headers.get("Content-Encoding") == "gzip" else body.decode()
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
+def wait_for_scrape(url: str, predicate, what: str) -> dict[str, list]:
+    deadline = time.monotonic() + 30
+    while True:
+        families = scrape(url)
+        if predicate(families):
+            return families
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def drifting_checks(families: dict[str, list]) -> set[str]:
+    return {sample.labels["check"] for sample in families["numawatch_drift"]}
+
+
+def test_serve_process_exports_planted_drift_and_drops_it_once_the_tree_is_repaired(fake_host):
+    node = reference_node(fake_host)
+    node.split_across_nodes()
+    node.set_topology_manager_policy("best-effort")
+
+    with numawatch_serve(fake_host.root) as (process, url):
+        wait_until_healthy(url)
+        drifting = scrape(url)
+        node.pin(VLLM, VLLM.exclusive, mems={0})
+        node.set_topology_manager_policy("single-numa-node")
+        repaired = wait_for_scrape(url, lambda families: not families["numawatch_drift"], "the drift to disappear")
+        landing = get(url)[2].decode()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+
+    assert {"container_numa_split", "kubelet_topology_manager_policy"} <= drifting_checks(drifting)
+    split = next(s for s in drifting["numawatch_drift"] if s.labels["check"] == "container_numa_split")
+    assert split.labels["pod"] == "vllm-llama-0"
+    assert split.labels["severity"] == "critical"
+    counts = {s.labels["check"]: s.value for s in repaired["numawatch_drift_findings"]}
+    assert counts["container_numa_split"] == 0
+    assert counts["kubelet_topology_manager_policy"] == 0
+    vllm = {s.labels["numa_node"]: s.value for s in repaired["numawatch_container_cpus"]
+            if s.labels["pod"] == "vllm-llama-0"}
+    assert vllm == {"0": len(VLLM.exclusive)}
+    [config] = repaired["numawatch_kubelet_config_info"]
+    assert config.labels["topology_manager_policy"] == "single-numa-node"
+    assert {s.labels["gpu"] for s in repaired["numawatch_gpu_info"] if s.labels["pod"] == "vllm-llama-0"} == {
+        gpu.pci_address for gpu in VLLM.gpus
+    }
+    assert "No findings" in landing
+
+
+def test_serve_process_stops_cleanly_on_sigint(fake_host):
+    with numawatch_serve(fake_host.root) as (process, url):
+        wait_until_healthy(url)
+        os.kill(process.pid, signal.SIGINT)
+        returncode = process.wait(timeout=20)
+        stderr = process.stderr.read()
+
+    assert returncode == 0
+    assert "Traceback" not in stderr
