@@ -16,6 +16,7 @@ EMPTY: CPUSet = frozenset()
 
 # A cap so a hostile or corrupt file such as "0-4294967295" cannot make us allocate gigabytes.
 MAX_CPU_ID = 65535
+_HEX_DIGITS = "0123456789abcdefABCDEF"
 
 
 class CPUListError(ValueError):
@@ -37,18 +38,17 @@ def parse_cpulist(text: str) -> CPUSet:
         if ":" in part:
             part, _, stride = part.partition(":")
             used, _, group = stride.partition("/")
-            try:
-                stride_used, stride_group = int(used), int(group)
-            except ValueError:
-                raise CPUListError(f"bad stride {stride!r} in CPU list {text!r}") from None
+            used_number, group_number = _decimal(used), _decimal(group)
+            if used_number is None or group_number is None:
+                raise CPUListError(f"bad stride {stride!r} in CPU list {text!r}")
+            stride_used, stride_group = used_number, group_number
             if stride_used <= 0 or stride_group <= 0 or stride_used > stride_group:
                 raise CPUListError(f"bad stride {stride!r} in CPU list {text!r}")
         lo_text, sep, hi_text = part.partition("-")
-        try:
-            lo = int(lo_text)
-            hi = int(hi_text) if sep else lo
-        except ValueError:
-            raise CPUListError(f"bad element {part!r} in CPU list {text!r}") from None
+        lo = _decimal(lo_text)
+        hi = _decimal(hi_text) if sep else lo
+        if lo is None or hi is None:
+            raise CPUListError(f"bad element {part!r} in CPU list {text!r}")
         if lo < 0 or hi < lo or hi > MAX_CPU_ID:
             raise CPUListError(f"bad range {part!r} in CPU list {text!r}")
         if stride_used:
@@ -56,6 +56,14 @@ def parse_cpulist(text: str) -> CPUSet:
         else:
             cpus.update(range(lo, hi + 1))
     return frozenset(cpus)
+
+
+def _decimal(text: str) -> int | None:
+    """A plain ASCII decimal, or None. int() alone would also take "+3", "1_0" and non-ASCII digits."""
+    text = text.strip()
+    if not text or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
 
 
 def format_cpulist(cpus: Iterable[int]) -> str:
@@ -76,21 +84,23 @@ def format_cpulist(cpus: Iterable[int]) -> str:
 
 
 def parse_cpumask(text: str) -> CPUSet:
-    """Parse a kernel hex CPU mask (``ff,00000001``) into a frozenset."""
-    words = text.strip().replace(",", "")
-    if not words:
+    """Parse a kernel hex CPU mask (``ff,00000001``) into a frozenset.
+
+    Each comma-separated group is one 32-bit word; the kernel pads every group but the first to 8 digits, but the
+    groups are decoded one by one so that a short group (``1,0``: CPU 32) is not silently shifted.
+    """
+    stripped = text.strip()
+    if not stripped:
         return EMPTY
-    try:
-        value = int(words, 16)
-    except ValueError:
-        raise CPUListError(f"bad CPU mask {text.strip()!r}") from None
-    if value.bit_length() > MAX_CPU_ID + 1:
-        raise CPUListError(f"CPU mask {text.strip()[:40]!r}... is longer than {MAX_CPU_ID + 1} bits")
-    cpus = []
-    cpu = 0
-    while value:
-        if value & 1:
-            cpus.append(cpu)
-        value >>= 1
-        cpu += 1
-    return frozenset(cpus)
+    groups = stripped.split(",")
+    if len(groups) * 32 > MAX_CPU_ID + 1:
+        raise CPUListError(f"CPU mask {stripped[:40]!r}... is longer than {MAX_CPU_ID + 1} bits")
+    value = 0
+    for group in groups:
+        if not 0 < len(group) <= 8 or not group.isascii() or group.strip(_HEX_DIGITS):
+            raise CPUListError(f"bad CPU mask {stripped[:80]!r}")
+        value = (value << 32) | int(group, 16)
+    # bin() walks the bits in C; a Python shift loop is quadratic on the 384-bit masks of /proc/irq/*/smp_affinity.
+    bits = bin(value)[:1:-1]
+    return frozenset(cpu for cpu, bit in enumerate(bits) if bit == "1")
+

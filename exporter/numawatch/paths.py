@@ -7,6 +7,7 @@ Nothing else in numawatch spells ``/proc`` or ``/sys``.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,33 +74,44 @@ class Paths:
         a captured tree, or ``..`` past the top, must land inside the root, never on this machine's own ``/``.
         Like a chroot, ``..`` at the root stays at the root.
         """
-        root = self.root.resolve() if str(self.root) != "/" else Path("/")
-        try:
-            relative = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
-        except ValueError:
+        # Plain strings and os.path, not pathlib: readers resolve every entry of sys/bus/pci/devices on each scan,
+        # and pathlib's object churn cost ~10x the lstat calls themselves.
+        root = "/" if str(self.root) == "/" else os.path.realpath(self.root)
+        text = os.fspath(path)
+        if not text.startswith("/"):
+            text = os.path.join(os.getcwd(), text)
+        # Not os.path.abspath(path): it folds ``..`` lexically, before links are followed, and could walk out of
+        # the root (``<root>/../../etc``). Only "." and empty parts are dropped here.
+        names = [name for name in text.split("/") if name and name != "."]
+        relative: list[str] | None = None
+        # The root as given and as resolved: a root reached through a symlink (/host -> /mnt/host) still counts.
+        for base in (os.path.abspath(self.root), root):
+            base_names = [name for name in base.split("/") if name]
+            if names[: len(base_names)] == base_names:
+                relative = names[len(base_names) :]
+                break
+        if relative is None:
             return Path(os.path.realpath(path))  # a per-part override outside the root: plain resolution
-        parts = list(relative.parts)
-        resolved: list[str] = []
+        pending = relative[::-1]  # a stack: the next name to look at is last
+        prefixes = [root.rstrip("/")]  # prefixes[-1] is the resolved path so far ("" stands for "/")
         links = 0
-        while parts:
-            part = parts.pop(0)
-            if part in ("", "."):
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
                 continue
-            if part == "..":
-                if resolved:
-                    resolved.pop()
+            if name == "..":
+                if len(prefixes) > 1:
+                    prefixes.pop()
                 continue
-            candidate = root.joinpath(*resolved, part)
-            if candidate.is_symlink():
+            candidate = f"{prefixes[-1]}/{name}"
+            if os.path.islink(candidate):
                 links += 1
                 if links > _MAX_SYMLINKS:
-                    raise OSError(f"too many levels of symbolic links under {path}")
+                    raise OSError(errno.ELOOP, "Too many levels of symbolic links", os.fspath(path))
                 target = os.readlink(candidate)
                 if target.startswith("/"):
-                    resolved = []
-                parts = list(Path(target).parts) + parts
-                if target.startswith("/"):
-                    parts = parts[1:]
+                    del prefixes[1:]
+                pending.extend(reversed(target.split("/")))
                 continue
-            resolved.append(part)
-        return root.joinpath(*resolved)
+            prefixes.append(candidate)
+        return Path(prefixes[-1] or "/")

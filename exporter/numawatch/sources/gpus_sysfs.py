@@ -1,14 +1,176 @@
-"""Placeholder until the gpus_sysfs reader lands."""
+"""NVIDIA GPUs on the PCI bus and their NUMA locality, from sysfs (no NVML needed).
+
+Files read (every path from ``Paths``), per PCI function under ``sys/bus/pci/devices/<DDDD:BB:DD.F>/``
+(Documentation/ABI/testing/sysfs-bus-pci):
+
+- ``vendor`` (``0x10de`` for NVIDIA), ``device`` (``0x2330``), ``class`` (24 bits: ``0x030200`` 3D controller, the
+  usual data-centre GPU, or ``0x030000`` VGA; NVIDIA's audio, USB and NVSwitch functions have other classes);
+- ``numa_node``: decimal, ``-1`` when firmware gave no proximity (_PXM) — common in VMs and with NUMA-per-socket
+  off in the BIOS; reported as None ("unknown"), which a check must not confuse with node 0;
+- ``local_cpulist``: the CPUs near the device (``0-55,112-167``).
+
+And ``proc/driver/nvidia/gpus/<bdf>/information`` (present only with the nvidia module loaded)::
+
+    Model:           NVIDIA H100 80GB HBM3
+    IRQ:             137
+    GPU UUID:        GPU-5c3b2f1e-8d7a-4b6c-9e0f-1a2b3c4d5e6f
+    ...
+    Bus Location:    0000:18:00.0
+    Device Minor:    0
+
+The entries of ``sys/bus/pci/devices`` are relative symlinks into ``sys/devices/pci*``. They are resolved with
+``Paths.resolve`` so that a captured tree with an absolute link (``/sys/devices/...``) is read inside the host root,
+never from this machine's own /sys.
+"""
 
 from __future__ import annotations
 
-from numawatch.errors import SourceUnavailable
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+from numawatch.cpuset import parse_cpulist
+from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.model import GpuDevice, GpuInventory
 from numawatch.paths import Paths
+from numawatch.sources._files import list_dir, read_optional_text
+
+NVIDIA_VENDOR = "0x10de"
+# The top 16 bits of the PCI class: base class 0x03 (display), subclass 0x00 (VGA) or 0x02 (3D controller).
+GPU_CLASSES = frozenset({0x0300, 0x0302})
+
+T = TypeVar("T")
+
+_ATTRIBUTE_LIMIT = 1 << 16  # sysfs attributes are at most one page; anything bigger is not a sysfs file
 
 
-def read(paths: Paths) -> None:
-    raise SourceUnavailable("the gpus_sysfs source is not implemented yet")
+def parse_numa_node(text: str) -> int | None:
+    """``numa_node``: a node number, or None for ``-1`` (unknown). Raise ValueError on anything else."""
+    stripped = text.strip()
+    try:
+        node = int(stripped)
+    except ValueError:
+        raise ValueError(f"expected a NUMA node number or -1, got {stripped[:60]!r}") from None
+    if node == -1:
+        return None
+    if node < 0:
+        raise ValueError(f"expected a NUMA node number or -1, got {stripped[:60]!r}")
+    return node
 
 
-SOURCE = SourceSpec(name="gpus_sysfs", read=read)
+def parse_class(text: str) -> int:
+    """``class``: ``0x030200`` -> 0x030200. Raise ValueError on anything else."""
+    stripped = text.strip()
+    digits = stripped[2:] if stripped[:2].lower() == "0x" else ""
+    if not digits or not digits.isascii() or digits.strip("0123456789abcdefABCDEF"):
+        raise ValueError(f"expected a hex PCI class such as 0x030200, got {stripped[:60]!r}")
+    return int(digits, 16)
+
+
+def is_gpu_class(class_code: int) -> bool:
+    return (class_code >> 8) in GPU_CLASSES
+
+
+def pci_sort_key(address: str) -> tuple[int, ...] | tuple[int, str]:
+    """Numeric order of ``DDDD:BB:DD.F`` (VMD domains have 5 hex digits, so plain string order is not enough)."""
+    try:
+        return tuple(int(part, 16) for part in address.replace(".", ":").split(":"))
+    except ValueError:
+        return (1 << 32, address)
+
+
+def parse_nvidia_information(text: str) -> dict[str, str]:
+    """``proc/driver/nvidia/gpus/<bdf>/information`` -> {"Model": ..., "GPU UUID": ...}.
+
+    Lines are ``Name: value`` with tabs and spaces in between; lines without a colon are ignored, a value of the
+    form ``??`` is kept as the driver wrote it.
+    """
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        name, colon, value = line.partition(":")
+        if colon and name.strip():
+            fields[name.strip()] = value.strip()
+    return fields
+
+
+def _attribute(path: Path) -> str | None:
+    return read_optional_text(path, _ATTRIBUTE_LIMIT)
+
+
+def _parsed(path: Path, parse: Callable[[str], T], text: str) -> T:
+    try:
+        return parse(text)
+    except ValueError as error:
+        raise MalformedFile(path, str(error)) from None
+
+
+def _driver_info(paths: Paths, address: str) -> Mapping[str, str]:
+    text = read_optional_text(paths.procfs / "driver/nvidia/gpus" / address / "information", _ATTRIBUTE_LIMIT)
+    return parse_nvidia_information(text) if text is not None else {}
+
+
+def _read_device(paths: Paths, address: str, directory: Path) -> GpuDevice | None:
+    """The GPU at ``directory``, or None when it is not an NVIDIA GPU or vanished (hot unplug) during the scan."""
+    vendor = _attribute(directory / "vendor")
+    if vendor is None or vendor.strip().lower() != NVIDIA_VENDOR:
+        return None
+    class_text = _attribute(directory / "class")
+    if class_text is None:
+        return None
+    class_code = _parsed(directory / "class", parse_class, class_text)
+    if not is_gpu_class(class_code):
+        return None
+    numa_text = _attribute(directory / "numa_node")
+    cpulist_text = _attribute(directory / "local_cpulist")
+    device = _attribute(directory / "device")
+    info = _driver_info(paths, address)
+    return GpuDevice(
+        pci_address=address,
+        # Without CONFIG_NUMA the file is absent: the locality is as unknown as with -1.
+        numa_node=_parsed(directory / "numa_node", parse_numa_node, numa_text) if numa_text is not None else None,
+        local_cpus=(
+            _parsed(directory / "local_cpulist", parse_cpulist, cpulist_text) if cpulist_text is not None else None
+        ),
+        vendor_id=NVIDIA_VENDOR,
+        device_id=device.strip().lower() if device is not None else "",
+        class_code=f"0x{class_code:06x}",
+        uuid=info.get("GPU UUID") or None,
+        model=info.get("Model") or None,
+    )
+
+
+def read(paths: Paths) -> GpuInventory:
+    """Every NVIDIA GPU function on the PCI bus, sorted by PCI address. No GPU at all is an empty inventory."""
+    devices_dir = paths.sysfs / "bus/pci/devices"
+    if not devices_dir.is_dir():
+        raise SourceUnavailable(f"{devices_dir} does not exist")
+    gpus = []
+    for address in sorted(list_dir(devices_dir), key=pci_sort_key):
+        try:
+            directory = paths.resolve(devices_dir / address)
+        except OSError:  # a link loop in a captured tree: not a device we can read
+            continue
+        gpu = _read_device(paths, address, directory)
+        if gpu is not None:
+            gpus.append(gpu)
+    return GpuInventory(gpus=tuple(gpus))
+
+
+SOURCE = SourceSpec(
+    name="gpus_sysfs",
+    read=read,
+    description="NVIDIA GPUs on the PCI bus with their NUMA node and local CPUs (sysfs, /proc/driver/nvidia)",
+)
+
+__all__ = [
+    "GPU_CLASSES",
+    "NVIDIA_VENDOR",
+    "SOURCE",
+    "is_gpu_class",
+    "parse_class",
+    "parse_numa_node",
+    "parse_nvidia_information",
+    "pci_sort_key",
+    "read",
+]

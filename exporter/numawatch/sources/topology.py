@@ -1,14 +1,500 @@
-"""Placeholder until the topology reader lands."""
+"""CPU and NUMA topology and CPU isolation, from sysfs and the kernel command line.
+
+Files read (every path from ``Paths``):
+
+- ``sys/devices/system/cpu/{present,online,possible}``: CPU lists (Documentation/ABI/testing/sysfs-devices-system-cpu).
+  ``possible`` only gives the value of ``N`` in command-line CPU lists.
+- ``sys/devices/system/cpu/cpuN/topology/{physical_package_id,core_id,thread_siblings_list}`` for online CPUs. The
+  kernel removes ``topology/`` when a CPU goes offline, so an offline CPU has no socket, core or siblings.
+- ``sys/devices/system/node/nodeN/cpulist`` (online CPUs only), ``distance`` (``10 21``), ``meminfo``
+  (``Node 0 MemTotal:   524288 kB``) and ``hugepages/hugepages-<kB>kB/nr_hugepages``
+  (Documentation/ABI/stable/sysfs-devices-node). A CPU no cpulist names (an offline one) gets its node from the
+  ``cpuN/nodeM`` link, which the kernel keeps while the CPU is present.
+- ``proc/cmdline``: ``isolcpus=``, ``nohz_full=``, ``rcu_nocbs=``, ``irqaffinity=`` and the
+  ``default_hugepagesz=`` / ``hugepagesz=`` / ``hugepages=`` pairs (Documentation/admin-guide/kernel-parameters.txt).
+- ``sys/devices/system/cpu/{isolated,nohz_full}``: what the kernel says took effect.
+
+A kernel without CONFIG_NUMA has no ``node/`` directory: the machine is then one node, 0, holding every CPU, the
+MemTotal of ``proc/meminfo`` and the global huge pages of ``sys/kernel/mm/hugepages``.
+
+The topology changes only on CPU hotplug, a reboot or a huge page reservation, so ``fingerprint`` lets the host
+reader skip the ~3 files per CPU (1,150 on a 384-CPU host) while nothing changed.
+"""
 
 from __future__ import annotations
 
-from numawatch.errors import SourceUnavailable
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TypeVar
+
+from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
+from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.model import Cpu, IsolationParams, NumaNode, Topology, frozen_map
 from numawatch.paths import Paths
+from numawatch.sources._files import list_dir, read_optional_text
+
+T = TypeVar("T")
+
+# isolcpus= flags the kernel knows (kernel/sched/isolation.c, housekeeping_isolcpus_setup). Without any of them the
+# kernel applies "domain"; an unknown alphabetic flag is skipped with a log line, so it is kept here but implies
+# nothing.
+ISOLCPUS_KNOWN_FLAGS = frozenset({"nohz", "domain", "managed_irq"})
+
+# HPAGE_SIZE on x86-64: the size a hugepages= applies to when neither default_hugepagesz= nor hugepagesz= came
+# before it.
+DEFAULT_HUGEPAGE_KB = 2048
+
+_SIZE_SUFFIXES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}
 
 
-def read(paths: Paths) -> None:
-    raise SourceUnavailable("the topology source is not implemented yet")
+# --------------------------------------------------------------------------------------------------- parsers
+def _apply(path: Path | str, parse: Callable[[str], T], text: str) -> T:
+    """Run a text parser, turning its ValueError into MalformedFile naming the file."""
+    try:
+        return parse(text)
+    except ValueError as error:
+        raise MalformedFile(path, str(error)) from None
 
 
-SOURCE = SourceSpec(name="topology", read=read)
+def parse_cmdline(text: str) -> list[tuple[str, str | None]]:
+    """Split a kernel command line (``/proc/cmdline``) into ``(name, value)`` pairs in order.
+
+    Follows the kernel's ``next_arg()`` (lib/cmdline.c): parameters are separated by unquoted white space; a double
+    quote around the value (``foo="a b"``) or the whole parameter (``"foo=a b"``) keeps spaces; the first ``=``
+    splits name from value; a parameter without ``=`` has the value None. Dashes in names equal underscores
+    (``parameq()``), so names come back with underscores. A bare ``--`` ends the kernel's part: the rest belongs to
+    init. An unterminated quote (a truncated line) runs to the end of the text. Repeated names are all returned;
+    see ``last_values`` for the usual "last one wins".
+    """
+    params: list[tuple[str, str | None]] = []
+    length = len(text)
+    i = 0
+    while i < length:
+        while i < length and text[i].isspace():
+            i += 1
+        if i >= length:
+            break
+        start = i
+        in_quote = False
+        while i < length and (in_quote or not text[i].isspace()):
+            if text[i] == '"':
+                in_quote = not in_quote
+            i += 1
+        token = text[start:i]
+        if token.startswith('"'):
+            token = token[1:]
+            if token.endswith('"'):
+                token = token[:-1]
+        name, equals, value = token.partition("=")
+        if not equals:
+            if name == "--":
+                break
+            params.append((name.replace("-", "_"), None))
+            continue
+        if value.startswith('"'):
+            value = value[1:]
+            if value.endswith('"'):
+                value = value[:-1]
+        params.append((name.replace("-", "_"), value))
+    return params
+
+
+def last_values(params: Iterable[tuple[str, str | None]]) -> dict[str, str | None]:
+    """Name -> value with the last occurrence winning, as the kernel's setup handlers overwrite earlier ones."""
+    return dict(params)
+
+
+def parse_cmdline_cpulist(value: str, last_cpu: int | None = None) -> CPUSet:
+    """A CPU list as boot parameters take it: the sysfs format plus ``N`` (the last CPU) and ``all`` (lib/bitmap.c).
+
+    ``last_cpu`` is nr_cpu_ids - 1 (the highest possible CPU); without it ``N`` and ``all`` are errors.
+    """
+    if last_cpu is not None and ("N" in value or "all" in value):
+        elements = []
+        for element in value.split(","):
+            head, colon, stride = element.strip().partition(":")
+            if head == "all":
+                head = f"0-{last_cpu}"
+            else:
+                head = "-".join(str(last_cpu) if bound.strip() == "N" else bound for bound in head.split("-"))
+            elements.append(head + colon + stride)
+        value = ",".join(elements)
+    return parse_cpulist(value)
+
+
+def parse_isolcpus(value: str, last_cpu: int | None = None) -> tuple[CPUSet, tuple[str, ...]]:
+    """``isolcpus=[flag,...,]<cpu-list>`` -> (CPUs, flags), e.g. ``domain,managed_irq,2-5`` -> ({2..5}, flags).
+
+    As in the kernel, leading words starting with a letter are flags and the rest is the CPU list. Flags keep their
+    order; "domain" is appended when no known flag was given, because that is what the kernel applies.
+    """
+    flags: list[str] = []
+    rest = value.strip()
+    while rest[:1].isalpha():
+        flag, comma, rest = rest.partition(",")
+        if not all(char.isalpha() or char == "_" for char in flag):
+            # The kernel refuses the whole parameter in this case ("isolcpus: Invalid flag").
+            raise CPUListError(f"invalid isolcpus flag {flag!r}")
+        if flag not in flags:
+            flags.append(flag)
+        if not comma:
+            rest = ""
+    cpus = parse_cmdline_cpulist(rest, last_cpu)
+    if not ISOLCPUS_KNOWN_FLAGS.intersection(flags):
+        flags.append("domain")
+    return cpus, tuple(flags)
+
+
+def parse_size_kb(text: str) -> int:
+    """A memparse() size (``2M``, ``1G``, ``2097152``) as kB, the unit sysfs names huge page sizes in."""
+    stripped = text.strip()
+    number, multiplier = stripped, 1
+    if stripped[-1:].lower() in _SIZE_SUFFIXES:
+        number, multiplier = stripped[:-1], _SIZE_SUFFIXES[stripped[-1].lower()]
+    if not number.isascii() or not number.isdigit():
+        raise ValueError(f"bad size {text!r}")
+    size = int(number) * multiplier
+    if size <= 0 or size % 1024:
+        raise ValueError(f"size {text!r} is not a positive multiple of 1 kB")
+    return size // 1024
+
+
+def parse_hugepages_count(text: str) -> int:
+    """``hugepages=`` value: a count, or the per-node form ``0:4,1:4`` (kernel >= 5.15), summed to a total."""
+    total = 0
+    for element in text.split(","):
+        node, colon, count = element.strip().rpartition(":")
+        if not _is_decimal(count) or (colon and not _is_decimal(node)):
+            raise ValueError(f"bad huge page count {text!r}")
+        total += int(count)
+    return total
+
+
+def _is_decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def parse_cmdline_hugepages(
+    params: Iterable[tuple[str, str | None]], problems: list[str] | None = None, path: str = "cmdline"
+) -> dict[int, int]:
+    """Huge page reservations asked on the command line: size in kB -> pages.
+
+    ``hugepages=`` applies to the ``hugepagesz=`` before it; one before any ``hugepagesz=`` applies to
+    ``default_hugepagesz=`` (wherever that appears on the line), else to 2048 kB (x86). A later ``hugepages=`` for
+    the same size wins. Bad values are reported into ``problems`` (when given) and skipped, as the kernel skips them;
+    without ``problems`` they raise ValueError.
+    """
+    params = list(params)
+
+    def bad(name: str, value: str | None, error: ValueError) -> None:
+        if problems is None:
+            raise error
+        problems.append(f"{path}: {name}={value}: {error}")
+
+    default_kb = DEFAULT_HUGEPAGE_KB
+    for name, value in params:
+        if name == "default_hugepagesz":
+            try:
+                default_kb = parse_size_kb(value or "")
+            except ValueError as error:
+                bad(name, value, error)
+    result: dict[int, int] = {}
+    current_kb: int | None = None
+    current_valid = True
+    for name, value in params:
+        if name == "hugepagesz":
+            try:
+                current_kb, current_valid = parse_size_kb(value or ""), True
+            except ValueError as error:
+                current_valid = False  # the kernel ignores hugepages= that follow an invalid hugepagesz=
+                bad(name, value, error)
+        elif name == "hugepages":
+            if not current_valid:
+                continue
+            try:
+                pages = parse_hugepages_count(value or "")
+            except ValueError as error:
+                bad(name, value, error)
+                continue
+            result[current_kb if current_kb is not None else default_kb] = pages
+    return result
+
+
+def parse_isolation(
+    cmdline: str,
+    *,
+    last_cpu: int | None = None,
+    sys_isolated: CPUSet | None = None,
+    sys_nohz_full: CPUSet | None = None,
+    path: str = "cmdline",
+) -> IsolationParams:
+    """The isolation-related parameters of a kernel command line.
+
+    A parameter whose value the kernel would reject (bad CPU list) is left as None and described in
+    ``problems`` (naming ``path``), so one typo does not hide the rest of the topology. A bare parameter
+    (``rcu_nocbs`` without ``=``, accepted by newer kernels) is an empty set: given, but naming no CPU.
+    """
+    params = parse_cmdline(cmdline)
+    values = last_values(params)
+    problems: list[str] = []
+
+    def cpus_of(name: str) -> CPUSet | None:
+        if name not in values:
+            return None
+        value = values[name]
+        try:
+            return parse_cmdline_cpulist(value or "", last_cpu)
+        except CPUListError as error:
+            problems.append(f"{path}: {name}={value}: {error}")
+            return None
+
+    isolcpus: CPUSet | None = None
+    flags: tuple[str, ...] = ()
+    if "isolcpus" in values:
+        value = values["isolcpus"]
+        try:
+            isolcpus, flags = parse_isolcpus(value or "", last_cpu)
+        except CPUListError as error:
+            problems.append(f"{path}: isolcpus={value}: {error}")
+    nohz_full = cpus_of("nohz_full")
+    rcu_nocbs = cpus_of("rcu_nocbs")
+    irqaffinity = cpus_of("irqaffinity")
+    hugepages = parse_cmdline_hugepages(params, problems, path)
+    return IsolationParams(
+        cmdline=cmdline.strip(),
+        isolcpus=isolcpus,
+        isolcpus_flags=flags,
+        nohz_full=nohz_full,
+        rcu_nocbs=rcu_nocbs,
+        irqaffinity=irqaffinity,
+        sys_isolated=sys_isolated,
+        sys_nohz_full=sys_nohz_full,
+        cmdline_hugepages=frozen_map(hugepages),
+        problems=tuple(problems),
+    )
+
+
+def parse_sys_cpulist(text: str) -> CPUSet:
+    """``cpu/isolated`` or ``cpu/nohz_full``: a CPU list, empty, or ``(null)`` (printk of a never-allocated mask,
+    what ``nohz_full`` reads when the parameter was not given)."""
+    stripped = text.strip()
+    if stripped == "(null)":
+        return EMPTY
+    return parse_cpulist(stripped)
+
+
+def parse_meminfo_total(text: str) -> int:
+    """MemTotal in bytes from ``nodeN/meminfo`` (``Node 0 MemTotal:   524288 kB``) or ``/proc/meminfo``."""
+    for line in text.splitlines():
+        name, colon, rest = line.partition(":")
+        if not colon or not name.endswith("MemTotal"):
+            continue
+        fields = rest.split()
+        if not fields or not fields[0].isascii() or not fields[0].isdigit():
+            raise ValueError(f"bad MemTotal line {line.strip()!r}")
+        unit = fields[1] if len(fields) > 1 else ""
+        if unit not in ("kB", ""):
+            raise ValueError(f"unexpected unit {unit!r} in MemTotal line")
+        return int(fields[0]) * (1024 if unit == "kB" else 1)
+    raise ValueError("no MemTotal line")
+
+
+def parse_distance(text: str) -> tuple[int, ...]:
+    """``nodeN/distance``: one distance per online node, in node order (``10 21``)."""
+    fields = text.split()
+    if not fields or not all(field.isascii() and field.isdigit() for field in fields):
+        raise ValueError(f"expected decimal distances, got {text.strip()[:60]!r}")
+    return tuple(int(field) for field in fields)
+
+
+def parse_int_attribute(text: str) -> int:
+    stripped = text.strip()
+    try:
+        return int(stripped)
+    except ValueError:
+        raise ValueError(f"expected an integer, got {stripped[:60]!r}") from None
+
+
+def hugepage_size_kb(dirname: str) -> int | None:
+    """``hugepages-2048kB`` -> 2048; None for anything else."""
+    if dirname.startswith("hugepages-") and dirname.endswith("kB"):
+        number = dirname[len("hugepages-") : -2]
+        if number.isascii() and number.isdigit():
+            return int(number)
+    return None
+
+
+def _numbered(names: Iterable[str], prefix: str) -> list[int]:
+    """``cpu12``/``node3`` entries -> sorted numbers, ignoring ``cpufreq``, ``online`` and the like."""
+    numbers = []
+    for name in names:
+        suffix = name[len(prefix) :]
+        if name.startswith(prefix) and suffix.isascii() and suffix.isdigit():
+            numbers.append(int(suffix))
+    return sorted(numbers)
+
+
+# --------------------------------------------------------------------------------------------------- readers
+def _optional(path: Path, parse: Callable[[str], T]) -> T | None:
+    text = read_optional_text(path, 1 << 20)
+    return None if text is None else _apply(path, parse, text)
+
+
+def _read_hugepages(directory: Path) -> dict[int, int]:
+    """``<dir>/hugepages-<kB>kB/nr_hugepages`` for every size -> {kB: pages}."""
+    pages: dict[int, int] = {}
+    for name in list_dir(directory):
+        size = hugepage_size_kb(name)
+        if size is None:
+            continue
+        count = _optional(directory / name / "nr_hugepages", parse_int_attribute)
+        if count is not None:
+            pages[size] = count
+    return pages
+
+
+def _read_nodes(paths: Paths, online: CPUSet) -> tuple[dict[int, NumaNode], bool]:
+    """The NUMA nodes, and whether the kernel has any (False: no ``node/`` directory, one synthetic node 0)."""
+    node_dir = paths.sysfs / "devices/system/node"
+    node_ids = _numbered(list_dir(node_dir), "node")
+    if not node_ids:
+        # CONFIG_NUMA=n (or a capture without node/): one node with everything, as the kernel then behaves.
+        node = NumaNode(
+            id=0,
+            cpus=online,
+            distances=(10,),
+            mem_total_bytes=_optional(paths.procfs / "meminfo", parse_meminfo_total),
+            hugepages_total=frozen_map(_read_hugepages(paths.sysfs / "kernel/mm/hugepages")),
+        )
+        return {0: node}, False
+    nodes: dict[int, NumaNode] = {}
+    for node_id in node_ids:
+        directory = node_dir / f"node{node_id}"
+        nodes[node_id] = NumaNode(
+            id=node_id,
+            cpus=_optional(directory / "cpulist", parse_cpulist) or EMPTY,
+            distances=_optional(directory / "distance", parse_distance) or (),
+            mem_total_bytes=_optional(directory / "meminfo", parse_meminfo_total),
+            hugepages_total=frozen_map(_read_hugepages(directory / "hugepages")),
+        )
+    return nodes, True
+
+
+def _node_from_link(cpu_dir: Path) -> int | None:
+    """The node of a CPU from its ``cpuN/nodeM`` link (offline CPUs keep it; their node's cpulist drops them)."""
+    numbers = _numbered(list_dir(cpu_dir), "node")
+    return numbers[0] if numbers else None
+
+
+def _read_cpu(cpu_dir: Path, cpu: int, online: bool, node: int | None) -> Cpu:
+    if not online:
+        return Cpu(id=cpu, online=False, socket=None, core=None, numa_node=node)
+    topology = cpu_dir / "topology"
+    # A CPU that goes offline during the scan loses topology/: its fields are then unknown, not an error.
+    socket = _optional(topology / "physical_package_id", parse_int_attribute)
+    core = _optional(topology / "core_id", parse_int_attribute)
+    siblings = _optional(topology / "thread_siblings_list", parse_cpulist)
+    return Cpu(
+        id=cpu,
+        online=True,
+        socket=socket if socket is not None and socket >= 0 else None,  # -1: the architecture does not know
+        core=core if core is not None and core >= 0 else None,
+        numa_node=node,
+        siblings=siblings or EMPTY,
+    )
+
+
+def read(paths: Paths) -> Topology:
+    """Read the CPU/NUMA topology and isolation parameters of the host under ``paths``."""
+    cpu_root = paths.sysfs / "devices/system/cpu"
+    if not cpu_root.is_dir():
+        raise SourceUnavailable(f"{cpu_root} does not exist")
+    present = _optional(cpu_root / "present", parse_cpulist)
+    if present is None:
+        present = frozenset(_numbered(list_dir(cpu_root), "cpu"))
+    online = _optional(cpu_root / "online", parse_cpulist)
+    if online is None:  # very old or stripped sysfs: without the file, every present CPU is taken as online
+        online = present
+    possible = _optional(cpu_root / "possible", parse_cpulist)
+
+    nodes, numa = _read_nodes(paths, online)
+    node_of: dict[int, int] = {}
+    for node in nodes.values():
+        for cpu in node.cpus:
+            node_of[cpu] = node.id
+
+    cpus: dict[int, Cpu] = {}
+    for cpu in sorted(present | online):
+        cpu_dir = cpu_root / f"cpu{cpu}"
+        node = node_of.get(cpu)
+        if node is None:
+            node = _node_from_link(cpu_dir) if numa else 0
+        cpus[cpu] = _read_cpu(cpu_dir, cpu, cpu in online, node)
+
+    every = possible or present | online
+    last_cpu = max(every) if every else None
+    cmdline_path = paths.procfs / "cmdline"
+    isolation = parse_isolation(
+        read_optional_text(cmdline_path, 1 << 20) or "",
+        last_cpu=last_cpu,
+        sys_isolated=_optional(cpu_root / "isolated", parse_sys_cpulist),
+        sys_nohz_full=_optional(cpu_root / "nohz_full", parse_sys_cpulist),
+        path=str(cmdline_path),
+    )
+    return Topology(cpus=frozen_map(cpus), online=online, nodes=frozen_map(nodes), isolation=isolation)
+
+
+def _raw(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb", buffering=0) as handle:
+            return handle.read(1 << 16)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def fingerprint(paths: Paths) -> tuple[object, ...]:
+    """Raw bytes of the few files whose change means the topology must be read again: cpu/online (hotplug),
+    node/online, proc/cmdline and the global ``nr_hugepages`` per size (a reservation on any node changes it).
+
+    Raises when ``cpu/online`` cannot be read, so the reader reads for real and reports why.
+    """
+    cpu_online = paths.sysfs / "devices/system/cpu/online"
+    with open(cpu_online, "rb", buffering=0) as handle:
+        online = handle.read(1 << 16)
+    hugepages_dir = paths.sysfs / "kernel/mm/hugepages"
+    hugepages = tuple(
+        (name, _raw(hugepages_dir / name / "nr_hugepages")) for name in sorted(list_dir(hugepages_dir))
+    )
+    return (
+        online,
+        _raw(paths.sysfs / "devices/system/node/online"),
+        _raw(paths.procfs / "cmdline"),
+        hugepages,
+    )
+
+
+SOURCE = SourceSpec(
+    name="topology",
+    read=read,
+    fingerprint=fingerprint,
+    description="CPUs, NUMA nodes, SMT siblings and CPU isolation (sysfs, /proc/cmdline)",
+)
+
+__all__ = [
+    "SOURCE",
+    "fingerprint",
+    "hugepage_size_kb",
+    "last_values",
+    "parse_cmdline",
+    "parse_cmdline_cpulist",
+    "parse_cmdline_hugepages",
+    "parse_distance",
+    "parse_hugepages_count",
+    "parse_isolation",
+    "parse_isolcpus",
+    "parse_meminfo_total",
+    "parse_size_kb",
+    "parse_sys_cpulist",
+    "read",
+]
