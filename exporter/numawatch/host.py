@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -27,6 +27,10 @@ class SourceSpec:
     # Cheap key of everything the source's result depends on; None means "always re-read".
     fingerprint: Callable[[Paths], Hashable] | None = None
     description: str = ""
+    # For a source that keeps state between readings (a parse cache, NVML counters it integrates): called once per
+    # HostReader, it returns an object with ``read(paths)`` and optionally ``fingerprint(paths)`` used instead of
+    # the two above. State lives in the reader that owns it, never in module globals.
+    factory: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,20 @@ class Host:
     results: Mapping[str, Any]
     statuses: Mapping[str, SourceStatus]
     timestamp: float = field(default_factory=time.time)
+    # The reading before this one, for checks that need a rate (interrupts per second). Kept one deep: a previous
+    # host never has a previous of its own.
+    previous: Host | None = None
+    # Values derived from this snapshot that several checks and the metrics need (the workloads join): computed
+    # once per Host, dropped with it. Not part of equality or of a replace() copy.
+    _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The value for ``key`` derived from this host, computed on first use."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+            return value
 
     def get(self, name: str) -> Any | None:
         return self.results.get(name)
@@ -79,10 +97,10 @@ class Host:
         return status.reason or f"source {name} is down"
 
 
-def _read_one(spec: SourceSpec, paths: Paths) -> tuple[Any | None, SourceStatus]:
+def _read_one(spec: SourceSpec, read: Callable[[Paths], Any], paths: Paths) -> tuple[Any | None, SourceStatus]:
     start = time.perf_counter()
     try:
-        result = spec.read(paths)
+        result = read(paths)
     except (SourceUnavailable, MalformedFile) as error:
         return None, SourceStatus(spec.name, False, time.perf_counter() - start, _one_line(str(error)))
     except OSError as error:
@@ -109,6 +127,8 @@ class HostReader:
         self.paths = paths
         self.sources = tuple(sources if sources is not None else SOURCES)
         self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
+        self._stateful = {spec.name: spec.factory() for spec in self.sources if spec.factory is not None}
+        self._last: Host | None = None
 
     def invalidate(self, name: str | None = None) -> None:
         """Forget cached results (all, or one source): called on udev events and SIGHUP."""
@@ -121,29 +141,53 @@ class HostReader:
         results: dict[str, Any] = {}
         statuses: dict[str, SourceStatus] = {}
         for spec in self.sources:
+            state = self._stateful.get(spec.name)
+            read = state.read if state is not None else spec.read
+            fingerprint = getattr(state, "fingerprint", None) if state is not None else spec.fingerprint
             key: Hashable = None
-            if spec.fingerprint is not None:
+            if fingerprint is not None:
                 start = time.perf_counter()
                 try:
-                    key = spec.fingerprint(self.paths)
+                    key = fingerprint(self.paths)
                 except Exception:  # an unreadable fingerprint just means "read it for real"
                     key = None
                 cached = self._cache.get(spec.name)
                 if key is not None and cached is not None and cached[0] == key and cached[2].up:
                     results[spec.name] = cached[1]
-                    statuses[spec.name] = SourceStatus(
-                        spec.name, True, time.perf_counter() - start, cached=True
-                    )
+                    statuses[spec.name] = SourceStatus(spec.name, True, time.perf_counter() - start, cached=True)
                     continue
-            result, status = _read_one(spec, self.paths)
-            if spec.fingerprint is not None and key is not None:
+            result, status = _read_one(spec, read, self.paths)
+            if fingerprint is not None and key is not None:
                 self._cache[spec.name] = (key, result, status)
             if result is not None:
                 results[spec.name] = result
             statuses[spec.name] = status
-        return Host(paths=self.paths, results=results, statuses=statuses)
+        host = Host(paths=self.paths, results=results, statuses=statuses, previous=self._last)
+        self._last = replace(host, previous=None)
+        return host
 
 
 def read_host(paths: Paths, sources: Iterable[SourceSpec] | None = None) -> Host:
     """Read every source once, without caching (``numawatch check``)."""
     return HostReader(paths, sources).read()
+
+
+def read_host_window(paths: Paths, seconds: float, sources: Iterable[SourceSpec] | None = None) -> Host:
+    """Read the host twice, ``seconds`` apart; the second reading has the first as ``previous``.
+
+    ``numawatch check --window`` uses it so that rate checks (interrupts on isolated CPUs, ticks on nohz_full CPUs)
+    can judge a real interval; ``window_seconds(host)`` says how long it was. With ``seconds <= 0`` it reads once.
+    """
+    reader = HostReader(paths, sources)
+    if seconds <= 0:
+        return reader.read()
+    reader.read()
+    time.sleep(seconds)
+    return reader.read()
+
+
+def window_seconds(host: Host) -> float | None:
+    """Seconds between ``host.previous`` and ``host``, or None with a single reading."""
+    if host.previous is None:
+        return None
+    return host.timestamp - host.previous.timestamp

@@ -15,7 +15,6 @@ Sandbox (pause) containers are left out: they are never pinned and hold no devic
 
 from __future__ import annotations
 
-import weakref
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -126,27 +125,20 @@ class Workload:
         return f"{self.namespace or '?'}/{self.pod_name}"
 
 
-# The last join, kept for the other checks and the metrics of the same evaluation: about ten callers ask for the
-# same (host, intent) in a row, and on a node with ~860 containers each join costs milliseconds. Host and Intent are
-# frozen, so an identical pair always joins the same; a weak reference lets the host go when the evaluation ends.
-# One slot, replaced by a single assignment, so concurrent callers never see a half-written entry.
-_last: tuple[weakref.ref[Host], Intent, tuple[Workload, ...]] | None = None
-
-
 def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
     """Join every non-sandbox container cgroup with names, kubelet state, device assignments and intent.
 
     Sources that are down simply leave their part unknown (no names, no exclusive CPUs, no GPUs); without the
     cgroups source there are no containers to join and the result is empty. Pure: the same host and intent always
-    give the same tuple (the last one is reused rather than joined again).
+    give the same tuple. About ten checks and the metrics ask for it in one evaluation, and on a node with ~860
+    containers each join costs milliseconds, so it is memoised on the Host (and dropped with it).
     """
-    global _last
-    last = _last
-    if last is not None and last[0]() is host and last[1] is intent:
-        return last[2]
-    workloads = _join(host, intent)
-    _last = (weakref.ref(host), intent, workloads)
-    return workloads
+    # Intent holds mappings and is not hashable: key on its identity, and keep it in the entry so a recycled id()
+    # of a collected intent can never match.
+    cached_intent, workloads = host.memo(("workloads", id(intent)), lambda: (intent, _join(host, intent)))
+    if cached_intent is intent:
+        return workloads
+    return _join(host, intent)
 
 
 def _join(host: Host, intent: Intent) -> tuple[Workload, ...]:

@@ -163,19 +163,6 @@ class _BundleCache:
         return found
 
 
-_MAX_CACHES = 8  # one per host root; more only in tests and bundle replays
-_caches: dict[Paths, _BundleCache] = {}
-
-
-def _cache_for(paths: Paths) -> _BundleCache:
-    cache = _caches.get(paths)
-    if cache is None:
-        if len(_caches) >= _MAX_CACHES:
-            _caches.pop(next(iter(_caches)))
-        cache = _caches[paths] = _BundleCache()
-    return cache
-
-
 def _scan_pod_logs(root: Path) -> tuple[dict[str, PodIdentity], dict[str, tuple[str, ...]]]:
     pods: dict[str, PodIdentity] = {}
     containers: dict[str, tuple[str, ...]] = {}
@@ -197,8 +184,11 @@ def _scan_pod_logs(root: Path) -> tuple[dict[str, PodIdentity], dict[str, tuple[
     return pods, containers
 
 
-def read(paths: Paths) -> Names:
-    """Container and pod identities from the runtime bundles and var/log/pods; SourceUnavailable if none exists."""
+def read(paths: Paths, cache: _BundleCache | None = None) -> Names:
+    """Container and pod identities from the runtime bundles and var/log/pods; SourceUnavailable if none exists.
+
+    ``cache`` (kept by a NamesReader across readings) spares re-parsing bundles that did not change.
+    """
     reads: list[tuple[str, str, str]] = []
     present = False
     for runtime, directory, config in bundle_locations(paths):
@@ -211,7 +201,7 @@ def read(paths: Paths) -> Names:
     if not present and not logs_present:
         places = ", ".join(str(directory) for _, directory, _ in bundle_locations(paths))
         raise SourceUnavailable(f"no container runtime bundles ({places}) and no {paths.pod_logs}")
-    containers = _cache_for(paths).read(reads)
+    containers = (cache if cache is not None else _BundleCache()).read(reads)
     pods: dict[str, PodIdentity] = {}
     for identity in containers.values():
         if identity.pod_uid and identity.namespace and identity.pod_name and identity.pod_uid not in pods:
@@ -227,13 +217,7 @@ def read(paths: Paths) -> Names:
 
 
 def fingerprint(paths: Paths) -> Hashable:
-    """The bundle directories' listings and each pod log directory with its mtime (new container log dirs).
-
-    None ("read again") while the last read saw a bundle whose config.json was not written yet.
-    """
-    cache = _caches.get(paths)
-    if cache is not None and cache.pending:
-        return None
+    """The bundle directories' listings and each pod log directory with its mtime (new container log dirs)."""
     parts: list[Hashable] = []
     for _, directory, _ in bundle_locations(paths):
         parts.append(tuple(sorted(list_dir(directory))))
@@ -251,9 +235,27 @@ def fingerprint(paths: Paths) -> Hashable:
     return tuple(parts)
 
 
+class NamesReader:
+    """The names source as HostReader runs it: bundles parsed once and re-read only when they change."""
+
+    def __init__(self) -> None:
+        self._cache = _BundleCache()
+
+    def read(self, paths: Paths) -> Names:
+        return read(paths, self._cache)
+
+    def fingerprint(self, paths: Paths) -> Hashable:
+        # None ("read again") while the last read saw a bundle whose config.json was not written yet: the listing
+        # would not change when it arrives.
+        if self._cache.pending:
+            return None
+        return fingerprint(paths)
+
+
 SOURCE = SourceSpec(
     name="names",
     read=read,
     fingerprint=fingerprint,
+    factory=NamesReader,
     description="pod and container names per container ID, from runtime bundle annotations and var/log/pods",
 )
