@@ -1,0 +1,293 @@
+"""Host-layer metric families (issue 3): kernel knobs, isolation, huge pages, NUMA counters, interrupts, IRQ
+placement, inter-socket traffic, per-container memory per NUMA node, and where numawatch itself runs.
+
+Cardinality follows the CPUs that matter, never IRQs x CPUs: interrupt counters exist only for watched CPUs
+(isolated, nohz_full, exclusively pinned) and four kinds, 4 series per watched CPU (node_exporter's interrupts
+collector makes ~237k series on a 192-CPU host with 1,220 IRQs); IRQs appear as info series only when they are
+delivered to a watched CPU, which on a well-tuned node is a handful of managed queues. Governors and isolation sets
+are CPU lists in a label, not one series per CPU. Every family is emitted even when empty, so HELP and TYPE never
+depend on the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from numawatch import selfpin
+from numawatch.checks import Evaluation
+from numawatch.checks.host_irq import managed_irqs
+from numawatch.cpuset import format_cpulist
+from numawatch.metrics.core import safely
+from numawatch.model_host import (
+    INTERRUPT_KINDS,
+    KIND_DEVICE,
+    InterruptRow,
+    Interrupts,
+    InterSocketTraffic,
+    Irqbalance,
+    Irqs,
+    KernelSettings,
+    NumaCounters,
+)
+from numawatch.workloads import build_workloads
+
+
+def _size(size_kb: int) -> str:
+    return f"{size_kb}kB"
+
+
+# --------------------------------------------------------------------------------------------------- kernel knobs
+def kernel_settings(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_kernel_setting_info",
+        "Always 1, one series per kernel setting numawatch compares with intent: numa_balancing, swappiness, THP "
+        "modes, the isolation parameters of the command line and what sysfs says took effect (CPU lists).",
+        labels=("setting", "value"),
+    )
+    host = evaluation.host
+    settings: KernelSettings | None = host.get("kernel")
+    rows: list[tuple[str, str]] = []
+    if settings is not None:
+        if settings.numa_balancing is not None:
+            rows.append(("kernel.numa_balancing", str(settings.numa_balancing)))
+        if settings.swappiness is not None:
+            rows.append(("vm.swappiness", str(settings.swappiness)))
+        if settings.thp_enabled is not None:
+            rows.append(("transparent_hugepage/enabled", settings.thp_enabled))
+        if settings.thp_defrag is not None:
+            rows.append(("transparent_hugepage/defrag", settings.thp_defrag))
+    topology = host.topology
+    if topology is not None:
+        isolation = topology.isolation
+        for setting, cpus in (
+            ("isolcpus", isolation.isolcpus),
+            ("nohz_full", isolation.nohz_full),
+            ("rcu_nocbs", isolation.rcu_nocbs),
+            ("irqaffinity", isolation.irqaffinity),
+            ("cpu/isolated", isolation.sys_isolated),
+            ("cpu/nohz_full", isolation.sys_nohz_full),
+        ):
+            if cpus is not None:
+                rows.append((setting, format_cpulist(cpus)))
+        if isolation.isolcpus is not None:
+            rows.append(("isolcpus_flags", ",".join(isolation.isolcpus_flags)))
+    irqs: Irqs | None = host.get("irqs")
+    if irqs is not None and irqs.default_affinity is not None:
+        rows.append(("irq/default_smp_affinity", format_cpulist(irqs.default_affinity)))
+    for setting, value in rows:
+        family.add_metric((setting, value), 1)
+    return family
+
+
+def governors(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_cpufreq_governor_info",
+        "Always 1, one series per cpufreq governor in use; cpus is the CPU list running it. Absent without cpufreq "
+        "(virtual machines).",
+        labels=("governor", "cpus"),
+    )
+    settings: KernelSettings | None = evaluation.host.get("kernel")
+    if settings is not None and settings.governors is not None:
+        by_governor: dict[str, set[int]] = {}
+        for cpu, governor in settings.governors.items():
+            by_governor.setdefault(governor, set()).add(cpu)
+        for governor, cpus in sorted(by_governor.items()):
+            family.add_metric((governor, format_cpulist(cpus)), 1)
+    return family
+
+
+# --------------------------------------------------------------------------------------------------- memory
+def hugepages(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_hugepages",
+        "Huge pages of the host per size (kB, as sysfs names them) and state: total (reserved pool), free, surplus "
+        "and reserved (promised to a mapping, not yet faulted).",
+        labels=("size", "state"),
+    )
+    settings: KernelSettings | None = evaluation.host.get("kernel")
+    if settings is not None:
+        for size, pool in sorted(settings.hugepages.items()):
+            for state, value in (
+                ("total", pool.total),
+                ("free", pool.free),
+                ("surplus", pool.surplus),
+                ("reserved", pool.reserved),
+            ):
+                if value is not None:
+                    family.add_metric((_size(size), state), value)
+    return family
+
+
+def node_hugepages(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_numa_node_hugepages",
+        "Huge pages per NUMA node, size (kB) and state: total (reserved on this node), free and surplus.",
+        labels=("numa_node", "size", "state"),
+    )
+    counters: NumaCounters | None = evaluation.host.get("numastat")
+    if counters is not None:
+        for node_id, node in sorted(counters.nodes.items()):
+            for size, pool in sorted(node.hugepages.items()):
+                for state, value in (("total", pool.total), ("free", pool.free), ("surplus", pool.surplus)):
+                    if value is not None:
+                        family.add_metric((str(node_id), _size(size), state), value)
+    return family
+
+
+def numastat(evaluation: Evaluation) -> Metric:
+    family = CounterMetricFamily(
+        "numawatch_numastat_pages",
+        "Page allocations per NUMA node as nodeN/numastat counts them (numa_hit, numa_miss, numa_foreign, "
+        "interleave_hit, local_node, other_node): allocations, not accesses; a rising other_node on a GPU's node "
+        "means threads on other nodes allocate there.",
+        labels=("numa_node", "field"),
+    )
+    counters: NumaCounters | None = evaluation.host.get("numastat")
+    if counters is not None:
+        for node_id, node in sorted(counters.nodes.items()):
+            for name, value in sorted(node.numastat.items()):
+                family.add_metric((str(node_id), name), value)
+    return family
+
+
+def container_numa_memory(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_container_memory_numa_bytes",
+        "Resident memory of the container on each NUMA node it has memory on (cgroup memory.numa_stat: anon+file "
+        "on cgroup v2, total on v1), in bytes.",
+        labels=("namespace", "pod", "pod_uid", "container", "numa_node"),
+    )
+    seen: set[tuple[str, ...]] = set()
+    for workload in build_workloads(evaluation.host, evaluation.intent):
+        numa_bytes = workload.numa_bytes
+        if numa_bytes is None:
+            continue
+        labels = workload.labels
+        for node, value in sorted(numa_bytes.items()):
+            if not value:
+                continue  # nodes the container has nothing on: absent rather than 0, to keep the series count down
+            key = (labels["namespace"], labels["pod"], labels["pod_uid"], labels["container"], str(node))
+            if key in seen:
+                continue  # a restarted container's old cgroup under the same name: one series per label set
+            seen.add(key)
+            family.add_metric(key, value)
+    return family
+
+
+def intersocket(evaluation: Evaluation) -> Metric:
+    family = CounterMetricFamily(
+        "numawatch_intersocket_bytes",
+        "Bytes a socket sent over an inter-socket link (Intel UPI data flits x 64/9) since numawatch opened the "
+        "uncore counter; absent where the PMUs cannot be read (see numawatch_source_up{source=\"intersocket\"}).",
+        labels=("socket", "link"),
+    )
+    traffic: InterSocketTraffic | None = evaluation.host.get("intersocket")
+    if traffic is not None:
+        for link in traffic.links:
+            family.add_metric(("" if link.socket is None else str(link.socket), link.link), link.bytes)
+    return family
+
+
+# --------------------------------------------------------------------------------------------------- interrupts
+def cpu_interrupts(evaluation: Evaluation) -> Metric:
+    family = CounterMetricFamily(
+        "numawatch_cpu_interrupts",
+        "Interrupts since boot on each watched CPU (isolated, nohz_full or held exclusively by a pinned container), "
+        "by kind: device (IRQs), local_timer (the tick), ipi (rescheduling, function call, TLB shootdown, irq_work) "
+        "and other.",
+        labels=("cpu", "kind"),
+    )
+    interrupts: Interrupts | None = evaluation.host.get("interrupts")
+    if interrupts is not None:
+        totals = interrupts.totals_by_kind()
+        for cpu in sorted(interrupts.watched):
+            for kind in INTERRUPT_KINDS:
+                family.add_metric((str(cpu), kind), totals[(cpu, kind)])
+    return family
+
+
+def irq_affinity(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_irq_affinity_info",
+        "Always 1, one series per device IRQ delivered to a watched CPU: its name, requested and effective affinity "
+        "(CPU lists) and whether the kernel manages it.",
+        labels=("irq", "name", "affinity", "effective", "managed"),
+    )
+    host = evaluation.host
+    interrupts: Interrupts | None = host.get("interrupts")
+    irqs: Irqs | None = host.get("irqs")
+    if interrupts is None or irqs is None or not interrupts.watched:
+        return family
+    managed = managed_irqs(host)
+    for row in _device_rows(interrupts):
+        found = irqs.irqs.get(row.irq) if row.irq is not None else None
+        if found is None or not found.delivered_to & interrupts.watched:
+            continue
+        family.add_metric(
+            (
+                row.key,
+                row.name,
+                format_cpulist(found.affinity or ()),
+                "" if found.effective is None else format_cpulist(found.effective),
+                "true" if managed.managed(found.irq) else "false",
+            ),
+            1,
+        )
+    return family
+
+
+def _device_rows(interrupts: Interrupts) -> Iterator[InterruptRow]:
+    return (row for row in interrupts.rows if row.kind == KIND_DEVICE)
+
+
+def irqbalance(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_irqbalance_running",
+        "1 when an irqbalance process runs on the host, 0 when none does; absent when that could not be read.",
+    )
+    state: Irqbalance | None = evaluation.host.get("irqbalance")
+    if state is not None:
+        family.add_metric((), 1 if state.running else 0)
+    return family
+
+
+# --------------------------------------------------------------------------------------------------- numawatch
+def self_cpus(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_self_cpus",
+        "CPUs numawatch itself may run on (its affinity); cpus is the CPU list and housekeeping says whether they "
+        "are all housekeeping CPUs (empty when the topology is unknown).",
+        labels=("cpus", "housekeeping"),
+    )
+    cpus = selfpin.current_cpus()
+    topology = evaluation.host.topology
+    housekeeping = ""
+    if topology is not None:
+        housekeeping = "true" if cpus <= selfpin.housekeeping_cpus(topology) else "false"
+    family.add_metric((format_cpulist(cpus), housekeeping), len(cpus))
+    return family
+
+
+BUILDERS = (
+    kernel_settings,
+    governors,
+    hugepages,
+    node_hugepages,
+    numastat,
+    container_numa_memory,
+    intersocket,
+    cpu_interrupts,
+    irq_affinity,
+    irqbalance,
+    self_cpus,
+)
+
+
+def families(evaluation: Evaluation) -> Iterable[Metric]:
+    """Every host-layer family for one evaluation; a family whose builder fails is left out (and logged)."""
+    result: list[Metric] = []
+    for build in BUILDERS:
+        result.extend(safely(build, evaluation))
+    return result

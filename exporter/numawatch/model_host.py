@@ -1,0 +1,185 @@
+"""Frozen snapshots of the host layer (issue 3): kernel knobs, NUMA counters, interrupts, IRQ affinity, irqbalance.
+
+Same rules as model.py: sources build these and make no judgement, checks read them and never touch files, and a
+field a source could not determine is ``None`` (unknown), never a made-up default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from numawatch.cpuset import EMPTY, CPUSet
+from numawatch.model import frozen_map
+
+
+# --------------------------------------------------------------------------------------------------- kernel knobs
+@dataclass(frozen=True)
+class HugePageCounts:
+    """One huge page size's pool, in pages (``hugepages-<kB>kB/{nr,free,surplus,resv}_hugepages``)."""
+
+    total: int | None  # nr_hugepages: the persistent pool reserved
+    free: int | None = None
+    surplus: int | None = None
+    reserved: int | None = None  # resv_hugepages: promised to a mapping but not faulted yet (global only)
+
+
+@dataclass(frozen=True)
+class KernelSettings:
+    """Kernel tunables numawatch compares with the intent (gpu-and-host.md §6)."""
+
+    numa_balancing: int | None = None  # /proc/sys/kernel/numa_balancing; None: absent (kernel without it)
+    swappiness: int | None = None  # /proc/sys/vm/swappiness
+    thp_enabled: str | None = None  # the bracketed mode of transparent_hugepage/enabled
+    thp_enabled_modes: tuple[str, ...] = ()  # every mode the file offers
+    thp_defrag: str | None = None
+    thp_defrag_modes: tuple[str, ...] = ()
+    # online CPU -> cpufreq scaling_governor; None: no cpufreq on this host at all (VMs); CPUs without a
+    # cpufreq directory are simply absent.
+    governors: Mapping[int, str] | None = None
+    # huge page size in kB -> the global pool (sys/kernel/mm/hugepages)
+    hugepages: Mapping[int, HugePageCounts] = field(default_factory=frozen_map)
+    # hugepages= on the command line with the per-node form (hugepages=0:4,1:4): node -> size kB -> pages
+    cmdline_hugepages_per_node: Mapping[int, Mapping[int, int]] = field(default_factory=frozen_map)
+    # setting -> one line naming the file and what was wrong with it; that setting's field is then None
+    problems: Mapping[str, str] = field(default_factory=frozen_map)
+
+
+# --------------------------------------------------------------------------------------------------- NUMA counters
+NUMASTAT_FIELDS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")
+
+
+@dataclass(frozen=True)
+class NodeCounters:
+    """One NUMA node's allocation counters (pages) and huge page pools."""
+
+    node: int
+    numastat: Mapping[str, int]  # nodeN/numastat field -> pages (monotonic counters)
+    hugepages: Mapping[int, HugePageCounts] = field(default_factory=frozen_map)  # size kB -> pool on this node
+
+
+@dataclass(frozen=True)
+class NumaCounters:
+    nodes: Mapping[int, NodeCounters]
+
+
+@dataclass(frozen=True)
+class LinkTraffic:
+    """Bytes one socket sent over one inter-socket link since numawatch opened the counter."""
+
+    socket: int | None
+    link: str  # the PMU name, e.g. "uncore_upi_0"
+    pmu: str
+    bytes: int
+    cpu: int  # the CPU the counter is opened on (the PMU's cpumask)
+
+
+@dataclass(frozen=True)
+class InterSocketTraffic:
+    links: tuple[LinkTraffic, ...]
+    event: str  # what is counted, e.g. "UNC_UPI_TxL_FLITS.ALL_DATA x 64/9"
+
+
+# --------------------------------------------------------------------------------------------------- interrupts
+KIND_DEVICE = "device"
+KIND_LOCAL_TIMER = "local_timer"
+KIND_IPI = "ipi"
+KIND_OTHER = "other"
+INTERRUPT_KINDS = (KIND_DEVICE, KIND_LOCAL_TIMER, KIND_IPI, KIND_OTHER)
+
+
+@dataclass(frozen=True)
+class InterruptRow:
+    """One line of /proc/interrupts, with counts kept only for the watched CPUs."""
+
+    key: str  # "25" for an IRQ number, "LOC", "RES", "IPI0", ...
+    kind: str  # KIND_*
+    name: str  # device rows: the action names as printed ("nvme0q1", "ehci_hcd:usb1, ehci_hcd:usb2"); else text
+    chip: str = ""  # device rows: chip, hwirq and trigger ("PCI-MSI 34095105-edge"); "" for named rows
+    counts: Mapping[int, int] = field(default_factory=frozen_map)  # watched CPU -> count; zeros are left out
+
+    @property
+    def irq(self) -> int | None:
+        return int(self.key) if self.key.isdigit() else None
+
+    def count(self, cpu: int) -> int:
+        return self.counts.get(cpu, 0)
+
+
+@dataclass(frozen=True)
+class Interrupts:
+    """/proc/interrupts parsed for the CPUs that matter: isolated, nohz_full and exclusively pinned ones."""
+
+    cpus: tuple[int, ...]  # the CPU of each column, as the header names them (online CPUs only)
+    watched: CPUSet  # CPUs whose counts were kept (a subset of cpus)
+    rows: tuple[InterruptRow, ...]
+    read_at: float  # time.monotonic() when the file was read, for rates
+
+    def row(self, key: str) -> InterruptRow | None:
+        for row in self.rows:
+            if row.key == key:
+                return row
+        return None
+
+    def by_key(self) -> dict[str, InterruptRow]:
+        return {row.key: row for row in self.rows}
+
+    def totals_by_kind(self) -> dict[tuple[int, str], int]:
+        """(watched CPU, kind) -> interrupts since boot; every watched CPU and kind is present, zeros included."""
+        totals = {(cpu, kind): 0 for cpu in self.watched for kind in INTERRUPT_KINDS}
+        for row in self.rows:
+            for cpu, count in row.counts.items():
+                totals[(cpu, row.kind)] += count
+        return totals
+
+
+# --------------------------------------------------------------------------------------------------- IRQ affinity
+@dataclass(frozen=True)
+class IrqAffinity:
+    """One /proc/irq/<n>/ directory."""
+
+    irq: int
+    affinity: CPUSet | None  # smp_affinity_list: where the IRQ may be delivered (requested)
+    effective: CPUSet | None  # effective_affinity_list: where it is delivered; None when the file is absent
+    # False when smp_affinity is read-only: since Linux 6.12 the kernel creates it without the write bit for IRQs
+    # whose affinity user space cannot set (managed IRQs). None: the mode says nothing (older kernel, or a capture
+    # that lost file modes).
+    writable: bool | None = None
+
+    @property
+    def delivered_to(self) -> CPUSet:
+        """Where the IRQ actually lands: the effective affinity, else the requested one."""
+        if self.effective is not None:
+            return self.effective
+        return self.affinity or EMPTY
+
+
+@dataclass(frozen=True)
+class Irqs:
+    irqs: Mapping[int, IrqAffinity]
+    default_affinity: CPUSet | None = None  # /proc/irq/default_smp_affinity (hex mask)
+    read_only_modes_seen: bool = False  # some smp_affinity is read-only: this kernel marks managed IRQs by mode
+
+
+# --------------------------------------------------------------------------------------------------- irqbalance
+@dataclass(frozen=True)
+class IrqbalanceConfig:
+    """The irqbalance settings that decide which CPUs it leaves alone, and where they were read."""
+
+    origin: str  # "environ of PID 1234" or the host path of the environment file
+    banned_cpulist: CPUSet | None = None  # IRQBALANCE_BANNED_CPULIST (None: not set)
+    banned_cpulist_raw: str | None = None
+    banned_cpus: CPUSet | None = None  # IRQBALANCE_BANNED_CPUS, deprecated hex mask (None: not set)
+    banned_cpus_raw: str | None = None
+    args: str = ""  # IRQBALANCE_ARGS
+
+
+@dataclass(frozen=True)
+class Irqbalance:
+    pids: tuple[int, ...]  # processes whose comm is "irqbalance"; empty: not running
+    config: IrqbalanceConfig | None  # what the running daemon uses (its environ) else the environment files
+    problems: tuple[str, ...] = ()  # malformed values, one line each naming the file
+
+    @property
+    def running(self) -> bool:
+        return bool(self.pids)

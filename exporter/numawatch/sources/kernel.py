@@ -1,0 +1,242 @@
+"""Kernel tunables that decide whether pinned inference threads get jitter-free, NUMA-local memory.
+
+Files read (every path from ``Paths``; formats in gpu-and-host.md §6):
+
+- ``proc/sys/kernel/numa_balancing``: a bitmask, ``0`` disabled, ``1`` NUMA_BALANCING_NORMAL, ``2`` memory
+  tiering (Documentation/admin-guide/sysctl/kernel.rst). Absent on kernels built without NUMA balancing.
+- ``proc/sys/vm/swappiness``: an integer, 0-200 since 5.8.
+- ``sys/kernel/mm/transparent_hugepage/{enabled,defrag}``: every mode the kernel offers, the active one in
+  brackets: ``always [madvise] never`` (Documentation/admin-guide/mm/transhuge.rst). Unknown words are kept.
+- ``sys/devices/system/cpu/cpuN/cpufreq/scaling_governor`` for each online CPU (``performance``, ``powersave``,
+  ``schedutil``, ...; Documentation/admin-guide/pm/cpufreq.rst). Only the governor: the current frequency files
+  (``scaling_cur_freq``, ``cpuinfo_cur_freq``) make the kernel interrupt the CPU read, so they are never opened.
+  Without any ``cpufreq/policyN`` (virtual machines) the host has no cpufreq and ``governors`` is None.
+- ``sys/kernel/mm/hugepages/hugepages-<kB>kB/{nr,free,surplus,resv}_hugepages``: the global pools.
+- ``proc/cmdline``: only the per-node form of ``hugepages=`` (``hugepagesz=1G hugepages=0:8,1:8``, kernel >= 5.15);
+  the totals per size are the topology source's (``IsolationParams.cmdline_hugepages``).
+
+Everything here can change at run time (sysctl, echo into sysfs), so the source has no fingerprint. A malformed
+file leaves its setting None and says why in ``problems``; the other settings are still read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from numawatch.cpuset import CPUListError, parse_cpulist
+from numawatch.errors import MalformedFile, SourceUnavailable
+from numawatch.host import SourceSpec
+from numawatch.model import frozen_map
+from numawatch.model_host import HugePageCounts, KernelSettings
+from numawatch.paths import Paths
+from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources.topology import (
+    DEFAULT_HUGEPAGE_KB,
+    hugepage_size_kb,
+    parse_cmdline,
+    parse_size_kb,
+)
+
+_SMALL = 4096  # every file here is a line or two
+
+
+# --------------------------------------------------------------------------------------------------- parsers
+def parse_bracketed(text: str) -> tuple[str, tuple[str, ...]]:
+    """``always [madvise] never`` -> ("madvise", ("always", "madvise", "never")).
+
+    Raises ValueError unless exactly one word is bracketed.
+    """
+    modes: list[str] = []
+    active: list[str] = []
+    for word in text.split():
+        if word.startswith("[") and word.endswith("]") and len(word) > 2:
+            word = word[1:-1]
+            active.append(word)
+        elif "[" in word or "]" in word:
+            raise ValueError(f"unbalanced brackets in {text.strip()[:80]!r}")
+        modes.append(word)
+    if len(active) != 1:
+        raise ValueError(f"expected exactly one [active] mode, got {text.strip()[:80]!r}")
+    return active[0], tuple(modes)
+
+
+def parse_sysctl_int(text: str) -> int:
+    stripped = text.strip()
+    body = stripped[1:] if stripped.startswith("-") else stripped
+    if not body or not body.isascii() or not body.isdigit():
+        raise ValueError(f"expected an integer, got {stripped[:60]!r}")
+    return int(stripped)
+
+
+def parse_governor(text: str) -> str:
+    """A governor name: one word of letters, digits, ``_`` or ``-``."""
+    stripped = text.strip()
+    if not stripped or not stripped.isascii() or not all(c.isalnum() or c in "_-" for c in stripped):
+        raise ValueError(f"expected a governor name, got {stripped[:60]!r}")
+    return stripped
+
+
+def parse_cmdline_hugepages_per_node(cmdline: str) -> dict[int, dict[int, int]]:
+    """Per-node huge page requests of a command line: node -> size kB -> pages.
+
+    Only ``hugepages=<node>:<count>[,<node>:<count>...]`` asks per node (mm/hugetlb.c ``hugepages_setup``); it binds to
+    the size of the ``hugepagesz=`` before it, else ``default_hugepagesz=``, else 2048 kB, exactly as the totals do
+    in the topology source. The last request for a size wins. Bad values are skipped (the kernel skips them too, and
+    the topology source reports them).
+    """
+    params = parse_cmdline(cmdline)
+    default_kb = DEFAULT_HUGEPAGE_KB
+    for name, value in params:
+        if name == "default_hugepagesz":
+            with contextlib.suppress(ValueError):  # a bad default_hugepagesz= is ignored by the kernel too
+                default_kb = parse_size_kb(value or "")
+    per_size: dict[int, dict[int, int]] = {}
+    current_kb: int | None = None
+    current_valid = True
+    for name, value in params:
+        if name == "hugepagesz":
+            try:
+                current_kb, current_valid = parse_size_kb(value or ""), True
+            except ValueError:
+                current_valid = False
+        elif name == "hugepages" and current_valid and value and ":" in value:
+            size = current_kb if current_kb is not None else default_kb
+            nodes: dict[int, int] = {}
+            for element in value.split(","):
+                node, _, count = element.strip().partition(":")
+                if not (node.isascii() and node.isdigit() and count.isascii() and count.isdigit()):
+                    nodes = {}
+                    break
+                if len(node) > 9 or len(count) > 20:  # past any node or page count (and int()'s digit limit)
+                    nodes = {}
+                    break
+                nodes[int(node)] = int(count)
+            if nodes:
+                per_size[size] = nodes
+    result: dict[int, dict[int, int]] = {}
+    for size, nodes in per_size.items():
+        for node, count in nodes.items():
+            result.setdefault(node, {})[size] = count
+    return result
+
+
+# --------------------------------------------------------------------------------------------------- readers
+class _Problems:
+    """Collects one line per unreadable setting, so one bad file leaves the others readable."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, str] = {}
+
+    def parse(self, setting: str, path: Path, parse, text: str | None):
+        if text is None:
+            return None
+        try:
+            return parse(text)
+        except ValueError as error:
+            self.lines[setting] = str(MalformedFile(path, str(error)))
+            return None
+
+
+def _read_pool(directory: Path, problems: _Problems, setting: str) -> dict[int, HugePageCounts]:
+    """``<directory>/hugepages-<kB>kB/*`` for every size -> {kB: counts}."""
+    pools: dict[int, HugePageCounts] = {}
+    for entry in sorted(list_dir(directory)):
+        size = hugepage_size_kb(entry)
+        if size is None:
+            continue
+        values = {}
+        for name in ("nr_hugepages", "free_hugepages", "surplus_hugepages", "resv_hugepages"):
+            path = directory / entry / name
+            values[name] = problems.parse(setting, path, parse_sysctl_int, read_optional_text(path, _SMALL))
+        if values["nr_hugepages"] is None:
+            continue
+        pools[size] = HugePageCounts(
+            total=values["nr_hugepages"],
+            free=values["free_hugepages"],
+            surplus=values["surplus_hugepages"],
+            reserved=values["resv_hugepages"],
+        )
+    return pools
+
+
+def read_hugepage_pool(directory: Path) -> tuple[dict[int, HugePageCounts], str | None]:
+    """One directory of ``hugepages-<kB>kB`` pools (global or per node) and the first problem met, if any."""
+    problems = _Problems()
+    pools = _read_pool(directory, problems, "hugepages")
+    return pools, next(iter(problems.lines.values()), None)
+
+
+def _read_governors(paths: Paths, problems: _Problems) -> dict[int, str] | None:
+    cpu_root = paths.sysfs / "devices/system/cpu"
+    # No policy at all: no cpufreq driver (virtual machines, or cpufreq compiled out). Checked first so a VM does
+    # not pay one failed open per CPU.
+    if not any(name.startswith("policy") for name in list_dir(cpu_root / "cpufreq")):
+        return None
+    online_path = cpu_root / "online"
+    online_text = read_optional_text(online_path, 1 << 16)
+    if online_text is None:
+        problems.lines["cpufreq_governor"] = f"{online_path}: missing"
+        return None
+    try:
+        online = parse_cpulist(online_text)
+    except CPUListError as error:
+        problems.lines["cpufreq_governor"] = str(MalformedFile(online_path, str(error)))
+        return None
+    governors: dict[int, str] = {}
+    for cpu in sorted(online):
+        path = cpu_root / f"cpu{cpu}/cpufreq/scaling_governor"
+        # A CPU without cpufreq/ (or one going offline right now) just has no governor.
+        value = problems.parse("cpufreq_governor", path, parse_governor, read_optional_text(path, _SMALL))
+        if value is not None:
+            governors[cpu] = value
+    return governors
+
+
+def read(paths: Paths) -> KernelSettings:
+    sysctl = paths.procfs / "sys"
+    thp = paths.sysfs / "kernel/mm/transparent_hugepage"
+    if not sysctl.is_dir() and not (paths.sysfs / "kernel/mm").is_dir():
+        raise SourceUnavailable(f"neither {sysctl} nor {paths.sysfs / 'kernel/mm'} exists")
+    problems = _Problems()
+
+    def value(setting: str, path: Path, parse):
+        return problems.parse(setting, path, parse, read_optional_text(path, _SMALL))
+
+    numa_balancing = value("numa_balancing", sysctl / "kernel/numa_balancing", parse_sysctl_int)
+    swappiness = value("swappiness", sysctl / "vm/swappiness", parse_sysctl_int)
+    enabled = value("thp_enabled", thp / "enabled", parse_bracketed)
+    defrag = value("thp_defrag", thp / "defrag", parse_bracketed)
+    governors = _read_governors(paths, problems)
+    hugepages = _read_pool(paths.sysfs / "kernel/mm/hugepages", problems, "hugepages")
+    cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
+    per_node = parse_cmdline_hugepages_per_node(cmdline)
+    return KernelSettings(
+        numa_balancing=numa_balancing,
+        swappiness=swappiness,
+        thp_enabled=enabled[0] if enabled else None,
+        thp_enabled_modes=enabled[1] if enabled else (),
+        thp_defrag=defrag[0] if defrag else None,
+        thp_defrag_modes=defrag[1] if defrag else (),
+        governors=frozen_map(governors) if governors is not None else None,
+        hugepages=frozen_map(hugepages),
+        cmdline_hugepages_per_node=frozen_map({node: frozen_map(sizes) for node, sizes in per_node.items()}),
+        problems=frozen_map(problems.lines),
+    )
+
+
+SOURCE = SourceSpec(
+    name="kernel",
+    read=read,
+    description="kernel tunables: numa_balancing, swappiness, THP, cpufreq governors, huge page pools",
+)
+
+__all__ = [
+    "SOURCE",
+    "parse_bracketed",
+    "parse_cmdline_hugepages_per_node",
+    "parse_governor",
+    "parse_sysctl_int",
+    "read",
+    "read_hugepage_pool",
+]

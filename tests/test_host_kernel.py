@@ -1,0 +1,327 @@
+"""The kernel source (sysctls, THP, cpufreq, huge page pools) and the kernel tuning checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakehost import FakeHost
+from fakehost.kernel import add_kernel_settings
+from fakehost.topology import add_topology
+from numawatch.checks import evaluate
+from numawatch.checks.host_kernel import CHECK_BY_ID
+from numawatch.errors import SourceUnavailable
+from numawatch.host import HostReader, read_host
+from numawatch.intent import Intent, KernelIntent
+from numawatch.model import frozen_map
+from numawatch.paths import Paths
+from numawatch.sources import kernel, numastat, topology
+from numawatch.sources.kernel import (
+    parse_bracketed,
+    parse_cmdline_hugepages_per_node,
+    parse_governor,
+    parse_sysctl_int,
+)
+
+HOST_SOURCES = (topology.SOURCE, kernel.SOURCE, numastat.SOURCE)
+
+
+def run_check(host: FakeHost, check_id: str, intent: Intent | None = None):
+    """(findings, not-evaluated reasons) of one check on a fake host."""
+    snapshot = HostReader(host.paths, HOST_SOURCES).read()
+    evaluation = evaluate(snapshot, intent or Intent(), [CHECK_BY_ID[check_id]])
+    return list(evaluation.findings), [n.reason for n in evaluation.not_evaluated]
+
+
+# --------------------------------------------------------------------------------------------------- parsers
+def test_bracketed_mode_is_the_active_one_and_every_mode_is_kept():
+    assert parse_bracketed("always [madvise] never\n") == ("madvise", ("always", "madvise", "never"))
+    assert parse_bracketed("always inherit madvise [never]") == ("never", ("always", "inherit", "madvise", "never"))
+
+
+@pytest.mark.parametrize("text", ["always madvise never", "[always] [madvise] never", "always [madvise never", ""])
+def test_bracketed_file_without_exactly_one_active_mode_is_rejected(text):
+    with pytest.raises(ValueError):
+        parse_bracketed(text)
+
+
+def test_sysctl_integers_accept_signs_and_reject_words():
+    assert parse_sysctl_int("0\n") == 0
+    assert parse_sysctl_int("-1") == -1
+    for bad in ("", "abc", "1.5", "1 2", "+-3"):
+        with pytest.raises(ValueError):
+            parse_sysctl_int(bad)
+
+
+def test_governor_names_are_single_words():
+    assert parse_governor("performance\n") == "performance"
+    for bad in ("", "per formance", "perf;rm"):
+        with pytest.raises(ValueError):
+            parse_governor(bad)
+
+
+def test_per_node_hugepages_bind_to_the_preceding_size():
+    cmdline = "default_hugepagesz=1G hugepages=0:2 hugepagesz=2M hugepages=0:512,1:256 hugepagesz=1G hugepages=16"
+
+    assert parse_cmdline_hugepages_per_node(cmdline) == {0: {1048576: 2, 2048: 512}, 1: {2048: 256}}
+
+
+def test_per_node_hugepages_skip_bad_values_and_sizes():
+    assert parse_cmdline_hugepages_per_node("hugepagesz=bogus hugepages=0:4 hugepages=0:x,1:2 hugepages=8") == {}
+
+
+# --------------------------------------------------------------------------------------------------- reading
+def test_reads_every_setting_from_a_fake_host(fake_host):
+    add_topology(fake_host, sockets=2, cores_per_socket=2, threads_per_core=1, hugepages_per_node={1048576: 4})
+    add_kernel_settings(
+        fake_host, numa_balancing=1, swappiness=60, thp_enabled="always", thp_defrag="defer",
+        governors={0: "performance", 1: "powersave", 2: "performance", 3: "schedutil"},
+    )
+
+    settings = kernel.read(fake_host.paths)
+
+    assert settings.numa_balancing == 1
+    assert settings.swappiness == 60
+    assert (settings.thp_enabled, settings.thp_defrag) == ("always", "defer")
+    assert dict(settings.governors) == {0: "performance", 1: "powersave", 2: "performance", 3: "schedutil"}
+    assert settings.hugepages[1048576].total == 8
+    assert dict(settings.problems) == {}
+
+
+def test_a_host_without_cpufreq_has_no_governors(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, governors=None)
+
+    assert kernel.read(fake_host.paths).governors is None
+
+
+def test_a_malformed_file_leaves_only_its_setting_unknown(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, swappiness=None)
+    fake_host.write("proc/sys/vm/swappiness", "lots")
+
+    settings = kernel.read(fake_host.paths)
+
+    assert settings.swappiness is None
+    assert settings.numa_balancing == 0
+    assert "proc/sys/vm/swappiness" in settings.problems["swappiness"]
+    assert "'lots'" in settings.problems["swappiness"]
+
+
+def test_a_tree_without_sysctls_or_mm_is_unavailable(tmp_path):
+    with pytest.raises(SourceUnavailable):
+        kernel.read(Paths.from_root(tmp_path))
+
+
+def test_the_realkernel_capture_reads_as_its_readme_says(realkernel_root):
+    settings = kernel.read(Paths.from_root(realkernel_root))
+
+    assert (settings.numa_balancing, settings.swappiness) == (0, 10)
+    assert (settings.thp_enabled, settings.thp_defrag) == ("madvise", "madvise")
+    assert settings.governors is None  # QEMU has no cpufreq
+    assert settings.hugepages[2048].total == 32
+
+
+@pytest.mark.realhost
+def test_this_machine_sysctls_read_as_the_kernel_prints_them():
+    settings = kernel.read(Paths.from_root("/"))
+
+    assert int(Path("/proc/sys/vm/swappiness").read_text()) == settings.swappiness
+    numa_balancing = Path("/proc/sys/kernel/numa_balancing")
+    if numa_balancing.exists():
+        assert int(numa_balancing.read_text()) == settings.numa_balancing
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if thp.exists():
+        assert f"[{settings.thp_enabled}]" in thp.read_text()
+    assert dict(settings.problems) == {}
+
+
+# --------------------------------------------------------------------------------------------------- checks
+def test_numa_balancing_on_fires_with_its_value(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, numa_balancing=1)
+
+    findings, _ = run_check(fake_host, "kernel_numa_balancing")
+
+    assert [dict(f.labels) for f in findings] == [{"setting": "kernel.numa_balancing", "value": "1", "expected": "0"}]
+
+
+def test_numa_balancing_off_or_absent_is_clean(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, numa_balancing=None)
+
+    assert run_check(fake_host, "kernel_numa_balancing") == ([], [])
+
+
+def test_thp_always_fires_and_madvise_is_clean(fake_host, tmp_path):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, thp_enabled="always", thp_defrag="always")
+
+    enabled, _ = run_check(fake_host, "thp_enabled")
+    defrag, _ = run_check(fake_host, "thp_defrag")
+
+    assert [(f.labels["value"], f.labels["expected"]) for f in enabled] == [("always", "madvise,never")]
+    assert [(f.labels["value"], f.labels["expected"]) for f in defrag] == [("always", "madvise,never")]
+    clean = FakeHost(tmp_path / "clean")
+    add_topology(clean)
+    add_kernel_settings(clean, thp_enabled="madvise", thp_defrag="never")
+    assert run_check(clean, "thp_enabled") == ([], [])
+    assert run_check(clean, "thp_defrag") == ([], [])
+
+
+def test_thp_defrag_defer_fires_unless_the_intent_allows_it(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, thp_defrag="defer")
+    lenient = Intent(kernel=KernelIntent(thp_defrag=frozenset({"defer", "madvise"})))
+
+    assert len(run_check(fake_host, "thp_defrag")[0]) == 1
+    assert run_check(fake_host, "thp_defrag", lenient) == ([], [])
+
+
+def test_swappiness_differs_fires_and_equal_is_clean(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, swappiness=60)
+
+    findings, _ = run_check(fake_host, "vm_swappiness")
+
+    assert [(f.labels["value"], f.labels["expected"]) for f in findings] == [("60", "0")]
+    assert findings[0].severity == "info"
+    assert run_check(fake_host, "vm_swappiness", Intent(kernel=KernelIntent(swappiness=60))) == ([], [])
+
+
+def test_malformed_swappiness_is_not_evaluated_with_the_file(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host)
+    fake_host.write("proc/sys/vm/swappiness", "sixty")
+
+    findings, reasons = run_check(fake_host, "vm_swappiness")
+
+    assert findings == []
+    assert "swappiness" in reasons[0] and "sixty" in reasons[0]
+
+
+def test_governor_findings_name_each_governor_with_a_cpu_list_on_non_contiguous_ids(fake_host):
+    # CPUs numbered 0,2,4,... (non-contiguous), one offline: only online CPUs are judged.
+    layout = add_topology(
+        fake_host, sockets=1, cores_per_socket=4, threads_per_core=1, cpu_ids=[0, 2, 4, 6], offline=[6]
+    )
+    add_kernel_settings(fake_host, governors={0: "performance", 2: "powersave", 4: "powersave", 6: "schedutil"})
+
+    findings, _ = run_check(fake_host, "cpufreq_governor")
+
+    assert frozenset({0, 2, 4}) == layout.online
+    assert [dict(f.labels) for f in findings] == [{"governor": "powersave", "cpus": "2,4", "expected": "performance"}]
+
+
+def test_governor_everywhere_performance_is_clean(fake_host):
+    layout = add_topology(fake_host)
+    add_kernel_settings(fake_host, governors="performance", cpus=layout.online)
+
+    assert run_check(fake_host, "cpufreq_governor") == ([], [])
+
+
+def test_governor_is_silent_without_cpufreq(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, governors=None)
+
+    assert run_check(fake_host, "cpufreq_governor") == ([], [])
+
+
+def test_kernel_checks_are_not_evaluated_when_the_source_is_down(tmp_path):
+    host = FakeHost(tmp_path / "empty")
+
+    findings, reasons = run_check(host, "kernel_numa_balancing")
+
+    assert findings == []
+    assert reasons and "kernel source" in reasons[0]
+
+
+# --------------------------------------------------------------------------------------------------- isolation
+def test_isolation_mismatch_in_the_capture_is_nohz_full_missing_10_11(realkernel_root):
+    """isolcpus 2-5,8-11, nohz_full 2-5,8-9, rcu_nocbs 2-3,8-11: the kernel offloads nohz_full CPUs' callbacks too,
+    so the effective RCU set equals isolcpus; only nohz_full really disagrees."""
+    host = read_host(Paths.from_root(realkernel_root), HOST_SOURCES)
+
+    evaluation = evaluate(host, Intent(), [CHECK_BY_ID["isolation_params_mismatch"]])
+
+    assert [
+        dict(f.labels) for f in evaluation.findings
+    ] == [{"setting": "nohz_full", "cpus": "10-11", "value": "2-5,8-9", "expected": "2-5,8-11"}]
+
+
+def test_isolation_params_naming_the_same_cpus_are_clean(fake_host):
+    add_topology(fake_host, cmdline="isolcpus=managed_irq,domain,2-7 nohz_full=2-7 rcu_nocbs=2-7")
+
+    assert run_check(fake_host, "isolation_params_mismatch") == ([], [])
+
+
+def test_no_isolation_at_all_is_clean(fake_host):
+    add_topology(fake_host)
+
+    assert run_check(fake_host, "isolation_params_mismatch") == ([], [])
+
+
+def test_rcu_nocbs_missing_a_cpu_outside_nohz_full_fires(fake_host):
+    add_topology(fake_host, cmdline="isolcpus=2-7 nohz_full=2-5 rcu_nocbs=2-5")
+
+    findings, _ = run_check(fake_host, "isolation_params_mismatch")
+
+    assert {("nohz_full", "6-7"), ("rcu_nocbs", "6-7")} == {(f.labels["setting"], f.labels["cpus"]) for f in findings}
+
+
+def test_nohz_full_without_isolcpus_fires_on_sub_numa_clusters(fake_host):
+    """SNC: two nodes per socket; nohz_full alone does not remove CPUs from load balancing."""
+    layout = add_topology(fake_host, sockets=2, cores_per_socket=4, nodes_per_socket=2, cmdline="nohz_full=1-3")
+
+    findings, _ = run_check(fake_host, "isolation_params_mismatch")
+
+    assert len(layout.cpu_nodes) == 4
+    assert [
+        (f.labels["setting"], f.labels["cpus"], f.labels.get("expected", "")) for f in findings
+    ] == [("nohz_full", "1-3", "")]
+
+
+# --------------------------------------------------------------------------------------------------- huge pages
+def test_fewer_pages_than_the_command_line_asks_fires_per_size(fake_host):
+    add_topology(
+        fake_host, cmdline="default_hugepagesz=1G hugepagesz=1G hugepages=16", hugepages_per_node={1048576: 4}
+    )
+
+    findings, _ = run_check(fake_host, "hugepages_shortfall")
+
+    assert [dict(f.labels) for f in findings] == [{"size": "1048576kB", "value": "8", "expected": "16"}]
+
+
+def test_per_node_request_short_on_one_node_fires_with_the_node(fake_host):
+    add_topology(
+        fake_host,
+        cmdline="hugepagesz=1G hugepages=0:4,1:4",
+        hugepages_per_node=[{1048576: 4}, {1048576: 2}],
+    )
+
+    findings, _ = run_check(fake_host, "hugepages_shortfall")
+
+    assert sorted(
+        [
+            {"size": "1048576kB", "value": "6", "expected": "8"},
+            {"size": "1048576kB", "numa_node": "1", "value": "2", "expected": "4"},
+        ],
+        key=str,
+    ) == sorted((dict(f.labels) for f in findings), key=str)
+
+
+def test_intent_per_node_request_is_judged_on_sub_numa_nodes(fake_host):
+    add_topology(fake_host, nodes_per_socket=2, hugepages_per_node={2048: 100})
+    intent = Intent(kernel=KernelIntent(hugepages_per_node=frozen_map({3: frozen_map({2048: 128})})))
+
+    findings, _ = run_check(fake_host, "hugepages_shortfall", intent)
+
+    assert [(f.labels["numa_node"], f.labels["value"], f.labels["expected"]) for f in findings] == [("3", "100", "128")]
+
+
+def test_enough_pages_reserved_is_clean(fake_host, realkernel_root):
+    add_topology(fake_host, cmdline="hugepagesz=2M hugepages=64", hugepages_per_node={2048: 32})
+
+    assert run_check(fake_host, "hugepages_shortfall") == ([], [])
+    capture = read_host(Paths.from_root(realkernel_root), HOST_SOURCES)  # hugepages=32 of 2M, 32 reserved
+    assert evaluate(capture, Intent(), [CHECK_BY_ID["hugepages_shortfall"]]).findings == ()
