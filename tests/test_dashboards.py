@@ -1,0 +1,334 @@
+"""The Grafana dashboards in dashboards/: schema, dashboard-linter rules re-implemented, and valid PromQL.
+
+grafana/dashboard-linter ships only as a Go binary on GitHub, so the rules we keep are checked here. That every
+query also returns data is tested against a real Prometheus in tests/test_e2e_prometheus.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARDS = ROOT / "dashboards"
+FILES = sorted(DASHBOARDS.glob("*.json"))
+SCHEMA = json.loads((DASHBOARDS / "schema" / "dashboard-v39.schema.json").read_text())
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+EXPECTED_UIDS = {
+    "numawatch-fleet.json": "numawatch-fleet",
+    "numawatch-node.json": "numawatch-node",
+    "numawatch-gpu.json": "numawatch-gpu",
+}
+# Grafana's unit ids that the dashboards may use (a subset of Grafana's categories).
+UNITS = {"none", "short", "percentunit", "percent", "s", "ms", "bytes", "decbytes", "ops", "reqps", "dateTimeAsIso"}
+
+# Grafana's variables, replaced by plausible values so that promtool can parse the expressions.
+SUBSTITUTIONS = {
+    "$__rate_interval": "1m",
+    "$__interval": "1m",
+    "$__range": "1h",
+    "$cluster": ".*",
+    "$node": "gpu-1",
+    "$check": ".*",
+}
+
+
+@functools.cache
+def load_generator():
+    name = "numawatch_dashboards_generate"
+    spec = importlib.util.spec_from_file_location(name, DASHBOARDS / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def dashboards() -> Iterator[tuple[str, dict]]:
+    for path in FILES:
+        yield path.name, load(path)
+
+
+def panels(document: dict) -> Iterator[dict]:
+    for panel in document["panels"]:
+        yield panel
+        yield from panel.get("panels", [])
+
+
+def data_panels(document: dict) -> Iterator[dict]:
+    return (p for p in panels(document) if p["type"] != "row")
+
+
+def substitute(expr: str) -> str:
+    for variable, value in SUBSTITUTIONS.items():
+        expr = expr.replace(variable, value)
+    return expr
+
+
+def all_expressions() -> list[tuple[str, str, str]]:
+    """(dashboard file, panel or variable title, expression) for every query in every dashboard."""
+    found = []
+    for name, document in dashboards():
+        for panel in data_panels(document):
+            for target in panel["targets"]:
+                found.append((name, panel["title"], target["expr"]))
+    return found
+
+
+def variable_queries() -> list[tuple[str, str, str]]:
+    """(dashboard, variable, the PromQL selector inside label_values()) for every query variable."""
+    found = []
+    for name, document in dashboards():
+        for variable in document["templating"]["list"]:
+            if variable["type"] != "query":
+                continue
+            match = re.fullmatch(r"label_values\((.+), *(\w+)\)", variable["query"]["query"])
+            assert match, f"{name}: variable {variable['name']} is not label_values(<selector>, <label>)"
+            found.append((name, variable["name"], match.group(1)))
+    return found
+
+
+# --- files and schema ----------------------------------------------------------------------------------------
+
+
+def test_the_three_dashboards_exist_with_stable_uids():
+    assert {path.name for path in FILES} == set(EXPECTED_UIDS)
+    for name, document in dashboards():
+        assert document["uid"] == EXPECTED_UIDS[name]
+
+
+def test_committed_dashboards_are_what_generate_py_writes():
+    for path, text in load_generator().outputs().items():
+        assert path.read_text() == text, f"{path.name} is stale: run python dashboards/generate.py"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_dashboard_validates_against_the_schema_of_its_declared_version(path):
+    document = load(path)
+    assert document["schemaVersion"] == SCHEMA["properties"]["schemaVersion"]["const"]
+    jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
+
+
+def test_schema_rejects_a_dashboard_of_another_version_or_with_a_bad_panel():
+    """Guards the test above: the schema must actually constrain what it claims to."""
+    document = load(FILES[0])
+    for mutate in (
+        lambda d: d.update(schemaVersion=27),
+        lambda d: d.update(uid="x" * 41),
+        lambda d: d["panels"][1].pop("targets"),
+        lambda d: d["panels"][1].update(type="graph"),
+    ):
+        broken = json.loads(json.dumps(document))
+        mutate(broken)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, SCHEMA, cls=jsonschema.Draft202012Validator)
+
+
+def test_uids_are_unique_and_at_most_40_characters():
+    uids = [document["uid"] for _, document in dashboards()]
+    assert len(uids) == len(set(uids))
+    assert all(len(uid) <= 40 for uid in uids)
+
+
+def test_dashboards_are_uneditable_utc_and_tagged():
+    for name, document in dashboards():
+        assert document["editable"] is False, name
+        assert document["timezone"] == "utc", name
+        assert "numawatch" in document["tags"], name
+
+
+# --- variables -----------------------------------------------------------------------------------------------
+
+
+def test_exactly_one_datasource_variable_named_datasource():
+    for name, document in dashboards():
+        sources = [v for v in document["templating"]["list"] if v["type"] == "datasource"]
+        assert len(sources) == 1, name
+        (source,) = sources
+        assert (source["name"], source["label"], source["query"]) == ("datasource", "Data source", "prometheus")
+
+
+def test_every_dashboard_has_a_cluster_variable_and_node_views_a_node_variable():
+    for name, document in dashboards():
+        names = {v["name"] for v in document["templating"]["list"]}
+        assert "cluster" in names, name
+        if name != "numawatch-fleet.json":
+            assert "node" in names, name
+
+
+def test_query_variables_use_the_datasource_variable_and_refresh_on_time_change():
+    for name, document in dashboards():
+        for variable in document["templating"]["list"]:
+            if variable["type"] == "query":
+                assert variable["datasource"] == DATASOURCE, (name, variable["name"])
+                assert variable["refresh"] == 2, (name, variable["name"])
+                if variable.get("includeAll"):
+                    assert variable["allValue"] == ".*", (name, variable["name"])
+
+
+def test_every_used_variable_is_defined():
+    for name, document in dashboards():
+        defined = {v["name"] for v in document["templating"]["list"]}
+        text = json.dumps(document["panels"]) + json.dumps(document["templating"])
+        used = set(re.findall(r"\$\{?([A-Za-z_]\w*)", text)) - {"__rate_interval", "__interval", "__range"}
+        used = {u for u in used if not u.startswith("__")}
+        assert used <= defined, f"{name}: undefined variables {sorted(used - defined)}"
+
+
+# --- panels (dashboard-linter rules) -------------------------------------------------------------------------
+
+
+def test_every_panel_and_target_uses_the_datasource_variable():
+    for name, document in dashboards():
+        for panel in data_panels(document):
+            assert panel["datasource"] == DATASOURCE, (name, panel["title"])
+            for target in panel["targets"]:
+                assert target["datasource"] == DATASOURCE, (name, panel["title"])
+
+
+def test_every_panel_has_a_title_a_description_and_targets():
+    for name, document in dashboards():
+        for panel in data_panels(document):
+            assert panel["title"].strip(), name
+            assert len(panel["description"]) >= 20, (name, panel["title"])
+            assert panel["targets"], (name, panel["title"])
+
+
+def test_every_panel_has_a_unit_or_value_mappings():
+    for name, document in dashboards():
+        for panel in data_panels(document):
+            defaults = panel["fieldConfig"]["defaults"]
+            assert defaults.get("unit") in UNITS or defaults.get("mappings"), (name, panel["title"])
+
+
+def test_rates_use_rate_interval_and_counters_are_never_graphed_raw():
+    for name, title, expr in all_expressions():
+        for window in re.findall(r"\b(?:rate|irate|increase)\([^\[]*\[([^\]]+)\]", expr):
+            assert window == "$__rate_interval", (name, title, expr)
+        for counter in re.finditer(r"\b(\w+_total)\b", expr):
+            before = expr[: counter.start()]
+            assert re.search(r"\b(?:rate|irate|increase)\([^()]*$", before), (name, title, expr)
+
+
+def test_panel_ids_are_unique_and_panels_do_not_overlap():
+    for name, document in dashboards():
+        ids = [p["id"] for p in panels(document)]
+        assert len(ids) == len(set(ids)), name
+        cells: dict[tuple[int, int], str] = {}
+        for panel in panels(document):
+            grid = panel["gridPos"]
+            assert grid["x"] + grid["w"] <= 24, (name, panel["title"])
+            for x in range(grid["x"], grid["x"] + grid["w"]):
+                for y in range(grid["y"], grid["y"] + grid["h"]):
+                    assert (x, y) not in cells, f"{name}: {panel['title']} overlaps {cells[(x, y)]}"
+                    cells[(x, y)] = panel["title"]
+
+
+def test_drift_state_timelines_map_0_to_ok_and_1_to_drift():
+    timelines = [(n, p) for n, d in dashboards() for p in data_panels(d) if p["type"] == "state-timeline"]
+    assert timelines
+    for name, panel in timelines:
+        mappings = panel["fieldConfig"]["defaults"]["mappings"]
+        texts = json.dumps(mappings)
+        assert '"OK"' in texts and '"DRIFT"' in texts, (name, panel["title"])
+
+
+def test_dashboards_link_each_other_and_the_runbooks():
+    base = load_generator().RUNBOOKS
+    for name, document in dashboards():
+        kinds = {link["type"]: link for link in document["links"]}
+        assert kinds["dashboards"]["tags"] == ["numawatch"], name
+        assert kinds["dashboards"]["includeVars"] is True, name
+        assert kinds["link"]["url"] == f"{base}README.md", name
+
+
+def test_firing_alerts_table_links_each_alert_to_its_runbook():
+    fleet = load(DASHBOARDS / "numawatch-fleet.json")
+    (alerts,) = [p for p in data_panels(fleet) if p["title"] == "Firing alerts"]
+    links = [
+        link["url"]
+        for override in alerts["fieldConfig"]["overrides"]
+        for prop in override["properties"]
+        if prop["id"] == "links"
+        for link in prop["value"]
+    ]
+    assert f"{load_generator().RUNBOOKS}${{__data.fields.alertname}}.md" in links
+
+
+def test_node_view_has_the_numa_map_gpu_holders_and_findings_with_remediation():
+    node = load(DASHBOARDS / "numawatch-node.json")
+    titles = {p["title"] for p in data_panels(node)}
+    assert {"CPUs", "Containers per NUMA node", "GPUs and holders", "Findings with remediation"} <= titles
+    (findings,) = [p for p in data_panels(node) if p["title"] == "Findings with remediation"]
+    (remediation,) = [o for o in findings["fieldConfig"]["overrides"] if o["matcher"]["options"] == "remediation"]
+    (mappings,) = [prop["value"] for prop in remediation["properties"] if prop["id"] == "mappings"]
+    from numawatch.checks import all_checks
+
+    assert set(mappings[0]["options"]) == {check.id for check in all_checks()}
+
+
+# --- queries -------------------------------------------------------------------------------------------------
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names selected by the expression (identifiers followed by `{`, or known name shapes)."""
+    without_strings = re.sub(r'"[^"]*"', '""', expr)
+    names = set(re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{", without_strings))
+    names |= set(re.findall(r"\b(numawatch_[a-z0-9_]+|[a-z_]+:[a-z0-9_]+:[a-z0-9_]+)\b", without_strings))
+    return names - {"by", "on", "without", "ignoring", "group_left", "group_right"}
+
+
+def documented_metrics() -> set[str]:
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    names = set(re.findall(r"`(numawatch_[a-z0-9_]+)`", text))
+    # histograms are documented by family name
+    for name in list(names):
+        names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    return names
+
+
+def recording_rules() -> set[str]:
+    document = yaml.safe_load((ROOT / "alerts" / "numawatch-rules.yml").read_text())
+    return {rule["record"] for group in document["groups"] for rule in group["rules"]}
+
+
+def test_every_metric_a_dashboard_queries_is_documented_or_recorded():
+    known = documented_metrics() | recording_rules() | {"up", "ALERTS"}
+    expressions = all_expressions() + variable_queries()
+    for name, title, expr in expressions:
+        unknown = metric_names(expr) - known
+        assert not unknown, f"{name} / {title}: {sorted(unknown)} is neither in docs/metrics.md nor a recording rule"
+
+
+def test_every_query_is_valid_promql(tmp_path):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    expressions = all_expressions() + variable_queries()
+    rules = [
+        {"record": f"dashboard:query_{index}:check", "expr": substitute(expr)}
+        for index, (_, _, expr) in enumerate(expressions)
+    ]
+    path = tmp_path / "dashboard-queries.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard-queries", "rules": rules}]}))
+    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        # name the offending panels: promtool reports rules by index
+        detail = "\n".join(f"{i}: {n} / {t}: {e}" for i, (n, t, e) in enumerate(expressions))
+        pytest.fail(f"promtool rejected a dashboard query:\n{result.stdout}{result.stderr}\n{detail}")
+    assert f"SUCCESS: {len(rules)} rules found" in result.stdout
