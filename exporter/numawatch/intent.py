@@ -21,6 +21,7 @@ import yaml
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.model import frozen_map
 from numawatch.quantity import QuantityError, quantity_bytes
+from numawatch.shapes import Shape, ShapeError, shapes_from_intent
 
 REFERENCE_PROFILE = "reference profile"
 
@@ -82,6 +83,8 @@ class Intent:
     severities: Mapping[str, str] = field(default_factory=frozen_map)
     disabled: frozenset[str] = frozenset()
     kernel: KernelIntent = field(default_factory=KernelIntent)
+    # Named pod shapes whose remaining replicas the capacity metrics export (docs/capacity.md).
+    shapes: tuple[Shape, ...] = ()
 
     def severity_for(self, check_id: str, default: str) -> str:
         return self.severities.get(check_id, default)
@@ -157,6 +160,10 @@ def parse_intent(text: str, source: str = "<intent>") -> Intent:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error)
         raise IntentError(_one_line(f"{source}: not valid YAML{where}: {problem}")) from None
+    except (ValueError, RecursionError) as error:
+        # The YAML constructors raise these, not YAMLError: a date no calendar has (2024-13-45), an integer longer
+        # than int() converts, nesting deeper than the recursion limit.
+        raise IntentError(_one_line(f"{source}: not valid YAML: {type(error).__name__}: {error}"[:300])) from None
     return _IntentReader(source).intent(data)
 
 
@@ -260,7 +267,7 @@ class _IntentReader:
         expected = "a huge page size such as 2Mi, 1Gi or 2048kB"
         if not isinstance(value, str):
             raise self.fail(key, expected, value)
-        if value.endswith("kB") and value[:-2].isascii() and value[:-2].isdigit():
+        if value.endswith("kB") and value[:-2].isascii() and value[:-2].isdigit() and len(value) <= 20:
             size_kb = int(value[:-2])
         else:
             try:
@@ -287,14 +294,21 @@ class _IntentReader:
 
     # ----------------------------------------------------------------------------------------------- sections
     def intent(self, data: Any) -> Intent:
-        top = self.section(data, "", ("kubelet", "pinning", "thresholds", "checks", "kernel"))
+        top = self.section(data, "", ("kubelet", "pinning", "thresholds", "checks", "kernel", "shapes"))
         values: dict[str, Any] = {"source": self.source}
         values.update(self.kubelet(top.get("kubelet")))
         values.update(self.pinning(top.get("pinning")))
         values.update(self.thresholds(top.get("thresholds")))
         values.update(self.checks(top.get("checks")))
         values["kernel"] = self.kernel(top.get("kernel"))
+        values["shapes"] = self.shapes(top.get("shapes"))
         return Intent(**values)
+
+    def shapes(self, value: Any) -> tuple[Shape, ...]:
+        try:
+            return shapes_from_intent(value, "shapes")
+        except ShapeError as error:
+            raise IntentError(_one_line(f"{self.source}: {error}")) from None
 
     def kubelet(self, value: Any) -> dict[str, Any]:
         key = "kubelet"
@@ -458,7 +472,7 @@ class _IntentReader:
         nodes: dict[int, Mapping[int, int]] = {}
         for node, sizes in value.items():
             path = f"{key}.{node}"
-            if isinstance(node, str) and node.isascii() and node.isdigit():
+            if isinstance(node, str) and node.isascii() and node.isdigit() and len(node) <= 9:
                 node = int(node)
             if isinstance(node, bool) or not isinstance(node, int) or node < 0:
                 raise self.fail(path, "a NUMA node number (0, 1, ...) as the key", node)
