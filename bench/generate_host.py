@@ -1,0 +1,776 @@
+"""Generate a large fake RKE2 GPU node for the benchmarks: sysfs, procfs, cgroups, kubelet files, runtime bundles.
+
+    .venv/bin/python bench/generate_host.py --out /tmp/host384 --cpus 384 --gpus 8 --pods 300 --irqs 2000 \\
+        --processes 5000
+
+Only ``--out`` is required: ``--cpus`` defaults to 384 and every other size scales with it from the 384-CPU host of
+the "numawatch core" benchmark (``HostSpec.scaled``), so ``--cpus 32`` alone gives the small end of issue 7's range.
+The tree is written with the project's fake-host builders (tests/fakehost: topology, gpus, pods, kubelet, kernel),
+so it has exactly the shapes the test suite checks numawatch against. The same seed gives the same tree.
+
+What the node looks like (2 sockets x ``cpus / 4`` cores x SMT2, one NUMA node per socket, interleaved numbering):
+
+- isolation: housekeeping = the first ``cores_per_socket // 24`` cores of each socket (at least one, both threads),
+  ``isolcpus=domain,managed_irq``, ``nohz_full`` and ``rcu_nocbs`` on every other CPU; ``irqaffinity`` on the
+  housekeeping CPUs; 1 GiB huge pages reserved at boot, as many per node as the node has GPUs x 4.
+- kubelet (RKE2 ``kubelet-arg``): static / single-numa-node / pod / Static, ``reserved-cpus`` = housekeeping,
+  ``reserved-memory`` coherent with system-/kube-reserved and the eviction threshold; valid ``cpu_manager_state``,
+  ``memory_manager_state`` and device-plugin checkpoint.
+- GPUs: NVIDIA H100s split evenly over the two nodes, one Guaranteed single-container GPU pod per GPU pinned on
+  whole isolated cores of its GPU's node, memory (and 1 GiB pages) there. A few more Guaranteed CPU-only pods
+  (tokenisers) are pinned on isolated cores; every other pod is Burstable or BestEffort on the shared pool, 1-4
+  containers each plus the pause sandbox (300 pods -> 860 container cgroups).
+- PCI: one ConnectX NIC per GPU plus a management NIC, and NVMe drives (not GPUs, so the GPU filter works).
+- IRQs: ``--irqs`` rows in /proc/interrupts (the legacy IO-APIC lines, one MSI-X vector per GPU, per NVMe an admin
+  queue and a managed spread of I/O queues, and the NICs' completion vectors making up the rest) with ``CPU<n>``
+  columns for every online CPU (~8 MB at 384 CPUs x 2,000 IRQs) and ``/proc/irq/<n>/`` affinity files. Device IRQs
+  are routed to housekeeping CPUs; some carry boot-time counts on isolated CPUs, as a host up for months does. The
+  NVMe spread has one group per housekeeping core, so ``managed_irq`` steering always finds a housekeeping CPU and
+  the clean host stays clean (a drive with more queues than housekeeping cores would put some on isolated CPUs).
+- processes: ``--processes`` ``/proc/<pid>/`` entries with ``stat``, ``status``, ``comm``, ``cgroup`` and
+  ``schedstat``: systemd, per-CPU kernel threads, host daemons (one containerd shim per pod), the pause processes
+  and the containers' processes.
+- kernel knobs as the reference profile wants them (numa_balancing 0, swappiness 0, THP madvise, the performance
+  governor), per-node numastat; no irqbalance running and no uncore PMUs (the intersocket source reports itself
+  down, as on a VM). ``/proc/{stat,meminfo,vmstat,loadavg}``, which numawatch does not read, are there for
+  node_exporter, so bench/run.py can measure it on the same tree.
+
+Planted drift (unless ``--clean``), so the checks do real work; ``GeneratedHost.planted`` lists the check IDs they
+must fire: a GPU pod's cpuset reset to every CPU (``container_cpuset_drift``), a GPU pod with most of its memory on
+the remote node (``container_memory_remote``), a Burstable pod holding a GPU (``pod_not_guaranteed``), a NIC vector
+moved onto an isolated CPU (``irq_on_isolated_cpu``) and THP set to ``always`` (``thp_enabled``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+_TESTS = Path(__file__).resolve().parent.parent / "tests"
+if str(_TESTS) not in sys.path:  # the fake-host builders live with the tests
+    sys.path.insert(0, str(_TESTS))
+
+from fakehost import FakeHost  # noqa: E402
+from fakehost.gpus import CLASS_ETHERNET, add_gpu, add_pci_device  # noqa: E402
+from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, add_numastat  # noqa: E402
+from fakehost.kubelet import (  # noqa: E402
+    kubelet_memory_machine_state,
+    write_cpu_manager_state,
+    write_device_checkpoint,
+    write_kubelet_config,
+    write_memory_manager_state,
+)
+from fakehost.pods import ContainerSpec, PodHandle, add_kubepods, add_pod, set_container_cpus  # noqa: E402
+from fakehost.topology import TopologyLayout, add_topology  # noqa: E402
+from numawatch.cpuset import CPUSet, format_cpulist  # noqa: E402
+from numawatch.model import (  # noqa: E402
+    QOS_BESTEFFORT,
+    QOS_BURSTABLE,
+    QOS_GUARANTEED,
+    DeviceAssignment,
+    MemoryBlock,
+)
+
+MiB, GiB = 1 << 20, 1 << 30
+GPU_RESOURCE = "nvidia.com/gpu"
+SOCKETS = 2
+THREADS_PER_CORE = 2
+CLASS_NVME = "0x010802"
+MELLANOX, CX7 = "0x15b3", "0x1021"
+SAMSUNG, PM1743 = "0x144d", "0xa826"
+
+# The issue's large host; other sizes scale from it (HostSpec.scaled).
+BASE_CPUS, BASE_GPUS, BASE_PODS, BASE_IRQS, BASE_PROCESSES = 384, 8, 300, 2000, 5000
+# 1-4 application containers per Burstable/BestEffort pod, 28 per 15 pods: with the pinned pods' and the sandboxes,
+# 300 pods make 860 container cgroups.
+CONTAINERS_PER_POD = (1,) * 7 + (2,) * 5 + (3,) * 1 + (4,) * 2
+APP_CONTAINERS_PER_POD = 28 / 15
+
+_NAMESPACES = ("kube-system", "monitoring", "logging", "ingress-nginx", "cert-manager", "team-search", "team-ads",
+               "batch", "feature-store", "gateway")  # fmt: skip
+_APPS = ("api", "worker", "cache", "indexer", "scheduler", "web", "router", "ingest", "exporter", "agent", "queue",
+         "backend", "frontend", "sync", "compactor")  # fmt: skip
+_SIDECARS = ("istio-proxy", "log-shipper", "metrics", "config-reloader")
+_DAEMONS = ("rke2", "containerd", "kubelet", "systemd-journal", "systemd-udevd", "systemd-logind", "dbus-daemon",
+            "chronyd", "sshd", "rsyslogd", "cron", "agetty", "nvidia-persiste", "nv-hostengine", "multipathd",
+            "polkitd", "lldpd", "auditd", "node-problem-de", "fluent-bit")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """The size of the generated node. ``cpus`` must be a multiple of 4 (2 sockets x SMT2)."""
+
+    cpus: int = BASE_CPUS
+    gpus: int = BASE_GPUS
+    pods: int = BASE_PODS
+    irqs: int = BASE_IRQS
+    processes: int = BASE_PROCESSES
+    seed: int = 1
+    drift: bool = True
+    cgroup_version: int = 2
+
+    @classmethod
+    def scaled(cls, cpus: int, **overrides: int | bool) -> HostSpec:
+        """A node of ``cpus`` CPUs with pods, IRQs and processes in the proportions of the 384-CPU host
+        (32 CPUs: 4 GPUs, 25 pods, 167 IRQs, 417 processes)."""
+        ratio = cpus / BASE_CPUS
+        sizes: dict[str, int | bool] = {
+            "cpus": cpus,
+            "gpus": BASE_GPUS if cpus >= 128 else 4,
+            "pods": max(4, round(BASE_PODS * ratio)),
+            "irqs": max(50, round(BASE_IRQS * ratio)),
+            "processes": max(100, round(BASE_PROCESSES * ratio)),
+        }
+        sizes.update(overrides)
+        return cls(**sizes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class GeneratedHost:
+    """What was written, for the harness and the test to compare numawatch's reading with."""
+
+    root: str
+    spec: HostSpec
+    online_cpus: int
+    isolated_cpus: int
+    housekeeping_cpus: str
+    gpus: int
+    pods: int
+    app_containers: int
+    container_cgroups: int  # app containers + sandboxes
+    pinned_containers: int  # containers with exclusive CPUs in cpu_manager_state
+    irqs: int
+    processes: int
+    interrupts_bytes: int
+    planted: tuple[str, ...] = ()  # check IDs the planted drift must fire
+    seconds: float = 0.0
+    qos: dict[str, int] = field(default_factory=dict)  # pods per QoS class
+
+
+@dataclass
+class _Pod:
+    uid: str
+    namespace: str
+    name: str
+    qos: str
+    containers: list[ContainerSpec]
+    node: int | None = None  # NUMA node of a pinned pod
+    gpu: int | None = None  # index of its GPU
+    exclusive: dict[str, CPUSet] = field(default_factory=dict)  # container -> exclusive CPUs
+    memory: dict[str, tuple[MemoryBlock, ...]] = field(default_factory=dict)  # container -> memory blocks
+
+
+@dataclass(frozen=True)
+class _Proc:
+    pid: int
+    comm: str
+    ppid: int
+    cpu: int  # the CPU it last ran on (stat field 39)
+    kthread: bool = False
+    cgroup: str = "/"
+    allowed: CPUSet = frozenset()
+    in_pod: bool = False  # add_pod already wrote its comm, status and cgroup
+
+
+# --------------------------------------------------------------------------------------------------- layout
+def _uid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def _suffix(rng: random.Random, length: int) -> str:
+    return "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(length))
+
+
+def _gpu_address(index: int, count: int) -> str:
+    """PCI addresses as on an 8-GPU HGX board: the first half behind socket 0's root ports, the rest socket 1's."""
+    buses = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+    if count <= len(buses):
+        half = (count + 1) // 2
+        bus = buses[index] if index < half else buses[4 + index - half]
+    else:
+        bus = 0x10 + index * 4
+    return f"0000:{bus:02x}:00.0"
+
+
+def _container_counts(rng: random.Random, pods: int, total: int) -> list[int]:
+    """1-4 containers for each of ``pods`` pods, summing to ``total`` (within what 1-4 allows)."""
+    counts = [rng.choice(CONTAINERS_PER_POD) for _ in range(pods)]
+    total = min(max(total, pods), 4 * pods)
+    while sum(counts) != total:
+        index = rng.randrange(pods)
+        if sum(counts) < total and counts[index] < 4:
+            counts[index] += 1
+        elif sum(counts) > total and counts[index] > 1:
+            counts[index] -= 1
+    return counts
+
+
+def _numa_split(rng: random.Random, total: int, nodes: int) -> dict[int, int]:
+    first = rng.randrange(nodes)
+    share = rng.uniform(0.5, 0.9)
+    split = {node: 0 for node in range(nodes)}
+    split[first] = int(total * share)
+    split[(first + 1) % nodes] += total - split[first]
+    return split
+
+
+def _plan_pods(
+    spec: HostSpec,
+    rng: random.Random,
+    layout: TopologyLayout,
+    housekeeping_cores: int,
+    gpu_nodes: list[int],
+    mem_per_node: int,
+) -> list[_Pod]:
+    """Every pod with its containers, QoS and (for the pinned ones) exclusive cores and memory blocks."""
+    nodes = list(layout.cpu_nodes)
+    isolated_cores = layout.cores_per_socket - housekeeping_cores
+    gpus_per_node = max(gpu_nodes.count(node) for node in nodes) if gpu_nodes else 0
+    gpu_cores = max(1, isolated_cores // max(1, gpus_per_node * 3))
+    next_core = dict.fromkeys(nodes, housekeeping_cores)  # next free core index per node (socket)
+    pods: list[_Pod] = []
+
+    def take(node: int, cores: int) -> CPUSet:
+        cpus = layout.whole_cores(node, cores, skip=next_core[node])
+        next_core[node] += cores
+        return cpus
+
+    burstable_gpu = 2 if spec.drift and spec.gpus >= 3 else None
+    for index, node in enumerate(gpu_nodes[: spec.pods]):
+        name = f"vllm-{index}-{_suffix(rng, 5)}"
+        uid = _uid(rng)
+        block = mem_per_node // 16  # 32 GiB on the 384-CPU host's 512 GiB nodes
+        numa = {node: block * 3 // 4, 1 - node: 200 * MiB}
+        if spec.drift and index == 1:
+            numa = {node: block // 4, 1 - node: block // 2}  # planted: container_memory_remote
+        if index == burstable_gpu:  # planted: pod_not_guaranteed (a limit forgotten: requests != limits)
+            vllm = ContainerSpec("vllm", "", set(nodes), numa)
+            pods.append(_Pod(uid, "inference", name, QOS_BURSTABLE, [vllm], gpu=index))
+            continue
+        cpus = take(node, gpu_cores)
+        containers = [ContainerSpec("vllm", cpus, {node}, numa)]
+        exclusive = {"vllm": cpus}
+        memory = {"vllm": (MemoryBlock((node,), "hugepages-1Gi", 2 * GiB), MemoryBlock((node,), "memory", block))}
+        pods.append(_Pod(uid, "inference", name, QOS_GUARANTEED, containers, node, index, exclusive, memory))
+
+    pinned = max(1, spec.pods // 20) if spec.pods > len(pods) else 0
+    for index in range(pinned):
+        node = nodes[index % len(nodes)]
+        cores = 2 if layout.cores_per_socket - next_core[node] >= 2 + 1 else 1
+        if layout.cores_per_socket - next_core[node] < cores + 1:  # keep a free core per node in the shared pool
+            break
+        cpus = take(node, cores)
+        block = mem_per_node // 128  # 4 GiB on 512 GiB nodes
+        memory = {"tokenizer": (MemoryBlock((node,), "memory", block),)}
+        pods.append(
+            _Pod(_uid(rng), "inference", f"tokenizer-{index}-{_suffix(rng, 5)}", QOS_GUARANTEED,
+                 [ContainerSpec("tokenizer", cpus, {node}, {node: block * 3 // 4})], node, None, {"tokenizer": cpus},
+                 memory)
+        )  # fmt: skip
+
+    rest = spec.pods - len(pods)
+    fixed = sum(len(pod.containers) for pod in pods)
+    counts = _container_counts(rng, rest, round(spec.pods * APP_CONTAINERS_PER_POD) - fixed) if rest > 0 else []
+    for count in counts:
+        namespace = rng.choice(_NAMESPACES)
+        app = rng.choice(_APPS)
+        qos = QOS_BURSTABLE if rng.random() < 0.7 else QOS_BESTEFFORT
+        containers = []
+        for position in range(count):
+            cname = app if position == 0 else _SIDECARS[(position - 1) % len(_SIDECARS)]
+            quota = rng.choice((50000, 100000, 200000, 400000)) if qos == QOS_BURSTABLE else None
+            numa = _numa_split(rng, rng.randrange(20, 2000) * MiB, len(nodes))
+            containers.append(ContainerSpec(cname, "", set(nodes), numa, cpu_quota_us=quota))
+        name = f"{app}-{_suffix(rng, 9)}-{_suffix(rng, 5)}"
+        pods.append(_Pod(_uid(rng), namespace, name, qos, containers))
+    return pods
+
+
+# --------------------------------------------------------------------------------------------------- processes
+def _status(proc: _Proc) -> str:
+    """/proc/<pid>/status of a host process or kernel thread (kernel threads have no memory lines)."""
+    memory = "" if proc.kthread else (
+        "VmPeak:\t  812340 kB\nVmSize:\t  812340 kB\nVmLck:\t       0 kB\nVmPin:\t       0 kB\n"
+        "VmHWM:\t   40960 kB\nVmRSS:\t   40960 kB\nRssAnon:\t   30720 kB\nRssFile:\t   10240 kB\n"
+        "RssShmem:\t       0 kB\nVmData:\t  120000 kB\nVmStk:\t     132 kB\nVmExe:\t   30000 kB\n"
+        "VmLib:\t    8000 kB\nVmPTE:\t     400 kB\nVmSwap:\t       0 kB\nHugetlbPages:\t       0 kB\n"
+    )
+    cpus = proc.allowed
+    return (
+        f"Name:\t{proc.comm}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{proc.pid}\nNgid:\t0\nPid:\t{proc.pid}\n"
+        f"PPid:\t{proc.ppid}\nTracerPid:\t0\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nFDSize:\t64\nGroups:\t \n"
+        f"NStgid:\t{proc.pid}\nNSpid:\t{proc.pid}\nNSpgid:\t{proc.pid}\nNSsid:\t{proc.pid}\n"
+        f"Kthread:\t{int(proc.kthread)}\n{memory}"
+        "CoreDumping:\t0\nTHP_enabled:\t1\nThreads:\t1\nSigQ:\t0/4125718\n"
+        "SigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\nSigBlk:\t0000000000000000\n"
+        "SigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\nCapInh:\t0000000000000000\n"
+        "CapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\nCapBnd:\t000001ffffffffff\n"
+        "CapAmb:\t0000000000000000\nNoNewPrivs:\t0\nSeccomp:\t0\nSeccomp_filters:\t0\n"
+        f"Cpus_allowed_list:\t{format_cpulist(cpus)}\nMems_allowed_list:\t0-1\n"
+        "voluntary_ctxt_switches:\t1843\nnonvoluntary_ctxt_switches:\t12\n"
+    )
+
+
+def _stat(proc: _Proc, rng: random.Random) -> str:
+    """/proc/<pid>/stat: the 52 fields of fs/proc/array.c do_task_stat (ticks of 1/100 s)."""
+    utime, stime = rng.randrange(0, 500000), rng.randrange(0, 100000)
+    flags = 0x208040 if proc.kthread else 0x400100  # PF_KTHREAD | PF_NOFREEZE ... / PF_RANDOMIZE | PF_SUPERPRIV
+    vsize, rss = (0, 0) if proc.kthread else (831836160, 10240)
+    fields = [
+        proc.pid, f"({proc.comm})", "S", proc.ppid, proc.pid, proc.pid, 0, -1, flags,
+        rng.randrange(100, 100000), 0, rng.randrange(0, 50), 0, utime, stime, 0, 0, 20, 0, 1, 0,
+        rng.randrange(100, 10**8), vsize, rss, "18446744073709551615", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 17,
+        proc.cpu, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ]  # fmt: skip
+    return " ".join(map(str, fields)) + "\n"
+
+
+def _cgroup_line(version: int, path: str) -> str:
+    if version == 2:
+        return f"0::{path}\n"
+    return f"12:cpuset:{path}\n11:memory:{path}\n4:cpu,cpuacct:{path}\n1:name=systemd:{path}\n0::/\n"
+
+
+def _write_proc(root: str, proc: _Proc, version: int, rng: random.Random, *, full: bool) -> None:
+    """``stat`` and ``schedstat`` (and, unless add_pod already wrote them, ``comm``, ``status``, ``cgroup``)."""
+    directory = f"{root}/proc/{proc.pid}"
+    os.makedirs(directory, exist_ok=True)
+    files = {
+        "stat": _stat(proc, rng),
+        "schedstat": f"{rng.randrange(10**6, 10**12)} {rng.randrange(0, 10**9)} {rng.randrange(10, 10**6)}\n",
+    }
+    if full:
+        files |= {"comm": proc.comm + "\n", "status": _status(proc), "cgroup": _cgroup_line(version, proc.cgroup)}
+    for name, text in files.items():
+        with open(f"{directory}/{name}", "w") as handle:
+            handle.write(text)
+
+
+def _kernel_threads(layout: TopologyLayout, count: int, housekeeping: CPUSet) -> list[tuple[str, int, CPUSet]]:
+    """(comm, cpu, allowed CPUs) of ``count`` kernel threads: the global ones, then per-CPU ones CPU by CPU."""
+    online = sorted(layout.online)
+    first = min(housekeeping)
+    threads: list[tuple[str, int, CPUSet]] = [
+        (name, first, housekeeping)
+        for name in ("kthreadd", "rcu_gp", "rcu_par_gp", "slub_flushwq", "netns", "kauditd", "khungtaskd", "oom_reaper",
+                     "writeback", "kcompactd0", "kcompactd1", "ksmd", "khugepaged", "kintegrityd", "kblockd",
+                     "kswapd0", "kswapd1", "watchdogd", "nvme-wq", "jbd2/nvme0n1p2-", "ext4-rsv-conver")
+    ]  # fmt: skip
+    per_cpu = ("cpuhp/{}", "migration/{}", "ksoftirqd/{}", "kworker/{}:0H-kblockd", "rcuc/{}", "kworker/{}:1-events")
+    for template in per_cpu:
+        for cpu in online:
+            threads.append((template.format(cpu)[:15], cpu, frozenset({cpu})))
+    return threads[:count]
+
+
+# --------------------------------------------------------------------------------------------------- IRQs
+def _irq_rows(
+    spec: HostSpec,
+    rng: random.Random,
+    layout: TopologyLayout,
+    housekeeping: CPUSet,
+    gpus: list[tuple[str, int]],
+    nics: list[tuple[str, int]],
+    nvmes: list[tuple[str, int]],
+) -> tuple[list[FakeIrq], dict[str, list[int]]]:
+    """``spec.irqs`` device IRQs and, per PCI address, the IRQ numbers of its MSI-X vectors."""
+    isolated = sorted(layout.online - housekeeping)
+    hk_of = {node: sorted(housekeeping & layout.node_cpus(node)) for node in layout.cpu_nodes}
+    vectors: dict[str, list[int]] = {}
+    rows: list[FakeIrq] = []
+
+    def history(target: int) -> dict[int, int]:
+        """Counts of a device IRQ: most on its CPU, some on other housekeeping CPUs, now and then a few from boot
+        (before the affinity was set) on an isolated CPU."""
+        counts = {target: rng.randrange(10**4, 10**9)}
+        for _ in range(rng.randrange(0, 3)):
+            counts[rng.choice(sorted(housekeeping))] = rng.randrange(1, 10**6)
+        if isolated and rng.random() < 0.1:
+            counts[rng.choice(isolated)] = rng.randrange(1, 50)
+        return counts
+
+    legacy = [(0, "timer", "2-edge"), (8, "rtc0", "8-edge"), (9, "acpi", "9-fasteoi")]
+    for irq, name, hwirq in legacy[: spec.irqs]:
+        rows.append(FakeIrq(irq, name, housekeeping, frozenset({min(housekeeping)}), history(min(housekeeping)),
+                            chip="IO-APIC", hwirq=hwirq))  # fmt: skip
+    next_irq = 24
+
+    def device(address: str, node: int, name: str, affinity: CPUSet, target: int, *, managed: bool = False,
+               vector: int = 0) -> None:  # fmt: skip
+        nonlocal next_irq
+        if len(rows) >= spec.irqs:
+            return
+        rows.append(FakeIrq(next_irq, name, affinity, frozenset({target}), history(target), managed=managed,
+                            chip=f"IR-PCI-MSIX-{address}", hwirq=f"{vector}-edge", node=node))  # fmt: skip
+        vectors.setdefault(address, []).append(next_irq)
+        next_irq += 1
+
+    for address, node in gpus:
+        device(address, node, "nvidia", frozenset(hk_of[node]), hk_of[node][0])
+    for number, (address, node) in enumerate(nvmes):
+        device(address, node, f"nvme{number}q0", frozenset(hk_of[node]), hk_of[node][0])
+        # A managed spread of I/O queues: one group per housekeeping core, each socket's isolated cores dealt out
+        # among that socket's housekeeping cores (the kernel spreads node by node).
+        hk_cores = sorted(layout.cores_of(housekeeping))
+        groups: dict[tuple[int, int], set[int]] = {core: set(layout.core_cpus(*core)) for core in hk_cores}
+        for socket in range(layout.sockets):
+            mine = [core for core in hk_cores if core[0] == socket]
+            theirs = sorted(core for core in layout.cores_of(isolated) if core[0] == socket)
+            for position, core in enumerate(theirs):
+                groups[mine[position % len(mine)]] |= layout.core_cpus(*core)
+        for queue, core in enumerate(hk_cores, start=1):
+            target = layout.cpu(*core)
+            device(address, node, f"nvme{number}q{queue}", frozenset(groups[core]), target, managed=True, vector=queue)
+    # The NICs' vectors fill the rest, dealt out round-robin; each is pinned to a housekeeping CPU of its node.
+    per_nic = {address: 0 for address, _ in nics}
+    while len(rows) < spec.irqs and nics:
+        for address, node in nics:
+            if len(rows) >= spec.irqs:
+                break
+            vector = per_nic[address]
+            per_nic[address] += 1
+            name = "mlx5_async" if vector == 0 else f"mlx5_comp{vector - 1}"
+            name += f"@pci:{address}"
+            cpus = hk_of[node]
+            device(address, node, name, frozenset(cpus), cpus[vector % len(cpus)], vector=vector)
+    return rows, vectors
+
+
+def _named_rows(rng: random.Random, online: list[int], housekeeping: CPUSet) -> dict[str, dict[int, int]]:
+    """The architecture rows: the tick busy on housekeeping CPUs, nearly silent on nohz_full ones; IPIs everywhere."""
+    rows: dict[str, dict[int, int]] = {}
+    for key, busy, quiet in (("NMI", 10**4, 10**3), ("LOC", 10**9, 10**6), ("SPU", 0, 0), ("PMI", 10**4, 10**3),
+                             ("IWI", 10**6, 10**3), ("RTR", 0, 0), ("RES", 10**7, 10**4), ("CAL", 10**7, 10**5),
+                             ("TLB", 10**6, 10**4), ("TRM", 0, 0), ("THR", 0, 0), ("DFR", 0, 0), ("MCE", 0, 0),
+                             ("MCP", 10**4, 10**4)):  # fmt: skip
+        rows[key] = {
+            cpu: rng.randrange(busy // 2, busy) if cpu in housekeeping else rng.randrange(quiet // 2, quiet)
+            for cpu in online
+            if busy
+        }
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------- generate
+def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
+    """Write the node described by ``spec`` under ``out`` (which must be empty or absent) and say what was written."""
+    started = time.perf_counter()
+    if spec.cpus % (SOCKETS * THREADS_PER_CORE) or spec.cpus < 8:
+        raise ValueError(f"--cpus must be a multiple of 4 and at least 8, not {spec.cpus}")
+    if spec.cgroup_version not in (1, 2):
+        raise ValueError(f"cgroup version must be 1 or 2, not {spec.cgroup_version}")
+    cores_per_socket = spec.cpus // (SOCKETS * THREADS_PER_CORE)
+    housekeeping_cores = max(1, cores_per_socket // 24)
+    gpus_per_node = max(1, (spec.gpus + 1) // SOCKETS)
+    if gpus_per_node >= cores_per_socket - housekeeping_cores:  # a pinned core per GPU, one spare for the shared pool
+        raise ValueError(f"{spec.gpus} GPUs need more than {spec.cpus} CPUs (a pinned core each, one spare per node)")
+    root = Path(out)
+    if root.exists() and any(root.iterdir()):
+        raise ValueError(f"{root} is not empty (use --force to replace it)")
+    rng = random.Random(spec.seed)
+    host = FakeHost(root)
+
+    # -- topology: isolation parameters in the command line, 1 GiB pages on each node
+    online_all = frozenset(range(spec.cpus))
+    housekeeping = frozenset(
+        cpu
+        for socket in range(SOCKETS)
+        for core in range(housekeeping_cores)
+        for cpu in (
+            thread * SOCKETS * cores_per_socket + socket * cores_per_socket + core
+            for thread in range(THREADS_PER_CORE)
+        )
+    )  # interleaved numbering, as add_topology writes it (checked below)
+    isolated_list = format_cpulist(online_all - housekeeping)
+    pages_1g = 4 * gpus_per_node
+    mem_per_node = (64 if spec.cpus <= 64 else 512) * GiB
+    cmdline = (
+        "BOOT_IMAGE=/boot/vmlinuz-6.8.0-52-generic root=/dev/nvme0n1p2 ro quiet "
+        f"isolcpus=domain,managed_irq,{isolated_list} nohz_full={isolated_list} rcu_nocbs={isolated_list} "
+        f"irqaffinity={format_cpulist(housekeeping)} default_hugepagesz=1G hugepagesz=1G hugepages={2 * pages_1g}"
+    )
+    layout = add_topology(
+        host,
+        sockets=SOCKETS,
+        cores_per_socket=cores_per_socket,
+        threads_per_core=THREADS_PER_CORE,
+        cmdline=cmdline,
+        mem_per_node_bytes=mem_per_node,
+        hugepages_per_node={2048: 0, 1048576: pages_1g},
+    )
+    assert housekeeping == frozenset().union(*(layout.core_cpus(s, c) for s in range(SOCKETS)
+                                               for c in range(housekeeping_cores)))  # fmt: skip
+    online = sorted(layout.online)
+    nodes = list(layout.cpu_nodes)
+
+    # -- PCI devices: GPUs, one rail NIC per GPU plus a management NIC, NVMe drives
+    gpu_nodes = [index * SOCKETS // max(spec.gpus, 1) for index in range(spec.gpus)]
+    gpu_pci = [(_gpu_address(index, spec.gpus), node) for index, node in enumerate(gpu_nodes)]
+    nic_pci = [(f"0000:{int(address[5:7], 16) + 1:02x}:00.0", node) for address, node in gpu_pci]
+    nic_pci.append(("0000:01:00.0", 0))
+    nvme_pci = [(f"0000:{0x60 + 0x80 * (index % 2) + index // 2:02x}:00.0", index % 2) for index in range(4)]
+    irq_rows, vectors = _irq_rows(spec, rng, layout, housekeeping, gpu_pci, nic_pci, nvme_pci)
+    planted: list[str] = []
+    if spec.drift:
+        nic_rows = [i for i, row in enumerate(irq_rows) if row.name.startswith("mlx5_comp")]
+        if nic_rows:
+            isolated_cpu = max(layout.online - housekeeping)
+            row = irq_rows[nic_rows[len(nic_rows) // 2]]
+            counts = dict(row.counts) | {isolated_cpu: rng.randrange(10**5, 10**7)}
+            irq_rows[nic_rows[len(nic_rows) // 2]] = FakeIrq(
+                row.irq, row.name, frozenset({isolated_cpu}), frozenset({isolated_cpu}), counts, chip=row.chip,
+                hwirq=row.hwirq, node=row.node,
+            )  # planted: irq_on_isolated_cpu (a tuning script wrote an isolated CPU into smp_affinity)
+            planted.append("irq_on_isolated_cpu")
+    gpu_handles = []
+    for index, (address, node) in enumerate(gpu_pci):
+        gpu_handles.append(
+            add_gpu(host, address, numa_node=node, local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()),
+                    minor=index)
+        )  # fmt: skip
+    for address, node in nic_pci:
+        add_pci_device(host, address, vendor_id=MELLANOX, device_id=CX7, class_code=CLASS_ETHERNET, numa_node=node,
+                       local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))  # fmt: skip
+    for address, node in nvme_pci:
+        add_pci_device(host, address, vendor_id=SAMSUNG, device_id=PM1743, class_code=CLASS_NVME, numa_node=node,
+                       local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))  # fmt: skip
+    add_irqs(host, online, irq_rows, _named_rows(rng, online, housekeeping), default_affinity=housekeeping,
+             nr_cpu_ids=spec.cpus)  # fmt: skip
+    interrupts_bytes = host.path("proc/interrupts").stat().st_size
+
+    # -- kernel knobs, NUMA counters
+    thp = "always" if spec.drift else "madvise"
+    if spec.drift:
+        planted.append("thp_enabled")
+    add_kernel_settings(host, thp_enabled=thp, governors="performance", cpus=online)
+    for node in nodes:
+        add_numastat(host, node, numa_hit=rng.randrange(10**9, 10**11), local_node=rng.randrange(10**9, 10**11),
+                     other_node=rng.randrange(10**5, 10**7), interleave_hit=rng.randrange(10**3, 10**5))  # fmt: skip
+
+    # -- pods and their cgroups, bundles, logs and processes
+    plans = _plan_pods(spec, rng, layout, housekeeping_cores, gpu_nodes, mem_per_node)
+    exclusive_all = frozenset().union(*(cpus for pod in plans for cpus in pod.exclusive.values()))
+    shared = layout.online - exclusive_all
+    add_kubepods(host, version=spec.cgroup_version, driver="systemd", cpus=layout.online, mems=set(nodes))
+    app_containers = sum(len(pod.containers) for pod in plans)
+    budget = spec.processes - 1 - len(plans) - app_containers  # pid 1, one pause per pod, one per container
+    if budget < 0:
+        raise ValueError(
+            f"--processes {spec.processes} is too few for {len(plans)} pods with {app_containers} containers "
+            f"(at least {spec.processes - budget})"
+        )
+    kthread_count = min(6 * len(online) + 20, budget * 2 // 3)
+    daemon_count = min(len(plans) + len(_DAEMONS), (budget - kthread_count) // 2)
+    extra = budget - kthread_count - daemon_count
+    pids_per_container = [1] * app_containers
+    for _ in range(extra if app_containers else 0):
+        pids_per_container[rng.randrange(app_containers)] += 1
+
+    procs: list[_Proc] = [_Proc(1, "systemd", 0, min(housekeeping), cgroup="/init.scope", allowed=layout.online)]
+    for offset, (comm, cpu, allowed) in enumerate(_kernel_threads(layout, kthread_count, housekeeping)):
+        procs.append(_Proc(2 + offset, comm, 2 if offset else 0, cpu, kthread=True, allowed=allowed))  # 2: kthreadd
+    first_daemon = max(1000, 2 + kthread_count)
+    for offset in range(daemon_count):
+        comm = _DAEMONS[offset] if offset < len(_DAEMONS) else "containerd-shim"
+        unit = "rke2-agent.service" if comm in ("containerd-shim", "rke2", "containerd", "kubelet") else "misc.service"
+        procs.append(_Proc(first_daemon + offset, comm, 1, rng.choice(sorted(housekeeping)),
+                           cgroup=f"/system.slice/{unit}", allowed=housekeeping))  # fmt: skip
+    shim_pid = first_daemon
+
+    handles: dict[str, PodHandle] = {}
+    next_pid = 100000
+    position = 0
+    for pod in plans:
+        specs = []
+        for container in pod.containers:
+            count = pids_per_container[position]
+            position += 1
+            pids = tuple(range(next_pid, next_pid + count))
+            next_pid += count
+            cpus = pod.exclusive.get(container.name, shared)
+            mems = container.mems
+            specs.append(ContainerSpec(container.name, cpus, mems, container.numa_bytes,
+                                       cpu_quota_us=container.cpu_quota_us, pids=pids))  # fmt: skip
+        handle = add_pod(host, uid=pod.uid, qos=pod.qos, namespace=pod.namespace, name=pod.name, containers=specs)
+        handles[pod.uid] = handle
+        for container in ([handle.sandbox] if handle.sandbox else []) + list(handle.containers):
+            cpu_pool = sorted(container.cpus)
+            for pid in container.pids:
+                comm = "pause" if container.is_sandbox else container.name[:15]
+                procs.append(_Proc(pid, comm, shim_pid, rng.choice(cpu_pool), cgroup="/" + container.cgroup_path,
+                                   allowed=container.cpus, in_pod=True))  # fmt: skip
+    if spec.drift and len(gpu_pci) >= 1:
+        gpu_pod = next(p for p in plans if p.gpu == 0)
+        set_container_cpus(host, handles[gpu_pod.uid], "vllm", layout.online)  # planted: a daemon-reload reset it
+        planted.append("container_cpuset_drift")
+    if spec.drift and any(pod.gpu == 1 for pod in plans):
+        planted.append("container_memory_remote")
+    if spec.drift and any(pod.gpu is not None and pod.qos == QOS_BURSTABLE for pod in plans):
+        planted.append("pod_not_guaranteed")
+
+    root_text = str(host.root)
+    for proc in procs:
+        _write_proc(root_text, proc, spec.cgroup_version, rng, full=not proc.in_pod)
+    host.write("proc/1/net/unix", _unix_sockets(rng))
+    # Not read by numawatch; there so that node_exporter can be measured on the same tree (bench/run.py).
+    host.write("proc/stat", _proc_stat(rng, online, irq_rows, len(procs)))
+    host.write("proc/meminfo", _proc_meminfo(mem_per_node * len(nodes), pages_1g * len(nodes)))
+    host.write("proc/vmstat", "".join(f"{key} {rng.randrange(10**3, 10**9)}\n" for key in (
+        "nr_free_pages", "nr_anon_pages", "nr_mapped", "numa_hit", "numa_miss", "numa_foreign", "numa_local",
+        "numa_other", "pgpgin", "pgpgout", "pswpin", "pswpout", "pgfault", "pgmajfault", "oom_kill")))
+    host.write("proc/loadavg", f"3.12 2.98 2.87 4/{len(procs) + 400} {next_pid}")
+
+    # -- kubelet: configuration and the three checkpoints
+    reserved_memory = {node: {"memory": 2 * GiB} for node in nodes}
+    write_kubelet_config(
+        host,
+        "rke2",
+        cpu_manager_policy="static",
+        topology_manager_policy="single-numa-node",
+        topology_manager_scope="pod",
+        memory_manager_policy="Static",
+        reserved_cpus=housekeeping,
+        reserved_memory=reserved_memory,
+        system_reserved={"memory": "2Gi"},
+        kube_reserved={"memory": "1536Mi"},
+        extra_args=("eviction-hard=memory.available=512Mi",),
+    )
+    write_cpu_manager_state(
+        host,
+        policy="static",
+        default_cpuset=shared,
+        entries={pod.uid: dict(pod.exclusive) for pod in plans if pod.exclusive},
+    )
+    memory_entries = {pod.uid: dict(pod.memory) for pod in plans if pod.memory}
+    machine = kubelet_memory_machine_state(
+        dict.fromkeys(nodes, mem_per_node),
+        hugepages={node: {2048: 0, 1048576: pages_1g} for node in nodes},
+        reserved_memory=reserved_memory,
+        entries=memory_entries,
+    )
+    write_memory_manager_state(host, policy="Static", machine_state=machine, entries=memory_entries)
+    assignments = [
+        DeviceAssignment(pod.uid, "vllm", GPU_RESOURCE, {gpu_nodes[pod.gpu]: (gpu_handles[pod.gpu].uuid,)})
+        for pod in plans
+        if pod.gpu is not None
+    ]
+    write_device_checkpoint(host, entries=assignments, registered={GPU_RESOURCE: [g.uuid for g in gpu_handles]})
+
+    qos: dict[str, int] = {}
+    for pod in plans:
+        qos[pod.qos] = qos.get(pod.qos, 0) + 1
+    return GeneratedHost(
+        root=str(root),
+        spec=spec,
+        online_cpus=len(online),
+        isolated_cpus=len(layout.online - housekeeping),
+        housekeeping_cpus=format_cpulist(housekeeping),
+        gpus=len(gpu_handles),
+        pods=len(plans),
+        app_containers=app_containers,
+        container_cgroups=app_containers + len(plans),
+        pinned_containers=sum(len(pod.exclusive) for pod in plans),
+        irqs=len(irq_rows),
+        processes=len(procs),
+        interrupts_bytes=interrupts_bytes,
+        planted=tuple(planted),
+        seconds=round(time.perf_counter() - started, 2),
+        qos=qos,
+    )
+
+
+def _proc_stat(rng: random.Random, online: list[int], irqs: list[FakeIrq], processes: int) -> str:
+    """/proc/stat (fs/proc/stat.c): numawatch does not read it, node_exporter's cpu and stat collectors do."""
+    lines = []
+    per_cpu = [[rng.randrange(10**5, 10**8) for _ in range(10)] for _ in online]
+    for column in range(8, 10):  # guest time is already in user
+        for row in per_cpu:
+            row[column] = 0
+    lines.append("cpu  " + " ".join(str(sum(row[i] for row in per_cpu)) for i in range(10)))
+    lines += [f"cpu{cpu} " + " ".join(map(str, row)) for cpu, row in zip(online, per_cpu, strict=True)]
+    per_irq = [0] * (max((irq.irq for irq in irqs), default=0) + 1)
+    for irq in irqs:
+        per_irq[irq.irq] = sum(irq.counts.values())
+    lines.append(f"intr {sum(per_irq)} " + " ".join(map(str, per_irq)))
+    lines += [f"ctxt {rng.randrange(10**9, 10**11)}", "btime 1761900000", f"processes {processes * 40}",
+              "procs_running 3", "procs_blocked 0"]  # fmt: skip
+    softirqs = [rng.randrange(10**6, 10**9) for _ in range(10)]
+    lines.append(f"softirq {sum(softirqs)} " + " ".join(map(str, softirqs)))
+    return "\n".join(lines)
+
+
+def _proc_meminfo(total_bytes: int, hugepages_1g: int) -> str:
+    kb = total_bytes // 1024
+    free = kb // 3
+    fields = [("MemTotal", kb), ("MemFree", free), ("MemAvailable", free + kb // 10), ("Buffers", 1048576),
+              ("Cached", kb // 10), ("SwapCached", 0), ("Active", kb // 4), ("Inactive", kb // 8),
+              ("SwapTotal", 0), ("SwapFree", 0), ("Dirty", 1024), ("AnonPages", kb // 4), ("Mapped", 4194304),
+              ("Shmem", 65536), ("Slab", 8388608), ("PageTables", 524288), ("HugePages_Total", hugepages_1g),
+              ("HugePages_Free", hugepages_1g), ("HugePages_Rsvd", 0), ("HugePages_Surp", 0),
+              ("Hugepagesize", 1048576), ("Hugetlb", hugepages_1g * 1048576)]  # fmt: skip
+    return "".join(
+        f"{name + ':':<16}{value:>8}" + ("\n" if name.startswith("HugePages_") else " kB\n") for name, value in fields
+    )
+
+
+def _unix_sockets(rng: random.Random) -> str:
+    """proc/1/net/unix with the sockets of a node's daemons (irqbalance's is not among them: it does not run)."""
+    lines = ["Num       RefCount Protocol Flags    Type St Inode Path"]
+    for path in ("/run/k3s/containerd/containerd.sock", "/var/lib/kubelet/device-plugins/kubelet.sock",
+                 "/var/lib/kubelet/pod-resources/kubelet.sock", "/run/systemd/journal/stdout",
+                 "/run/dbus/system_bus_socket", "@/org/kernel/linux/storage/multipathd"):  # fmt: skip
+        lines.append(f"0000000000000000: 00000002 00000000 00010000 0001 01 {rng.randrange(10**4, 10**6)} {path}")
+    return "\n".join(lines)
+
+
+def _summary(found: GeneratedHost) -> dict[str, object]:
+    data = asdict(found)
+    data["planted"] = list(found.planted)
+    return data
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="directory to write the host tree into (empty or absent)")
+    parser.add_argument("--cpus", type=int, default=BASE_CPUS, help="CPUs, a multiple of 4 (default: 384)")
+    parser.add_argument("--gpus", type=int, help="NVIDIA GPUs (default: 8 from 128 CPUs up, else 4)")
+    parser.add_argument("--pods", type=int, help="pods (default: 300 x cpus / 384)")
+    parser.add_argument("--irqs", type=int, help="device IRQs in /proc/interrupts (default: 2000 x cpus / 384)")
+    parser.add_argument("--processes", type=int, help="/proc/<pid> entries (default: 5000 x cpus / 384)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    parser.add_argument("--cgroup-version", type=int, choices=(1, 2), default=2, help="cgroup version (default: 2)")
+    parser.add_argument("--clean", action="store_true", help="plant no drift")
+    parser.add_argument("--force", action="store_true", help="delete --out first if it exists")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    overrides: Mapping[str, int | None] = {
+        "gpus": args.gpus, "pods": args.pods, "irqs": args.irqs, "processes": args.processes,
+    }  # fmt: skip
+    spec = HostSpec.scaled(
+        args.cpus,
+        seed=args.seed,
+        drift=not args.clean,
+        cgroup_version=args.cgroup_version,
+        **{key: value for key, value in overrides.items() if value is not None},
+    )
+    if args.force and os.path.lexists(args.out):
+        shutil.rmtree(args.out)
+    try:
+        found = generate(args.out, spec)
+    except ValueError as error:
+        print(f"generate_host: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(_summary(found), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,755 @@
+"""The numawatch benchmark: CPU and memory of ``check`` and ``serve`` on generated hosts (never a timed test).
+
+    .venv/bin/python bench/run.py                        # the 384-CPU host of the "numawatch core" issue
+    .venv/bin/python bench/run.py --sizes 32,384         # scaling from the small to the large host
+    .venv/bin/python bench/run.py --host /tmp/host384    # a tree made by bench/generate_host.py (or any host root)
+    .venv/bin/python bench/run.py --json                 # machine-readable results on stdout
+
+For each size a fresh tree is generated (bench/generate_host.py, ``HostSpec.scaled``) and measured four ways:
+
+1. ``check``: ``numawatch check --host-root DIR --format json`` as a subprocess, ``--checks`` times: wall time,
+   user+sys CPU seconds and peak RSS (``ru_maxrss``) of that child alone: ``os.wait4``'s rusage, the same accounting
+   as ``getrusage(RUSAGE_CHILDREN)`` deltas but per child, taken by a small fork-and-exec launcher because a child
+   spawned from this harness would inherit the harness's peak RSS into its ``ru_maxrss`` (see ``_LAUNCHER``). A
+   ``numawatch --version`` run gives the interpreter-and-import floor for comparison.
+2. ``serve``: ``numawatch serve --interval 1 --listen 127.0.0.1:<free port>``; after ``--warmup`` evaluations, the
+   CPU seconds per evaluation are the ``/proc/<pid>/stat`` utime+stime delta over ``--evaluations`` evaluations,
+   counted with ``numawatch_evaluations_total`` from ``/metrics`` (read at the boundaries only: the harness sleeps
+   until the last evaluation is due, then polls every 0.1 s, so scrapes add a few ms in all); peak RSS is
+   ``VmHWM``; the series count is that of one uncompressed scrape; the scrape latency is measured with 1 and with
+   ``--concurrency`` concurrent scrapers (aiohttp, keep-alive, gzip as Prometheus asks, ``--requests`` requests in
+   all per run, evaluations still running every second). serve's own ``numawatch_source_duration_seconds`` are
+   read after each of five more evaluations for (3).
+3. where an evaluation goes, in this process: a ``HostReader`` (warm: fingerprinted sources cached, as in serve)
+   read ``--evaluations`` times, each followed by the checks, the render and the gzip serve does; median
+   milliseconds per source and phase, next to serve's own per-source medians.
+4. optionally ``--node-exporter BINARY`` (Debian's ``prometheus-node-exporter``) on the same tree through
+   ``--path.procfs/--path.sysfs/--path.rootfs``: CPU per scrape (it collects on every scrape), peak RSS, series
+   and scrape latency, measured the same way. Groundwork for issue 7's comparison.
+
+The report is a markdown table (docs/performance.md records it with the command line and the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gzip
+import json
+import os
+import platform
+import re
+import select
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+import aiohttp  # noqa: E402
+import generate_host  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+TARGET_CPU_PER_EVALUATION = 0.2  # seconds, on the 384-CPU host (issue "numawatch core")
+TARGET_RSS_MB = 80.0
+SERVE_INTERVAL = 1.0  # seconds between serve's evaluations while measuring
+_SAMPLE = re.compile(rb"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)", re.MULTILINE)
+_SOURCE_LABEL = re.compile(rb'source="([^"]*)"')
+NODE_EXPORTER_COLLECTORS = ("cpu", "interrupts", "meminfo_numa", "vmstat", "cpufreq", "stat", "meminfo")
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+def numawatch_binary() -> str:
+    """The numawatch console script next to this interpreter (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).with_name("numawatch")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("numawatch")
+    if found is None:
+        raise SystemExit("bench/run.py: cannot find the numawatch command (install the package into this venv)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Nearest-rank percentile (no interpolation: with 200 samples p99 is the second largest)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * fraction // 1))
+    return ordered[int(rank) - 1]
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads) from /proc/<pid>/stat, in seconds."""
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        fields = handle.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15, counted after "pid (comm)"
+
+
+def proc_status_kb(pid: int, key: str) -> int | None:
+    with open(f"/proc/{pid}/status", "rb") as handle:
+        for line in handle:
+            if line.startswith(key.encode() + b":"):
+                return int(line.split()[1])
+    return None
+
+
+def samples(body: bytes) -> Iterable[tuple[bytes, bytes, float]]:
+    """(name, labels, value) of every sample in a text exposition."""
+    for match in _SAMPLE.finditer(body):
+        with contextlib.suppress(ValueError):
+            yield match.group(1), match.group(2) or b"", float(match.group(3))
+
+
+def sample_value(body: bytes, name: str) -> float | None:
+    wanted = name.encode()
+    for sample_name, _labels, value in samples(body):
+        if sample_name == wanted:
+            return value
+    return None
+
+
+def series_count(body: bytes) -> int:
+    return sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
+
+
+def revision() -> str:
+    """The commit measured, and whether the working tree differs from it (read-only git commands)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=BENCH,
+                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head} with uncommitted changes" if dirty else head
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as handle:
+        return " ".join(handle.read().split()[:3])
+
+
+def machine_description() -> dict[str, object]:
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as handle:
+        for line in handle:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    os_name = ""
+    with contextlib.suppress(OSError), open("/etc/os-release") as handle:
+        for line in handle:
+            if line.startswith("PRETTY_NAME="):
+                os_name = line.split("=", 1)[1].strip().strip('"')
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "os": os_name,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "revision": revision(),
+    }
+
+
+# --------------------------------------------------------------------------------------------------- check
+@dataclass(frozen=True)
+class ChildRun:
+    wall_seconds: float
+    cpu_seconds: float  # user + sys
+    max_rss_mb: float
+    returncode: int
+    errors: int = 0  # tracebacks and ERROR lines numawatch logged: figures from a broken run are no figures
+
+
+def logged_errors(text: str) -> int:
+    """Tracebacks and ERROR-level lines in a numawatch log (a check or metric family that crashed)."""
+    return text.count("Traceback (most recent call last)") + sum(" ERROR " in line for line in text.splitlines())
+
+
+# Started with ``python -S``; forks (a real fork: the child's memory is a copy of this small process) and execs the
+# command, then writes the child's own rusage from wait4 to the file named first. Linux carries the peak RSS of the
+# memory a process had before exec into its ru_maxrss (exec_mmap -> setmax_mm_hiwater_rss), and subprocess spawns
+# with vfork, sharing this harness's memory: spawned directly, every command would report at least the harness's
+# peak RSS. Through this launcher the floor is that of a bare ``python -S`` (~6 MB).
+_LAUNCHER = """
+import json, os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_pid, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+with open(sys.argv[1], "w") as out:
+    json.dump({"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss,
+               "rc": os.waitstatus_to_exitcode(status)}, out)
+"""
+
+
+def run_child(argv: Sequence[str], stdout_path: str | None = None) -> ChildRun:
+    """Run a command and account for it alone (wall, user+sys CPU and peak RSS of that process; see _LAUNCHER)."""
+    with (
+        open(stdout_path or os.devnull, "wb") as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r", suffix=".json") as usage_file,
+    ):
+        launcher = [sys.executable, "-S", "-c", _LAUNCHER, usage_file.name, *argv]
+        subprocess.run(launcher, stdout=out, stderr=err, check=True)
+        usage = json.load(usage_file)
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+        if usage["rc"] not in (0, 1):
+            raise RuntimeError(f"{' '.join(argv)} exited {usage['rc']}: {stderr[-2000:]}")
+    return ChildRun(usage["wall"], usage["cpu"], usage["maxrss_kb"] / 1024, usage["rc"], logged_errors(stderr))
+
+
+def measure_check(binary: str, root: str, runs: int) -> dict[str, object]:
+    floor = run_child([binary, "--version"])
+    results = []
+    with tempfile.TemporaryDirectory() as scratch:
+        report = f"{scratch}/check.json"
+        for _ in range(runs):
+            results.append(run_child([binary, "check", "--host-root", root, "--format", "json"], report))
+        with open(report, "rb") as handle:
+            document = json.load(handle)
+    internal = [item for item in document.get("not_evaluated", ()) if "internal error" in item.get("reason", "")]
+    internal += [item for item in document.get("sources", ()) if "internal error" in item.get("reason", "")]
+    return {
+        "runs": runs,
+        "wall_seconds": median([r.wall_seconds for r in results]),
+        "cpu_seconds": median([r.cpu_seconds for r in results]),
+        "cpu_seconds_all": [round(r.cpu_seconds, 3) for r in results],
+        "max_rss_mb": max(r.max_rss_mb for r in results),
+        "exit_code": results[-1].returncode,
+        "findings": len(document.get("findings", ())),
+        "checks_fired": sorted({finding["check"] for finding in document.get("findings", ())}),
+        "startup_cpu_seconds": floor.cpu_seconds,
+        "startup_max_rss_mb": floor.max_rss_mb,
+        "errors": sum(r.errors for r in results) + len(internal),
+    }
+
+
+# --------------------------------------------------------------------------------------------------- servers
+class Server:
+    """A server subprocess on 127.0.0.1:<port>, stopped with SIGTERM on exit."""
+
+    def __init__(self, argv: Sequence[str], port: int) -> None:
+        self.argv = list(argv)
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.stack = contextlib.ExitStack()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Server:
+        self.log = self.stack.enter_context(tempfile.TemporaryFile())
+        self.process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.log)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def wait_for_line(self, needle: bytes, timeout: float) -> None:
+        """Wait until the server prints a line containing ``needle`` on stdout."""
+        assert self.process is not None and self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        buffer = b""
+        while needle not in buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.process.poll() is not None:
+                raise RuntimeError(f"{self.argv[0]} did not start: {self.stderr()}")
+            readable, _, _ = select.select([self.process.stdout], [], [], left)
+            if readable:
+                buffer += os.read(self.process.stdout.fileno(), 4096)
+
+    def stderr(self, limit: int = 2000) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-limit:]
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
+        self.stack.close()
+
+
+async def fetch(session: aiohttp.ClientSession, url: str, *, compressed: bool = True) -> tuple[float, bytes]:
+    """(seconds until the whole body arrived, body as sent)."""
+    headers = {"Accept-Encoding": "gzip" if compressed else "identity"}
+    start = time.perf_counter()
+    async with session.get(url, headers=headers) as response:
+        body = await response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{url} answered {response.status}: {body[:200]!r}")
+    return time.perf_counter() - start, body
+
+
+def _session() -> aiohttp.ClientSession:
+    # No decompression in the client: the latency is the server's, not this harness's gunzip.
+    return aiohttp.ClientSession(
+        auto_decompress=False,
+        connector=aiohttp.TCPConnector(limit=1),
+        timeout=aiohttp.ClientTimeout(total=60),
+    )
+
+
+async def scrape_latencies(url: str, scrapers: int, requests: int) -> dict[str, float | int | None]:
+    """``requests`` scrapes shared among ``scrapers`` concurrent clients, each on its own keep-alive connection."""
+    per_scraper = max(1, requests // scrapers)
+    timings: list[float] = []
+
+    async def scraper() -> None:
+        async with _session() as session:
+            for _ in range(per_scraper):
+                seconds, _body = await fetch(session, url)
+                timings.append(seconds)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(scraper() for _ in range(scrapers)))
+    elapsed = time.perf_counter() - started
+    return {
+        "scrapers": scrapers,
+        "requests": len(timings),
+        "p50_ms": _ms(percentile(timings, 0.50)),
+        "p99_ms": _ms(percentile(timings, 0.99)),
+        "max_ms": _ms(max(timings)),
+        "scrapes_per_second": round(len(timings) / elapsed, 1),
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 2)
+
+
+async def _measure_serve(
+    server: Server, interval: float, warmup: int, evaluations: int, requests: int, concurrency: int
+) -> dict:
+    url = server.url
+    source_durations: dict[str, list[float]] = {}
+
+    async with _session() as session:
+
+        async def count() -> tuple[int, bytes]:
+            _seconds, body = await fetch(session, url)
+            text = gzip.decompress(body)
+            value = sample_value(text, "numawatch_evaluations_total")
+            return (int(value) if value is not None else 0), text
+
+        async def until(target: int, timeout: float) -> bytes:
+            deadline = time.monotonic() + timeout
+            while True:
+                with contextlib.suppress(RuntimeError):  # 503 until the first evaluation is done
+                    seen, text = await count()
+                    if seen >= target:
+                        return text
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"serve did not reach {target} evaluations in {timeout:.0f}s")
+                await asyncio.sleep(0.1)
+
+        def keep_durations(text: bytes) -> None:
+            for name, labels, value in samples(text):
+                if name == b"numawatch_source_duration_seconds":
+                    label = _SOURCE_LABEL.search(labels)
+                    if label:
+                        source_durations.setdefault(label.group(1).decode(), []).append(value)
+
+        text = await until(warmup, 300)
+        # Start on a fresh boundary: polled every 0.1 s, the count is seen to move right after an evaluation.
+        text = await until(int(sample_value(text, "numawatch_evaluations_total") or 0) + 1, 120)
+        start_count = int(sample_value(text, "numawatch_evaluations_total") or 0)
+        start_cpu = proc_cpu_seconds(server.pid)
+        start_sum = sample_value(text, "numawatch_evaluation_duration_seconds_sum") or 0.0
+        # Then leave the server alone until the last evaluation is due, so polling adds next to nothing to its CPU.
+        await asyncio.sleep(max(0.0, (evaluations - 0.5) * interval))
+        text = await until(start_count + evaluations, 120)
+        cpu = proc_cpu_seconds(server.pid) - start_cpu  # right after the count moved: the next one has not begun
+        done = int(sample_value(text, "numawatch_evaluations_total") or 0) - start_count
+        wall_sum = (sample_value(text, "numawatch_evaluation_duration_seconds_sum") or 0.0) - start_sum
+        # Serve's own per-source durations, one reading per evaluation for a few more evaluations.
+        seen = start_count + done
+        for _ in range(min(evaluations, 5)):
+            text = await until(seen + 1, 120)
+            seen = int(sample_value(text, "numawatch_evaluations_total") or 0)
+            keep_durations(text)
+        _seconds, plain = await fetch(session, url, compressed=False)
+        _seconds, packed = await fetch(session, url, compressed=True)
+
+    single = await scrape_latencies(url, 1, requests)
+    crowd = await scrape_latencies(url, concurrency, requests)
+    return {
+        "evaluations": done,
+        "cpu_seconds_per_evaluation": cpu / done,
+        "wall_seconds_per_evaluation": wall_sum / done,
+        "vm_hwm_mb": (proc_status_kb(server.pid, "VmHWM") or 0) / 1024,
+        "vm_rss_mb": (proc_status_kb(server.pid, "VmRSS") or 0) / 1024,
+        "series": series_count(plain),
+        "body_kb": round(len(plain) / 1024, 1),
+        "body_gzip_kb": round(len(packed) / 1024, 1),
+        "scrape_1": single,
+        "scrape_many": crowd,
+        "source_seconds": {name: median(values) for name, values in sorted(source_durations.items())},
+    }
+
+
+def measure_serve(binary: str, root: str, *, warmup: int, evaluations: int, requests: int, concurrency: int) -> dict:
+    port = free_port()
+    argv = [binary, "serve", "--host-root", root, "--interval", str(SERVE_INTERVAL), "--listen", f"127.0.0.1:{port}",
+            "--log-level", "warning"]  # fmt: skip
+    with Server(argv, port) as server:
+        server.wait_for_line(b"listening", 60)
+        result = asyncio.run(_measure_serve(server, SERVE_INTERVAL, warmup, evaluations, requests, concurrency))
+        result["errors"] = logged_errors(server.stderr(limit=1 << 24))
+        return result
+
+
+async def _measure_node_exporter(server: Server, scrapes: int, requests: int, concurrency: int) -> dict:
+    url = server.url
+    async with _session() as session:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                await fetch(session, url)
+                break
+            except (aiohttp.ClientError, RuntimeError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"node_exporter did not answer: {server.stderr()}") from None
+                await asyncio.sleep(0.2)
+        start_cpu = proc_cpu_seconds(server.pid)
+        for _ in range(scrapes):
+            await fetch(session, url)
+        cpu = proc_cpu_seconds(server.pid) - start_cpu
+        _seconds, plain = await fetch(session, url, compressed=False)
+        _seconds, packed = await fetch(session, url, compressed=True)
+    single = await scrape_latencies(url, 1, requests)
+    crowd = await scrape_latencies(url, concurrency, requests)
+    return {
+        "scrapes": scrapes,
+        "cpu_seconds_per_scrape": cpu / scrapes,
+        "vm_hwm_mb": (proc_status_kb(server.pid, "VmHWM") or 0) / 1024,
+        "series": series_count(plain),
+        "body_kb": round(len(plain) / 1024, 1),
+        "body_gzip_kb": round(len(packed) / 1024, 1),
+        "scrape_1": single,
+        "scrape_many": crowd,
+    }
+
+
+def measure_node_exporter(binary: str, root: str, *, scrapes: int, requests: int, concurrency: int) -> dict:
+    port = free_port()
+    argv = [
+        binary,
+        f"--path.procfs={root}/proc",
+        f"--path.sysfs={root}/sys",
+        f"--path.rootfs={root}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--collector.disable-defaults",
+        *(f"--collector.{name}" for name in NODE_EXPORTER_COLLECTORS),
+    ]
+    with Server(argv, port) as server:
+        return asyncio.run(_measure_node_exporter(server, scrapes, requests, concurrency))
+
+
+# --------------------------------------------------------------------------------------------------- in-process
+def measure_in_process(root: str, evaluations: int) -> dict[str, object]:
+    """Median milliseconds per source (warm HostReader, as serve keeps it), checks, render and gzip."""
+    from numawatch import metrics
+    from numawatch.checks import evaluate
+    from numawatch.host import HostReader
+    from numawatch.intent import REFERENCE
+    from numawatch.paths import Paths
+
+    reader = HostReader(Paths.from_root(root))
+    reader.read()  # fill the fingerprint caches, as serve's first evaluation does
+    stats = metrics.EvaluationStats()
+    phases: dict[str, list[float]] = {}
+    sources: dict[str, list[float]] = {}
+    cached: dict[str, bool] = {}
+    for _ in range(evaluations):
+        t0 = time.process_time()
+        host = reader.read()
+        t1 = time.process_time()
+        evaluation = evaluate(host, REFERENCE)
+        t2 = time.process_time()
+        body = metrics.render(evaluation, stats)
+        t3 = time.process_time()
+        gzip.compress(body, compresslevel=6)
+        t4 = time.process_time()
+        for name, value in (("read", t1 - t0), ("checks", t2 - t1), ("render", t3 - t2), ("gzip", t4 - t3),
+                            ("total", t4 - t0)):  # fmt: skip
+            phases.setdefault(name, []).append(value)
+        for status in host.statuses.values():
+            sources.setdefault(status.name, []).append(status.duration_seconds)
+            cached[status.name] = status.cached
+    return {
+        "evaluations": evaluations,
+        "phase_ms": {name: round(median(values) * 1000, 2) for name, values in phases.items()},
+        "source_ms": {name: round(median(values) * 1000, 2) for name, values in sources.items()},
+        "source_cached": cached,
+    }
+
+
+# --------------------------------------------------------------------------------------------------- driver
+@dataclass
+class SizeResult:
+    cpus: int
+    host: dict[str, object]
+    check: dict[str, object] = field(default_factory=dict)
+    serve: dict[str, object] = field(default_factory=dict)
+    in_process: dict[str, object] = field(default_factory=dict)
+    node_exporter: dict[str, object] | None = None
+
+
+def host_summary(root: str) -> dict[str, object]:
+    """What is in a tree not made here (``--host``): counted from the files numawatch reads."""
+    proc = Path(root) / "proc"
+    interrupts = proc / "interrupts"
+    data = interrupts.read_bytes() if interrupts.exists() else b""  # procfs reports size 0: count what is read
+    lines = data.split(b"\n")
+    return {
+        "root": root,
+        "online_cpus": lines[0].count(b"CPU"),
+        "irqs": sum(1 for line in lines[1:] if line.split(b":", 1)[0].strip().isdigit()),
+        "processes": sum(1 for entry in os.listdir(proc) if entry.isdigit()) if proc.is_dir() else 0,
+        "interrupts_bytes": len(data),
+    }
+
+
+def run_size(args: argparse.Namespace, binary: str, cpus: int | None, work: str) -> SizeResult:
+    if args.host:
+        root = args.host
+        summary = host_summary(root)
+    else:
+        root = f"{work}/host-{cpus}"
+        spec = generate_host.HostSpec.scaled(cpus, seed=args.seed)
+        found = generate_host.generate(root, spec)
+        summary = {key: value for key, value in asdict(found).items() if key != "spec"}
+        summary["planted"] = list(found.planted)
+    size = int(summary.get("online_cpus") or cpus or 0)
+    log(f"[{size} CPUs] host at {root}: {json.dumps({k: v for k, v in summary.items() if k != 'root'})}")
+    result = SizeResult(size, summary)
+    log(f"[{size} CPUs] check x{args.checks}")
+    result.check = measure_check(binary, root, args.checks)
+    log(f"[{size} CPUs] serve: {args.warmup} warm-up + {args.evaluations} evaluations, scrapes")
+    result.serve = measure_serve(binary, root, warmup=args.warmup, evaluations=args.evaluations,
+                                 requests=args.requests, concurrency=args.concurrency)  # fmt: skip
+    log(f"[{size} CPUs] in-process breakdown x{args.evaluations}")
+    result.in_process = measure_in_process(root, args.evaluations)
+    if args.node_exporter:
+        scrapes = min(args.evaluations, args.node_exporter_requests)
+        log(f"[{size} CPUs] node_exporter x{scrapes} scrapes")
+        result.node_exporter = measure_node_exporter(
+            args.node_exporter, root, scrapes=scrapes, requests=args.node_exporter_requests,
+            concurrency=min(args.concurrency, args.node_exporter_requests),
+        )
+    return result
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------- report
+def _f(value: object, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown(results: list[SizeResult], machine: dict[str, object], command: str, concurrency: int) -> str:
+    lines = [
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine['cpus']} vCPU {machine['cpu_model']}, {machine['os']}, Linux {machine['kernel']}, "
+        f"Python {machine['python']}; load average {machine['load_average']}. numawatch at {machine['revision']}.",
+        "",
+        "| host | online CPUs | pods | container cgroups | IRQs | processes | /proc/interrupts |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        h = r.host
+        lines.append(
+            f"| {r.cpus} CPUs | {h.get('online_cpus', '–')} | {h.get('pods', '–')} | {h.get('container_cgroups', '–')} "
+            f"| {h.get('irqs', '–')} | {h.get('processes', '–')} | {int(h.get('interrupts_bytes', 0)) / 1e6:.1f} MB |"
+        )
+    lines += [
+        "",
+        "**`numawatch check`** (one fresh process; median of the runs, peak RSS the largest):",
+        "",
+        "| host | wall s | CPU s (user+sys) | peak RSS MB | findings (exit) | `--version` CPU s / RSS MB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        c = r.check
+        floor = f"{_f(c['startup_cpu_seconds'])} / {_f(c['startup_max_rss_mb'], 1)}"
+        lines.append(
+            f"| {r.cpus} CPUs | {_f(c['wall_seconds'])} | {_f(c['cpu_seconds'])} | {_f(c['max_rss_mb'], 1)} "
+            f"| {c['findings']} ({c['exit_code']}) | {floor} |"
+        )
+    lines += [
+        "",
+        "**`numawatch serve --interval 1`** (per evaluation after warm-up; the wall time is serve's own "
+        "`numawatch_evaluation_duration_seconds`, reading and checks without the render; scrapes with gzip while "
+        "evaluations run):",
+        "",
+        f"| host | CPU s / evaluation | wall s / evaluation | peak RSS MB (VmHWM) | series | body KB (gzip) "
+        f"| scrape p50 / p99 ms, 1 scraper | scrape p50 / p99 ms, {concurrency} scrapers |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        s = r.serve
+        one, many = s["scrape_1"], s["scrape_many"]
+        lines.append(
+            f"| {r.cpus} CPUs | {_f(s['cpu_seconds_per_evaluation'])} | {_f(s['wall_seconds_per_evaluation'])} "
+            f"| {_f(s['vm_hwm_mb'], 1)} | {s['series']} | {s['body_kb']} ({s['body_gzip_kb']}) "
+            f"| {_f(one['p50_ms'], 2)} / {_f(one['p99_ms'], 2)} | {_f(many['p50_ms'], 2)} / {_f(many['p99_ms'], 2)} |"
+        )
+    lines += [
+        "",
+        "**Where an evaluation goes** (ms, median; in-process with a warm HostReader as serve keeps it: CPU time per "
+        "phase, wall time per source; `serve` = that source's median `numawatch_source_duration_seconds` in the "
+        "server; (c) = reused from the fingerprint cache):",
+        "",
+        "| part | " + " | ".join(f"{r.cpus} CPUs | {r.cpus} CPUs, serve" for r in results) + " |",
+        "|---|" + "---|---|" * len(results),
+    ]
+    names: list[str] = []
+    for r in results:
+        for name in r.in_process["source_ms"]:
+            if name not in names:
+                names.append(name)
+    for name in names:
+        cells = []
+        for r in results:
+            ms = r.in_process["source_ms"].get(name)
+            mark = " (c)" if r.in_process["source_cached"].get(name) else ""
+            served = r.serve["source_seconds"].get(name)
+            cells += [f"{_f(ms, 2)}{mark}", _f(None if served is None else served * 1000, 2)]
+        lines.append(f"| source `{name}` | " + " | ".join(cells) + " |")
+    for phase in ("read", "checks", "render", "gzip", "total"):
+        cells = []
+        for r in results:
+            cells += [_f(r.in_process["phase_ms"].get(phase), 2), ""]
+        label = {"read": "all sources (CPU)", "checks": "checks (evaluate)", "render": "render /metrics",
+                 "gzip": "gzip", "total": "**total CPU**"}[phase]  # fmt: skip
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if any(r.node_exporter for r in results):
+        lines += [
+            "",
+            f"**prometheus-node-exporter** (collectors {', '.join(NODE_EXPORTER_COLLECTORS)}; it collects on every "
+            "scrape):",
+            "",
+            "| host | CPU s / scrape | peak RSS MB | series | body KB (gzip) | scrape p50 / p99 ms, 1 scraper "
+            "| scrape p50 / p99 ms, concurrent (scrapers x requests) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in results:
+            n = r.node_exporter
+            if not n:
+                continue
+            one, many = n["scrape_1"], n["scrape_many"]
+            lines.append(
+                f"| {r.cpus} CPUs | {_f(n['cpu_seconds_per_scrape'])} | {_f(n['vm_hwm_mb'], 1)} | {n['series']} "
+                f"| {n['body_kb']} ({n['body_gzip_kb']}) | {_f(one['p50_ms'], 2)} / {_f(one['p99_ms'], 2)} "
+                f"| {_f(many['p50_ms'], 2)} / {_f(many['p99_ms'], 2)} ({many['scrapers']} x "
+                f"{many['requests'] // many['scrapers']}) |"
+            )
+    broken = [r for r in results if r.check.get("errors") or r.serve.get("errors")]
+    for r in broken:
+        lines += ["", f"**WARNING**: numawatch logged errors on the {r.cpus}-CPU host (check: {r.check.get('errors')}, "
+                  f"serve: {r.serve.get('errors')}): these figures are not those of a working numawatch."]
+    big = [r for r in results if r.cpus >= 384]
+    if big:
+        r = big[-1]
+        cpu = r.serve["cpu_seconds_per_evaluation"]
+        rss = max(r.serve["vm_hwm_mb"], r.check["max_rss_mb"])
+        lines += [
+            "",
+            f"Targets on the {r.cpus}-CPU host: CPU per evaluation {cpu:.3f} s "
+            f"({'met' if cpu < TARGET_CPU_PER_EVALUATION else 'NOT met'}, target < {TARGET_CPU_PER_EVALUATION} s); "
+            f"peak RSS {rss:.1f} MB ({'met' if rss < TARGET_RSS_MB else 'NOT met'}, target < {TARGET_RSS_MB:.0f} MB).",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="384", help="comma-separated CPU counts to generate (default: 384)")
+    parser.add_argument("--host", metavar="DIR", help="measure this existing host root instead of generating")
+    parser.add_argument("--work", metavar="DIR", help="where to generate the trees (default: a temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated trees")
+    parser.add_argument("--seed", type=int, default=1, help="generator seed (default: 1)")
+    parser.add_argument("--checks", type=int, default=3, help="numawatch check runs per size (default: 3)")
+    parser.add_argument("--warmup", type=int, default=2, help="serve evaluations before measuring (default: 2)")
+    parser.add_argument("--evaluations", type=int, default=10, help="evaluations measured per size (default: 10)")
+    parser.add_argument("--requests", type=int, default=200, help="scrapes per latency run (default: 200)")
+    parser.add_argument("--concurrency", type=int, default=20, help="concurrent scrapers (default: 20)")
+    parser.add_argument("--node-exporter", metavar="BINARY", help="also measure this node_exporter on each tree")
+    parser.add_argument("--node-exporter-requests", type=int, default=20, metavar="N",
+                        help="scrapes per node_exporter latency run: it collects per scrape, seconds each on the "
+                        "384-CPU host (default: 20)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of markdown")
+    parser.add_argument("--json-out", metavar="FILE", help="also write the JSON results to FILE")
+    args = parser.parse_args(argv)
+    sizes = [None] if args.host else [int(size) for size in args.sizes.split(",") if size.strip()]
+    binary = numawatch_binary()
+    if args.node_exporter and shutil.which(args.node_exporter) is None:
+        parser.error(f"--node-exporter {args.node_exporter}: not an executable")
+    work = "" if args.host else args.work or tempfile.mkdtemp(prefix="numawatch-bench-")
+    load_before = load_average()
+    results = []
+    try:
+        for cpus in sizes:
+            results.append(run_size(args, binary, cpus, work))
+    finally:
+        if work and not args.keep and not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+        elif work and not args.keep:
+            for cpus in sizes:  # a --work directory given by the user stays; the trees made in it go
+                shutil.rmtree(f"{work}/host-{cpus}", ignore_errors=True)
+    machine = machine_description() | {"load_average": f"{load_before} before, {load_average()} after"}
+    document = json.dumps({"machine": machine, "argv": sys.argv, "results": [asdict(r) for r in results]}, indent=2)
+    if args.json_out:
+        Path(args.json_out).write_text(document + "\n")
+    if args.json:
+        print(document)
+    else:
+        command = " ".join(["python", "bench/run.py", *(argv if argv is not None else sys.argv[1:])])
+        print(markdown(results, machine, command, args.concurrency), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
