@@ -306,6 +306,21 @@ def test_memory_numa_mismatch_without_memory_manager_blocks_compares_with_the_cp
     assert "memory-manager-policy=Static" in finding.remediation
 
 
+def test_shared_pool_container_with_memory_bound_by_the_memory_manager_is_clean():
+    # A fractional-CPU container of a Guaranteed pod: the CPU Manager leaves it on the shared pool (both nodes) while
+    # the Memory Manager binds its memory to one node. That is the kubelet working as designed, not drift.
+    host = reference_snapshot()
+    cpu = host.kubelet_state.cpu
+    entries = {
+        uid: frozen_map({name: cpus for name, cpus in containers.items() if name != "vllm"})
+        for uid, containers in cpu.entries.items()
+    }
+    host = replace_state(host, cpu=replace(cpu, entries=frozen_map(entries)))
+    host = replace_container(host, VLLM_ID, cpus_effective=cpu.default_cpuset)
+
+    assert findings("container_memory_numa_mismatch", host) == ()
+
+
 def test_memory_numa_mismatch_is_not_evaluated_when_intent_does_not_bind_memory():
     assert "memoryManagerPolicy" in not_evaluated(
         "container_memory_numa_mismatch", reference_snapshot(), Intent(memory_manager_policy="None")

@@ -270,7 +270,9 @@ def check_memory_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
             continue
         cpu_nodes = topology.nodes_of(workload.cpus)
         problems = []
-        if workload.mems != cpu_nodes:
+        # Only exclusive CPUs must share the memory's nodes. A shared-pool container of a Guaranteed pod (a
+        # fractional-CPU sidecar) legitimately runs anywhere while the Memory Manager binds its memory to one node.
+        if workload.pinned and workload.mems != cpu_nodes:
             problems.append(f"its CPUs are on NUMA nodes {nodes_text(cpu_nodes)}")
         assigned = workload.memory_nodes
         if assigned and workload.mems != assigned:
