@@ -5,13 +5,21 @@ every family has series whose labels can be compared."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from fake_pynvml import reference_nvml, write_reference_threads
 from fakehost import FakeHost
 from fakehost.reference import reference_node
 from numawatch import metrics
+from numawatch.checks import evaluate
+from numawatch.host import HostReader
+from numawatch.intent import REFERENCE
+from numawatch.nvml_session import NvmlSession
+from numawatch.shapes import parse_shape
+from numawatch.sources import SOURCES
+from numawatch.sources.nvml import GpuReaders
 from prometheus_client.parser import text_string_to_metric_families
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
@@ -52,7 +60,17 @@ def exposition(tmp_path_factory) -> str:
     node.split_across_nodes()
     node.host.write("proc/irq/150/smp_affinity_list", "2")
     node.host.write("proc/irq/150/effective_affinity_list", "2")
-    evaluation = node.evaluate()
+    # GPU families need NVML (the fake one) and the GPU holders' threads; counters need two readings.
+    write_reference_threads(node.host)
+    gpu = GpuReaders(NvmlSession(nvml=reference_nvml()))
+    try:
+        reader = HostReader(node.host.paths, gpu.bind(SOURCES))
+        reader.read()
+        host = reader.read()
+    finally:
+        gpu.session.close()
+    # A named shape, so the per-shape replicas family has series too.
+    evaluation = evaluate(host, replace(REFERENCE, shapes=(parse_shape("cpu=2,memory=4Gi", name="small"),)))
     assert {"container_numa_split", "irq_on_isolated_cpu"} <= {finding.check for finding in evaluation.findings}
     return metrics.render(evaluation).decode()
 

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from numawatch.checks import Check, gpus, host, kubelet, pinning
+from numawatch.checks import Check, gpu_process, gpus, host, kubelet, pinning
 
-CHECKS: tuple[Check, ...] = (*kubelet.CHECKS, *pinning.CHECKS, *gpus.CHECKS, *host.CHECKS)
+CHECKS: tuple[Check, ...] = (*kubelet.CHECKS, *pinning.CHECKS, *gpus.CHECKS, *host.CHECKS, *gpu_process.CHECKS)

@@ -14,7 +14,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
 
 from numawatch.checks import Evaluation
-from numawatch.metrics import core, host
+from numawatch.metrics import capacity, core, gpu, host
 from numawatch.metrics.core import EvaluationStats
 
 # The classic text format. Pinned rather than taken from prometheus_client (whose CONTENT_TYPE_LATEST moved to
@@ -37,7 +37,12 @@ class _Families:
 def families(evaluation: Evaluation, stats: EvaluationStats | None = None) -> list[Metric]:
     """Every family for this evaluation; ``stats`` spans evaluations (the server's), else this one alone."""
     stats = stats if stats is not None else EvaluationStats.of(evaluation)
-    return [*core.families(evaluation, stats), *core.safely(host.families, evaluation)]
+    return [
+        *core.families(evaluation, stats),
+        *core.safely(host.families, evaluation),
+        *core.safely(gpu.families, evaluation),
+        *core.safely(capacity.families, evaluation),
+    ]
 
 
 def render(evaluation: Evaluation, stats: EvaluationStats | None = None) -> bytes:

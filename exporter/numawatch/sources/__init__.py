@@ -6,7 +6,21 @@ The registry is an explicit tuple so the order of reading and the set of sources
 from __future__ import annotations
 
 from numawatch.host import SourceSpec
-from numawatch.sources import cgroups, gpus_sysfs, kubelet_config, kubelet_state, names, topology
+from numawatch.sources import (
+    cgroups,
+    gpus_sysfs,
+    interrupts,
+    irqbalance,
+    irqs,
+    kernel,
+    kubelet_config,
+    kubelet_state,
+    names,
+    numastat,
+    nvml,
+    processes,
+    topology,
+)
 
 SOURCES: tuple[SourceSpec, ...] = (
     topology.SOURCE,
@@ -15,4 +29,14 @@ SOURCES: tuple[SourceSpec, ...] = (
     kubelet_config.SOURCE,
     kubelet_state.SOURCE,
     gpus_sysfs.SOURCE,
+    # host layer (issue 3)
+    kernel.SOURCE,
+    numastat.SOURCE,
+    numastat.INTERSOCKET,
+    interrupts.SOURCE,
+    irqs.SOURCE,
+    irqbalance.SOURCE,
+    # GPUs (issue 4): placeholders until a running numawatch binds its NVML session (sources.nvml.GpuReaders.bind)
+    nvml.SOURCE,
+    processes.SOURCE,
 )

@@ -1,0 +1,333 @@
+"""Checks of the processes that actually use the GPUs (NVML's compute processes) against placement and intent.
+
+Knobs h2 and h10 of the reference profile (DOMAIN.md), and knob 7 seen from the other side:
+
+- ``gpu_process_remote``: a process using a GPU may run on CPUs outside the GPU's NUMA node. Judged per thread
+  (``Cpus_allowed_list`` of every thread, from the processes source), not from the cgroup: a process that pins itself
+  late (``sched_setaffinity``, ``numactl`` inside the container) leaves the threads it started earlier on their old
+  CPUs (NVIDIA/TensorRT-LLM#18117), and a cpuset that is right says nothing about that.
+- ``gpu_process_memlock``: a GPU process's RLIMIT_MEMLOCK is not unlimited, so pinned host buffers (cudaHostAlloc,
+  NCCL, RDMA registrations) are capped or fall back to pageable copies.
+- ``gpu_holder_mismatch``: NVML's processes on a GPU belong to a container the device plugin did not give it to (a
+  privileged pod or ``NVIDIA_VISIBLE_DEVICES=all`` bypassing the plugin, or a stale assignment).
+
+Who a process is comes from its cgroup (nvml source) joined with the workloads (workloads.py); the GPU's NUMA node
+from the sysfs inventory (ground truth), else from NVML's memory affinity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from numawatch.checks import Check, Finding, NotEvaluated
+from numawatch.checks.kubelet import require
+from numawatch.cpuset import CPUSet, format_cpulist
+from numawatch.host import Host
+from numawatch.intent import Intent
+from numawatch.model import KubeletState, Topology
+from numawatch.model_gpu import GpuHolders, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
+from numawatch.workloads import Workload, build_workloads
+
+REMOTE_REMEDIATION = (
+    "pin the whole process to its GPU's NUMA node before it starts threads: give the container exclusive CPUs on "
+    "that node (Guaranteed QoS, integer CPUs, topology-manager-policy=single-numa-node), or start it under "
+    "numactl --cpunodebind=<node> --membind=<node> instead of calling sched_setaffinity late (vLLM --numa-bind)"
+)
+MEMLOCK_REMEDIATION = (
+    "raise the locked-memory limit to unlimited for the container: the runtime's default ulimit (containerd "
+    "LimitMEMLOCK=infinity in its systemd unit, or default_ulimits memlock=-1:-1 in CRI-O's crio.conf), then "
+    "restart the pod"
+)
+MISMATCH_REMEDIATION = (
+    "find how the container reaches a GPU it was not assigned (a privileged pod, NVIDIA_VISIBLE_DEVICES=all, a host "
+    "path to /dev/nvidia*) and remove it; request GPUs only through the device plugin resource"
+)
+
+
+# --------------------------------------------------------------------------------------------- joins
+@dataclass(frozen=True)
+class Holder:
+    """Who a GPU process is, in the labels findings and metrics use."""
+
+    labels: Mapping[str, str]
+    display: str
+    pod_uid: str | None
+    container_name: str | None
+
+
+def holders_by_container(host: Host, intent: Intent) -> dict[str, Workload]:
+    """Workloads by container ID (empty when the cgroups source is down)."""
+    if host.cgroups is None:
+        return {}
+    return {workload.container_id: workload for workload in build_workloads(host, intent)}
+
+
+def holder_of(
+    container_id: str | None, pod_uid: str | None, workloads: Mapping[str, Workload], comm: str = ""
+) -> Holder:
+    """The labels of a process's container: from the workload join, else from its cgroup alone."""
+    if container_id is None:
+        name = comm or "?"
+        return Holder({"name": name}, f"host process {name}", None, None)
+    workload = workloads.get(container_id)
+    if workload is not None:
+        return Holder(workload.labels, workload.display, workload.pod_uid, workload.container_name)
+    labels = {"pod": pod_uid or "", "pod_uid": pod_uid or "", "container": container_id[:12]}
+    return Holder(labels, f"?/{pod_uid or '?'}/{container_id[:12]}", pod_uid, None)
+
+
+def gpu_label(gpu: NvmlGpu) -> str:
+    """The ``gpu`` label: the PCI address in sysfs spelling, as every other GPU series uses it."""
+    return gpu.pci_address or gpu.uuid or f"nvml-index-{gpu.index}"
+
+
+def gpu_numa_node(host: Host, gpu: NvmlGpu) -> int | None:
+    """The GPU's NUMA node: sysfs's (the kernel's ground truth) when it knows, else NVML's memory affinity."""
+    inventory = host.gpus
+    if inventory is not None:
+        device = inventory.by_uuid(gpu.uuid) if gpu.uuid else None
+        if device is None and gpu.pci_address:
+            device = next((d for d in inventory.gpus if d.pci_address == gpu.pci_address), None)
+        if device is not None and device.numa_node is not None:
+            return device.numa_node
+    return gpu.numa_node
+
+
+def _gpus_with_processes(nvml: NvmlSnapshot) -> Iterator[tuple[NvmlGpu, tuple[GpuProcess, ...]]]:
+    for gpu in nvml.gpus:
+        if gpu.up and gpu.processes:
+            yield gpu, gpu.processes
+
+
+# --------------------------------------------------------------------------------------------- gpu_process_remote
+@dataclass
+class _Stray:
+    pids: set[int] = field(default_factory=set)
+    threads: int = 0
+    total: int = 0
+    cpus: set[int] = field(default_factory=set)
+
+
+def check_gpu_process_remote(host: Host, intent: Intent) -> Iterator[Finding]:
+    nvml: NvmlSnapshot = require(host, "nvml")
+    holders: GpuHolders = require(host, "processes")
+    topology: Topology = require(host, "topology")
+    if len(topology.nodes) < 2:
+        return  # one NUMA node: every CPU is local to every GPU
+    # A process on GPUs of several nodes (one process driving GPUs on both sockets) may use the CPUs of all of them.
+    nodes_of: dict[int, set[int]] = {}
+    gpus_of: dict[int, list[NvmlGpu]] = {}
+    for gpu, processes in _gpus_with_processes(nvml):
+        node = gpu_numa_node(host, gpu)
+        if node is None or node not in topology.nodes:
+            continue  # gpu_numa_unknown says so
+        for listed in processes:
+            nodes_of.setdefault(listed.pid, set()).add(node)
+            gpus_of.setdefault(listed.pid, []).append(gpu)
+    workloads = holders_by_container(host, intent)
+    stray: dict[tuple[str, str | None], tuple[NvmlGpu, Holder, _Stray]] = {}
+    for pid, nodes in sorted(nodes_of.items()):
+        process = holders.processes.get(pid)
+        if process is None or not process.cpus_allowed:
+            continue  # exited, or its threads could not be read
+        local: CPUSet = frozenset().union(*(topology.nodes[node].cpus for node in nodes))
+        outside = _outside(process, local, topology.online)
+        if outside is None:
+            continue
+        threads, cpus = outside
+        pod_uid = _pod_uid_of(nvml, pid)
+        holder = holder_of(process.container_id, pod_uid, workloads, process.comm)
+        for gpu in gpus_of[pid]:
+            key = (gpu_label(gpu), process.container_id or f"pid:{pid}")
+            entry = stray.setdefault(key, (gpu, holder, _Stray()))[2]
+            entry.pids.add(pid)
+            entry.threads += threads
+            entry.total += process.threads_read
+            entry.cpus |= cpus
+    for (label, _), (gpu, holder, entry) in sorted(stray.items(), key=lambda item: item[0]):
+        node = gpu_numa_node(host, gpu)
+        pids = ", ".join(str(pid) for pid in sorted(entry.pids))
+        yield GPU_PROCESS_REMOTE.finding(
+            intent,
+            {
+                **holder.labels,
+                "gpu": label,
+                "uuid": gpu.uuid or "",
+                "numa_node": str(node),
+                "cpus": format_cpulist(entry.cpus),
+            },
+            f"{entry.threads} of {entry.total} threads of {holder.display} (PID {pids}), which uses GPU {label} on "
+            f"NUMA node {node}, may run on CPUs {format_cpulist(entry.cpus)} of another node: its GPU work is "
+            "launched across the inter-socket link (threads started before a late pinning keep their old CPUs)",
+        )
+
+
+def _outside(process: HolderProcess, local: CPUSet, online: CPUSet) -> tuple[int, set[int]] | None:
+    """(threads allowed outside ``local``, those CPUs) or None when every thread stays on ``local``."""
+    threads = 0
+    cpus: set[int] = set()
+    for allowed, count in process.cpus_allowed.items():
+        # Offline CPUs in an affinity mask cannot run anything; only online ones count.
+        beyond = (allowed & online) - local
+        if beyond:
+            threads += count
+            cpus |= beyond
+    return (threads, cpus) if threads else None
+
+
+def _pod_uid_of(nvml: NvmlSnapshot, pid: int) -> str | None:
+    for gpu in nvml.gpus:
+        for process in gpu.processes or ():
+            if process.pid == pid:
+                return process.pod_uid
+    return None
+
+
+# --------------------------------------------------------------------------------------------- gpu_process_memlock
+def check_gpu_process_memlock(host: Host, intent: Intent) -> Iterator[Finding]:
+    nvml: NvmlSnapshot = require(host, "nvml")
+    holders: GpuHolders = require(host, "processes")
+    workloads = holders_by_container(host, intent)
+    limited: dict[str, tuple[Holder, list[HolderProcess]]] = {}
+    known = 0
+    for pid in sorted(holders.nvml_pids):
+        process = holders.processes.get(pid)
+        if process is None or process.memlock is None:
+            continue
+        known += 1
+        if process.memlock.unlimited:
+            continue
+        holder = holder_of(process.container_id, _pod_uid_of(nvml, pid), workloads, process.comm)
+        key = process.container_id or f"pid:{pid}"
+        limited.setdefault(key, (holder, []))[1].append(process)
+    if holders.nvml_pids and not known:
+        raise NotEvaluated("the locked-memory limit (/proc/<pid>/limits) of no GPU process could be read")
+    for _, (holder, processes) in sorted(limited.items()):
+        lowest = min(process.memlock.soft or 0 for process in processes if process.memlock is not None)
+        pids = ", ".join(str(process.pid) for process in processes)
+        yield GPU_PROCESS_MEMLOCK.finding(
+            intent,
+            {**holder.labels, "value": str(lowest), "expected": "unlimited"},
+            f"GPU process {pids} of {holder.display} may lock only {_size(lowest)} of memory (RLIMIT_MEMLOCK "
+            "soft limit): pinned host buffers for GPU copies, NCCL and RDMA are capped or fall back to pageable "
+            "memory",
+        )
+
+
+def _size(value: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= scale and value % scale == 0:
+            return f"{value // scale} {unit}"
+    return f"{value} bytes"
+
+
+# --------------------------------------------------------------------------------------------- gpu_holder_mismatch
+def _assignments(state: KubeletState, intent: Intent) -> tuple[dict[str, set[tuple[str, str]]], set[tuple[str, str]]]:
+    """GPU UUID -> (pod UID, container) the device plugin assigned it to; and the containers holding MIG devices."""
+    resources = set(intent.gpu_resources)
+    assigned: dict[str, set[tuple[str, str]]] = {}
+    mig: set[tuple[str, str]] = set()
+    if state.devices is None:
+        return assigned, mig
+    for entry in state.devices.entries:
+        if entry.resource_name not in resources and not entry.resource_name.startswith("nvidia.com/"):
+            continue
+        owner = (entry.pod_uid, entry.container_name)
+        for device_ids in entry.devices_per_numa.values():
+            for device_id in device_ids:
+                uuid = device_id.split("::", 1)[0]  # time-sliced replicas: GPU-<uuid>::<n>
+                if uuid.startswith("MIG-"):
+                    mig.add(owner)
+                assigned.setdefault(uuid, set()).add(owner)
+    return assigned, mig
+
+
+def _owner_text(host: Host, owners: Iterable[tuple[str, str]], workloads: Mapping[str, Workload]) -> str:
+    by_name = {(w.pod_uid, w.container_name): w.display for w in workloads.values()}
+    names = host.names
+    shown = []
+    for pod_uid, container in sorted(owners):
+        display = by_name.get((pod_uid, container))
+        if display is None:
+            pod = names.pods.get(pod_uid) if names is not None else None
+            display = f"{pod.namespace}/{pod.name}/{container}" if pod is not None else f"?/{pod_uid}/{container}"
+        shown.append(display)
+    return ", ".join(shown) if shown else "none"
+
+
+def check_gpu_holder_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
+    nvml: NvmlSnapshot = require(host, "nvml")
+    state: KubeletState = require(host, "kubelet_state")
+    if state.devices is None:
+        raise NotEvaluated("the kubelet has no readable device-plugin checkpoint (kubelet_internal_checkpoint)")
+    assigned, mig = _assignments(state, intent)
+    workloads = holders_by_container(host, intent)
+    for gpu, processes in _gpus_with_processes(nvml):
+        if gpu.uuid is None:
+            continue
+        label = gpu_label(gpu)
+        owners = assigned.get(gpu.uuid, set())
+        expected = _owner_text(host, owners, workloads)
+        by_container: dict[str | None, list[GpuProcess]] = {}
+        for process in processes:
+            if process.cgroup_path is None:
+                continue  # exited before we could see where it lived
+            by_container.setdefault(process.container_id, []).append(process)
+        for container_id, members in sorted(by_container.items(), key=lambda item: item[0] or ""):
+            pids = ", ".join(str(process.pid) for process in members)
+            if container_id is None:
+                if not owners:
+                    continue  # a host process on a GPU Kubernetes does not hand out: outside numawatch's remit
+                yield GPU_HOLDER_MISMATCH.finding(
+                    intent,
+                    {"gpu": label, "uuid": gpu.uuid, "reason": "host_process", "expected": expected},
+                    f"GPU {label} ({gpu.uuid}) is used by host process {pids}, outside any container, but the device "
+                    f"plugin assigned it to {expected}",
+                )
+                continue
+            holder = holder_of(container_id, members[0].pod_uid, workloads)
+            if (holder.pod_uid, holder.container_name) in mig:
+                continue  # MIG instances are assigned by MIG UUID: not comparable with the parent GPU's UUID here
+            if holder.container_name is not None:
+                matches = (holder.pod_uid, holder.container_name) in owners
+            else:  # the container's name is unknown: the pod must at least be the one assigned
+                matches = any(pod_uid == holder.pod_uid for pod_uid, _ in owners)
+            if matches:
+                continue
+            reason = "other_container" if owners else "unassigned"
+            yield GPU_HOLDER_MISMATCH.finding(
+                intent,
+                {**holder.labels, "gpu": label, "uuid": gpu.uuid, "reason": reason, "expected": expected},
+                f"GPU {label} ({gpu.uuid}) is used by {holder.display} (PID {pids}) but the device plugin assigned it "
+                f"to {expected}: the GPU is shared outside the kubelet's accounting",
+            )
+
+
+# --------------------------------------------------------------------------------------------- registry
+GPU_PROCESS_REMOTE = Check(
+    id="gpu_process_remote",
+    severity="warning",
+    summary="Threads of a process using a GPU may run on CPUs outside the GPU's NUMA node.",
+    remediation=REMOTE_REMEDIATION,
+    run=check_gpu_process_remote,
+    knob="h2",
+)
+GPU_PROCESS_MEMLOCK = Check(
+    id="gpu_process_memlock",
+    severity="warning",
+    summary="A process using a GPU has a locked-memory limit (RLIMIT_MEMLOCK) that is not unlimited.",
+    remediation=MEMLOCK_REMEDIATION,
+    run=check_gpu_process_memlock,
+    knob="h10",
+)
+GPU_HOLDER_MISMATCH = Check(
+    id="gpu_holder_mismatch",
+    severity="critical",
+    summary="A GPU is used by a container the device plugin did not assign it to.",
+    remediation=MISMATCH_REMEDIATION,
+    run=check_gpu_holder_mismatch,
+    knob="7",
+)
+
+CHECKS: tuple[Check, ...] = (GPU_PROCESS_REMOTE, GPU_PROCESS_MEMLOCK, GPU_HOLDER_MISMATCH)

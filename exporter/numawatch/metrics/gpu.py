@@ -1,0 +1,268 @@
+"""GPU metric families (issue 4): NVML busy time, who holds each GPU, and the host-side delays of the holders.
+
+The "bubble" inputs are exported side by side and never combined here: per GPU, busy seconds and idle seconds while a
+compute process holds it (NVML utilisation, coarse: a kernel running for any part of a 1/6-1 s sample period makes
+it busy, so sub-millisecond launch gaps are invisible); per GPU-holding container, run-queue wait, preemptions, CPU
+migrations and interrupts on its CPUs. Prometheus correlates them (docs/gpu.md has the PromQL); the exporter never
+claims a cause.
+
+Cardinality: one series per GPU, per GPU and holding container, per holding container (and interrupt kind), per
+NVML function called; never per process or thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
+
+from numawatch.checks import Evaluation
+from numawatch.checks.gpu_process import Holder, gpu_label, holder_of, holders_by_container
+from numawatch.cpuset import CPUSet
+from numawatch.metrics.core import safely
+from numawatch.model_gpu import GpuHolders, HolderContainer, NvmlGpu, NvmlSnapshot
+from numawatch.model_host import INTERRUPT_KINDS, Interrupts
+from numawatch.workloads import Workload
+
+GPU_LABELS = ("gpu", "uuid")
+GPU_HOLDER_LABELS = ("gpu", "uuid", "namespace", "pod", "container")
+HOLDER_LABELS = ("namespace", "pod", "pod_uid", "container")
+
+
+def _nvml(evaluation: Evaluation) -> NvmlSnapshot | None:
+    return evaluation.host.get("nvml")
+
+
+def _holders(evaluation: Evaluation) -> GpuHolders | None:
+    return evaluation.host.get("processes")
+
+
+def _gpu_key(gpu: NvmlGpu) -> tuple[str, str]:
+    return gpu_label(gpu), gpu.uuid or ""
+
+
+# --------------------------------------------------------------------------------------------------- per GPU
+def nvml_up(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_gpu_nvml_up",
+        "1 when NVML answered for the GPU in the last evaluation, 0 when it reports the GPU lost or needing a reset; "
+        "index is NVML's enumeration order (not the CUDA ordinal).",
+        labels=(*GPU_LABELS, "index"),
+    )
+    nvml = _nvml(evaluation)
+    for gpu in nvml.gpus if nvml is not None else ():
+        family.add_metric((*_gpu_key(gpu), str(gpu.index)), 1 if gpu.up else 0)
+    return family
+
+
+def _gpu_counter(evaluation: Evaluation, name: str, help_text: str, attribute: str) -> Metric:
+    family = CounterMetricFamily(name, help_text, labels=GPU_LABELS)
+    nvml = _nvml(evaluation)
+    for gpu in nvml.gpus if nvml is not None else ():
+        family.add_metric(_gpu_key(gpu), getattr(gpu, attribute))
+    return family
+
+
+def busy_seconds(evaluation: Evaluation) -> Metric:
+    return _gpu_counter(
+        evaluation,
+        "numawatch_gpu_busy_seconds",
+        "Seconds the GPU was busy by NVML utilisation (a kernel ran during a sample period of 1/6-1 s), integrated "
+        "from NVML's utilisation samples; coarse: sub-millisecond idle gaps between kernels count as busy.",
+        "busy_seconds",
+    )
+
+
+def sampled_seconds(evaluation: Evaluation) -> Metric:
+    return _gpu_counter(
+        evaluation,
+        "numawatch_gpu_sampled_seconds",
+        "Seconds covered by NVML utilisation readings: the denominator of numawatch_gpu_busy_seconds_total (less than "
+        "wall time when samples were lost).",
+        "sampled_seconds",
+    )
+
+
+def held_idle_seconds(evaluation: Evaluation) -> Metric:
+    return _gpu_counter(
+        evaluation,
+        "numawatch_gpu_held_idle_seconds",
+        "Coarse idle seconds while at least one compute process held the GPU: idle by NVML utilisation, which cannot "
+        "see sub-millisecond gaps between kernels; a candidate bubble, not a cause.",
+        "held_idle_seconds",
+    )
+
+
+# --------------------------------------------------------------------------------------------------- holders
+def _holder_values(holder: Holder) -> tuple[str, str, str]:
+    labels = holder.labels
+    return labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", "")
+
+
+def gpu_processes(evaluation: Evaluation) -> Iterable[Metric]:
+    count = GaugeMetricFamily(
+        "numawatch_gpu_processes",
+        "Compute processes NVML lists on the GPU, per container they belong to (empty namespace, pod and container "
+        "for processes outside any container).",
+        labels=GPU_HOLDER_LABELS,
+    )
+    utilization = GaugeMetricFamily(
+        "numawatch_gpu_process_sm_utilization_ratio",
+        "SM utilisation (0-1) of the container's processes on the GPU: NVML's per-process samples since the previous "
+        "evaluation, averaged per process and summed over the container's processes; 0 without samples.",
+        labels=GPU_HOLDER_LABELS,
+    )
+    nvml = _nvml(evaluation)
+    if nvml is None:
+        return count, utilization
+    workloads = holders_by_container(evaluation.host, evaluation.intent)
+    for gpu in nvml.gpus:
+        if not gpu.up or gpu.processes is None:
+            continue
+        counts: dict[tuple[str, ...], int] = {}
+        ratios: dict[tuple[str, ...], float] = {}
+        for process in gpu.processes:
+            if process.container_id is None:
+                values: tuple[str, ...] = ("", "", "")
+            else:
+                values = _holder_values(holder_of(process.container_id, process.pod_uid, workloads))
+            key = (*_gpu_key(gpu), *values)
+            counts[key] = counts.get(key, 0) + 1
+            ratios[key] = ratios.get(key, 0.0) + (process.sm_utilization or 0.0)
+        for key in sorted(counts):
+            count.add_metric(key, counts[key])
+            utilization.add_metric(key, min(ratios[key], 1.0))
+    return count, utilization
+
+
+def _holder_rows(evaluation: Evaluation) -> list[tuple[tuple[str, ...], HolderContainer, Workload | None]]:
+    holders = _holders(evaluation)
+    if holders is None:
+        return []
+    workloads = holders_by_container(evaluation.host, evaluation.intent)
+    rows: list[tuple[tuple[str, ...], HolderContainer, Workload | None]] = []
+    seen: set[tuple[str, ...]] = set()
+    for container_id, container in sorted(holders.containers.items()):
+        holder = holder_of(container_id, container.pod_uid, workloads)
+        labels = holder.labels
+        values = (labels.get("namespace", ""), labels.get("pod", ""), labels.get("pod_uid", ""),
+                  labels.get("container", ""))  # fmt: skip
+        if values in seen:  # one series per label set: the first container listed wins (a restart's old cgroup)
+            continue
+        seen.add(values)
+        rows.append((values, container, workloads.get(container_id)))
+    return rows
+
+
+def holder_counters(evaluation: Evaluation) -> Iterable[Metric]:
+    run_delay = CounterMetricFamily(
+        "numawatch_gpu_holder_run_delay_seconds",
+        "Seconds the threads of a GPU-holding container's processes were runnable but waiting for a CPU "
+        "(task schedstat run delay), summed over threads since numawatch first saw them.",
+        labels=HOLDER_LABELS,
+    )
+    switches = CounterMetricFamily(
+        "numawatch_gpu_holder_involuntary_switches",
+        "Involuntary context switches (preemptions) of the threads of a GPU-holding container's processes, summed "
+        "over threads since numawatch first saw them.",
+        labels=HOLDER_LABELS,
+    )
+    migrations = CounterMetricFamily(
+        "numawatch_gpu_holder_migrations",
+        "CPU migrations (se.nr_migrations) of the threads of a GPU-holding container's processes, summed over threads "
+        "since numawatch first saw them; absent when the kernel lacks CONFIG_SCHED_DEBUG.",
+        labels=HOLDER_LABELS,
+    )
+    threads = GaugeMetricFamily(
+        "numawatch_gpu_holder_threads",
+        "Threads numawatch read for a GPU-holding container (its processes are bounded to 64 and threads to 4096).",
+        labels=HOLDER_LABELS,
+    )
+    for values, container, _ in _holder_rows(evaluation):
+        if container.run_delay_seconds is not None:
+            run_delay.add_metric(values, container.run_delay_seconds)
+        if container.involuntary_switches is not None:
+            switches.add_metric(values, container.involuntary_switches)
+        if container.migrations is not None:
+            migrations.add_metric(values, container.migrations)
+        threads.add_metric(values, container.threads)
+    return run_delay, switches, migrations, threads
+
+
+def holder_interrupts(evaluation: Evaluation) -> Metric:
+    family = CounterMetricFamily(
+        "numawatch_gpu_holder_interrupts",
+        "Interrupts since boot on the CPUs of a GPU-holding container's cpuset, by kind (device, local_timer, ipi, "
+        "other); only watched CPUs (isolated, nohz_full or exclusive) are counted, and a cpuset change moves it.",
+        labels=(*HOLDER_LABELS, "kind"),
+    )
+    interrupts: Interrupts | None = evaluation.host.get("interrupts")
+    if interrupts is None:
+        return family
+    holders = _holders(evaluation)
+    for values, container, workload in _holder_rows(evaluation):
+        cpus = _container_cpus(container, workload, holders)
+        if not cpus:
+            continue
+        per_kind = dict.fromkeys(INTERRUPT_KINDS, 0)
+        for row in interrupts.rows:
+            for cpu, count in row.counts.items():
+                if cpu in cpus:
+                    per_kind[row.kind] = per_kind.get(row.kind, 0) + count
+        for kind in INTERRUPT_KINDS:
+            family.add_metric((*values, kind), per_kind[kind])
+    return family
+
+
+def _container_cpus(container: HolderContainer, workload: Workload | None, holders: GpuHolders | None) -> CPUSet:
+    """The container's effective cpuset, else every CPU its threads may run on."""
+    if workload is not None and workload.cpus is not None:
+        return workload.cpus
+    cpus: set[int] = set()
+    for pid in container.pids:
+        process = holders.processes.get(pid) if holders is not None else None
+        if process is not None:
+            for allowed in process.cpus_allowed:
+                cpus |= allowed
+    return frozenset(cpus)
+
+
+# --------------------------------------------------------------------------------------------------- NVML itself
+def nvml_calls(evaluation: Evaluation) -> Iterable[Metric]:
+    seconds = SummaryMetricFamily(
+        "numawatch_nvml_call_seconds",
+        "Time spent in each NVML function since numawatch started (calls run on one thread with a time limit).",
+        labels=("call",),
+    )
+    failures = CounterMetricFamily(
+        "numawatch_nvml_call_failures",
+        "NVML calls that raised an NVML error (error; an empty sample buffer's NotFound included) or did not return "
+        "within the time limit (timeout).",
+        labels=("call", "failure"),
+    )
+    nvml = _nvml(evaluation)
+    for call in nvml.calls if nvml is not None else ():
+        seconds.add_metric((call.name,), count_value=call.count, sum_value=call.seconds)
+        failures.add_metric((call.name, "error"), call.errors)
+        failures.add_metric((call.name, "timeout"), call.timeouts)
+    return seconds, failures
+
+
+BUILDERS = (
+    nvml_up,
+    busy_seconds,
+    sampled_seconds,
+    held_idle_seconds,
+    gpu_processes,
+    holder_counters,
+    holder_interrupts,
+    nvml_calls,
+)
+
+
+def families(evaluation: Evaluation) -> Iterable[Metric]:
+    """Every GPU family for one evaluation; a family whose builder fails is left out (and logged)."""
+    result: list[Metric] = []
+    for build in BUILDERS:
+        result.extend(safely(build, evaluation))
+    return result

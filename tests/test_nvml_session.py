@@ -1,0 +1,207 @@
+"""NvmlSession: initialised once, shut down on exit, every call on its own thread under a time limit.
+
+The real nvidia-ml-py module is used where this machine can answer (no driver: nvmlInit raises LibraryNotFound);
+everything else uses the fake pynvml. Hangs are simulated with calls that block until released, so a test proves the
+time limit was honoured by getting an answer while the call is still blocked, never by measuring time.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fake_pynvml import FakeGpu, FakeNvml, NVMLError
+from numawatch.errors import SourceUnavailable
+from numawatch.nvml_session import NvmlSession, NvmlTimeout, NvmlUnavailable, describe
+
+
+def one_gpu() -> FakeNvml:
+    return FakeNvml([FakeGpu("GPU-0000", "00000000:18:00.0")])
+
+
+@pytest.fixture
+def clock():
+    now = [1000.0]
+
+    def read() -> float:
+        return now[0]
+
+    read.now = now  # type: ignore[attr-defined]
+    return read
+
+
+# --------------------------------------------------------------------------------------------------- this machine
+def test_the_real_library_missing_makes_the_session_down_with_library_not_found():
+    import pynvml
+
+    session = NvmlSession(nvml=pynvml)
+    try:
+        if session.start():
+            pytest.skip("this machine has an NVIDIA driver: tests/device/check_nvml.sh covers it")
+        assert "NVMLError_LibraryNotFound" in session.reason
+        with pytest.raises(SourceUnavailable, match="LibraryNotFound"):
+            session.call("nvmlDeviceGetCount")
+    finally:
+        session.close()
+
+
+def test_pynvml_is_loaded_from_nvidia_ml_py_when_no_module_is_given():
+    session = NvmlSession()
+    try:
+        assert session.nvml.__name__ == "pynvml"
+        assert hasattr(session.nvml, "nvmlDeviceGetSamples")
+    finally:
+        session.close()
+
+
+# --------------------------------------------------------------------------------------------------- lifecycle
+def test_nvml_is_initialised_once_for_many_calls_and_shut_down_on_close():
+    fake = one_gpu()
+    session = NvmlSession(nvml=fake)
+
+    for _ in range(5):
+        assert session.call("nvmlDeviceGetCount") == 1
+    session.close()
+
+    assert fake.init_calls == 1
+    assert fake.shutdown_calls == 1
+    assert fake.initialised == 0
+
+
+def test_the_session_is_a_context_manager_that_shuts_nvml_down():
+    fake = one_gpu()
+    with NvmlSession(nvml=fake) as session:
+        session.call("nvmlDeviceGetCount")
+
+    assert fake.initialised == 0
+    with pytest.raises(NvmlUnavailable, match="closed"):
+        session.call("nvmlDeviceGetCount")
+
+
+def test_close_without_any_call_never_touches_nvml():
+    fake = one_gpu()
+    NvmlSession(nvml=fake).close()
+
+    assert fake.init_calls == 0 and fake.shutdown_calls == 0
+
+
+def test_a_failed_initialisation_is_retried_only_after_retry_after(clock):
+    fake = FakeNvml(library=False)
+    session = NvmlSession(nvml=fake, retry_after=60.0, clock=clock)
+
+    assert session.start() is False
+    with pytest.raises(NvmlUnavailable, match="LibraryNotFound"):
+        session.call("nvmlDeviceGetCount")
+    assert fake.init_calls == 1  # the second call did not try again
+
+    fake.library = True
+    clock.now[0] += 61
+    assert session.call("nvmlDeviceGetCount") == 0
+    assert fake.init_calls == 2
+    assert session.up and session.reason == ""
+    session.close()
+
+
+def test_request_restart_shuts_down_and_initialises_again_before_the_next_call():
+    fake = one_gpu()
+    session = NvmlSession(nvml=fake)
+    session.call("nvmlDeviceGetCount")
+
+    session.request_restart()
+    session.call("nvmlDeviceGetCount")
+
+    assert (fake.init_calls, fake.shutdown_calls, fake.initialised) == (2, 1, 1)
+    session.close()
+
+
+async def test_cleanup_ctx_leaves_initialisation_to_the_first_call_and_shuts_down_at_exit():
+    fake = one_gpu()
+    session = NvmlSession(nvml=fake)
+    context = session.cleanup_ctx(None)
+
+    await context.__anext__()
+    assert fake.init_calls == 0  # start-up does not wait for nvmlInit
+    session.call("nvmlDeviceGetCount")
+    with pytest.raises(StopAsyncIteration):
+        await context.__anext__()
+    assert (fake.init_calls, fake.initialised) == (1, 0)
+
+
+# --------------------------------------------------------------------------------------------------- errors
+def test_nvml_errors_reach_the_caller_as_the_modules_own_classes():
+    fake = one_gpu()
+    fake.gpus[0].lost = True
+    with NvmlSession(nvml=fake) as session:
+        handle = session.call("nvmlDeviceGetHandleByIndex", 0)
+        with pytest.raises(fake.NVMLError_GpuIsLost) as raised:
+            session.call("nvmlDeviceGetUUID", handle)
+
+    assert session.is_nvml_error(raised.value)
+    assert describe(raised.value) == "NVMLError_GpuIsLost (the GPU fell off the bus)"
+    assert [(c.name, c.errors) for c in session.calls() if c.name == "nvmlDeviceGetUUID"] == [("nvmlDeviceGetUUID", 1)]
+
+
+def test_describe_names_the_error_class_and_its_text():
+    assert describe(NVMLError(999)) == "NVMLError_Unknown: Unknown Error"
+    assert describe(NVMLError(12)).startswith("NVMLError_LibraryNotFound (no NVIDIA driver library")
+
+
+def test_a_function_the_bindings_lack_is_reported_not_raised_as_attribute_error():
+    with NvmlSession(nvml=one_gpu()) as session, pytest.raises(NvmlUnavailable, match="nvmlDeviceGetGpmThing"):
+        session.call("nvmlDeviceGetGpmThing")
+
+
+# --------------------------------------------------------------------------------------------------- hangs
+def test_a_hung_call_is_abandoned_at_the_time_limit_and_blocks_further_calls_until_it_returns():
+    fake = one_gpu()
+    session = NvmlSession(nvml=fake, call_timeout=0.2)
+    session.call("nvmlDeviceGetCount")
+    fake.hang("nvmlDeviceGetCount")
+    try:
+        with pytest.raises(NvmlTimeout, match=r"nvmlDeviceGetCount did not return within 0\.2s"):
+            session.call("nvmlDeviceGetCount")
+        # Still hung: the next call fails at once instead of queueing behind it.
+        with pytest.raises(NvmlTimeout, match="has not returned"):
+            session.call("nvmlDeviceGetName", fake.gpus[0])
+        assert not session.up
+        assert len(fake.calls_to("nvmlDeviceGetCount")) == 2
+        assert fake.calls_to("nvmlDeviceGetName") == []
+    finally:
+        fake.release()
+
+    assert session.wait_idle(10)  # the released call finishes on the NVML thread
+    assert session.call("nvmlDeviceGetCount") == 1
+    assert session.up
+    assert {c.name: c.timeouts for c in session.calls()}["nvmlDeviceGetCount"] == 1
+    session.close()
+    assert fake.initialised == 0
+
+
+def test_a_hung_initialisation_is_abandoned_and_adopted_when_it_finally_succeeds():
+    fake = one_gpu()
+    fake.hang("nvmlInit")
+    session = NvmlSession(nvml=fake, init_timeout=0.2)
+    try:
+        assert session.start() is False
+        assert "NVML call nvmlInit has not returned" in session.reason
+    finally:
+        fake.release()
+    assert session.wait_idle(10)
+
+    assert session.start()
+    assert session.call("nvmlDeviceGetCount") == 1
+    assert fake.init_calls == 1  # the late success counts; NVML is not initialised a second time
+    session.close()
+    assert fake.initialised == 0
+
+
+def test_close_while_a_call_is_stuck_returns_without_shutting_nvml_down():
+    fake = one_gpu()
+    session = NvmlSession(nvml=fake, call_timeout=0.2)
+    session.call("nvmlDeviceGetCount")
+    fake.hang("nvmlDeviceGetCount")
+    try:
+        with pytest.raises(NvmlTimeout):
+            session.call("nvmlDeviceGetCount")
+        session.close()
+        assert fake.shutdown_calls == 0
+    finally:
+        fake.release()
