@@ -1,8 +1,11 @@
 """The ``numawatch`` command: argument parsing, exit codes and wiring; the work happens elsewhere.
 
 Exit codes (``check``): 0 no findings, 1 findings, 2 could not run. Anything that stops numawatch from running
-(a bad flag, a host root that is not there, an invalid intent file, a port already taken) is one line on stderr
-and exit 2, never a traceback.
+(a bad flag, a host root that is not there, an invalid intent or web config file, a port already taken, a hostile
+or broken capture bundle) is one line on stderr and exit 2, never a traceback.
+
+Logging goes through ``RedactingFormatter``: whatever a library puts in a message or a traceback, an
+``Authorization`` header's credentials never reach the log.
 """
 
 from __future__ import annotations
@@ -11,15 +14,21 @@ import argparse
 import asyncio
 import logging
 import os
+import re
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from numawatch import __version__
 from numawatch.intent import REFERENCE, Intent, IntentError
 from numawatch.paths import Paths
+
+if TYPE_CHECKING:
+    from numawatch.checks import Evaluation
+    from numawatch.webconfig import WebConfig
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
@@ -28,6 +37,7 @@ EXIT_ERROR = 2
 # Outside the fully allocated exporter range 9100-9999 and clear of the kubelet (10248/10250/10255),
 # kube-proxy (10249/10256) and ingress-nginx (10254). README.md says the same.
 DEFAULT_LISTEN = "0.0.0.0:10914"
+DEFAULT_MAX_REQUESTS = 40  # node_exporter's --web.max-requests default
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 log = logging.getLogger("numawatch")
@@ -88,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--window", default=0.0, type=_non_negative_seconds, metavar="SECONDS",
                        help="read the host twice, SECONDS apart, so rate checks (interrupts and ticks on isolated "
                             "CPUs) can be evaluated (default: 0, one reading)")
+    check.add_argument("--from", dest="bundle", default=None, metavar="BUNDLE",
+                       help="evaluate a bundle made by 'numawatch capture' instead of this host (offline; the "
+                            "bundle's intent unless --intent is given)")
     _global_flags(check, suppress=True)
     check.set_defaults(run=run_check)
 
@@ -99,8 +112,32 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"address to listen on (default: {DEFAULT_LISTEN}); [::]:PORT for IPv6")
     serve.add_argument("--interval", default=15.0, type=_positive_seconds, metavar="SECONDS",
                        help="seconds between evaluations (default: 15)")
+    web = serve.add_argument_group("web server")
+    web.add_argument("--web.config.file", dest="web_config", default=None, metavar="FILE",
+                     help="TLS, client certificates, basic auth and headers, in the exporter-toolkit format "
+                          "(see docs/security.md); re-read on SIGHUP")
+    web.add_argument("--web.max-requests", dest="max_requests", default=DEFAULT_MAX_REQUESTS, type=_non_negative_int,
+                     metavar="N", help="requests in flight at once; more are answered 503 at once; 0: no limit "
+                                       f"(default: {DEFAULT_MAX_REQUESTS})")
+    web.add_argument("--web.read-timeout", dest="read_timeout", default=10.0, type=_positive_seconds,
+                     metavar="SECONDS", help="time a client has to send its request (and the TLS handshake); then "
+                                             "the connection is closed (default: 10)")
+    web.add_argument("--web.write-timeout", dest="write_timeout", default=10.0, type=_positive_seconds,
+                     metavar="SECONDS", help="time a client has to take its response; then the connection is closed "
+                                             "(default: 10)")
     _global_flags(serve, suppress=True)
     serve.set_defaults(run=run_serve)
+
+    capture = commands.add_parser(
+        "capture", help="record the files numawatch reads on this host into a bundle for 'check --from'",
+        description="Evaluate the host once while recording every file numawatch reads, and write them (command "
+                    "lines and environments redacted) with the intent into a .tar.gz bundle that "
+                    "'numawatch check --from BUNDLE' evaluates offline with the same result.",
+    )
+    capture.add_argument("-o", "--output", required=True, metavar="BUNDLE",
+                         help="the bundle to write, e.g. node.tar.gz (replaced if it exists)")
+    _global_flags(capture, suppress=True)
+    capture.set_defaults(run=run_capture)
     return parser
 
 
@@ -138,6 +175,16 @@ def _positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
     return value
 
 
@@ -183,26 +230,80 @@ def _one_line(text: str) -> str:
 
 def run_check(args: argparse.Namespace) -> int:
     from numawatch import report
-    from numawatch.checks import evaluate
-    from numawatch.host import read_host_window
+
+    if args.bundle is not None:
+        evaluation, shown_root = _evaluate_bundle(args)
+    else:
+        from numawatch.checks import evaluate
+        from numawatch.host import read_host_window
+
+        paths = make_paths(args)
+        intent = intent_from(args.intent)
+        evaluation, shown_root = evaluate(read_host_window(paths, args.window), intent), str(paths.root)
+    render = report.render_json if args.format == "json" else report.render_table
+    sys.stdout.write(render(evaluation, shown_root))
+    sys.stdout.flush()
+    return EXIT_FINDINGS if evaluation.findings else EXIT_CLEAN
+
+
+def _evaluate_bundle(args: argparse.Namespace) -> tuple[Evaluation, str]:
+    """``check --from``: the bundle's evaluation, and what the report names as the host root (the bundle)."""
+    from numawatch import capture
+
+    moved = [flag for flag, value, default in (
+        ("--host-root", args.host_root, "/"), ("--path.procfs", args.procfs, None), ("--path.sysfs", args.sysfs, None),
+        ("--path.kubelet", args.kubelet, None), ("--path.rke2", args.rke2, None),
+    ) if value != default]
+    if moved:
+        raise UsageError(f"--from reads the host from the bundle; {', '.join(moved)} cannot be used with it")
+    if args.window:
+        raise UsageError("--from: a bundle holds one reading, so --window cannot be used with it")
+    intent = intent_from(args.intent) if args.intent is not None else None
+    try:
+        return capture.evaluate_bundle(args.bundle, intent), args.bundle
+    except capture.BundleError as error:
+        raise UsageError(_one_line(str(error))) from None
+
+
+def run_capture(args: argparse.Namespace) -> int:
+    from numawatch import capture
 
     paths = make_paths(args)
     intent = intent_from(args.intent)
-    evaluation = evaluate(read_host_window(paths, args.window), intent)
-    render = report.render_json if args.format == "json" else report.render_table
-    sys.stdout.write(render(evaluation, str(paths.root)))
-    sys.stdout.flush()
-    return EXIT_FINDINGS if evaluation.findings else EXIT_CLEAN
+    try:
+        result = capture.capture(paths, intent, args.output, intent_file=args.intent)
+    except capture.CaptureError as error:
+        raise UsageError(_one_line(str(error))) from None
+    print(f"numawatch: captured {result.files} files ({result.bytes} bytes, {result.redacted} redacted) from "
+          f"{paths.root} into {args.output}: {result.summary}", file=sys.stderr)
+    return EXIT_CLEAN
+
+
+def web_config_from(path: str | None) -> WebConfig | None:
+    if path is None:
+        return None
+    from numawatch.webconfig import WebConfigError, load_web_config
+
+    try:
+        return load_web_config(path)
+    except WebConfigError as error:
+        raise UsageError(_one_line(str(error))) from None
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from numawatch import server
     from numawatch.host import HostReader
+    from numawatch.intent import load_intent
 
     paths = make_paths(args)
     intent = intent_from(args.intent)
-    sampler = server.Sampler(HostReader(paths), intent, interval=args.interval)
-    app = server.make_app(sampler)
+    web_config = web_config_from(args.web_config)
+    intent_path = args.intent
+    loader = (lambda: load_intent(intent_path)) if intent_path is not None else None
+    sampler = server.Sampler(HostReader(paths), intent, interval=args.interval, intent_loader=loader)
+    limits = server.Limits(args.max_requests, args.read_timeout, args.write_timeout)
+    gate = server.Gate(limits, web_config, args.web_config)
+    app = server.make_app(sampler, gate=gate)
 
     def announce(urls: list[str]) -> None:
         # stdout, flushed: the one line a person (or a test) waits for, whatever the log level.
@@ -211,6 +312,9 @@ def run_serve(args: argparse.Namespace) -> int:
                   flush=True)
 
     listen: Listen = args.listen
+    # SIGHUP's default action ends the process; until the server installs its handler, a reload asked for too
+    # early is ignored rather than fatal.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         asyncio.run(server.serve(app, listen.host, listen.port, on_listening=announce))
     except OSError as error:
@@ -218,12 +322,36 @@ def run_serve(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+# Credentials as they could appear in a message or a traceback: an Authorization header (any scheme) and a bare
+# "Basic <base64>"/"Bearer <token>".
+_CREDENTIALS = re.compile(
+    r"(?i)((?:proxy-)?authorization['\"]?\s*[:=,]\s*['\"]?)[^'\"\r\n]*"
+    r"|\b(basic|bearer)\s+[A-Za-z0-9+/=._~-]{6,}"
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential replaced by ``[redacted]``."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return f"{match.group(1)}[redacted]"
+        return f"{match.group(2)} [redacted]"
+
+    return _CREDENTIALS.sub(replace, text)
+
+
+class RedactingFormatter(logging.Formatter):
+    """Formats as usual, then removes credentials from the whole record, traceback included."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
 def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,6 +31,10 @@ class SourceSpec:
     # HostReader, it returns an object with ``read(paths)`` and optionally ``fingerprint(paths)`` used instead of
     # the two above. State lives in the reader that owns it, never in module globals.
     factory: Callable[[], Any] | None = None
+    # For a source that reads no files (NVML): an object with ``dump(result) -> bytes`` and ``load(data) -> result``.
+    # ``numawatch capture`` stores the reading in the bundle with it and ``check --from`` reads it back instead of
+    # asking the (absent) device. File-reading sources need nothing: their files are recorded as they are read.
+    recording: Any | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,23 @@ thousands of cgroup files on a large node and its cost must not multiply with sc
 on the reader's cache. ``numawatch_last_evaluation_timestamp_seconds`` says how old the exposition is.
 
 State lives on the ``Application`` under typed ``web.AppKey``s (aiohttp's "no singletons"), and the sampler's task
-is started and stopped by a ``cleanup_ctx``, so tests build as many apps as they like.
+is started and stopped by a ``cleanup_ctx``, so tests build as many apps as they like. Other long-lived parts (an
+NVML session, a udev monitor) hand their own ``cleanup_ctx`` to ``make_app(contexts=...)``: they start before the
+first evaluation and stop after the last.
+
+Lifecycle guarantees (docs/security.md):
+
+- SIGHUP reloads the intent file (and the web config file): an invalid new file keeps the old one, logs why and
+  sets ``numawatch_intent_reload_success`` to 0; either way the host is evaluated again at once.
+- SIGTERM and SIGINT stop within a second: requests in flight get ``SHUTDOWN_GRACE_SECONDS``, and an evaluation
+  stuck in a read (a hung mount) is left behind in its daemon thread instead of being waited for.
+- At most ``--web.max-requests`` requests are in flight; one more is answered 503 at once.
+- A client has ``--web.read-timeout`` seconds to send its request headers (and body, if it announces one) and
+  ``--web.write-timeout`` seconds to take the response; then the connection is closed. A stalled or slow client
+  therefore holds a socket for a bounded time and no request slot while its headers are incomplete.
+- With a web config file: TLS (optionally requiring verified client certificates), basic auth against bcrypt
+  hashes (``/healthz`` excepted, so probes need no password) and the configured security headers on every answer.
+  Neither a password nor an Authorization header is ever logged.
 """
 
 from __future__ import annotations
@@ -20,9 +36,12 @@ import gzip
 import html
 import logging
 import signal
+import ssl
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -31,6 +50,16 @@ from numawatch.checks import Check, Evaluation, evaluate
 from numawatch.host import HostReader
 from numawatch.intent import Intent
 from numawatch.report import subject, summary, timestamp
+from numawatch.webconfig import (
+    CLIENT_AUTH_TYPES,
+    TLS_VERSIONS,
+    BasicAuth,
+    WebConfig,
+    load_web_config,
+    parse_basic_authorization,
+    peer_allowed,
+    ssl_context,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +68,22 @@ DEFAULT_INTERVAL = 15.0
 # is stuck (a read blocked in the kernel, a hung mount), and a restart by the liveness probe is the cure.
 STALE_INTERVALS = 5
 STALE_MIN_SECONDS = 60.0
+
+# node_exporter's --web.max-requests default. Scrapes are answered from memory in microseconds, so in practice only
+# slow or stalled clients fill the slots, and they are bounded by the read and write timeouts.
+DEFAULT_MAX_REQUESTS = 40
+# Prometheus' default scrape_timeout: a client slower than that is not a scraper that will use the answer.
+DEFAULT_READ_TIMEOUT = 10.0
+DEFAULT_WRITE_TIMEOUT = 10.0
+# What requests in flight get at SIGTERM before their connections are closed; the rest of the shutdown is
+# cancelling the sampler, so the process is gone within a second.
+SHUTDOWN_GRACE_SECONDS = 0.5
+# Idle keep-alive connections between scrapes (Prometheus reuses them); well above every scrape interval in use.
+KEEPALIVE_SECONDS = 75.0
+# A GET has no business sending a body; one is read (to keep the connection usable) up to this size.
+MAX_REQUEST_BODY = 64 * 1024
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -52,6 +97,14 @@ class Snapshot:
     duration_seconds: float
 
 
+@dataclass(frozen=True)
+class ReloadStatus:
+    """How the last intent reload went (start-up counts as a successful one)."""
+
+    success: bool
+    timestamp: float  # Unix time
+
+
 class Sampler:
     """Evaluates the host on a fixed schedule and keeps the latest ``Snapshot``."""
 
@@ -61,6 +114,7 @@ class Sampler:
         intent: Intent,
         interval: float = DEFAULT_INTERVAL,
         checks: Iterable[Check] | None = None,
+        intent_loader: Callable[[], Intent] | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval}")
@@ -68,26 +122,46 @@ class Sampler:
         self.intent = intent
         self.interval = interval
         self.checks = tuple(checks) if checks is not None else None
+        # Loads the intent file again on SIGHUP (raises on an invalid file); None: the reference profile, no file.
+        self.intent_loader = intent_loader
+        self.reload_status = ReloadStatus(True, time.time())
+        # Extra exposition text rendered with every evaluation, by part (the server's own families: "http" is
+        # Gate.metrics_text); one entry per part, so building a second app on this sampler never doubles a family.
+        self.extra_metrics: dict[str, Callable[[], str]] = {}
         self.stats = metrics.EvaluationStats()
         self.latest: Snapshot | None = None
         self.failures = 0
+        self._wake: asyncio.Event | None = None
 
     def evaluate_once(self) -> Snapshot:
         """Read, judge and render (blocking: runs in a worker thread, one at a time)."""
+        intent = self.intent  # read once: a reload may swap it while this evaluation runs
         start = time.perf_counter()
         host = self.reader.read()
-        evaluation = evaluate(host, self.intent, self.checks)
+        evaluation = evaluate(host, intent, self.checks)
         duration = time.perf_counter() - start
         finished = time.time()
         self.stats.observe(duration, finished)
-        body = metrics.render(evaluation, self.stats)
+        body = metrics.render(evaluation, self.stats) + self.self_metrics_text().encode()
         # Level 6 is zlib's default trade-off; the body is compressed once per evaluation, not per scrape.
         return Snapshot(evaluation, body, gzip.compress(body, compresslevel=6), finished, duration)
+
+    def self_metrics_text(self) -> str:
+        """The serve-only families (intent reloads, refused requests) in the text format."""
+        status = self.reload_status
+        parts = [
+            _family("numawatch_intent_reload_success", "gauge", INTENT_RELOAD_SUCCESS_HELP,
+                    [("", 1 if status.success else 0)]),
+            _family("numawatch_intent_reload_timestamp_seconds", "gauge", INTENT_RELOAD_TIMESTAMP_HELP,
+                    [("", status.timestamp)]),
+        ]
+        parts += [extra() for extra in self.extra_metrics.values()]
+        return "".join(parts)
 
     async def refresh(self) -> Snapshot | None:
         """One evaluation off the event loop; on failure keep serving the previous snapshot."""
         try:
-            snapshot = await asyncio.to_thread(self.evaluate_once)
+            snapshot = await in_daemon_thread(self.evaluate_once, "numawatch-evaluation")
         except Exception:
             self.failures += 1
             log.exception("evaluation failed; still serving the previous one")
@@ -98,18 +172,105 @@ class Sampler:
         return snapshot
 
     async def run(self) -> None:
-        """Evaluate now, then every ``interval`` seconds (start to start) until cancelled."""
+        """Evaluate now, then every ``interval`` seconds (start to start) or sooner when woken, until cancelled."""
         loop = asyncio.get_running_loop()
+        self._wake = wake = asyncio.Event()
         while True:
             started = loop.time()
+            wake.clear()  # a wake-up during this evaluation still leads to another one right after
             await self.refresh()
             elapsed = loop.time() - started
             if elapsed > self.interval:
                 log.warning("evaluation took %.2fs, longer than the %.2fs interval", elapsed, self.interval)
-            await asyncio.sleep(max(0.0, self.interval - elapsed))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), max(0.0, self.interval - elapsed))
+
+    def refresh_soon(self, sources: Iterable[str] | None = None) -> None:
+        """Forget cached results (of ``sources``, or all) and evaluate as soon as possible: for SIGHUP and hotplug
+        events. Call it on the event loop."""
+        if sources is None:
+            self.reader.invalidate()
+        else:
+            for name in sources:
+                self.reader.invalidate(name)
+        if self._wake is not None:
+            self._wake.set()
+
+    async def reload(self) -> bool:
+        """Load the intent file again (SIGHUP). An invalid file keeps the current intent; either way the host is
+        evaluated again at once, so findings and ``numawatch_intent_reload_*`` follow right away."""
+        success = True
+        if self.intent_loader is not None:
+            try:
+                intent = await asyncio.to_thread(self.intent_loader)
+            except Exception as error:  # whatever is wrong with the new file, the old intent stays in force
+                success = False
+                log.error("intent reload failed, still judging against %s: %s", self.intent.source,
+                          " ".join(str(error).split()))
+            else:
+                self.intent = intent
+                log.info("intent reloaded from %s", intent.source)
+        self.reload_status = ReloadStatus(success, time.time())
+        self.refresh_soon()
+        return success
 
     def stale_after(self) -> float:
         return max(STALE_INTERVALS * self.interval, STALE_MIN_SECONDS)
+
+
+INTENT_RELOAD_SUCCESS_HELP = (
+    "1 when the last intent reload (SIGHUP) succeeded or none was asked for, 0 when the new file was invalid and "
+    "the previous intent is still in force."
+)
+INTENT_RELOAD_TIMESTAMP_HELP = "Unix time of the last intent reload attempt (SIGHUP), or of start-up before any."
+REQUESTS_REFUSED_HELP = (
+    "HTTP requests refused since start: reason max_requests (answered 503 at once, --web.max-requests were in "
+    "flight), read_timeout (request not received within --web.read-timeout) or write_timeout (response not taken "
+    "within --web.write-timeout)."
+)
+REFUSAL_REASONS = ("max_requests", "read_timeout", "write_timeout")
+
+
+def _family(name: str, kind: str, help_text: str, samples: Iterable[tuple[str, float]]) -> str:
+    """One family in the text format 0.0.4; ``samples`` are (label text without braces, value)."""
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    for labels, value in samples:
+        lines.append(f"{name}{{{labels}}} {_number(value)}" if labels else f"{name} {_number(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: float) -> str:
+    return repr(float(value))
+
+
+async def in_daemon_thread(function: Callable[[], T], name: str) -> T:
+    """Run ``function`` in a new daemon thread and await its result.
+
+    Not ``asyncio.to_thread``: the default executor's threads are joined when the loop and the interpreter shut
+    down, so an evaluation stuck in a read (a hung NFS or FUSE mount, a wedged sysfs attribute) would keep numawatch
+    from exiting on SIGTERM. A daemon thread is simply left behind.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():  # the awaiting task was cancelled meanwhile
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result, error = function(), None
+        except BaseException as failure:  # handed to the awaiting task, which decides
+            result, error = None, failure
+        with contextlib.suppress(RuntimeError):  # the loop closed while we ran: nobody is waiting any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return await future
 
 
 def _log_change(previous: Snapshot | None, current: Snapshot) -> None:
@@ -122,6 +283,163 @@ def _log_change(previous: Snapshot | None, current: Snapshot) -> None:
 SAMPLER = web.AppKey("sampler", Sampler)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one client may cost: ``--web.max-requests`` (0: no limit) and the two timeouts."""
+
+    max_requests: int = DEFAULT_MAX_REQUESTS
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    write_timeout: float = DEFAULT_WRITE_TIMEOUT
+
+
+@dataclass
+class Gate:
+    """Everything a request passes before and after its handler: the concurrency limit, the request-read and
+    response-write deadlines, basic auth, client certificate names and the configured security headers.
+
+    ``web_config_path`` is re-read on SIGHUP (``reload``): new certificates, users and headers apply to the next
+    connection; a file that is now invalid, or that turns TLS on or off, is refused and the old one kept.
+    """
+
+    limits: Limits = field(default_factory=Limits)
+    web_config: WebConfig | None = None
+    web_config_path: str | None = None
+    in_flight: int = 0
+    refused: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REFUSAL_REASONS, 0))
+    ssl_context: ssl.SSLContext | None = None
+    _auth: BasicAuth | None = None
+    _bcrypt_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        if self.web_config is not None:
+            if self.ssl_context is None:
+                self.ssl_context = ssl_context(self.web_config)
+            self._auth = BasicAuth(self.web_config.users) if self.web_config.users else None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.ssl_context is not None else "http"
+
+    def metrics_text(self) -> str:
+        return _family(
+            "numawatch_http_requests_refused_total", "counter", REQUESTS_REFUSED_HELP,
+            [(f'reason="{reason}"', count) for reason, count in self.refused.items()],
+        )
+
+    async def reload(self) -> bool:
+        """Re-read the web config file (SIGHUP); False, logged, when the new one is refused."""
+        if self.web_config_path is None:
+            return True
+        try:
+            config = await asyncio.to_thread(load_web_config, self.web_config_path)
+        except Exception as error:  # WebConfigError's message is one safe line; anything else is a bug, said so
+            log.error("web config reload failed, keeping the previous one: %s", " ".join(str(error).split()))
+            return False
+        if (config.tls is None) != (self.ssl_context is None):
+            log.error("web config reload refused: turning TLS on or off needs a restart of numawatch")
+            return False
+        if config.tls is not None and self.ssl_context is not None:
+            _update_ssl_context(self.ssl_context, config)
+        self.web_config = config
+        self._auth = BasicAuth(config.users) if config.users else None
+        log.info("web config reloaded from %s", self.web_config_path)
+        return True
+
+    async def _authorised(self, request: web.Request) -> bool:
+        auth = self._auth
+        if auth is None or request.path == "/healthz":
+            return True
+        credentials = parse_basic_authorization(request.headers.get("Authorization", ""))
+        if credentials is None:
+            return False
+        user, password = credentials
+        if auth.cached(user, password):
+            return True
+        # One bcrypt at a time, off the loop: a flood of guesses costs one CPU and never stalls the loop.
+        async with self._bcrypt_lock:
+            return await asyncio.to_thread(auth.verify, user, password)
+
+    def _apply_headers(self, response: web.StreamResponse) -> None:
+        if self.web_config is not None:
+            for name, value in self.web_config.headers.items():
+                response.headers[name] = value
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
+        limit = self.limits.max_requests
+        if limit and self.in_flight >= limit:
+            self.refused["max_requests"] += 1
+            response = web.Response(status=503, text=f"too many requests in flight (--web.max-requests={limit})\n",
+                                    headers={"Retry-After": "1"})
+            self._apply_headers(response)
+            return response
+        self.in_flight += 1
+        try:
+            return await self._handle(request, handler)
+        finally:
+            self.in_flight -= 1
+
+    async def _handle(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
+        if request.body_exists:
+            # Read what the client announced before answering, under the read deadline: a client that sends
+            # half a request holds its slot only this long.
+            try:
+                async with asyncio.timeout(self.limits.read_timeout):
+                    await request.read()
+            except TimeoutError:
+                self.refused["read_timeout"] += 1
+                log.debug("request body from %s not received within %gs", request.remote, self.limits.read_timeout)
+                response = web.Response(status=408, text="request not received in time\n")
+                response.force_close()
+                self._apply_headers(response)
+                return response
+        response: web.StreamResponse
+        if not await self._authorised(request):
+            response = web.Response(status=401, text="unauthorised\n",
+                                    headers={"WWW-Authenticate": 'Basic realm="numawatch", charset="UTF-8"'})
+        elif self.web_config is not None and not peer_allowed(
+            self.web_config, request.transport.get_extra_info("peercert") if request.transport else None
+        ):
+            response = web.Response(status=403, text="client certificate not allowed\n")
+        else:
+            try:
+                response = await handler(request)
+            except web.HTTPException as error:  # 404, 405: answered like the rest, with the headers
+                response = web.Response(status=error.status, text=error.text, headers=error.headers)
+        self._apply_headers(response)
+        if response.prepared:
+            return response
+        # Send it here, under the write deadline, rather than after the middleware returns: a client that does not
+        # read its answer keeps its request slot only this long.
+        try:
+            async with asyncio.timeout(self.limits.write_timeout):
+                await response.prepare(request)
+                await response.write_eof()
+        except TimeoutError:
+            self.refused["write_timeout"] += 1
+            log.debug("response to %s not taken within %gs; closing", request.remote, self.limits.write_timeout)
+            if request.transport is not None:
+                request.transport.abort()
+        return response
+
+
+def _update_ssl_context(context: ssl.SSLContext, config: WebConfig) -> None:
+    """Apply a reloaded web config to the listening socket's context (affects new connections only)."""
+    tls = config.tls
+    assert tls is not None
+    ssl_context(config)  # validated already; builds a throwaway context so a bad pair never reaches the live one
+    context.load_cert_chain(tls.cert_file, tls.key_file, password=lambda: b"")
+    if tls.client_ca_file is not None:
+        # OpenSSL can add trusted CAs to a live context but not remove them; a removed CA needs a restart.
+        context.load_verify_locations(cafile=tls.client_ca_file)
+    context.verify_mode = CLIENT_AUTH_TYPES[tls.client_auth_type]
+    context.minimum_version = TLS_VERSIONS[tls.min_version]
+    context.maximum_version = TLS_VERSIONS[tls.max_version] if tls.max_version else ssl.TLSVersion.MAXIMUM_SUPPORTED
+
+
+GATE = web.AppKey("gate", Gate)
+
+
 async def _run_sampler(app: web.Application) -> AsyncIterator[None]:
     task = asyncio.create_task(app[SAMPLER].run(), name="numawatch-sampler")
     yield
@@ -130,16 +448,41 @@ async def _run_sampler(app: web.Application) -> AsyncIterator[None]:
         await task
 
 
-def make_app(sampler: Sampler, *, run_sampler: bool = True) -> web.Application:
-    """The exporter's application; ``run_sampler=False`` leaves evaluating to the caller (tests)."""
-    app = web.Application()
+CleanupContext = Callable[[web.Application], AsyncIterator[None]]
+
+
+def make_app(
+    sampler: Sampler,
+    *,
+    run_sampler: bool = True,
+    gate: Gate | None = None,
+    contexts: Iterable[CleanupContext] = (),
+) -> web.Application:
+    """The exporter's application; ``run_sampler=False`` leaves evaluating to the caller (tests).
+
+    ``contexts`` are aiohttp cleanup contexts of parts that live as long as the server (an NVML session, a udev
+    monitor): they are entered before the sampler starts and left after it stopped.
+    """
+    gate = gate if gate is not None else Gate()
+    app = web.Application(middlewares=[gate.middleware], client_max_size=MAX_REQUEST_BODY)
     app[SAMPLER] = sampler
+    app[GATE] = gate
+    sampler.extra_metrics["http"] = gate.metrics_text
+    app.cleanup_ctx.extend(contexts)
     if run_sampler:
         app.cleanup_ctx.append(_run_sampler)
     app.router.add_get("/", landing_page)
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/healthz", healthz)
     return app
+
+
+async def reload(app: web.Application) -> None:
+    """What SIGHUP does: the web config, then the intent (which also evaluates again at once)."""
+    gate = app.get(GATE)
+    if gate is not None:
+        await gate.reload()
+    await app[SAMPLER].reload()
 
 
 def accepts_gzip(header: str) -> bool:
@@ -239,31 +582,121 @@ async def landing_page(request: web.Request) -> web.Response:
 async def serve(
     app: web.Application, host: str, port: int, *, on_listening: Callable[[list[str]], None] | None = None
 ) -> None:
-    """Listen until SIGTERM or SIGINT, then shut down cleanly (the sampler's cleanup_ctx runs)."""
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    """Listen until SIGTERM or SIGINT, then shut down cleanly (the cleanup contexts run); SIGHUP reloads."""
+    gate = app.get(GATE) or Gate()
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_SECONDS,
+                           keepalive_timeout=KEEPALIVE_SECONDS)
     await runner.setup()
+    listener: asyncio.Server | None = None
+    reloads: set[asyncio.Task[None]] = set()
     try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        if on_listening is not None:
-            on_listening([_url(address) for address in runner.addresses])
-        stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        handler_factory = runner.server
+        assert handler_factory is not None
+
+        def protocol() -> asyncio.Protocol:
+            return _RequestDeadline(handler_factory(), gate.limits.read_timeout, gate)
+
+        # Our own listener rather than web.TCPSite, to put the request-read deadline in front of aiohttp's protocol.
+        listener = await loop.create_server(
+            protocol, host, port, ssl=gate.ssl_context, reuse_address=True, backlog=128,
+            ssl_handshake_timeout=gate.limits.read_timeout if gate.ssl_context is not None else None,
+        )
+        if on_listening is not None:
+            on_listening([_url(sock.getsockname(), gate.scheme) for sock in listener.sockets])
+        stop = asyncio.Event()
+
+        def hangup() -> None:
+            log.info("SIGHUP: reloading")
+            task = loop.create_task(reload(app), name="numawatch-reload")
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, hangup)
         try:
             await stop.wait()
         finally:
-            for signum in (signal.SIGTERM, signal.SIGINT):
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(signum)
         log.info("shutting down")
     finally:
+        for task in reloads:
+            task.cancel()
+        if listener is not None:
+            listener.close()  # stop accepting; open connections are closed by the runner below
         await runner.cleanup()
 
 
-def _url(address: object) -> str:
-    """http://host:port/ for a bound socket address (IPv4 pair or IPv6 4-tuple)."""
+class _RequestDeadline(asyncio.Protocol):
+    """In front of aiohttp's protocol: closes a connection whose request headers are not complete in ``seconds``.
+
+    aiohttp has no request-read timeout of its own (its keep-alive timeout covers idle connections between
+    requests), so a client sending half a request would hold its socket for ever. The clock starts at the first byte
+    of each request (at connection for the first) and stops at the blank line that ends the headers; a body, if
+    announced, is read under the same deadline by ``Gate``.
+    """
+
+    def __init__(self, inner: Any, seconds: float, gate: Gate) -> None:
+        self._inner = inner
+        self._seconds = seconds
+        self._gate = gate
+        self._transport: asyncio.BaseTransport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._tail = b""
+
+    def _arm(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(self._seconds, self._expired)
+        self._tail = b""
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        self._gate.refused["read_timeout"] += 1
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            peer = transport.get_extra_info("peername")
+            log.debug("closing the connection from %s: request headers not received within %gs", peer, self._seconds)
+            transport.close()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        self._arm()
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._timer is None:
+            self._arm()
+        window = self._tail + data
+        if b"\r\n\r\n" in window:
+            self._disarm()
+        else:
+            self._tail = window[-3:]
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._transport = None
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
+def _url(address: object, scheme: str = "http") -> str:
+    """scheme://host:port/ for a bound socket address (IPv4 pair or IPv6 4-tuple)."""
     if isinstance(address, tuple) and len(address) >= 2:
         host, port = str(address[0]), address[1]
-        return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+        return f"{scheme}://[{host}]:{port}/" if ":" in host else f"{scheme}://{host}:{port}/"
     return str(address)

@@ -1,0 +1,961 @@
+"""``numawatch capture`` and ``numawatch check --from``: a node's inputs in one bundle, evaluated anywhere.
+
+Capture evaluates the host once while recording what the sources touch, then copies exactly that into a .tar.gz:
+
+- which files: a ``sys.addaudithook`` sees every ``open`` (Python's ``open`` and ``os.open``) and every
+  ``os.listdir``/``os.scandir`` of the evaluating thread. ``os.stat`` and ``os.lstat`` raise no audit event, yet
+  sources decide on existence and permission bits (``Path.is_dir()``, an IRQ's ``smp_affinity`` mode), so those two
+  are wrapped for the duration of the recording as well.
+- what is copied, under the same path relative to the host root (``host/...``; a ``--path.*`` outside the root
+  under ``mounts/<name>/...``): opened files with their content, listed directories with every entry (directories as
+  directories, files as empty placeholders, nobody read them), stat'ed paths as placeholders of the same type and
+  permission bits, and every symlink met on the way, rewritten relative and inside the bundle (sysfs is made of
+  them: ``sys/bus/pci/devices/*`` -> ``../../../devices/...``). Devices, FIFOs and sockets are never copied.
+- redacted on the way in: ``/proc/<pid>/cmdline`` (and per-thread) becomes ``[redacted]``; ``/proc/<pid>/environ``
+  keeps only the ``IRQBALANCE_*`` settings the irqbalance source reads; an OCI ``config.json`` loses ``process`` and
+  ``hooks`` (arguments and environments); RKE2 config files lose the values of keys that name a token, secret,
+  password or credential.
+- beside the files: ``manifest.json`` (layout, versions, what was redacted or unreadable), the intent file as
+  ``intent.yaml``, the node's own report as ``check.json``, and the readings of sources that read no files (NVML)
+  through their ``SourceSpec.recording``.
+
+``check --from`` treats the bundle as hostile input: only directories, regular files and relative symlinks that stay
+inside are accepted; absolute names, ``..``, hard links, devices and FIFOs, duplicate names, paths through a symlink,
+members over ``MAX_MEMBER_BYTES`` and archives over ``MAX_TOTAL_BYTES`` or ``MAX_MEMBERS`` are refused with one line;
+extraction goes through ``tarfile``'s ``data`` filter as well, and every symlink is checked again once all are in
+place. The archive is read as a stream whose decompressed size is capped, so a compression bomb stops early.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from numawatch import __version__
+from numawatch.checks import Evaluation, NotEvaluatedCheck, evaluate
+from numawatch.errors import MalformedFile, SourceUnavailable
+from numawatch.host import Host, SourceSpec, read_host
+from numawatch.intent import REFERENCE, Intent, IntentError, parse_intent
+from numawatch.paths import Paths
+
+FORMAT = "numawatch-capture"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+HOST_DIR = "host"
+MOUNTS_DIR = "mounts"
+READINGS_DIR = "readings"
+INTENT_FILE = "intent.yaml"
+REPORT_FILE = "check.json"
+REDACTED = b"[redacted]"
+
+# Bigger than any file numawatch reads (its own per-file limit is 16 MiB), so an oversized file is captured whole and
+# the node's "larger than the limit" reproduces offline.
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+# A 384-CPU node with ~860 containers lists a few hundred thousand cgroup and procfs entries at most.
+MAX_MEMBERS = 1_000_000
+MAX_NAME_BYTES = 4096
+MAX_SYMLINKS = 40  # the kernel's MAXSYMLINKS
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
+class CaptureError(Exception):
+    """The bundle could not be written; one line."""
+
+
+class BundleError(Exception):
+    """The bundle cannot be read or is refused; one line naming the bundle and, where there is one, the member."""
+
+
+# --------------------------------------------------------------------------------------------------- recording
+@dataclass
+class Recorded:
+    """What one evaluation touched, as absolute path strings."""
+
+    opened: set[str] = field(default_factory=set)
+    listed: set[str] = field(default_factory=set)
+    stated: set[str] = field(default_factory=set)
+
+
+class _Recorder:
+    """The one audit hook of the process and the recording it feeds.
+
+    Audit hooks cannot be removed once added (PEP 578), so there is one per process, installed on first use, and it
+    does nothing unless a recording is active for the calling thread. This is the only process-wide state in
+    numawatch, and only ``capture`` (a one-shot command) and its tests ever create it.
+    """
+
+    def __init__(self) -> None:
+        self.active: Recorded | None = None
+        self.thread = 0
+        self._lock = threading.Lock()
+        self._installed = False
+
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        recording = self.active
+        if recording is None or threading.get_ident() != self.thread:
+            return
+        try:  # a hook that raises would make the audited operation fail
+            if event == "open":
+                path, mode, flags = args
+                if isinstance(mode, str):
+                    if any(char in mode for char in "wax+"):
+                        return
+                elif isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR):
+                    return
+                text = _path_text(path)
+                if text is not None:
+                    recording.opened.add(text)
+            elif event in ("os.listdir", "os.scandir"):
+                text = _path_text(args[0] if args[0] is not None else ".")
+                if text is not None:
+                    recording.listed.add(text)
+        except Exception:  # pragma: no cover - defensive: never break the reader being recorded
+            return
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[Recorded]:
+        with self._lock:
+            if not self._installed:
+                sys.addaudithook(self._hook)
+                self._installed = True
+            recorded = Recorded()
+            real_stat, real_lstat = os.stat, os.lstat
+
+            def recording_stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+                if threading.get_ident() == self.thread and not kwargs.get("dir_fd"):
+                    text = _path_text(path)
+                    if text is not None:
+                        recorded.stated.add(text)
+                return real_stat(path, *args, **kwargs)
+
+            def recording_lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+                if threading.get_ident() == self.thread and not kwargs.get("dir_fd"):
+                    text = _path_text(path)
+                    if text is not None:
+                        recorded.stated.add(text)
+                return real_lstat(path, *args, **kwargs)
+
+            self.thread = threading.get_ident()
+            self.active = recorded
+            os.stat, os.lstat = recording_stat, recording_lstat  # type: ignore[assignment]
+            try:
+                yield recorded
+            finally:
+                os.stat, os.lstat = real_stat, real_lstat  # type: ignore[assignment]
+                self.active = None
+
+
+_RECORDER = _Recorder()
+
+
+def _path_text(path: Any) -> str | None:
+    """An absolute path string for what an audited call was given; None for file descriptors."""
+    if isinstance(path, int):
+        return None
+    text = os.fsdecode(os.fspath(path))
+    return text if text.startswith("/") else os.path.join(os.getcwd(), text)
+
+
+def record_evaluation(
+    paths: Paths, intent: Intent, sources: Iterable[SourceSpec] | None = None
+) -> tuple[Evaluation, Recorded]:
+    """Read and judge the host once, recording what was touched (blocking; on the calling thread)."""
+    with _RECORDER.recording() as recorded:
+        host = read_host(paths, sources)
+        evaluation = evaluate(host, intent)
+    return evaluation, recorded
+
+
+# --------------------------------------------------------------------------------------------------- redaction
+_PID_FILE = re.compile(r"^[0-9]+/(?:task/[0-9]+/)?(cmdline|environ)$")
+_SECRET_KEY = re.compile(
+    r"^(?P<head>\s*-?\s*[\"']?[\w.-]*(?:token|secret|password|passwd|credential)[\w.-]*[\"']?\s*:\s*)\S.*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def environ_keep() -> frozenset[str]:
+    """The environment variables numawatch reads from a process (the irqbalance source's)."""
+    from numawatch.sources import irqbalance
+
+    return frozenset({irqbalance.BANNED_CPULIST, irqbalance.BANNED_CPUS, irqbalance.ARGS})
+
+
+def redact_cmdline(data: bytes) -> bytes:
+    """``/proc/<pid>/cmdline``: nothing of it is kept."""
+    return REDACTED
+
+
+def redact_environ(data: bytes, keep: frozenset[str]) -> bytes:
+    """``/proc/<pid>/environ`` (NUL-separated ``KEY=VALUE``): the ``keep`` variables, then one ``[redacted]``."""
+    kept = [item for item in data.split(b"\0") if item.partition(b"=")[0].decode("utf-8", "replace") in keep]
+    return b"".join(item + b"\0" for item in kept) + REDACTED + b"\0"
+
+
+def redact_oci_config(data: bytes) -> bytes | None:
+    """An OCI runtime ``config.json`` without ``process`` and ``hooks`` (arguments, environment); None when the
+    file is not an OCI config (left alone)."""
+    try:
+        spec = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(spec, dict) or "ociVersion" not in spec or not ({"process", "hooks"} & set(spec)):
+        return None
+    for key in ("process", "hooks"):
+        if key in spec:
+            spec[key] = REDACTED.decode()
+    return json.dumps(spec, indent=1).encode()
+
+
+def redact_secret_keys(data: bytes) -> bytes:
+    """YAML ``key: value`` lines whose key names a token, secret, password or credential get ``"[redacted]"``."""
+    text = data.decode("utf-8", errors="replace")
+    return _SECRET_KEY.sub(lambda match: f'{match.group("head")}"[redacted]"', text).encode()
+
+
+# --------------------------------------------------------------------------------------------------- the tree
+@dataclass
+class _Entry:
+    kind: str  # "dir", "file", "link"
+    mode: int = 0o755
+    mtime: float = 0.0
+    data: bytes | None = None  # file content; None: a placeholder (listed or stat'ed, never read)
+    target: str = ""  # link target, relative
+
+
+@dataclass(frozen=True)
+class _Base:
+    prefix: str  # in the bundle: "host" or "mounts/<name>"
+    real: str  # on this machine, symlinks resolved
+    spellings: tuple[tuple[str, ...], ...]  # the base's path components as given and as resolved
+
+
+class _TreeBuilder:
+    """Copies what was recorded into bundle entries, resolving symlinks as if each base were ``/``."""
+
+    def __init__(self, bases: list[_Base], redactor: Callable[[str, bytes], bytes | None]) -> None:
+        self.bases = sorted(bases, key=lambda base: -max(len(spelling) for spelling in base.spellings))
+        self.entries: dict[str, _Entry] = {}
+        self.redactor = redactor
+        self.redacted: list[str] = []
+        self.unreadable: dict[str, str] = {}
+        self.total = 0
+
+    def locate(self, path: str) -> tuple[_Base, list[str]] | None:
+        names = [name for name in path.split("/") if name and name != "."]
+        for base in self.bases:
+            for spelling in base.spellings:
+                if names[: len(spelling)] == list(spelling):
+                    return base, names[len(spelling):]
+        return None
+
+    def _name(self, base: _Base, parts: list[str]) -> str:
+        return "/".join([base.prefix, *parts])
+
+    def _add(self, name: str, entry: _Entry) -> None:
+        existing = self.entries.get(name)
+        if existing is not None and (existing.kind != "file" or existing.data is not None or entry.data is None):
+            return  # first one wins, except that content replaces a placeholder
+        self.entries[name] = entry
+        if len(self.entries) > MAX_MEMBERS:
+            raise CaptureError(f"more than {MAX_MEMBERS} entries to capture; the bundle would be refused")
+
+    def resolve(self, base: _Base, parts: list[str], follow_last: bool, budget: list[int]) -> list[str] | None:
+        """The real location of ``parts`` under ``base`` (None when it does not exist), recording every directory
+        and symlink on the way."""
+        pending = parts[::-1]
+        current: list[str] = []
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if current:
+                    current.pop()
+                continue
+            real = os.path.join(base.real, *current, name)
+            try:
+                info = os.lstat(real)
+            except OSError:
+                return None
+            if stat.S_ISLNK(info.st_mode) and (pending or follow_last):
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return None
+                try:
+                    target = os.readlink(real)
+                except OSError:
+                    return None
+                target_parts = target.split("/")
+                start = [] if target.startswith("/") else list(current)
+                destination = self.resolve(base, start + target_parts, True, budget)
+                lexical = destination if destination is not None else _lexical(start + target_parts)
+                self._add(self._name(base, [*current, name]),
+                          _Entry("link", mtime=info.st_mtime, target=_relative(lexical, current)))
+                if destination is None:
+                    return None
+                current = destination
+                continue
+            if stat.S_ISLNK(info.st_mode):  # the last component, not followed (lstat)
+                target = os.readlink(real)
+                start = [] if target.startswith("/") else list(current)
+                destination = self.resolve(base, start + target.split("/"), True, budget)
+                lexical = destination if destination is not None else _lexical(start + target.split("/"))
+                self._add(self._name(base, [*current, name]),
+                          _Entry("link", mtime=info.st_mtime, target=_relative(lexical, current)))
+                return [*current, name]
+            if stat.S_ISDIR(info.st_mode):
+                current.append(name)
+                self._add(self._name(base, current), _Entry("dir", stat.S_IMODE(info.st_mode), info.st_mtime))
+                continue
+            if pending:
+                return None  # a file where a directory was expected
+            current.append(name)
+        return current
+
+    def record(self, path: str, *, content: bool = False, listing: bool = False, follow_last: bool = True) -> None:
+        located = self.locate(path)
+        if located is None:
+            return
+        base, parts = located
+        if base.prefix not in self.entries:
+            with contextlib.suppress(OSError):
+                info = os.stat(base.real)
+                self._add(base.prefix, _Entry("dir", stat.S_IMODE(info.st_mode), info.st_mtime))
+        resolved = self.resolve(base, parts, follow_last, [MAX_SYMLINKS])
+        if resolved is None:
+            return
+        real = os.path.join(base.real, *resolved)
+        try:
+            info = os.lstat(real)
+        except OSError:
+            return
+        name = self._name(base, resolved)
+        if stat.S_ISREG(info.st_mode):
+            data = self._content(name, real) if content else None
+            self._add(name, _Entry("file", stat.S_IMODE(info.st_mode), info.st_mtime, data))
+        elif stat.S_ISDIR(info.st_mode) and listing:
+            try:
+                with os.scandir(real) as entries:
+                    names = [entry.name for entry in entries]
+            except OSError as error:
+                self.unreadable[name] = error.strerror or str(error)
+                return
+            for entry in names:
+                self.record(os.path.join(real, entry), follow_last=True)
+
+    def _content(self, name: str, real: str) -> bytes | None:
+        try:
+            with open(real, "rb", buffering=0) as handle:
+                chunks = []
+                size = 0
+                while chunk := handle.read(1 << 20):
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > MAX_MEMBER_BYTES:
+                        self.unreadable[name] = f"larger than {MAX_MEMBER_BYTES} bytes"
+                        return None
+        except OSError as error:
+            self.unreadable[name] = error.strerror or str(error)
+            return None
+        data = b"".join(chunks)
+        redacted = self.redactor(name, data)
+        if redacted is not None and redacted != data:
+            self.redacted.append(name)
+            data = redacted
+        self.total += len(data)
+        if self.total > MAX_TOTAL_BYTES:
+            raise CaptureError(f"more than {MAX_TOTAL_BYTES} bytes to capture; the bundle would be refused")
+        return data
+
+
+def _lexical(parts: list[str]) -> list[str]:
+    """``parts`` with ``.`` and ``..`` folded, never above the top (chroot semantics)."""
+    out: list[str] = []
+    for name in parts:
+        if name in ("", "."):
+            continue
+        if name == "..":
+            if out:
+                out.pop()
+            continue
+        out.append(name)
+    return out
+
+
+def _relative(destination: list[str], link_dir: list[str]) -> str:
+    """A link target that reaches ``destination`` from a link in ``link_dir`` (both relative to the same base)."""
+    return os.path.relpath("/" + "/".join(destination), "/" + "/".join(link_dir))
+
+
+# --------------------------------------------------------------------------------------------------- capture
+@dataclass(frozen=True)
+class CaptureResult:
+    files: int
+    bytes: int
+    redacted: int
+    summary: str
+    evaluation: Evaluation
+
+
+def _bases(paths: Paths) -> tuple[list[_Base], dict[str, str]]:
+    """Where each part of the host goes in the bundle, and the manifest's ``paths``."""
+    root = os.path.abspath(paths.root)
+    root_real = os.path.realpath(root)
+    bases = [_Base(HOST_DIR, root_real, _spellings(root, root_real))]
+    layout: dict[str, str] = {"root": HOST_DIR}
+    for name in ("procfs", "sysfs", "kubelet", "rke2"):
+        given = os.path.abspath(getattr(paths, name))
+        relative = _inside(given, root) if _inside(given, root) is not None else _inside(given, root_real)
+        if relative is not None:
+            layout[name] = "/".join(part for part in (HOST_DIR, relative) if part)
+            continue
+        prefix = f"{MOUNTS_DIR}/{name}"
+        real = os.path.realpath(given)
+        bases.append(_Base(prefix, real, _spellings(given, real)))
+        layout[name] = prefix
+    return bases, layout
+
+
+def _spellings(given: str, real: str) -> tuple[tuple[str, ...], ...]:
+    return tuple(dict.fromkeys(tuple(name for name in path.split("/") if name) for path in (given, real)))
+
+
+def _inside(path: str, base: str) -> str | None:
+    """``path`` relative to ``base`` ("" for the base itself), None when it is not under it."""
+    if base == "/":
+        return path.strip("/")
+    if path == base:
+        return ""
+    if path.startswith(base.rstrip("/") + "/"):
+        return path[len(base.rstrip("/")) + 1:]
+    return None
+
+
+def _excluded_prefixes(extra: Iterable[str], bases: Iterable[_Base]) -> tuple[str, ...]:
+    """Python's own files, opened by lazy imports during the evaluation, are not the host's.
+
+    A directory that holds a base (``python -m numawatch`` run from inside the host root puts the current directory
+    on sys.path) is never excluded, or nothing would be captured.
+    """
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.abspath(__file__))}
+    candidates.update(entry for entry in sys.path if entry and os.path.isdir(entry))
+    holders = [base.real.rstrip("/") + "/" for base in bases]
+    prefixes = {os.path.abspath(path).rstrip("/") + "/" for path in candidates}
+    prefixes = {prefix for prefix in prefixes if not any(holder.startswith(prefix) for holder in holders)}
+    prefixes.update(os.path.abspath(path) for path in extra)
+    return tuple(sorted(prefix for prefix in prefixes if prefix != "/"))
+
+
+def capture(
+    paths: Paths,
+    intent: Intent,
+    output: str | os.PathLike[str],
+    *,
+    intent_file: str | None = None,
+    sources: Iterable[SourceSpec] | None = None,
+) -> CaptureResult:
+    """Evaluate the host once, recording what it reads, and write the bundle to ``output``."""
+    from numawatch import report
+    from numawatch.sources import SOURCES
+
+    specs = tuple(sources if sources is not None else SOURCES)
+    evaluation, recorded = record_evaluation(paths, intent, specs)
+    bases, layout = _bases(paths)
+    procfs_prefix = layout["procfs"] + "/"
+    rke2_prefix = layout["rke2"] + "/"
+    keep = environ_keep()
+
+    def redactor(name: str, data: bytes) -> bytes | None:
+        if name.startswith(procfs_prefix):
+            match = _PID_FILE.match(name[len(procfs_prefix):])
+            if match is not None:
+                return redact_cmdline(data) if match.group(1) == "cmdline" else redact_environ(data, keep)
+        if name.endswith("/config.json"):
+            return redact_oci_config(data)
+        if name.startswith(rke2_prefix) and name.endswith((".yaml", ".yml")):
+            return redact_secret_keys(data)
+        return None
+
+    excluded = _excluded_prefixes([os.path.abspath(intent_file)] if intent_file else [], bases)
+    tree = _TreeBuilder(bases, redactor)
+    for name in ("procfs", "sysfs", "kubelet", "rke2"):  # the layout's own directories, where they exist
+        tree.record(os.path.abspath(getattr(paths, name)))
+
+    def wanted(path: str) -> bool:
+        return not path.startswith(excluded)
+
+    for path in sorted(filter(wanted, recorded.stated)):
+        tree.record(path)
+    for path in sorted(filter(wanted, recorded.listed)):
+        tree.record(path, listing=True)
+    for path in sorted(filter(wanted, recorded.opened)):
+        tree.record(path, content=True)
+
+    extras: dict[str, bytes] = {}
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "numawatch_version": __version__,
+        "created": report.timestamp(time.time()),
+        "hostname": socket.gethostname(),
+        "host_paths": {name: str(getattr(paths, name)) for name in ("root", "procfs", "sysfs", "kubelet", "rke2")},
+        "paths": layout,
+        "intent": {"source": intent.source, "file": None},
+        "report": REPORT_FILE,
+        "readings": {},
+        "down": {},
+        "redacted": sorted(tree.redacted),
+        "unreadable": dict(sorted(tree.unreadable.items())),
+    }
+    if intent_file is not None:
+        try:
+            extras[INTENT_FILE] = Path(intent_file).read_bytes()
+        except OSError as error:
+            raise CaptureError(f"cannot read intent file {intent_file}: {error.strerror or error}") from None
+        manifest["intent"]["file"] = INTENT_FILE
+    for spec in specs:
+        if spec.recording is None:
+            continue
+        result = evaluation.host.get(spec.name)
+        if result is None:
+            manifest["down"][spec.name] = evaluation.host.down_reason(spec.name)
+            continue
+        member = f"{READINGS_DIR}/{spec.name}"
+        extras[member] = spec.recording.dump(result)
+        manifest["readings"][spec.name] = member
+    extras[REPORT_FILE] = report.render_json(evaluation, str(paths.root)).encode()
+    extras = {MANIFEST: json.dumps(manifest, indent=1).encode() + b"\n", **extras}
+
+    _write_bundle(output, extras, tree.entries)
+    files = sum(1 for entry in tree.entries.values() if entry.kind == "file" and entry.data is not None)
+    return CaptureResult(files, tree.total, len(tree.redacted), report.summary(evaluation), evaluation)
+
+
+def _write_bundle(output: str | os.PathLike[str], extras: Mapping[str, bytes], entries: Mapping[str, _Entry]) -> None:
+    target = os.fspath(output)
+    directory = os.path.dirname(os.path.abspath(target))
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=".numawatch-capture-", suffix=".tmp", dir=directory)
+    except OSError as error:
+        raise CaptureError(f"cannot write {target}: {error.strerror or error}") from None
+    now = time.time()
+    try:
+        with os.fdopen(handle, "wb") as raw, tarfile.open(
+            fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT, compresslevel=6
+        ) as tar:
+            for name, data in extras.items():
+                tar.addfile(_info(name, tarfile.REGTYPE, 0o644, now, len(data)), io.BytesIO(data))
+            ordered = sorted(entries.items(), key=lambda item: (item[1].kind == "link", item[0].split("/")))
+            for name, entry in ordered:
+                if entry.kind == "dir":
+                    tar.addfile(_info(name, tarfile.DIRTYPE, entry.mode, entry.mtime))
+                elif entry.kind == "link":
+                    info = _info(name, tarfile.SYMTYPE, 0o777, entry.mtime)
+                    info.linkname = entry.target
+                    tar.addfile(info)
+                else:
+                    data = entry.data or b""
+                    tar.addfile(_info(name, tarfile.REGTYPE, entry.mode, entry.mtime, len(data)), io.BytesIO(data))
+        os.chmod(temporary, 0o600)  # it holds a node's configuration: readable by whoever captured it
+        os.replace(temporary, target)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise CaptureError(f"cannot write {target}: {error.strerror or error}") from None
+        raise
+
+
+def _info(name: str, kind: bytes, mode: int, mtime: float, size: int = 0) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = mode
+    info.mtime = int(mtime)
+    info.size = size
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+# --------------------------------------------------------------------------------------------------- reading
+class _Capped(io.RawIOBase):
+    """A read-only stream that fails once more than ``limit`` bytes were read (a decompression bomb)."""
+
+    def __init__(self, inner: Any, limit: int, bundle: str) -> None:
+        self._inner = inner
+        self._left = limit
+        self._bundle = bundle
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._inner.read(len(buffer))
+        self._left -= len(data)
+        if self._left < 0:
+            raise BundleError(f"bundle {self._bundle}: more than {MAX_TOTAL_BYTES} bytes once decompressed")
+        buffer[: len(data)] = data
+        return len(data)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    directory: Path
+    layout: Mapping[str, str]
+    intent_source: str
+    intent_file: str | None
+    readings: Mapping[str, str]
+    down: Mapping[str, str]
+    host_root: str
+
+    def paths(self) -> Paths:
+        where = {name: self.directory / self.layout[name] for name in ("root", "procfs", "sysfs", "kubelet", "rke2")}
+        return Paths.from_root(where["root"], procfs=where["procfs"], sysfs=where["sysfs"],
+                               kubelet=where["kubelet"], rke2=where["rke2"])
+
+
+def extract_bundle(bundle: str, destination: str | os.PathLike[str]) -> Manifest:
+    """Check and extract ``bundle`` into ``destination`` (an empty directory); its manifest."""
+    if not hasattr(tarfile, "data_filter"):
+        raise BundleError(f"bundle {bundle}: reading bundles safely needs Python 3.11.4 or later (tarfile filters)")
+    dest = os.path.realpath(destination)
+    try:
+        raw = open(bundle, "rb")  # noqa: SIM115 - closed below, after the stream that wraps it
+    except OSError as error:
+        raise BundleError(f"bundle {bundle}: cannot read it: {error.strerror or error}") from None
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+        stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+        # Headers and padding come on top of the members' own sizes; a generous allowance for them.
+        capped = io.BufferedReader(_Capped(stream, MAX_TOTAL_BYTES + 1024 * MAX_MEMBERS, bundle), 1 << 16)
+        with tarfile.open(fileobj=capped, mode="r|") as tar:
+            _extract_members(tar, bundle, dest)
+    except BundleError:
+        raise
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
+        raise BundleError(f"bundle {bundle}: not a readable tar archive ({_one_line(error)})") from None
+    except OSError as error:
+        raise BundleError(f"bundle {bundle}: cannot extract it: {error.strerror or error}") from None
+    finally:
+        raw.close()
+    _check_links(bundle, dest)
+    return _read_manifest(bundle, Path(dest))
+
+
+def _extract_members(tar: tarfile.TarFile, bundle: str, dest: str) -> None:
+    seen: set[str] = set()
+    links: set[str] = set()
+    total = 0
+    for count, member in enumerate(tar, start=1):
+        name = member.name
+        refuse = _refusal(member, seen, links)
+        if refuse is not None:
+            raise BundleError(f"bundle {bundle}: member {name[:200]!r}: {refuse}")
+        if count > MAX_MEMBERS:
+            raise BundleError(f"bundle {bundle}: more than {MAX_MEMBERS} members")
+        total += member.size
+        if total > MAX_TOTAL_BYTES:
+            raise BundleError(f"bundle {bundle}: members add up to more than {MAX_TOTAL_BYTES} bytes")
+        try:
+            tarfile.data_filter(member, dest)
+            tar.extract(member, dest, set_attrs=True, filter="data")
+        except tarfile.FilterError as error:
+            raise BundleError(f"bundle {bundle}: member {name[:200]!r}: refused ({_one_line(error)})") from None
+        clean = _clean_name(name)
+        seen.add(clean)
+        if member.issym():
+            links.add(clean)
+        elif member.isreg():
+            # The data filter makes every file owner-writable; sources look at permission bits (an IRQ whose
+            # smp_affinity is read-only is a managed one), so the captured bits are put back, always owner-readable.
+            os.chmod(os.path.join(dest, clean), (member.mode & 0o777) | stat.S_IRUSR)
+
+
+def _clean_name(name: str) -> str:
+    return "/".join(part for part in name.split("/") if part and part != ".")
+
+
+def _refusal(member: tarfile.TarInfo, seen: set[str], links: set[str]) -> str | None:
+    """Why ``member`` is refused, or None."""
+    name = member.name
+    if not name or "\0" in name or len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        return "a name that is empty, too long or has a NUL"
+    if name.startswith("/") or os.path.isabs(name):
+        return "an absolute path"
+    parts = [part for part in name.split("/") if part and part != "."]
+    if not parts or ".." in parts:
+        return "a path with '..'"
+    clean = "/".join(parts)
+    if clean in seen:
+        return "a second member with the same name"
+    for depth in range(1, len(parts)):
+        if "/".join(parts[:depth]) in links:
+            return "a path through a symlink"
+    if member.islnk():
+        return "a hard link"
+    if member.ischr() or member.isblk():
+        return "a device node"
+    if member.isfifo():
+        return "a FIFO"
+    if not (member.isreg() or member.isdir() or member.issym()):
+        return "an unsupported member type"
+    if member.size > MAX_MEMBER_BYTES:
+        return f"larger than {MAX_MEMBER_BYTES} bytes"
+    if member.issym():
+        target = member.linkname
+        if not target or target.startswith("/"):
+            return "a symlink to an absolute path"
+        if _lexical_escapes(parts[:-1], target):
+            return "a symlink pointing outside the bundle"
+    return None
+
+
+def _lexical_escapes(link_dir: list[str], target: str) -> bool:
+    depth = len(link_dir)
+    for name in target.split("/"):
+        if name in ("", "."):
+            continue
+        depth = depth - 1 if name == ".." else depth + 1
+        if depth < 0:
+            return True
+    return False
+
+
+def _check_links(bundle: str, dest: str) -> None:
+    """Once everything is in place, no symlink may resolve outside: a chain can escape that no single link did."""
+    for directory, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            if os.path.islink(path):
+                real = os.path.realpath(path)
+                if real != dest and not real.startswith(dest + "/"):
+                    member = os.path.relpath(path, dest)
+                    raise BundleError(f"bundle {bundle}: member {member!r}: a symlink chain resolving outside the "
+                                      "bundle")
+
+
+def _read_manifest(bundle: str, dest: Path) -> Manifest:
+    path = dest / MANIFEST
+    if not path.is_file() or path.is_symlink():
+        raise BundleError(f"bundle {bundle}: not a numawatch capture bundle (no {MANIFEST})")
+    try:
+        with open(path, "rb") as handle:
+            document = json.loads(handle.read(MAX_MANIFEST_BYTES))
+    except (ValueError, OSError, RecursionError):
+        raise BundleError(f"bundle {bundle}: {MANIFEST} is not valid JSON") from None
+
+    def fail(key: str, what: str) -> BundleError:
+        return BundleError(f"bundle {bundle}: {MANIFEST}: {key}: {what}")
+
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise BundleError(f"bundle {bundle}: not a numawatch capture bundle ({MANIFEST} has another format)")
+    if document.get("format_version") != FORMAT_VERSION:
+        raise fail("format_version", f"expected {FORMAT_VERSION}, found {document.get('format_version')!r}; "
+                                     "capture it again with this numawatch version")
+    layout = document.get("paths")
+    if not isinstance(layout, dict):
+        raise fail("paths", "expected a mapping")
+    for name in ("root", "procfs", "sysfs", "kubelet", "rke2"):
+        value = layout.get(name)
+        if not isinstance(value, str) or not _safe_relative(value):
+            raise fail(f"paths.{name}", "expected a relative path inside the bundle")
+    intent = document.get("intent") or {}
+    intent_file = intent.get("file") if isinstance(intent, dict) else None
+    if intent_file is not None and (not isinstance(intent_file, str) or not _safe_relative(intent_file)):
+        raise fail("intent.file", "expected a relative path inside the bundle")
+    readings = document.get("readings") or {}
+    down = document.get("down") or {}
+    if not isinstance(readings, dict) or not all(
+        isinstance(value, str) and _safe_relative(value) for value in readings.values()
+    ):
+        raise fail("readings", "expected a mapping of source to a relative path inside the bundle")
+    if not isinstance(down, dict):
+        raise fail("down", "expected a mapping of source to reason")
+    host_paths = document.get("host_paths") or {}
+    return Manifest(
+        directory=dest,
+        layout={name: layout[name] for name in ("root", "procfs", "sysfs", "kubelet", "rke2")},
+        intent_source=str(intent.get("source", "reference profile")) if isinstance(intent, dict) else "",
+        intent_file=intent_file,
+        readings={str(key): value for key, value in readings.items()},
+        down={str(key): str(value) for key, value in down.items()},
+        host_root=str(host_paths.get("root", "/")) if isinstance(host_paths, dict) else "/",
+    )
+
+
+def _safe_relative(value: str) -> bool:
+    parts = value.split("/")
+    return bool(value) and not value.startswith("/") and ".." not in parts and "\0" not in value
+
+
+def _one_line(error: object) -> str:
+    return " ".join(str(error).split())[:300]
+
+
+# --------------------------------------------------------------------------------------------------- evaluating
+def _replayed(specs: Iterable[SourceSpec], manifest: Manifest, extracted_root: str) -> tuple[SourceSpec, ...]:
+    """The sources as they read a bundle: one with a recording reads the bundle's reading back instead of asking the
+    device; every other one reads the extracted files, and names the node's paths in its errors."""
+    translate = _Translator(extracted_root, manifest.host_root)
+    out: list[SourceSpec] = []
+    for spec in specs:
+        recording = spec.recording
+        if recording is None:
+            factory = spec.factory
+            out.append(dataclasses.replace(
+                spec, read=translate.wrap(spec.read),
+                factory=(lambda factory=factory: _TranslatedState(factory(), translate)) if factory else None,
+            ))
+            continue
+        member = manifest.readings.get(spec.name)
+        if member is None:
+            reason = manifest.down.get(spec.name, f"source {spec.name} was not recorded in the bundle")
+            read = _down(reason)
+        else:
+            read = _reading(recording, manifest.directory / member)
+        out.append(dataclasses.replace(spec, read=read, fingerprint=None, factory=None))
+    return tuple(out)
+
+
+class _Translator:
+    """Rewrites a source's error so that it names the node's path, not the extraction directory.
+
+    Done where the error is raised, before the host reader cuts the reason to one 300-character line, so a long
+    reason is cut at the same place as on the node.
+    """
+
+    def __init__(self, extracted_root: str, host_root: str) -> None:
+        self.extracted = extracted_root
+        self.node = host_root.rstrip("/")
+
+    def text(self, value: str) -> str:
+        return value.replace(self.extracted, self.node) if self.extracted in value else value
+
+    def wrap(self, read: Callable[[Paths], Any]) -> Callable[[Paths], Any]:
+        def translated(paths: Paths) -> Any:
+            try:
+                return read(paths)
+            except MalformedFile as error:
+                raise MalformedFile(self.text(error.path), self.text(error.what)) from None
+            except SourceUnavailable as error:
+                raise SourceUnavailable(self.text(str(error))) from None
+            except OSError as error:
+                if isinstance(error.filename, str):
+                    error.filename = self.text(error.filename)
+                raise
+
+        return translated
+
+
+class _TranslatedState:
+    """A stateful source's per-reader object (``SourceSpec.factory``), its ``read`` translated."""
+
+    def __init__(self, inner: Any, translate: _Translator) -> None:
+        self.read = translate.wrap(inner.read)
+        fingerprint = getattr(inner, "fingerprint", None)
+        if fingerprint is not None:
+            self.fingerprint = fingerprint
+
+
+def _down(reason: str) -> Callable[[Paths], Any]:
+    def read(paths: Paths) -> Any:
+        raise SourceUnavailable(reason)
+
+    return read
+
+
+def _reading(recording: Any, path: Path) -> Callable[[Paths], Any]:
+    def read(paths: Paths) -> Any:
+        with open(path, "rb") as handle:
+            return recording.load(handle.read(MAX_MEMBER_BYTES + 1))
+
+    return read
+
+
+def evaluate_bundle(
+    bundle: str, intent: Intent | None = None, sources: Iterable[SourceSpec] | None = None
+) -> Evaluation:
+    """Evaluate a capture bundle offline: with ``intent``, else the intent captured with it, else the reference."""
+    from numawatch.sources import SOURCES
+
+    scratch = tempfile.mkdtemp(prefix="numawatch-bundle-")
+    try:
+        manifest = extract_bundle(bundle, scratch)
+        if intent is None:
+            intent = _bundled_intent(bundle, manifest)
+        extracted_root = os.path.join(os.path.realpath(scratch), manifest.layout["root"])
+        specs = _replayed(sources if sources is not None else SOURCES, manifest, extracted_root)
+        evaluation = evaluate(read_host(manifest.paths(), specs), intent)
+        return _as_on_the_node(evaluation, extracted_root, manifest.host_root)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _bundled_intent(bundle: str, manifest: Manifest) -> Intent:
+    if manifest.intent_file is None:
+        return REFERENCE
+    path = manifest.directory / manifest.intent_file
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise BundleError(f"bundle {bundle}: cannot read {manifest.intent_file}: {error.strerror or error}") from None
+    try:
+        return parse_intent(text, manifest.intent_source)
+    except IntentError as error:
+        raise BundleError(f"bundle {bundle}: {manifest.intent_file}: {_one_line(error)}") from None
+
+
+def _as_on_the_node(evaluation: Evaluation, extracted_root: str, host_root: str) -> Evaluation:
+    """Reasons and messages that name a path under the extraction directory name it as the node did."""
+    node_root = host_root.rstrip("/")
+
+    def fix(text: str) -> str:
+        return text.replace(extracted_root, node_root) if extracted_root in text else text
+
+    host = evaluation.host
+    statuses = {name: dataclasses.replace(status, reason=fix(status.reason)) for name, status in host.statuses.items()}
+    fixed_host: Host = dataclasses.replace(host, statuses=statuses)
+    findings = tuple(dataclasses.replace(finding, message=fix(finding.message)) for finding in evaluation.findings)
+    not_evaluated = tuple(NotEvaluatedCheck(item.check, fix(item.reason)) for item in evaluation.not_evaluated)
+    return dataclasses.replace(evaluation, host=fixed_host, findings=findings, not_evaluated=not_evaluated)
+
+
+__all__ = [
+    "MAX_MEMBERS",
+    "MAX_MEMBER_BYTES",
+    "MAX_TOTAL_BYTES",
+    "BundleError",
+    "CaptureError",
+    "CaptureResult",
+    "Manifest",
+    "Recorded",
+    "capture",
+    "evaluate_bundle",
+    "extract_bundle",
+    "record_evaluation",
+    "redact_cmdline",
+    "redact_environ",
+    "redact_oci_config",
+    "redact_secret_keys",
+]
