@@ -230,7 +230,9 @@ def test_serve_exits_2_when_the_port_is_taken(fake_host):
         taken.listen()
         port = taken.getsockname()[1]
 
-        result = numawatch("--host-root", str(fake_host.root), "serve", "--listen", f"127.0.0.1:{port}")
+        # --log-level error: start-up logs (self-pinning, hotplug) are not part of the one-line error under test.
+        result = numawatch("--host-root", str(fake_host.root), "--log-level", "error",
+                           "serve", "--listen", f"127.0.0.1:{port}")
 
     assert result.returncode == 2
     assert_one_line_error(result.stderr, f"cannot listen on 127.0.0.1:{port}")
@@ -345,3 +347,44 @@ def test_python_dash_m_numawatch_is_the_console_script():
 
     assert result.returncode == 0
     assert f"numawatch {__version__}" == result.stdout.strip()
+
+
+# ------------------------------------------------------------------------------------------------ --fit and --window
+def test_check_fit_says_which_numa_node_would_seat_a_small_pod(fake_host):
+    reference_node(fake_host)
+    result = numawatch("--host-root", str(fake_host.root), "check", "--fit", "cpu=2,memory=1Gi", "--format", "json")
+
+    answer = json.loads(result.stdout)["fit"]
+    assert result.returncode == 0, result.stderr
+    assert answer["fits"] is True
+    assert answer["numa_nodes"]
+    assert answer["policy"] == "single-numa-node"
+    assert {entry["numa_node"] for entry in answer["per_node"]} == {0, 1}
+
+
+def test_check_fit_rejects_a_pod_larger_than_any_numa_node(fake_host):
+    reference_node(fake_host)
+    result = numawatch("--host-root", str(fake_host.root), "check", "--fit", "cpu=64,memory=1Gi")
+
+    assert result.returncode == 1
+    assert "cpu" in result.stdout
+
+
+def test_check_fit_with_a_malformed_shape_exits_2_with_one_line(fake_host):
+    reference_node(fake_host)
+    result = numawatch("--host-root", str(fake_host.root), "check", "--fit", "cpu=lots")
+
+    assert result.returncode == 2
+    assert_one_line_error(result.stderr, "--fit")
+
+
+def test_check_watches_three_seconds_by_default_unless_the_environment_says_otherwise(monkeypatch):
+    args = cli.build_parser().parse_args(["check"])
+    monkeypatch.delenv(cli.WINDOW_ENV, raising=False)
+    assert cli._window(args) == 3.0
+    monkeypatch.setenv(cli.WINDOW_ENV, "0.5")
+    assert cli._window(args) == 0.5
+    assert cli._window(cli.build_parser().parse_args(["check", "--window", "1"])) == 1.0
+    monkeypatch.setenv(cli.WINDOW_ENV, "soon")
+    with pytest.raises(cli.UsageError, match=cli.WINDOW_ENV):
+        cli._window(args)

@@ -400,3 +400,46 @@ def test_serve_process_stops_cleanly_on_sigint(fake_host):
 
     assert returncode == 0
     assert "Traceback" not in stderr
+
+
+def _cpus_allowed(pid: int) -> frozenset[int]:
+    from numawatch.cpuset import parse_cpulist
+
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return parse_cpulist(line.split(":", 1)[1])
+    raise AssertionError(f"no Cpus_allowed_list in /proc/{pid}/status")
+
+
+def _thread_cpus(pid: int) -> set[frozenset[int]]:
+    return {_cpus_allowed_task(pid, tid) for tid in os.listdir(f"/proc/{pid}/task")}
+
+
+def _cpus_allowed_task(pid: int, tid: str) -> frozenset[int]:
+    from numawatch.cpuset import parse_cpulist
+
+    text = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+    return parse_cpulist(text.split("Cpus_allowed_list:", 1)[1].splitlines()[0])
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to tell pinned from unpinned")
+def test_serve_pins_every_thread_to_the_housekeeping_cpus_of_the_host_it_reads(fake_host):
+    # The reference node isolates all but the first core of each socket: housekeeping CPUs 0, 8, 16 and 24. Of
+    # those, this machine has CPU 0, so that is where every thread of numawatch must end up.
+    node = reference_node(fake_host)
+    housekeeping = node.read().topology.housekeeping
+    expected = housekeeping & os.sched_getaffinity(0)
+    assert expected and expected != os.sched_getaffinity(0)
+    with numawatch_serve(fake_host.root) as (process, url):
+        wait_until_healthy(url)
+        assert _thread_cpus(process.pid) == {frozenset(expected)}
+        exposition = get(url + "metrics")[2].decode()
+    assert 'numawatch_self_cpus{' in exposition
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to tell pinned from unpinned")
+def test_serve_with_no_self_pin_keeps_the_affinity_it_was_started_with(fake_host):
+    reference_node(fake_host)
+    with numawatch_serve(fake_host.root, "--no-self-pin") as (process, url):
+        wait_until_healthy(url)
+        assert _cpus_allowed(process.pid) == frozenset(os.sched_getaffinity(0))

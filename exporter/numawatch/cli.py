@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import re
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -25,9 +27,11 @@ from typing import TYPE_CHECKING, NoReturn
 from numawatch import __version__
 from numawatch.intent import REFERENCE, Intent, IntentError
 from numawatch.paths import Paths
+from numawatch.shapes import shape_argument
 
 if TYPE_CHECKING:
     from numawatch.checks import Evaluation
+    from numawatch.host import SourceSpec
     from numawatch.webconfig import WebConfig
 
 EXIT_CLEAN = 0
@@ -38,6 +42,10 @@ EXIT_ERROR = 2
 # kube-proxy (10249/10256) and ingress-nginx (10254). README.md says the same.
 DEFAULT_LISTEN = "0.0.0.0:10914"
 DEFAULT_MAX_REQUESTS = 40  # node_exporter's --web.max-requests default
+# check watches this long by default so the rate checks (interrupts and ticks on isolated CPUs) are evaluated;
+# the environment variable changes the default (the test suite sets 0 to read once).
+DEFAULT_WINDOW = 3.0
+WINDOW_ENV = "NUMAWATCH_CHECK_WINDOW"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 log = logging.getLogger("numawatch")
@@ -77,6 +85,11 @@ def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
                        help="RKE2 configuration directory (default: <host-root>/etc/rancher/rke2)")
     group.add_argument("--intent", default=default(None), metavar="FILE",
                        help="intent YAML file (default: the reference profile, see docs/intent.md)")
+    group.add_argument("--no-self-pin", dest="no_self_pin", action="store_true", default=default(False),
+                       help="do not pin numawatch to the housekeeping CPUs (online minus isolcpus and nohz_full); "
+                            "by default serve always pins itself, check and capture when they read this host (/)")
+    group.add_argument("--no-nvml", dest="no_nvml", action="store_true", default=default(False),
+                       help="do not use NVML (GPU utilisation and compute processes); the sysfs GPU inventory stays")
     group.add_argument("--log-level", default=default("info"), choices=LOG_LEVELS, type=str.lower,
                        help="log level on stderr (default: info)")
 
@@ -95,9 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate the host once and report drift. Exit 0: no findings, 1: findings, 2: could not run.",
     )
     check.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
-    check.add_argument("--window", default=0.0, type=_non_negative_seconds, metavar="SECONDS",
+    check.add_argument("--window", default=None, type=_non_negative_seconds, metavar="SECONDS",
                        help="read the host twice, SECONDS apart, so rate checks (interrupts and ticks on isolated "
-                            "CPUs) can be evaluated (default: 0, one reading)")
+                            f"CPUs) can be evaluated; 0 reads once (default: ${WINDOW_ENV} or {DEFAULT_WINDOW:g})")
+    check.add_argument("--fit", type=shape_argument, default=None, metavar="SHAPE",
+                       help="instead of the drift report, say whether a pod of this shape would be admitted now and "
+                            "on which NUMA node(s), e.g. cpu=16,memory=200Gi,nvidia.com/gpu=2 (exit 0: fits, "
+                            "1: rejected, 2: malformed or cannot tell); see docs/capacity.md")
     check.add_argument("--from", dest="bundle", default=None, metavar="BUNDLE",
                        help="evaluate a bundle made by 'numawatch capture' instead of this host (offline; the "
                             "bundle's intent unless --intent is given)")
@@ -239,7 +256,18 @@ def run_check(args: argparse.Namespace) -> int:
 
         paths = make_paths(args)
         intent = intent_from(args.intent)
-        evaluation, shown_root = evaluate(read_host_window(paths, args.window), intent), str(paths.root)
+        _pin_if_live(args, paths)
+        with _gpu_readers(args) as bind:
+            if args.fit is not None:
+                from numawatch.capacity import fit_answer
+                from numawatch.host import read_host
+
+                answer = fit_answer(read_host(paths, bind()), intent, args.fit)
+                sys.stdout.write(answer.as_json() if args.format == "json" else answer.as_text())
+                sys.stdout.flush()
+                return answer.exit_code
+            host = read_host_window(paths, _window(args), bind())
+        evaluation, shown_root = evaluate(host, intent), str(paths.root)
     render = report.render_json if args.format == "json" else report.render_table
     sys.stdout.write(render(evaluation, shown_root))
     sys.stdout.flush()
@@ -258,6 +286,8 @@ def _evaluate_bundle(args: argparse.Namespace) -> tuple[Evaluation, str]:
         raise UsageError(f"--from reads the host from the bundle; {', '.join(moved)} cannot be used with it")
     if args.window:
         raise UsageError("--from: a bundle holds one reading, so --window cannot be used with it")
+    if args.fit is not None:
+        raise UsageError("--fit answers for this host now; it cannot be used with --from")
     intent = intent_from(args.intent) if args.intent is not None else None
     try:
         return capture.evaluate_bundle(args.bundle, intent), args.bundle
@@ -270,13 +300,61 @@ def run_capture(args: argparse.Namespace) -> int:
 
     paths = make_paths(args)
     intent = intent_from(args.intent)
+    _pin_if_live(args, paths)
     try:
-        result = capture.capture(paths, intent, args.output, intent_file=args.intent)
+        with _gpu_readers(args) as bind:
+            result = capture.capture(paths, intent, args.output, intent_file=args.intent, sources=bind())
     except capture.CaptureError as error:
         raise UsageError(_one_line(str(error))) from None
     print(f"numawatch: captured {result.files} files ({result.bytes} bytes, {result.redacted} redacted) from "
           f"{paths.root} into {args.output}: {result.summary}", file=sys.stderr)
     return EXIT_CLEAN
+
+
+def _window(args: argparse.Namespace) -> float:
+    if args.window is not None:
+        return args.window
+    configured = os.environ.get(WINDOW_ENV)
+    if configured is None:
+        return DEFAULT_WINDOW
+    try:
+        return _non_negative_seconds(configured)
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"${WINDOW_ENV}: {error}") from None
+
+
+@contextlib.contextmanager
+def _gpu_readers(args: argparse.Namespace) -> Iterator[Callable[[], tuple[SourceSpec, ...] | None]]:
+    """The sources to read, with NVML bound to a session that lives as long as the block (unless --no-nvml)."""
+    if args.no_nvml:
+        yield lambda: None
+        return
+    from numawatch.nvml_session import NvmlSession
+    from numawatch.sources import SOURCES
+    from numawatch.sources.nvml import GpuReaders
+
+    with NvmlSession() as session:
+        readers = GpuReaders(session)
+        yield lambda: readers.bind(SOURCES)
+
+
+def _pin(paths: Paths) -> None:
+    """Move every thread of numawatch onto the housekeeping CPUs, so it never runs on a core it protects."""
+    from numawatch.selfpin import pin_to_housekeeping
+    from numawatch.sources import topology
+
+    try:
+        result = pin_to_housekeeping(topology.read(paths))
+    except Exception as error:  # an unreadable topology: run where the kernel puts us, and say so
+        log.warning("not pinned to housekeeping CPUs: %s", _one_line(str(error)))
+        return
+    log.info("%s", result.reason)
+
+
+def _pin_if_live(args: argparse.Namespace, paths: Paths) -> None:
+    """check and capture pin only when they read this machine (/): a captured or fake tree's CPUs are not ours."""
+    if not args.no_self_pin and paths.sysfs == Path("/sys"):
+        _pin(paths)
 
 
 def web_config_from(path: str | None) -> WebConfig | None:
@@ -300,10 +378,33 @@ def run_serve(args: argparse.Namespace) -> int:
     web_config = web_config_from(args.web_config)
     intent_path = args.intent
     loader = (lambda: load_intent(intent_path)) if intent_path is not None else None
-    sampler = server.Sampler(HostReader(paths), intent, interval=args.interval, intent_loader=loader)
+    # Before the event loop's executor and NVML's worker start, so they inherit the affinity. The topology read runs
+    # in a daemon thread with a deadline: a hung /proc or /sys (a stuck mount) must not stop serve from starting;
+    # should it finish later, pin_to_housekeeping still moves every thread of the process.
+    if not args.no_self_pin:
+        pinning = threading.Thread(target=_pin, args=(paths,), name="numawatch-self-pin", daemon=True)
+        pinning.start()
+        pinning.join(timeout=2.0)
+    contexts = []
+    sources = None
+    gpu = None
+    if not args.no_nvml:
+        from numawatch.nvml_session import NvmlSession
+        from numawatch.sources import SOURCES
+        from numawatch.sources.nvml import GpuReaders
+
+        gpu = GpuReaders(NvmlSession())
+        sources = gpu.bind(SOURCES)
+        contexts.append(gpu.session.cleanup_ctx)
+    reader = HostReader(paths, sources)
+    from numawatch.hotplug import HotplugMonitor, invalidator
+
+    # GPUs and CPUs coming and going refresh the inventory and topology without polling them every evaluation.
+    contexts.append(HotplugMonitor(invalidator(reader, gpu)).cleanup_ctx)
+    sampler = server.Sampler(reader, intent, interval=args.interval, intent_loader=loader)
     limits = server.Limits(args.max_requests, args.read_timeout, args.write_timeout)
     gate = server.Gate(limits, web_config, args.web_config)
-    app = server.make_app(sampler, gate=gate)
+    app = server.make_app(sampler, gate=gate, contexts=contexts)
 
     def announce(urls: list[str]) -> None:
         # stdout, flushed: the one line a person (or a test) waits for, whatever the log level.
