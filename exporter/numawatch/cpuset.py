@@ -63,7 +63,10 @@ def _decimal(text: str) -> int | None:
     text = text.strip()
     if not text or not text.isascii() or not text.isdigit():
         return None
-    return int(text)
+    try:
+        return int(text)
+    except ValueError:  # more digits than int() converts (4,300): no CPU number, just a corrupt file
+        return None
 
 
 def format_cpulist(cpus: Iterable[int]) -> str:

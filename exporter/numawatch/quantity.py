@@ -46,6 +46,9 @@ _QUANTITY = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)", re.ASCII | re.DOTA
 _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)", re.ASCII)
 # apimachinery refuses exponents this large as well (and 10**huge would be a memory bomb).
 _MAX_EXPONENT = 100
+# No resource comes near this many digits (apimachinery keeps 63-bit values plus a scale); a longer number is a
+# corrupt file, and int() refuses more than 4,300 digits anyway.
+_MAX_DIGITS = 100
 
 
 class QuantityError(ValueError):
@@ -68,6 +71,8 @@ def parse_quantity(text: str | int) -> Fraction:
     fraction = fraction or ""
     if not whole and not fraction:
         raise QuantityError(f"quantity {text!r} has no digits")
+    if len(whole) + len(fraction) > _MAX_DIGITS:  # int() would refuse it with a bare ValueError
+        raise QuantityError(f"quantity {text[:40]!r}... has more than {_MAX_DIGITS} digits")
     number = Fraction(int(whole or "0")) + (Fraction(int(fraction), 10 ** len(fraction)) if fraction else 0)
     if sign == "-":
         number = -number
@@ -82,7 +87,8 @@ def _multiplier(suffix: str, text: str) -> Fraction:
     exponent = _EXPONENT.fullmatch(suffix)
     if exponent is None:
         raise QuantityError(f"quantity {text!r} has an unknown suffix {suffix!r}")
-    power = int(exponent.group(1))
+    digits = exponent.group(1)
+    power = int(digits) if len(digits) <= 6 else _MAX_EXPONENT + 1  # int() refuses 4,300 digits with a ValueError
     if abs(power) > _MAX_EXPONENT:
         raise QuantityError(f"quantity {text!r} has an exponent out of range")
     return Fraction(10) ** power

@@ -100,6 +100,10 @@ def load_yaml(text: str, file: str) -> dict[str, Any]:
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         raise MalformedFile(file, f"invalid YAML: {problem}{where}") from None
+    except (ValueError, RecursionError) as error:
+        # Raised by the YAML constructors rather than as YAMLError: a date no calendar has (2024-13-45), an integer
+        # longer than int() converts (4,300 digits), nesting deeper than the recursion limit (pure-Python loader).
+        raise MalformedFile(file, f"invalid YAML: {type(error).__name__}: {str(error)[:120]}") from None
     if document is None:
         return {}
     if not isinstance(document, dict):
@@ -300,8 +304,8 @@ def parse_reserved_memory_flag(flag: Flag) -> dict[int, dict[str, int]]:
         if not sep or ":" in limits:
             raise MalformedFile(flag.file, f"{where}: {part!r} is not <numa node>:<type>=<quantity>[,...]")
         node_text = node_text.strip()
-        if not node_text.isascii() or not node_text.isdigit():
-            raise MalformedFile(flag.file, f"{where}: NUMA node {node_text!r} is not a number")
+        if not node_text.isascii() or not node_text.isdigit() or len(node_text) > 9:  # int() refuses 4,300 digits
+            raise MalformedFile(flag.file, f"{where}: NUMA node {node_text[:40]!r} is not a number")
         for limit in limits.split(","):
             resource, sep, quantity = limit.partition("=")
             if not sep or "=" in quantity:

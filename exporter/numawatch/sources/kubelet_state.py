@@ -68,7 +68,9 @@ UNPARSABLE = "unparsable"
 CHECKSUM_MISMATCH = "checksum_mismatch"
 
 # Checkpoints hold one line per container; 860 containers is well under 1 MB. Anything near this is not a checkpoint.
-_READ_LIMIT = 64 * 1024 * 1024
+# The bound is also what a corrupt file costs before it is refused (read_bytes reads limit + 1 bytes): it stays well
+# inside the DaemonSet's 128 MiB memory limit.
+_READ_LIMIT = 16 * 1024 * 1024
 _UINT64_MAX = (1 << 64) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _GO_INT_KEY = re.compile(r"[+-]?[0-9]+", re.ASCII)  # strconv.ParseInt's syntax for integer map keys
@@ -100,15 +102,37 @@ def _reject_constant(name: str) -> Any:
     raise _Invalid(f"{name} is not valid JSON")
 
 
+# A \uD800-\uDFFF escape in the JSON text: the only way a lone UTF-16 surrogate gets into a decoded string once the
+# bytes were decoded strictly (json.loads(bytes) would let UTF-8-encoded surrogates through).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _loads(data: bytes | str) -> Any:
     try:
-        return json.loads(data, object_pairs_hook=_Obj, parse_constant=_reject_constant)
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        value = json.loads(text, object_pairs_hook=_Obj, parse_constant=_reject_constant)
+        if _SURROGATE_ESCAPE.search(text):
+            value = _go_strings(value)
+        return value
     except _Invalid:
         raise
     except json.JSONDecodeError as error:
         raise _Invalid(f"invalid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
     except (ValueError, RecursionError) as error:  # bad UTF-8, absurd nesting
         raise _Invalid(f"invalid JSON: {error}") from None
+
+
+def _go_strings(value: Any) -> Any:
+    """Lone surrogates replaced by U+FFFD, as Go's decoder does: the checksum is over Go's string, and a Python
+    string holding one cannot even be encoded to be hashed."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_go_strings(item) for item in value]
+    if isinstance(value, _Obj):
+        return _Obj([(_go_strings(key), _go_strings(item)) for key, item in value.pairs])
+    return value
 
 
 def _kind(value: Any) -> str:
@@ -203,7 +227,9 @@ def _map(
         for key, item in value.pairs:
             map_key: Any = key
             if int_keys:
-                if not _GO_INT_KEY.fullmatch(key) or not _INT64_MIN <= int(key) <= _INT64_MAX:
+                # 20 characters hold every int64 ("-9223372036854775808"); a longer key would also be past the
+                # 4,300 digits int() converts.
+                if len(key) > 20 or not _GO_INT_KEY.fullmatch(key) or not _INT64_MIN <= int(key) <= _INT64_MAX:
                     raise _Invalid(f"{path}: key {key!r} is not an integer")
                 map_key = int(key)
             result[map_key] = decode(item, _where(path, key))

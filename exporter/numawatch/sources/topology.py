@@ -146,6 +146,12 @@ def parse_isolcpus(value: str, last_cpu: int | None = None) -> tuple[CPUSet, tup
     return cpus, tuple(flags)
 
 
+def _problem(path: str, parameter: str, error: Exception) -> str:
+    """One line naming the file and the parameter (a value whose quote was left open runs to the end of the text,
+    newlines included)."""
+    return " ".join(f"{path}: {parameter}: {error}".split())
+
+
 def parse_size_kb(text: str) -> int:
     """A memparse() size (``2M``, ``1G``, ``2097152``) as kB, the unit sysfs names huge page sizes in."""
     stripped = text.strip()
@@ -190,7 +196,7 @@ def parse_cmdline_hugepages(
     def bad(name: str, value: str | None, error: ValueError) -> None:
         if problems is None:
             raise error
-        problems.append(f"{path}: {name}={value}: {error}")
+        problems.append(_problem(path, f"{name}={value}", error))
 
     default_kb = DEFAULT_HUGEPAGE_KB
     for name, value in params:
@@ -246,7 +252,7 @@ def parse_isolation(
         try:
             return parse_cmdline_cpulist(value or "", last_cpu)
         except CPUListError as error:
-            problems.append(f"{path}: {name}={value}: {error}")
+            problems.append(_problem(path, f"{name}={value}", error))
             return None
 
     isolcpus: CPUSet | None = None
@@ -256,7 +262,7 @@ def parse_isolation(
         try:
             isolcpus, flags = parse_isolcpus(value or "", last_cpu)
         except CPUListError as error:
-            problems.append(f"{path}: isolcpus={value}: {error}")
+            problems.append(_problem(path, f"isolcpus={value}", error))
     nohz_full = cpus_of("nohz_full")
     rcu_nocbs = cpus_of("rcu_nocbs")
     irqaffinity = cpus_of("irqaffinity")
@@ -320,7 +326,7 @@ def hugepage_size_kb(dirname: str) -> int | None:
     """``hugepages-2048kB`` -> 2048; None for anything else."""
     if dirname.startswith("hugepages-") and dirname.endswith("kB"):
         number = dirname[len("hugepages-") : -2]
-        if number.isascii() and number.isdigit():
+        if number.isascii() and number.isdigit() and len(number) <= 20:  # int() refuses 4,300 digits
             return int(number)
     return None
 
