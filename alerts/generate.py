@@ -1,4 +1,4 @@
-"""Generate numawatch's Prometheus rule files: alerts/numawatch-alerts.yml and alerts/numawatch-rules.yml.
+"""Generate numawatch's Prometheus rule files: alerts/numawatch-{alerts,rules,capacity.rules}.yml.
 
 The rules are data in this file (the monitoring-mixin layout without jsonnet): the knobs an operator may change
 sit in ``CONFIG``; each alert is an ``Alert`` whose ``runbook_url`` is derived from its name, so every alert has a
@@ -22,6 +22,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ALERTS_FILE = HERE / "numawatch-alerts.yml"
 RULES_FILE = HERE / "numawatch-rules.yml"
+CAPACITY_FILE = HERE / "numawatch-capacity.rules.yml"
 
 CONFIG = {
     # Selects numawatch's scrape targets in `up`; numawatch_* metrics need no selector (the prefix is unique).
@@ -476,6 +477,83 @@ RECORDING_RULES = [
 ]
 
 
+# Host-side GPU bubbles (docs/gpu.md "Correlating them in Prometheus"): the coarse idle-while-held share of each GPU
+# and the run-queue wait of the container holding it, recorded over 5 minutes under the same holder labels
+# (cluster, node, instance, namespace, pod, container) so a fleet view lists one next to the other and
+#   instance_gpu:numawatch_gpu_held_idle:ratio_rate5m > 0.1
+#   and on (cluster, node, instance, namespace, pod, container)
+#   instance_container:numawatch_gpu_holder_run_delay_seconds:rate5m > 0.005
+# finds the suspects. `max by` folds duplicate scrapes of one target, as the fleet rules do.
+GPU = "cluster, node, instance, gpu, uuid"
+HOLDER = f"{NODE}, namespace, pod, container"
+GPU_RECORDING_RULES = [
+    {
+        # One series per GPU and container holding it (holders from numawatch_gpu_processes; a time-sliced GPU has
+        # one per sharing container). A GPU with no sampled time (lost, NVML down) has no series rather than NaN;
+        # processes outside any container are left out: they have no host-side signals to put next to it.
+        "record": "instance_gpu:numawatch_gpu_held_idle:ratio_rate5m",
+        "expr": (
+            "(\n"
+            f"    max by ({GPU}) (rate(numawatch_gpu_held_idle_seconds_total[5m]))\n"
+            f"  / (max by ({GPU}) (rate(numawatch_gpu_sampled_seconds_total[5m])) > 0)\n"
+            ")\n"
+            f"* on ({GPU}) group_right ()\n"
+            f'  group by ({GPU}, namespace, pod, container) (numawatch_gpu_processes{{container!=""}})'
+        ),
+    },
+    {
+        # Seconds per second the holder's threads, summed, waited for a CPU (0.005 = 0.5 % of the time). pod_uid is
+        # summed away: a pod re-created under the same name is the same holder for a fleet view.
+        "record": "instance_container:numawatch_gpu_holder_run_delay_seconds:rate5m",
+        "expr": (
+            f"sum by ({HOLDER}) (\n"
+            f"  max by ({HOLDER}, pod_uid) (rate(numawatch_gpu_holder_run_delay_seconds_total[5m]))\n"
+            ")"
+        ),
+    },
+    {
+        # Share of the cluster's sampled GPU time that GPUs sat idle while held: the fleet's headline number.
+        "record": "cluster:numawatch_gpu_held_idle:ratio_rate5m",
+        "expr": (
+            "sum by (cluster) (max by (cluster, instance, gpu, uuid) "
+            "(rate(numawatch_gpu_held_idle_seconds_total[5m])))\n"
+            "/ (sum by (cluster) (max by (cluster, instance, gpu, uuid) "
+            "(rate(numawatch_gpu_sampled_seconds_total[5m]))) > 0)"
+        ),
+    },
+]
+
+# NUMA capacity (docs/capacity.md). Every rule first takes the max per (cluster, instance, ...) so that a node
+# scraped by two jobs is counted once.
+CAPACITY_RECORDING_RULES = [
+    {
+        # How many more replicas of each named pod shape fit in the cluster right now: the sum over nodes of what
+        # each node's kubelet would still admit under its own Topology Manager policy and scope.
+        "record": "cluster_shape:numawatch_capacity_shape_replicas:sum",
+        "expr": "sum by (cluster, shape) (max by (cluster, instance, shape) (numawatch_capacity_shape_replicas))",
+    },
+    {
+        # Nodes that would admit at least one more replica of the shape.
+        "record": "cluster_shape:numawatch_capacity_shape_nodes:count",
+        "expr": "count by (cluster, shape) (max by (cluster, instance, shape) (numawatch_capacity_shape_replicas) > 0)",
+    },
+    {
+        # Free exclusive CPUs, Memory Manager memory and huge pages, and devices, summed over every NUMA node.
+        "record": "cluster_resource:numawatch_capacity_free:sum",
+        "expr": (
+            "sum by (cluster, resource, unit) (\n"
+            "  max by (cluster, instance, numa_node, resource, unit) (numawatch_capacity_free)\n"
+            ")"
+        ),
+    },
+    {
+        # The largest request of each resource that one NUMA node somewhere in the cluster could still take alone.
+        "record": "cluster_resource:numawatch_capacity_largest_fit:max",
+        "expr": "max by (cluster, resource, unit) (numawatch_capacity_largest_fit)",
+    },
+]
+
+
 def rule(alert: Alert) -> dict[str, object]:
     out: dict[str, object] = {"alert": alert.name, "expr": alert.expr, "for": alert.for_}
     if alert.keep_firing_for:
@@ -500,7 +578,16 @@ def alerts_document() -> dict[str, object]:
 
 
 def rules_document() -> dict[str, object]:
-    return {"groups": [{"name": "numawatch-recording", "rules": RECORDING_RULES}]}
+    return {
+        "groups": [
+            {"name": "numawatch-recording", "rules": RECORDING_RULES},
+            {"name": "numawatch-gpu", "rules": GPU_RECORDING_RULES},
+        ]
+    }
+
+
+def capacity_document() -> dict[str, object]:
+    return {"groups": [{"name": "numawatch-capacity", "rules": CAPACITY_RECORDING_RULES}]}
 
 
 class _Dumper(yaml.SafeDumper):
@@ -523,7 +610,11 @@ def render(document: dict[str, object]) -> str:
 
 
 def outputs() -> dict[Path, str]:
-    return {ALERTS_FILE: render(alerts_document()), RULES_FILE: render(rules_document())}
+    return {
+        ALERTS_FILE: render(alerts_document()),
+        RULES_FILE: render(rules_document()),
+        CAPACITY_FILE: render(capacity_document()),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

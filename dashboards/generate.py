@@ -40,6 +40,10 @@ NODE_LINK = (
     "&var-node=${__data.fields.node}&${__url_time_range}"
 )
 CHECK_LINK = f"{CHECKS_DOC}#${{__data.fields.check}}"
+GPU_LINK = (
+    f"/d/{UIDS['gpu']}/numawatch-gpu?${{datasource:queryparam}}&${{cluster:queryparam}}"
+    "&var-node=${__data.fields.node}&${__url_time_range}"
+)
 
 
 def thresholds(*steps: tuple[float | None, str]) -> dict[str, Any]:
@@ -112,17 +116,31 @@ def panel(kind: str, title: str, description: str, targets: list[dict], unit: st
     }
 
 
-def stat(title: str, description: str, expr: str, unit: str = "short", **extra: Any) -> dict:
+def stat(title: str, description: str, expr: str, unit: str = "short", *, legend: str = "", **extra: Any) -> dict:
+    """One number per series; with a ``legend`` each series shows its name too (one stat per shape, per resource)."""
     extra.setdefault("thresholds", thresholds((None, "green")))
     options = {
         "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
         "colorMode": "background",
         "graphMode": "none",
-        "textMode": "value",
+        "textMode": "value_and_name" if legend else "value",
         "justifyMode": "auto",
         "orientation": "auto",
     }
-    return panel("stat", title, description, [target(expr, instant=True)], unit, options=options, **extra)
+    return panel("stat", title, description, [target(expr, legend, instant=True)], unit, options=options, **extra)
+
+
+def bargauge(title: str, description: str, expr: str, legend: str, unit: str, **extra: Any) -> dict:
+    """Horizontal bars, one per series, of the current value."""
+    extra.setdefault("thresholds", thresholds((None, "green")))
+    extra.setdefault("min", 0)
+    options = {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "orientation": "horizontal",
+        "displayMode": "gradient",
+        "showUnfilled": True,
+    }
+    return panel("bargauge", title, description, [target(expr, legend, instant=True)], unit, options=options, **extra)
 
 
 def timeseries(title: str, description: str, targets: list[dict], unit: str, **extra: Any) -> dict:
@@ -161,16 +179,24 @@ def state_timeline(title: str, description: str, expr: str, legend: str, **extra
 def table(
     title: str,
     description: str,
-    expr: str,
+    expr: str | list[str],
     columns: list[str],
     *,
     rename: dict[str, str] | None = None,
     overrides: list[dict] | None = None,
     unit: str = "none",
     sort: str | None = None,
+    descending: bool = False,
 ) -> dict:
-    """An instant table of the query's labels (and value); ``columns`` are shown in this order, the rest hidden."""
-    transformations = [
+    """An instant table of the query's labels (and value); ``columns`` are shown in this order, the rest hidden.
+
+    With several queries (refIds A, B, ...) Grafana's merge joins their rows on the labels they share and names the
+    values ``Value #A``, ``Value #B``...; aggregate each query (``max by (...)``) so that ``__name__`` and labels
+    one query lacks do not keep rows apart.
+    """
+    exprs = [expr] if isinstance(expr, str) else expr
+    transformations = [{"id": "merge", "options": {}}] if len(exprs) > 1 else []
+    transformations += [
         {"id": "filterFieldsByName", "options": {"include": {"names": columns}}},
         {
             "id": "organize",
@@ -183,12 +209,12 @@ def table(
     ]
     options: dict[str, Any] = {"showHeader": True, "cellHeight": "sm", "footer": {"show": False}}
     if sort:
-        options["sortBy"] = [{"displayName": (rename or {}).get(sort, sort), "desc": False}]
+        options["sortBy"] = [{"displayName": (rename or {}).get(sort, sort), "desc": descending}]
     return panel(
         "table",
         title,
         description,
-        [target(expr, table=True)],
+        [target(e, table=True, ref=chr(ord("A") + i)) for i, e in enumerate(exprs)],
         unit,
         custom={"align": "auto", "filterable": True},
         overrides=overrides or [],
@@ -201,6 +227,27 @@ def link_override(field_name: str, title: str, url: str) -> dict:
     return {
         "matcher": {"id": "byName", "options": field_name},
         "properties": [{"id": "links", "value": [{"title": title, "url": url, "targetBlank": url.startswith("http")}]}],
+    }
+
+
+def unit_override(field_name: str, unit: str, steps: dict[str, Any] | None = None) -> dict:
+    """A table column with its own unit (and, with ``steps``, coloured by thresholds)."""
+    properties: list[dict[str, Any]] = [{"id": "unit", "value": unit}]
+    if steps is not None:
+        properties += [
+            {"id": "thresholds", "value": steps},
+            {"id": "custom.cellOptions", "value": {"type": "color-background"}},
+        ]
+    return {"matcher": {"id": "byName", "options": field_name}, "properties": properties}
+
+
+def up_override(field_name: str) -> dict:
+    return {
+        "matcher": {"id": "byName", "options": field_name},
+        "properties": [
+            {"id": "mappings", "value": UP_MAPPINGS},
+            {"id": "custom.cellOptions", "value": {"type": "color-text"}},
+        ],
     }
 
 
@@ -508,6 +555,8 @@ def fleet() -> dict:
         24,
         8,
     )
+    gpu_bubbles_fleet(layout)
+    capacity_fleet(layout)
     layout.row("Exporters")
     layout.add(
         timeseries(
@@ -546,6 +595,14 @@ def fleet() -> dict:
             include_all=True,
             description="numawatch check ids (docs/checks.md).",
         ),
+        query_variable(
+            "shape",
+            "Pod shape",
+            f"label_values(cluster_shape:numawatch_capacity_shape_replicas:sum{{{C}}}, shape)",
+            multi=True,
+            include_all=True,
+            description="Named pod shapes of the intent file (docs/capacity.md); empty when none is configured.",
+        ),
     ]
     return dashboard(
         "fleet",
@@ -553,6 +610,249 @@ def fleet() -> dict:
         "Pinning drift across the fleet: coverage, which checks fail where, and the offenders.",
         variables,
         layout,
+    )
+
+
+IDLE_STEPS = thresholds((None, "green"), (0.1, "orange"), (0.3, "red"))
+# Run-queue wait in seconds per second, summed over a holder's threads: 0.005 is where docs/gpu.md starts to suspect it.
+WAIT_STEPS = thresholds((None, "green"), (0.005, "orange"), (0.05, "red"))
+
+
+def gpu_bubbles_fleet(layout: Layout) -> None:
+    """GPU coarse idle while held next to the holder's run-queue wait, from the numawatch-gpu recording rules."""
+    layout.row("GPU bubbles (host side)")
+    layout.add(
+        stat(
+            "GPU time idle while held",
+            "Share of the sampled time of every GPU in the selected clusters that a GPU sat idle while a container "
+            "held it (NVML utilisation, 5 minutes; recording rule cluster:numawatch_gpu_held_idle:ratio_rate5m). "
+            "Coarse: idle gaps shorter than NVML's sample period (1/6-1 s) count as busy. Empty without NVML.",
+            f"avg(cluster:numawatch_gpu_held_idle:ratio_rate5m{{{C}}})",
+            "percentunit",
+            min=0,
+            max=1,
+            thresholds=IDLE_STEPS,
+        ),
+        4,
+        9,
+    )
+    gpu_labels = "cluster, instance, gpu, uuid, namespace, pod, container"
+    holder_labels = "cluster, instance, namespace, pod, container"
+    layout.add(
+        table(
+            "GPUs idle while held, next to their holder's run-queue wait",
+            "Each held GPU's coarse idle-while-held share over 5 minutes next to the seconds per second its holder "
+            "container's threads, summed, waited for a CPU (recording rules "
+            "instance_gpu:numawatch_gpu_held_idle:ratio_rate5m and "
+            "instance_container:numawatch_gpu_holder_run_delay_seconds:rate5m). Both high together: a host-side "
+            "bubble suspect (docs/gpu.md); a GPU idle with no requests queued is not one. Click a node for its GPU "
+            "view.",
+            [
+                f"max by ({gpu_labels}) (instance_gpu:numawatch_gpu_held_idle:ratio_rate5m{{{C}}})",
+                f"max by ({holder_labels}) (instance_container:numawatch_gpu_holder_run_delay_seconds:rate5m{{{C}}})",
+            ],
+            ["cluster", "instance", "gpu", "namespace", "pod", "container", "Value #A", "Value #B"],
+            rename={"instance": "node", "Value #A": "idle while held", "Value #B": "run-queue wait"},
+            overrides=[
+                link_override("node", "GPU dashboard", GPU_LINK),
+                unit_override("idle while held", "percentunit", IDLE_STEPS),
+                unit_override("run-queue wait", "percentunit", WAIT_STEPS),
+            ],
+            sort="idle while held",
+            descending=True,
+        ),
+        20,
+        9,
+    )
+
+
+def capacity_fleet(layout: Layout) -> None:
+    """Issue 5: how many more replicas of each pod shape fit now, next to the pods waiting for a node."""
+    replicas = f'cluster_shape:numawatch_capacity_shape_replicas:sum{{{C}, shape=~"$shape"}}'
+    layout.row("NUMA capacity")
+    layout.add(
+        {
+            **stat(
+                "How many more $shape replicas fit in the cluster right now",
+                "Pods of this shape (the intent file's shapes) the nodes' kubelets would still admit now, one after "
+                "another, under each node's Topology Manager policy: the NUMA-aware answer, which the scheduler's "
+                "per-node totals overstate (recording rule cluster_shape:numawatch_capacity_shape_replicas:sum).",
+                f"sum({replicas})",
+                decimals=0,
+                thresholds=thresholds((None, "red"), (1, "orange"), (3, "green")),
+            ),
+            "repeat": "shape",
+            "repeatDirection": "h",
+            "maxPerRow": 6,
+        },
+        24,
+        4,
+    )
+    layout.add(
+        timeseries(
+            "Replicas that fit, by shape",
+            "How many more pods of each shape the selected clusters admit, over time: falls as pods are placed, "
+            "rises as they go.",
+            [target(f"sum by (shape) ({replicas})", "{{shape}}")],
+            "short",
+            decimals=0,
+        ),
+        8,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Nodes that would admit another replica",
+            "Nodes that would admit at least one more pod of each shape (recording rule "
+            "cluster_shape:numawatch_capacity_shape_nodes:count); 0 when none would.",
+            [
+                target(
+                    f'sum by (shape) (cluster_shape:numawatch_capacity_shape_nodes:count{{{C}, shape=~"$shape"}} '
+                    f"or {replicas} * 0)",
+                    "{{shape}}",
+                )
+            ],
+            "short",
+            decimals=0,
+        ),
+        8,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Pending pods (kube-state-metrics)",
+            "Pods waiting for a node, from kube-state-metrics' kube_pod_status_phase: replicas that fit while pods "
+            "stay Pending point at something other than NUMA capacity (taints, affinity, quotas). Shows no data "
+            "where kube-state-metrics is not scraped by this Prometheus.",
+            [target(f'sum by (cluster) (kube_pod_status_phase{{{C}, phase="Pending"}})', "{{cluster}} pending")],
+            "short",
+            decimals=0,
+        ),
+        8,
+        8,
+    )
+    free = "cluster_resource:numawatch_capacity_free:sum"
+    largest = "cluster_resource:numawatch_capacity_largest_fit:max"
+    layout.add(
+        bargauge(
+            "Free exclusive CPUs and devices",
+            "Exclusive CPUs no container holds and devices (GPUs) no container holds, summed over every NUMA node of "
+            f"the selected clusters (recording rule {free}).",
+            f'sum by (resource) ({free}{{{C}, unit!="byte"}})',
+            "{{resource}}",
+            "short",
+            decimals=0,
+        ),
+        6,
+        6,
+    )
+    layout.add(
+        bargauge(
+            "Free Memory Manager memory and huge pages",
+            "Memory and huge pages the Memory Manager (Static policy) can still hand out, summed over every NUMA node "
+            f"(recording rule {free}).",
+            f'sum by (resource) ({free}{{{C}, unit="byte"}})',
+            "{{resource}}",
+            "bytes",
+        ),
+        6,
+        6,
+    )
+    layout.add(
+        bargauge(
+            "Largest CPU and device request one NUMA node takes",
+            "The largest request of each resource that a single NUMA node somewhere could still grant alone: a pod "
+            f"asking for more is refused under single-numa-node (recording rule {largest}).",
+            f'max by (resource) ({largest}{{{C}, unit!="byte"}})',
+            "{{resource}}",
+            "short",
+            decimals=0,
+        ),
+        6,
+        6,
+    )
+    layout.add(
+        bargauge(
+            "Largest memory request one NUMA node takes",
+            "The largest Memory Manager memory or huge page request a single NUMA node somewhere could still grant "
+            f"alone (0 while earlier multi-node allocations group the nodes; recording rule {largest}).",
+            f'max by (resource) ({largest}{{{C}, unit="byte"}})',
+            "{{resource}}",
+            "bytes",
+        ),
+        6,
+        6,
+    )
+
+
+def capacity_node(layout: Layout) -> None:
+    """Issue 5, per node: what each NUMA node can still hand out to a pinned pod, and the shapes it would admit."""
+    labels = "numa_node, resource"
+    per_node = [
+        f"max by ({labels}) (numawatch_capacity_allocatable{{{N}, {{unit}}}})",
+        f"max by ({labels}) (numawatch_capacity_free{{{N}, {{unit}}}})",
+        f"max by ({labels}) (numawatch_capacity_largest_fit{{{N}, {{unit}}}})",
+    ]
+    columns = ["numa_node", "resource", "Value #A", "Value #B", "Value #C"]
+    rename = {"Value #A": "allocatable", "Value #B": "free", "Value #C": "largest fit"}
+    layout.row("NUMA capacity")
+    layout.add(
+        table(
+            "Exclusive CPUs and devices per NUMA node",
+            "Per NUMA node: exclusive CPUs (static CPU Manager; whole cores under full-pcpus-only) and devices "
+            "(GPUs) the kubelet can hand out, how many are free, and the largest request that node alone could still "
+            "grant. An empty numa_node is a device registered without topology, usable from any node.",
+            [q.replace("{unit}", 'unit!="byte"') for q in per_node],
+            columns,
+            rename=rename,
+            sort="numa_node",
+        ),
+        12,
+        7,
+    )
+    layout.add(
+        table(
+            "Memory Manager memory and huge pages per NUMA node",
+            "Per NUMA node (Memory Manager Static policy): memory and huge pages allocatable, free, and the largest "
+            "request that node alone could still grant (0 while an earlier multi-node allocation groups it).",
+            [q.replace("{unit}", 'unit="byte"') for q in per_node],
+            columns,
+            rename=rename,
+            unit="bytes",
+            sort="numa_node",
+        ),
+        12,
+        7,
+    )
+    layout.add(
+        timeseries(
+            "Free exclusive CPUs and devices per NUMA node",
+            "Exclusive CPUs and devices no container holds, per NUMA node, over time.",
+            [
+                target(
+                    f'max by ({labels}) (numawatch_capacity_free{{{N}, unit!="byte"}})',
+                    "{{resource}} node {{numa_node}}",
+                )
+            ],
+            "short",
+            decimals=0,
+        ),
+        12,
+        7,
+    )
+    layout.add(
+        bargauge(
+            "Replicas of each shape this node admits",
+            "How many more pods of each named shape (intent file) this node's kubelet would admit now, one after "
+            "another, under its Topology Manager policy; `numawatch check --fit SHAPE` on the node says why not.",
+            f"max by (shape) (numawatch_capacity_shape_replicas{{{N}}})",
+            "{{shape}}",
+            "short",
+            decimals=0,
+            thresholds=thresholds((None, "red"), (1, "green")),
+        ),
+        12,
+        7,
     )
 
 
@@ -736,6 +1036,7 @@ def node() -> dict:
         12,
         6,
     )
+    capacity_node(layout)
     layout.row("Memory and host")
     who = "namespace, pod, container"
     resident = f"sum by ({who}) (numawatch_container_memory_numa_bytes{{{N}}})"
@@ -906,7 +1207,7 @@ def gpu() -> dict:
     layout.row("GPUs")
     layout.add(
         stat("GPUs", "GPUs numawatch sees on the selected nodes.", f"count(numawatch_gpu_info{{{N}}}) or vector(0)"),
-        6,
+        4,
         4,
     )
     layout.add(
@@ -915,7 +1216,7 @@ def gpu() -> dict:
             "GPUs the kubelet's device checkpoint assigns to a container.",
             f'count(numawatch_gpu_info{{{N}, container!=""}}) or vector(0)',
         ),
-        6,
+        4,
         4,
     )
     layout.add(
@@ -925,7 +1226,7 @@ def gpu() -> dict:
             f'count(numawatch_gpu_info{{{N}, numa_node=""}}) or vector(0)',
             thresholds=thresholds((None, "green"), (1, "orange")),
         ),
-        6,
+        4,
         4,
     )
     layout.add(
@@ -935,8 +1236,177 @@ def gpu() -> dict:
             f"count(({local}) < ({every})) or vector(0)",
             thresholds=thresholds((None, "green"), (1, "red")),
         ),
-        6,
         4,
+        4,
+    )
+    layout.add(
+        stat(
+            "NVML",
+            'Whether numawatch could use NVML on every selected node (numawatch_source_up{source="nvml"}): DOWN '
+            "on a node without the NVIDIA driver library, with a hung driver call, or when run with --no-nvml; "
+            "`numawatch check` says why. The busy, idle and holder panels below need it.",
+            f'min(numawatch_source_up{{{N}, source="nvml"}})',
+            "none",
+            mappings=UP_MAPPINGS,
+            thresholds=thresholds((None, "red"), (1, "green")),
+        ),
+        4,
+        4,
+    )
+    layout.add(
+        stat(
+            "GPUs lost (NVML)",
+            "GPUs NVML reports lost or needing a reset (numawatch_gpu_nvml_up 0): numawatch stops calling them until "
+            "a PCI hotplug event brings them back.",
+            f"count(numawatch_gpu_nvml_up{{{N}}} == 0) or vector(0)",
+            thresholds=thresholds((None, "green"), (1, "red")),
+        ),
+        4,
+        4,
+    )
+
+    # Busy and coarse idle while held per GPU, next to the host delay signals of the container holding it.
+    gpu_key = "instance, gpu, uuid"
+    holders = f'group by ({gpu_key}, namespace, pod, container) (numawatch_gpu_processes{{{N}, container!=""}})'
+    holder_legend = "{{instance}} {{namespace}}/{{pod}} {{container}}"
+
+    def holder_rate(metric: str, by: str = holder) -> str:
+        # pod_uid is summed away: the panel follows a holder by name across a re-created pod
+        return f"sum by ({by}) (rate({metric}{{{N}}}[$__rate_interval]))"
+
+    layout.row("Busy and idle while held, next to the holder's host delays")
+    layout.add(
+        timeseries(
+            "GPU busy",
+            "Share of time each GPU was busy by NVML utilisation: at least one kernel ran during a sample period "
+            "(1/6-1 s), so sub-millisecond gaps between kernels count as busy. Integrated from every NVML sample "
+            "between evaluations (numawatch_gpu_busy_seconds_total over numawatch_gpu_sampled_seconds_total).",
+            [
+                target(
+                    f"max by ({gpu_key}) (rate(numawatch_gpu_busy_seconds_total{{{N}}}[$__rate_interval]))\n"
+                    f"/ (max by ({gpu_key}) (rate(numawatch_gpu_sampled_seconds_total{{{N}}}[$__rate_interval])) > 0)",
+                    "{{instance}} {{gpu}}",
+                )
+            ],
+            "percentunit",
+            max=1,
+        ),
+        8,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "GPU idle while held",
+            "Coarse idle while held: share of each GPU's sampled time it sat idle while a compute process of the "
+            "named container held it. Catches stalls on the order of NVML's sample period or longer (a scheduler "
+            "stall, a GC pause, a preempted launch thread), never launch-gap bubbles; idle with no requests queued is "
+            "not a bubble. Compare with the holder's run-queue wait on the right.",
+            [
+                target(
+                    "(\n"
+                    f"    max by ({gpu_key}) (rate(numawatch_gpu_held_idle_seconds_total{{{N}}}[$__rate_interval]))\n"
+                    f"  / (max by ({gpu_key}) (rate(numawatch_gpu_sampled_seconds_total{{{N}}}[$__rate_interval])) > 0)"
+                    f"\n)\n* on ({gpu_key}) group_right () {holders}",
+                    "{{instance}} {{gpu}} held by {{namespace}}/{{pod}} {{container}}",
+                )
+            ],
+            "percentunit",
+            max=1,
+            thresholds=IDLE_STEPS,
+        ),
+        8,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Holder run-queue wait",
+            "Seconds per second the threads of each GPU-holding container, summed, were runnable but waited for a "
+            "CPU (task schedstat run delay): 5 % means 0.05 s of waiting per second, and it can exceed 100 % with "
+            "many threads. docs/gpu.md starts to suspect a host-side bubble at 0.5 % next to 10 % idle while held.",
+            [target(holder_rate("numawatch_gpu_holder_run_delay_seconds_total"), holder_legend)],
+            "percentunit",
+            thresholds=WAIT_STEPS,
+        ),
+        8,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Holder involuntary context switches",
+            "Preemptions per second of the threads of each GPU-holding container: another task took their CPU. A "
+            "pinned holder on isolated CPUs should see almost none.",
+            [target(holder_rate("numawatch_gpu_holder_involuntary_switches_total"), holder_legend)],
+            "cps",
+        ),
+        8,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Holder CPU migrations",
+            "Moves between CPUs per second of the threads of each GPU-holding container (se.nr_migrations). No data "
+            "where the kernel lacks CONFIG_SCHED_DEBUG.",
+            [target(holder_rate("numawatch_gpu_holder_migrations_total"), holder_legend)],
+            "cps",
+        ),
+        8,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Interrupts on holder CPUs",
+            "Interrupts per second on the CPUs of each GPU-holding container's cpuset, by kind (device IRQs, the "
+            "local timer tick, IPIs). Only watched CPUs count (isolated, nohz_full or exclusive): a holder on the "
+            "shared pool shows few or none.",
+            [
+                target(
+                    holder_rate("numawatch_gpu_holder_interrupts_total", f"{holder}, kind"),
+                    f"{holder_legend} {{{{kind}}}}",
+                )
+            ],
+            "cps",
+        ),
+        8,
+        8,
+    )
+    layout.row("Inventory and holders")
+    layout.add(
+        table(
+            "GPU inventory",
+            "Every GPU: node, PCI address, NUMA node (empty = unknown), model, the container the kubelet's device "
+            "checkpoint assigns it to, and whether NVML answers for it (empty when NVML is not used on the node).",
+            [
+                f"max by ({gpu_key}, numa_node, model, namespace, pod, container) (numawatch_gpu_info{{{N}}})",
+                f"max by ({gpu_key}, index) (numawatch_gpu_nvml_up{{{N}}})",
+            ],
+            ["instance", "gpu", "uuid", "numa_node", "model", "namespace", "pod", "container", "index", "Value #B"],
+            rename={"instance": "node", "index": "NVML index", "Value #B": "NVML"},
+            overrides=[link_override("node", "Node dashboard", NODE_LINK), up_override("NVML")],
+            sort="node",
+        ),
+        24,
+        8,
+    )
+    layout.add(
+        table(
+            "Compute processes per GPU",
+            "The containers whose processes NVML lists on each GPU (empty holder: processes outside any container), "
+            "how many processes, and their SM utilisation since the previous evaluation. Differs from the inventory's "
+            "assignment when a GPU is used outside the device plugin (gpu_holder_mismatch).",
+            [
+                f"max by ({gpu_key}, namespace, pod, container) (numawatch_gpu_processes{{{N}}})",
+                f"max by ({gpu_key}, namespace, pod, container) (numawatch_gpu_process_sm_utilization_ratio{{{N}}})",
+            ],
+            ["instance", "gpu", "namespace", "pod", "container", "Value #A", "Value #B"],
+            rename={"instance": "node", "Value #A": "processes", "Value #B": "SM utilisation"},
+            overrides=[
+                link_override("node", "Node dashboard", NODE_LINK),
+                unit_override("SM utilisation", "percentunit"),
+            ],
+            sort="node",
+        ),
+        12,
+        8,
     )
     layout.add(
         table(
@@ -959,21 +1429,24 @@ def gpu() -> dict:
             ],
             sort="node",
         ),
-        24,
+        12,
         8,
     )
     layout.add(
-        table(
-            "GPUs",
-            "Every GPU: node, PCI address, NUMA node (empty = unknown), model and the container holding it.",
-            f"numawatch_gpu_info{{{N}}}",
-            ["instance", "gpu", "uuid", "numa_node", "model", "namespace", "pod", "container"],
-            rename={"instance": "node"},
-            overrides=[link_override("node", "Node dashboard", NODE_LINK)],
-            sort="node",
+        timeseries(
+            "Time numawatch spends in NVML",
+            "Seconds per second numawatch's NVML calls took, per node: NVML calls serialise in the driver and can "
+            "stutter GPU work, so this should stay far below 1 %.",
+            [
+                target(
+                    f"sum by (instance) (rate(numawatch_nvml_call_seconds_sum{{{N}}}[$__rate_interval]))",
+                    "{{instance}}",
+                )
+            ],
+            "percentunit",
         ),
         24,
-        8,
+        6,
     )
     layout.row("GPU-related drift")
     gpu_checks = (
@@ -1010,7 +1483,8 @@ def gpu() -> dict:
     return dashboard(
         "gpu",
         "numawatch / GPUs",
-        "GPUs, their NUMA nodes and holders, and whether the holders' CPUs are local to their GPUs.",
+        "GPUs, their NUMA nodes and holders; each GPU's busy and coarse idle-while-held time next to its holder's "
+        "run-queue wait, preemptions, migrations and interrupts; whether the holders' CPUs are local to their GPUs.",
         [cluster_variable(), node_variable(multi=True)],
         layout,
     )

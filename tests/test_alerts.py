@@ -239,6 +239,86 @@ def test_unit_tests_assert_the_exact_runbook_url():
                     assert alert["exp_annotations"]["runbook_url"] == f"{base}{case['alertname']}.md"
 
 
+# --- recording rules -----------------------------------------------------------------------------------------
+
+
+def recording_rules() -> list[tuple[str, dict]]:
+    """(rule file name, rule) for every recording rule of every rule file in alerts/."""
+    return [
+        (path.name, rule)
+        for path in RULE_FILES
+        for group in yaml.safe_load(path.read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    ]
+
+
+def documented_metric_names() -> set[str]:
+    return set(re.findall(r"`(numawatch_[a-z0-9_]+)`", (ROOT / "docs" / "metrics.md").read_text()))
+
+
+def test_generate_py_writes_every_rule_file_in_alerts():
+    assert set(load_generator().outputs()) == set(RULE_FILES)
+
+
+def test_every_rule_file_is_loaded_by_a_promtool_unit_test():
+    loaded = set()
+    for path in PROMTOOL_TESTS:
+        for name in yaml.safe_load(path.read_text())["rule_files"]:
+            loaded.add((path.parent / name).resolve())
+    assert {path.resolve() for path in RULE_FILES} <= loaded
+
+
+def test_every_recording_rule_is_asserted_by_a_promtool_unit_test():
+    tested = " ".join(
+        case["expr"]
+        for path in PROMTOOL_TESTS
+        for test in yaml.safe_load(path.read_text())["tests"]
+        for case in test.get("promql_expr_test", [])
+        if case.get("exp_samples")
+    )
+    for file_name, rule in recording_rules():
+        assert re.search(rf"(?<![\w:]){re.escape(rule['record'])}(?![\w:])", tested), (file_name, rule["record"])
+
+
+def test_recording_rules_are_named_level_metric_operations_and_built_on_documented_metrics():
+    documented = documented_metric_names()
+    for file_name, rule in recording_rules():
+        level, metric, operations = rule["record"].split(":")
+        assert re.fullmatch(r"[a-z]+(_[a-z]+)*", level), rule["record"]
+        assert metric.startswith("numawatch_") and operations, rule["record"]
+        used = {name.removesuffix("_total") for name in re.findall(r"\bnumawatch_\w+", rule["expr"])}
+        known = {name.removesuffix("_total") for name in documented}
+        assert used <= known, (file_name, rule["record"], sorted(used - known))
+
+
+def test_recording_rules_use_fixed_windows_and_no_dashboard_variables():
+    for _, rule in recording_rules():
+        assert "$" not in rule["expr"], rule["record"]  # $__rate_interval & co. exist only in Grafana
+        for window in re.findall(r"\[([^\]]+)\]", rule["expr"]):
+            assert window == "5m", rule["record"]
+
+
+def test_gpu_bubble_rules_keep_the_holder_labels_on_both_sides():
+    rules = {rule["record"]: rule["expr"] for _, rule in recording_rules()}
+    idle = rules["instance_gpu:numawatch_gpu_held_idle:ratio_rate5m"]
+    wait = rules["instance_container:numawatch_gpu_holder_run_delay_seconds:rate5m"]
+    assert "numawatch_gpu_held_idle_seconds_total[5m]" in idle and "numawatch_gpu_sampled_seconds_total[5m]" in idle
+    assert "group_right" in idle and "numawatch_gpu_processes" in idle
+    assert "numawatch_gpu_holder_run_delay_seconds_total[5m]" in wait
+    holder = "cluster, node, instance, namespace, pod, container"
+    assert "gpu, uuid, namespace, pod, container) (numawatch_gpu_processes" in idle
+    assert wait.startswith(f"sum by ({holder})")
+
+
+def test_fleet_rules_fold_duplicate_scrapes_of_one_target():
+    """A node scraped by two jobs counts once: sums, counts and averages over a cluster first take the max per
+    target (a max over the cluster needs no such step)."""
+    for _, rule in recording_rules():
+        if rule["record"].startswith("cluster") and not rule["expr"].startswith("max by (cluster"):
+            assert re.search(r"max by \(cluster, (node, )?instance\b", rule["expr"]), rule["record"]
+
+
 # --- check ids -----------------------------------------------------------------------------------------------
 
 

@@ -31,7 +31,16 @@ EXPECTED_UIDS = {
     "numawatch-gpu.json": "numawatch-gpu",
 }
 # Grafana's unit ids that the dashboards may use (a subset of Grafana's categories).
-UNITS = {"none", "short", "percentunit", "percent", "s", "ms", "bytes", "decbytes", "ops", "reqps", "dateTimeAsIso"}
+UNITS = {
+    "none", "short", "percentunit", "percent", "s", "ms", "bytes", "decbytes", "ops", "reqps", "cps", "dateTimeAsIso",
+}  # fmt: skip
+# Metrics of other exporters the dashboards may query, with what provides them. A panel on one says in its
+# description that it shows nothing without it (tests/test_e2e_prometheus.py lists it among the exempt queries).
+EXTERNAL_METRICS = {
+    "up": "Prometheus itself",
+    "ALERTS": "Prometheus itself",
+    "kube_pod_status_phase": "kube-state-metrics",
+}
 
 # Grafana's variables, replaced by plausible values so that promtool can parse the expressions.
 SUBSTITUTIONS = {
@@ -41,6 +50,7 @@ SUBSTITUTIONS = {
     "$cluster": ".*",
     "$node": "gpu-1",
     "$check": ".*",
+    "$shape": ".*",
 }
 
 
@@ -303,12 +313,16 @@ def documented_metrics() -> set[str]:
 
 
 def recording_rules() -> set[str]:
-    document = yaml.safe_load((ROOT / "alerts" / "numawatch-rules.yml").read_text())
-    return {rule["record"] for group in document["groups"] for rule in group["rules"]}
+    """Every rule recorded by the rule files in alerts/ (numawatch-rules.yml, numawatch-capacity.rules.yml, ...)."""
+    records = set()
+    for path in sorted((ROOT / "alerts").glob("numawatch-*.yml")):
+        document = yaml.safe_load(path.read_text())
+        records |= {rule["record"] for group in document["groups"] for rule in group["rules"] if "record" in rule}
+    return records
 
 
 def test_every_metric_a_dashboard_queries_is_documented_or_recorded():
-    known = documented_metrics() | recording_rules() | {"up", "ALERTS"}
+    known = documented_metrics() | recording_rules() | set(EXTERNAL_METRICS)
     expressions = all_expressions() + variable_queries()
     for name, title, expr in expressions:
         unknown = metric_names(expr) - known
@@ -332,3 +346,106 @@ def test_every_query_is_valid_promql(tmp_path):
         detail = "\n".join(f"{i}: {n} / {t}: {e}" for i, (n, t, e) in enumerate(expressions))
         pytest.fail(f"promtool rejected a dashboard query:\n{result.stdout}{result.stderr}\n{detail}")
     assert f"SUCCESS: {len(rules)} rules found" in result.stdout
+
+
+# --- GPU bubbles and NUMA capacity (issues 5 and 6) ----------------------------------------------------------
+
+
+def panel_by_title(document: dict, title: str) -> dict:
+    (found,) = [p for p in data_panels(document) if p["title"] == title]
+    return found
+
+
+def test_merged_tables_show_only_values_of_queries_they_have():
+    for name, document in dashboards():
+        for panel in data_panels(document):
+            if panel["type"] != "table":
+                continue
+            refs = {target["refId"] for target in panel["targets"]}
+            (included,) = [t for t in panel["transformations"] if t["id"] == "filterFieldsByName"]
+            merged = any(t["id"] == "merge" for t in panel["transformations"])
+            assert merged == (len(refs) > 1), (name, panel["title"])
+            for column in included["options"]["include"]["names"]:
+                match = re.fullmatch(r"Value #([A-Z])", column)
+                assert match is None or match.group(1) in refs, (name, panel["title"], column)
+                # a merged table names its values Value #A...; a lone query's value is just Value
+                assert column != "Value" or not merged, (name, panel["title"])
+
+
+def test_gpu_view_puts_busy_and_idle_while_held_next_to_the_holders_host_delays():
+    gpu = load(DASHBOARDS / "numawatch-gpu.json")
+    expected = {
+        "GPU busy": ("numawatch_gpu_busy_seconds_total", "percentunit"),
+        "GPU idle while held": ("numawatch_gpu_held_idle_seconds_total", "percentunit"),
+        "Holder run-queue wait": ("numawatch_gpu_holder_run_delay_seconds_total", "percentunit"),
+        "Holder involuntary context switches": ("numawatch_gpu_holder_involuntary_switches_total", "cps"),
+        "Holder CPU migrations": ("numawatch_gpu_holder_migrations_total", "cps"),
+        "Interrupts on holder CPUs": ("numawatch_gpu_holder_interrupts_total", "cps"),
+    }
+    for title, (counter, unit) in expected.items():
+        panel = panel_by_title(gpu, title)
+        (target,) = panel["targets"]
+        assert f"rate({counter}{{" in target["expr"], title
+        assert "[$__rate_interval]" in target["expr"], title
+        assert panel["fieldConfig"]["defaults"]["unit"] == unit, title
+    # the idle-while-held series carry the holder's labels, so they read next to the holder panels' legends
+    idle = panel_by_title(gpu, "GPU idle while held")["targets"][0]
+    assert "group_right" in idle["expr"] and "numawatch_gpu_processes" in idle["expr"]
+    assert "{{namespace}}/{{pod}} {{container}}" in idle["legendFormat"]
+    # side by side: the idle panel and the run-queue wait panel share a line, adjacent
+    idle_grid = panel_by_title(gpu, "GPU idle while held")["gridPos"]
+    wait_grid = panel_by_title(gpu, "Holder run-queue wait")["gridPos"]
+    assert idle_grid["y"] == wait_grid["y"]
+    assert idle_grid["x"] + idle_grid["w"] == wait_grid["x"]
+
+
+def test_gpu_view_has_the_inventory_with_numa_node_holder_and_nvml_state():
+    gpu = load(DASHBOARDS / "numawatch-gpu.json")
+    inventory = panel_by_title(gpu, "GPU inventory")
+    exprs = " ".join(t["expr"] for t in inventory["targets"])
+    assert "numawatch_gpu_info" in exprs and "numawatch_gpu_nvml_up" in exprs
+    (included,) = [t for t in inventory["transformations"] if t["id"] == "filterFieldsByName"]
+    assert {"numa_node", "namespace", "pod", "container"} <= set(included["options"]["include"]["names"])
+    nvml = panel_by_title(gpu, "NVML")
+    assert 'source="nvml"' in nvml["targets"][0]["expr"]
+    assert '"UP"' in json.dumps(nvml["fieldConfig"]["defaults"]["mappings"])
+
+
+def test_fleet_view_answers_how_many_more_replicas_of_a_shape_fit_next_to_pending_pods():
+    fleet = load(DASHBOARDS / "numawatch-fleet.json")
+    variables = {v["name"]: v for v in fleet["templating"]["list"]}
+    assert "cluster_shape:numawatch_capacity_shape_replicas:sum" in variables["shape"]["query"]["query"]
+    (fits,) = [p for p in data_panels(fleet) if p.get("repeat") == "shape"]
+    assert "$shape" in fits["title"]
+    assert "cluster_shape:numawatch_capacity_shape_replicas:sum" in fits["targets"][0]["expr"]
+    pending = panel_by_title(fleet, "Pending pods (kube-state-metrics)")
+    assert "kube_pod_status_phase{" in pending["targets"][0]["expr"]
+    assert "kube-state-metrics" in pending["description"] and "no data" in pending["description"]
+    replicas = panel_by_title(fleet, "Replicas that fit, by shape")
+    assert replicas["gridPos"]["y"] == pending["gridPos"]["y"]
+
+
+def test_fleet_view_lists_gpus_idle_while_held_with_their_holders_run_queue_wait():
+    fleet = load(DASHBOARDS / "numawatch-fleet.json")
+    table = panel_by_title(fleet, "GPUs idle while held, next to their holder's run-queue wait")
+    exprs = [t["expr"] for t in table["targets"]]
+    assert "instance_gpu:numawatch_gpu_held_idle:ratio_rate5m" in exprs[0]
+    assert "instance_container:numawatch_gpu_holder_run_delay_seconds:rate5m" in exprs[1]
+    # both sides keep the holder's labels so the merge joins a GPU with its container
+    for expr in exprs:
+        assert re.search(r"max by \([^)]*namespace, pod, container\)", expr), expr
+
+
+def test_node_view_has_capacity_per_numa_node_and_the_largest_fit():
+    node = load(DASHBOARDS / "numawatch-node.json")
+    for title, unit in (
+        ("Exclusive CPUs and devices per NUMA node", "none"),
+        ("Memory Manager memory and huge pages per NUMA node", "bytes"),
+    ):
+        panel = panel_by_title(node, title)
+        exprs = " ".join(t["expr"] for t in panel["targets"])
+        for family in ("numawatch_capacity_allocatable", "numawatch_capacity_free", "numawatch_capacity_largest_fit"):
+            assert family in exprs, (title, family)
+        assert panel["fieldConfig"]["defaults"]["unit"] == unit, title
+    shapes = panel_by_title(node, "Replicas of each shape this node admits")
+    assert "numawatch_capacity_shape_replicas" in shapes["targets"][0]["expr"]

@@ -10,8 +10,12 @@ import copy
 import functools
 import importlib.util
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import jsonschema
@@ -193,6 +197,12 @@ def test_host_pid_without_host_network_or_host_ipc():
     assert not any("hostPort" in port for port in container()["ports"])
 
 
+def test_pod_keeps_the_host_user_namespace_so_kernel_uevents_reach_it():
+    # A user-namespaced pod's network namespace hears no uevents (see the hotplug tests below); hostUsers: false
+    # would silently turn hotplug off.
+    assert pod_spec().get("hostUsers", True) is True
+
+
 def test_host_root_is_mounted_read_only_at_host_with_host_to_container_propagation():
     volumes = {v["name"]: v for v in pod_spec()["volumes"]}
     mounts = {m["mountPath"]: m for m in container()["volumeMounts"]}
@@ -255,11 +265,39 @@ def test_liveness_and_readiness_probe_healthz_on_the_metrics_port():
 
 def test_resources_request_a_fraction_of_a_cpu_and_limit_only_memory():
     resources = container()["resources"]
-    assert resources["requests"] == {"cpu": "50m", "memory": "64Mi"}
+    assert resources["requests"] == {"cpu": "50m", "memory": "96Mi"}
     # no CPU limit: CFS throttling would stretch every evaluation burst (deploy/README.md)
-    assert resources["limits"] == {"memory": "128Mi"}
+    assert resources["limits"] == {"memory": "192Mi"}
     # a fractional CPU request keeps the pod Burstable, so the static CPU Manager never gives it exclusive CPUs
     assert resources["requests"]["cpu"].endswith("m")
+
+
+def measured_serve_cost() -> tuple[float, float]:
+    """The worst serve figures docs/performance.md states for the 384-CPU host: CPU-seconds per evaluation and peak
+    RSS in MB (decimal, as VmHWM is reported there)."""
+    text = " ".join((ROOT / "docs" / "performance.md").read_text().split())
+    cpu = re.search(r"serve spent [\d.]+-([\d.]+) s per evaluation", text)
+    rss = re.search(r"serve peaked at [\d.]+-([\d.]+) MB", text)
+    assert cpu and rss, "docs/performance.md no longer states serve's CPU and peak RSS the way this test reads them"
+    return float(cpu.group(1)), float(rss.group(1))
+
+
+def mebibytes(quantity: str) -> int:
+    assert quantity.endswith("Mi"), quantity
+    return int(quantity[:-2])
+
+
+def test_resources_cover_the_measured_cost_of_serve():
+    cpu_seconds, peak_mb = measured_serve_cost()
+    resources = container()["resources"]
+    # what the pod uses on average at the default 15 s interval, with at least 2x headroom for what the benchmark
+    # leaves out (kernel time generating the files, NVML, scrapes)
+    average_millicores = cpu_seconds / 15 * 1000
+    assert int(resources["requests"]["cpu"].removesuffix("m")) >= 2 * average_millicores
+    # never above its memory request at the measured peak (eviction order), and the limit well above that
+    peak_mib = peak_mb * 1e6 / 2**20
+    assert mebibytes(resources["requests"]["memory"]) >= 1.2 * peak_mib
+    assert mebibytes(resources["limits"]["memory"]) >= 2 * mebibytes(resources["requests"]["memory"])
 
 
 def test_serve_accepts_the_daemonset_arguments(capsys):
@@ -323,6 +361,87 @@ def test_network_policy_admits_only_prometheus_on_the_metrics_port_and_denies_eg
     assert rule["ports"] == [{"port": METRICS_PORT, "protocol": "TCP"}]
     (source,) = rule["from"]
     assert source["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
+
+
+# --- hotplug without hostNetwork: kernel uevents on a real kernel ----------------------------------------------
+
+# Run in a new network namespace: report "listening" once the socket is bound to the kernel's uevent group, wait
+# for a line on stdin (the test has written the synthetic uevent by then), then drain what is queued without
+# waiting. netlink_broadcast() queues a uevent on every listening socket inside the writer's write(2), so after it
+# returns the message is either already queued or will never come: no timing involved.
+UEVENT_LISTENER = """
+import socket, sys
+mode, token = sys.argv[1], sys.argv[2]
+found = False
+if mode == "pyudev":  # what numawatch's HotplugMonitor opens
+    import pyudev
+    monitor = pyudev.Monitor.from_netlink(pyudev.Context(), source="kernel")
+    monitor.filter_by("mem")
+    monitor.start()
+    print("listening", flush=True)
+    sys.stdin.readline()
+    while (device := monitor.poll(timeout=0)) is not None:
+        found = found or device.properties.get("SYNTH_UUID") == token
+else:  # the raw socket: libudev would drop messages whose sender UID does not map, which must not decide the test
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_NONBLOCK, 15)  # NETLINK_KOBJECT_UEVENT
+    sock.bind((0, 1))  # multicast group 1: the kernel's uevents
+    print("listening", flush=True)
+    sys.stdin.readline()
+    while True:
+        try:
+            message = sock.recv(65536)
+        except BlockingIOError:
+            break
+        found = found or ("SYNTH_UUID=" + token).encode() in message
+print("received" if found else "nothing", flush=True)
+"""
+# A virtual device whose synthetic "change" uevent nothing acts on (the kernel's own selftest uses it too).
+UEVENT_FILE = Path("/sys/devices/virtual/mem/full/uevent")
+
+
+def uevent_heard(namespaces: list[str], mode: str) -> str:
+    """Run the listener under ``unshare <namespaces>``, send one synthetic uevent tagged with a fresh UUID, and return
+    what the listener heard ("received" or "nothing"). Outside a new user namespace the listener runs as UID 65534
+    without capabilities; inside one it is that namespace's root, which has none in the initial namespace."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        pytest.skip("needs root and util-linux's unshare and setpriv to create namespaces")
+    if not os.access(UEVENT_FILE, os.W_OK):
+        pytest.skip(f"{UEVENT_FILE} is not writable here: cannot send a synthetic uevent")
+    token = str(uuid.uuid4())
+    drop = (
+        []
+        if "--user" in namespaces
+        else ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+    )
+    argv = ["unshare", *namespaces, *drop, sys.executable, "-c", UEVENT_LISTENER, mode, token]
+    listener = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert listener.stdout is not None
+        if listener.stdout.readline() != "listening\n":
+            error = listener.communicate(timeout=30)[1].strip().splitlines()
+            pytest.skip(f"cannot listen in {' '.join(namespaces)}: {error[-1] if error else 'no reason given'}")
+        UEVENT_FILE.write_text(f"change {token}")
+        out, err = listener.communicate("sent\n", timeout=30)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    assert listener.returncode == 0, err
+    return out.strip()
+
+
+@pytest.mark.parametrize("mode", ["pyudev", "raw"])
+def test_kernel_uevents_reach_a_pods_network_namespace_so_hotplug_needs_no_host_network(mode):
+    """A pod's network namespace is a new one owned by the initial user namespace; numawatch listens there as in
+    the DaemonSet: pyudev's kernel monitor, no capabilities. (The raw socket guards the test below: it does hear
+    uevents where the kernel sends them.)"""
+    assert uevent_heard(["--net"], mode) == "received"
+
+
+def test_kernel_uevents_never_reach_a_network_namespace_of_another_user_namespace():
+    """Why the DaemonSet must not be user-namespaced (hostUsers: false): the kernel broadcasts uevents only into
+    network namespaces owned by the initial user namespace."""
+    assert uevent_heard(["--user", "--map-root-user", "--net"], "raw") == "nothing"
 
 
 # --- the image -----------------------------------------------------------------------------------------------

@@ -2,6 +2,11 @@
 shipped rules (``for:`` shortened) and notifies a real Alertmanager running the shipped example configuration,
 whose receivers post to a webhook served by this test.
 
+numawatch runs with the fake NVML of the reference node (tests/serve_with_fake_nvml.py injects tests/fake_pynvml.py
+as ``pynvml`` and runs the real CLI), so the GPU busy, idle-while-held and holder families have series, and with an
+intent file that names two pod shapes, so the capacity replicas have series too: every dashboard query is run against
+what this Prometheus scraped and recorded, except the ones listed in ``EXEMPT_QUERIES`` with the reason.
+
 Everything listens on 127.0.0.1 on free ports with temporary storage; every wait is bounded; every process is
 stopped by the fixture, whatever happens. The stack is started once for the module; the tests run in file order
 and the last one repairs the fixture. Skips with the reason when Debian's `prometheus` or `prometheus-alertmanager`
@@ -38,6 +43,19 @@ CLUSTER = "e2e"
 RUNBOOK_BASE = "https://github.com/numawatch/numawatch/blob/main/docs/runbooks/"
 STARTUP_TIMEOUT = 30.0
 ALERT_TIMEOUT = 45.0
+
+LAUNCHER = ROOT / "tests" / "serve_with_fake_nvml.py"
+# Named pod shapes for the capacity panels: vllm-tp2 needs GPUs, and the reference node has none free (0 replicas);
+# tokenizer needs only CPUs and memory, which both NUMA nodes still have.
+INTENT = "shapes:\n  vllm-tp2: {cpu: 4, memory: 8Gi, nvidia.com/gpu: 2}\n  tokenizer: {cpu: 2, memory: 4Gi}\n"
+# Dashboard queries allowed to return nothing here, with why. Each is still checked by promtool in
+# tests/test_dashboards.py (test_every_query_is_valid_promql).
+EXEMPT_QUERIES = {
+    ("numawatch-fleet.json", "Pending pods (kube-state-metrics)"): (
+        "kube-state-metrics is not part of this stack (the project fakes only host hardware, the kubelet's files and "
+        "NVML); the panel's description says it shows no data without kube-state-metrics"
+    ),
+}
 
 PROMETHEUS = shutil.which("prometheus")
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -252,6 +270,7 @@ def prometheus_config(rule_files: list[Path], alertmanager_port: int, numawatch_
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     reference = pytest.importorskip("fakehost.reference", reason="tests/fakehost/reference.py has not landed")
     pytest.importorskip("numawatch.cli", reason="numawatch serve has not landed")
+    from fake_pynvml import write_reference_threads
     from fakehost import FakeHost
 
     tmp = tmp_path_factory.mktemp("e2e")
@@ -260,6 +279,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # kubelet's topology policy was changed to best-effort (a ticket).
     node.widen_cpuset(reference.VLLM)
     node.set_topology_manager_policy("best-effort")
+    # The threads of the GPU processes the fake NVML lists (vllm's and trtllm's), for the holder families.
+    write_reference_threads(node.host)
+    (tmp / "intent.yaml").write_text(INTENT)
 
     webhook = Webhook()
     stack = Stack(tmp=tmp, node=node, webhook=webhook)
@@ -294,10 +316,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "numawatch",
             [
                 sys.executable,
-                "-m",
-                "numawatch",
+                str(LAUNCHER),
                 "serve",
                 f"--host-root={node.host.root}",
+                f"--intent={tmp / 'intent.yaml'}",
                 f"--listen=127.0.0.1:{nw_port}",
                 "--interval=1",
             ],
@@ -418,7 +440,7 @@ def dashboard_queries() -> list[tuple[str, str, str]]:
 
 
 def substitute(expr: str) -> str:
-    values = {"$__rate_interval": "15s", "$cluster": CLUSTER, "$node": NODE, "$check": ".*"}
+    values = {"$__rate_interval": "15s", "$cluster": CLUSTER, "$node": NODE, "$check": ".*", "$shape": ".*"}
     for variable, value in values.items():
         expr = expr.replace(variable, value)
     return expr
@@ -429,6 +451,8 @@ def test_every_dashboard_query_returns_data(stack):
     wait_for_alert(stack, "numawatch-pager", "firing", alertname="NumawatchContainerCPUSetDrift")
     queries = dashboard_queries()
     assert queries
+    assert set(EXEMPT_QUERIES) <= {(name, title) for name, title, _ in queries}, "a stale entry in EXEMPT_QUERIES"
+    queries = [(name, title, expr) for name, title, expr in queries if (name, title) not in EXEMPT_QUERIES]
     empty: list[str] = []
     deadline = time.monotonic() + 30
     pending = list(queries)
@@ -449,6 +473,78 @@ def test_every_dashboard_query_returns_data(stack):
             time.sleep(1)
     empty = [f"{name} / {title}: {expr}" for name, title, expr in pending]
     assert not empty, "dashboard queries without data:\n" + "\n".join(empty)
+
+
+def test_numawatch_serves_the_fake_nvml_gpus_and_their_holders(stack):
+    up = wait_for(
+        lambda: stack.query(f'numawatch_gpu_nvml_up{{instance="{NODE}"}} == 1'),
+        ALERT_TIMEOUT,
+        "numawatch_gpu_nvml_up from the fake NVML",
+        stack.logs,
+    )
+    assert len(up) == 4
+    holders = stack.query(f'numawatch_gpu_processes{{instance="{NODE}"}}')
+    assert {(s["metric"]["gpu"], s["metric"]["container"]) for s in holders} == {
+        ("0000:18:00.0", "vllm"),
+        ("0000:2a:00.0", "vllm"),
+        ("0000:9a:00.0", "trtllm"),
+        ("0000:ab:00.0", "trtllm"),
+    }
+
+
+def test_gpu_bubble_rules_put_each_gpus_idle_while_held_next_to_its_holders_run_queue_wait(stack):
+    from fake_pynvml import FakeThread, reference_pid, write_threads
+    from fakehost.reference import VLLM
+
+    # vllm's main thread waits another 0.5 s for a CPU: its holder's run-queue wait rate turns positive, trtllm's
+    # (nothing changes) stays 0.
+    pid = reference_pid(VLLM)
+    write_threads(stack.node.host, pid, [FakeThread(pid, VLLM.exclusive, 501_000_000, involuntary=5, migrations=2)])
+
+    def waiting() -> dict[str, float]:
+        rows = stack.query(f'instance_container:numawatch_gpu_holder_run_delay_seconds:rate5m{{instance="{NODE}"}}')
+        found = {row["metric"]["container"]: float(row["value"][1]) for row in rows}
+        return found if found.get("vllm", 0) > 0 else {}
+
+    wait = wait_for(waiting, ALERT_TIMEOUT, "a positive run-queue wait rate for vllm", stack.logs)
+    assert wait["trtllm"] == 0
+    # Coarse idle while held per GPU, with the holder's labels: serve_with_fake_nvml.py makes GPUs 0-1 60 % busy
+    # and GPUs 2-3 95 % busy once the fake's sample buffer has run dry.
+    rows = stack.query(f'instance_gpu:numawatch_gpu_held_idle:ratio_rate5m{{instance="{NODE}"}}')
+    idle = {(row["metric"]["gpu"], row["metric"]["container"]): float(row["value"][1]) for row in rows}
+    assert set(idle) == {
+        ("0000:18:00.0", "vllm"),
+        ("0000:2a:00.0", "vllm"),
+        ("0000:9a:00.0", "trtllm"),
+        ("0000:ab:00.0", "trtllm"),
+    }
+    for (gpu, container), value in idle.items():
+        assert value == pytest.approx(0.4 if container == "vllm" else 0.05, abs=0.02), (gpu, value)
+    for row in rows:
+        assert (row["metric"]["cluster"], row["metric"]["namespace"]) == (CLUSTER, "inference")
+    # Side by side in one query: GPUs idle more than 10 % of their held time whose holder waited for CPUs.
+    suspects = stack.query(
+        "instance_gpu:numawatch_gpu_held_idle:ratio_rate5m > 0.1\n"
+        "and on (cluster, node, instance, namespace, pod, container)\n"
+        "instance_container:numawatch_gpu_holder_run_delay_seconds:rate5m > 0"
+    )
+    assert {row["metric"]["gpu"] for row in suspects} == {"0000:18:00.0", "0000:2a:00.0"}
+    fleet = stack.query(f'cluster:numawatch_gpu_held_idle:ratio_rate5m{{cluster="{CLUSTER}"}}')
+    assert float(fleet[0]["value"][1]) == pytest.approx((0.4 + 0.05) / 2, abs=0.02)
+
+
+def test_capacity_rules_answer_how_many_more_replicas_of_each_shape_fit(stack):
+    rows = wait_for(
+        lambda: stack.query(f'cluster_shape:numawatch_capacity_shape_replicas:sum{{cluster="{CLUSTER}"}}'),
+        ALERT_TIMEOUT,
+        "cluster_shape:numawatch_capacity_shape_replicas:sum",
+        stack.logs,
+    )
+    replicas = {row["metric"]["shape"]: float(row["value"][1]) for row in rows}
+    assert replicas["vllm-tp2"] == 0  # every GPU of the reference node is held
+    assert replicas["tokenizer"] > 0
+    nodes = stack.query(f'cluster_shape:numawatch_capacity_shape_nodes:count{{cluster="{CLUSTER}"}}')
+    assert {row["metric"]["shape"] for row in nodes} == {"tokenizer"}
 
 
 def test_widespread_drift_inhibits_the_per_node_alerts_of_the_same_check(stack):
