@@ -13,9 +13,10 @@ The socket is watched with the event loop's ``add_reader``: no thread and no pol
 ``on_change`` receives the names of the sources to refresh; ``invalidator`` builds the usual one (forget the
 ``HostReader``'s cached results and make NVML enumerate again).
 
-In a Kubernetes pod the kernel delivers uevents only to sockets in the host's network namespace, so the DaemonSet
-needs ``hostNetwork: true`` for hotplug to be seen; without it the monitor starts but hears nothing, and a restart
-(or the topology source's own fingerprint) is what picks a change up.
+The kernel broadcasts uevents to every network namespace owned by the initial user namespace
+(``lib/kobject_uevent.c``), so a pod on the pod network hears them (tests/test_deploy.py checks it on this kernel).
+A pod in its own user namespace (``hostUsers: false``) hears nothing: then a restart, or the topology source's own
+fingerprint, is what picks a change up.
 """
 
 from __future__ import annotations
