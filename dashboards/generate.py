@@ -8,12 +8,14 @@ query against a real Prometheus that scraped numawatch.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from generated_files import sync
 
 HERE = Path(__file__).resolve().parent
 SCHEMA_VERSION = 39
@@ -1502,21 +1504,7 @@ def outputs() -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if a committed file differs")
-    args = parser.parse_args(argv)
-    stale = []
-    for path, text in outputs().items():
-        if path.exists() and path.read_text() == text:
-            continue
-        if args.check:
-            stale.append(path.name)
-        else:
-            path.write_text(text)
-    if stale:
-        print(f"out of date: {', '.join(stale)}; run python dashboards/generate.py", file=sys.stderr)
-        return 1
-    return 0
+    return sync(outputs, "dashboards/generate.py", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,14 @@ after changing alerts/ or dashboards/, ``--check`` to only compare.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from generated_files import sync
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -96,21 +98,7 @@ def outputs() -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if a committed file differs")
-    args = parser.parse_args(argv)
-    stale = []
-    for path, text in outputs().items():
-        if path.exists() and path.read_text() == text:
-            continue
-        if args.check:
-            stale.append(path.name)
-        else:
-            path.write_text(text)
-    if stale:
-        print(f"out of date: {', '.join(stale)}; run python deploy/generate.py", file=sys.stderr)
-        return 1
-    return 0
+    return sync(outputs, "deploy/generate.py", __doc__, argv)
 
 
 if __name__ == "__main__":
