@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
@@ -80,3 +81,29 @@ def list_dir(path: Path | str) -> list[str]:
         return os.listdir(path)
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+_INLINE_COMMENT = re.compile(r"(?:^|\s)#")
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """systemd EnvironmentFile lines -> {key: value}: ``KEY=value``, ``KEY="a b"``, ``export KEY=v``, comments."""
+    values: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, equals, value = line.partition("=")
+        key = key.strip()
+        if not equals or not key.replace("_", "").isalnum():
+            continue  # not an assignment: systemd ignores it with a warning, and so do we
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        else:
+            # A "#" at the start of the value or after white space starts a comment, as when a shell sources it.
+            value = _INLINE_COMMENT.split(value, maxsplit=1)[0].strip()
+        values[key] = value
+    return values

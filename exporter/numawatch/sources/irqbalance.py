@@ -30,7 +30,7 @@ from numawatch.errors import SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.model_host import Irqbalance, IrqbalanceConfig
 from numawatch.paths import Paths
-from numawatch.sources._files import read_optional_text
+from numawatch.sources._files import parse_env_file, read_optional_text
 
 COMM = "irqbalance"
 ENV_FILES = ("etc/default/irqbalance.env", "etc/default/irqbalance", "etc/sysconfig/irqbalance")
@@ -43,33 +43,9 @@ BANNED_CPULIST = "IRQBALANCE_BANNED_CPULIST"
 BANNED_CPUS = "IRQBALANCE_BANNED_CPUS"
 ARGS = "IRQBALANCE_ARGS"
 _SOCKET = re.compile(r"@irqbalance([0-9]{1,10})\.sock\b")  # ASCII digits, at most PID_MAX_LIMIT's 7 (and then some)
-_INLINE_COMMENT = re.compile(r"(?:^|\s)#")
 
 
 # --------------------------------------------------------------------------------------------------- parsers
-def parse_env_file(text: str) -> dict[str, str]:
-    """systemd EnvironmentFile lines -> {key: value}: ``KEY=value``, ``KEY="a b"``, ``export KEY=v``, comments."""
-    values: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        key, equals, value = line.partition("=")
-        key = key.strip()
-        if not equals or not key.replace("_", "").isalnum():
-            continue  # not an assignment: systemd ignores it with a warning, and so do we
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
-        else:
-            # A "#" at the start of the value or after white space starts a comment, as when a shell sources it.
-            value = _INLINE_COMMENT.split(value, maxsplit=1)[0].strip()
-        values[key] = value
-    return values
-
-
 def parse_environ(data: bytes) -> dict[str, str]:
     """``/proc/<pid>/environ`` (NUL-separated ``KEY=VALUE``) -> {key: value}."""
     values: dict[str, str] = {}

@@ -40,7 +40,7 @@ from numawatch.host import SourceSpec
 from numawatch.model import KubeletConfig, frozen_map
 from numawatch.paths import Paths
 from numawatch.quantity import QuantityError, quantity_bytes
-from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._files import list_dir, parse_env_file, read_optional_text
 from numawatch.sources.kubelet_state import host_name
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -211,23 +211,11 @@ def parse_env_args(text: str, variable: str, file: str) -> list[str]:
 
     Later assignments win, as in the file. ``export`` and comments are tolerated.
     """
-    value: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        name, sep, rest = line.partition("=")
-        if sep and name.strip() == variable:
-            value = rest.strip()
+    value = parse_env_file(text).get(variable)
     if value is None:
         return []
     try:
         words = shlex.split(value)
-        # A value quoted as a whole ("--a=b --c=d") is one shell word holding the real words.
-        if len(words) == 1 and value[:1] in "\"'":
-            words = shlex.split(words[0])
     except ValueError as error:
         raise MalformedFile(file, f"{variable}: {error}") from None
     return words
