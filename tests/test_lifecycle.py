@@ -5,19 +5,15 @@ sockets, except where a response must be bigger than any socket buffer (then the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import os
 import re
-import select
 import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,32 +24,12 @@ from numawatch.intent import REFERENCE, parse_intent
 from numawatch.model import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 from prometheus_client.parser import text_string_to_metric_families
+from serving import numawatch_serve as serve
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-@contextlib.contextmanager
-def serve(root: Path, *args: str, interval: str = "0.2") -> Iterator[tuple[subprocess.Popen, str]]:
-    """``numawatch [global args] serve`` on 127.0.0.1 (port chosen by the kernel); global and serve args mixed."""
-    command = [sys.executable, "-m", "numawatch", "--host-root", str(root), "serve", "--listen", "127.0.0.1:0",
-               "--interval", interval, *args]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        ready, _, _ = select.select([process.stdout], [], [], 30)
-        line = process.stdout.readline() if ready else ""
-        if "listening on http://" not in line:
-            process.kill()
-            raise AssertionError(f"numawatch serve did not start: {line!r} {process.stderr.read()}")
-        yield process, line.split("listening on ", 1)[1].split()[0]
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-        process.stdout.close()
-        process.stderr.close()
-
-
 def get(url: str) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept-Encoding": "gzip"}),

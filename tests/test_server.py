@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import os
-import select
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +21,7 @@ from numawatch.intent import REFERENCE, Intent
 from numawatch.model import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 from prometheus_client.parser import text_string_to_metric_families
+from serving import numawatch_serve
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -274,28 +270,6 @@ def test_accepts_gzip_reads_the_accept_encoding_header(header, expected):
 
 
 # ------------------------------------------------------------------------------------------------ the real process
-@contextlib.contextmanager
-def numawatch_serve(root: Path, *extra: str, interval: str = "0.2") -> Iterator[tuple[subprocess.Popen, str]]:
-    """Start ``numawatch serve`` on 127.0.0.1, port chosen by the kernel; yield it and the URL it prints."""
-    command = [sys.executable, "-m", "numawatch", "--host-root", str(root), *extra,
-               "serve", "--listen", "127.0.0.1:0", "--interval", interval]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        ready, _, _ = select.select([process.stdout], [], [], 30)
-        line = process.stdout.readline() if ready else ""
-        if "listening on http://" not in line:
-            process.kill()
-            raise AssertionError(f"numawatch serve did not start: {line!r} {process.stderr.read()}")
-        url = line.split("listening on ", 1)[1].split()[0]
-        yield process, url
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-        process.stdout.close()
-        process.stderr.close()
-
-
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
     request = urllib.request.Request(url, headers=headers or {})
     try:
