@@ -692,6 +692,7 @@ class _Sim:
             return None, True, True  # none: no alignment, every pod admitted
         if policy == SINGLE_NUMA_NODE:
             lists = [[h for h in hints if h[1] and (h[0] is None or h[0].bit_count() == 1)] for hints in lists]
+        mask: int | None
         mask, preferred = self._best(lists)
         if policy == SINGLE_NUMA_NODE and mask == self.all_mask:
             mask = None  # every provider said "any node": no NUMA affinity at all
@@ -746,7 +747,7 @@ class _Sim:
         """Each manager's Allocate inside the merged mask; (error, reason) when one refuses. ``touched`` then holds
         the NUMA nodes the container's CPUs, memory blocks and devices landed on (which may be wider than the
         merged mask: best-effort takes CPUs from other nodes once the mask's run out)."""
-        self.touched: set[int] = set()
+        self.touched = set()
         if request.cpus and self.cpu_free is not None:
             refused = self._allocate_cpus(request.cpus, mask)
             if refused:
@@ -819,8 +820,8 @@ class _Sim:
             wanted = set(_bits(best))
             hints = [h for h in self.memory_hints(requests) if wanted <= set(_bits(h[0] or 0))]
             if not hints:
-                nodes = ",".join(map(str, _bits(best)))
-                return ADMISSION_ERROR, f"NUMA node(s) {nodes} lack {what} and the Memory Manager cannot widen them"
+                names = ",".join(map(str, _bits(best)))
+                return ADMISSION_ERROR, f"NUMA node(s) {names} lack {what} and the Memory Manager cannot widen them"
             extended, hinted = _find_best(hints)
             if not hinted and best_preferred:
                 return ADMISSION_ERROR, f"the Memory Manager has no preferred NUMA placement for {what}"
@@ -870,14 +871,14 @@ class _Sim:
             mask, preferred, admit = self.merge(self.hints(request))
             if not admit:
                 return _Outcome(False, (), TOPOLOGY_AFFINITY_ERROR, self.explain(request, "the pod"))
-            placement = []
+            placement: list[int | None] = []
             for index, container in enumerate(shape.containers):
                 refused = self.allocate(self.request(shape, container), mask, preferred)
                 if refused:
                     return _Outcome(False, (), refused[0], _who(index, containers) + refused[1])
                 placement.append(_mask(self.touched) or None)
             return _Outcome(True, tuple(placement), consumed=request.consumes)
-        placement: list[int | None] = []
+        placement = []
         consumed = False
         for index, container in enumerate(shape.containers):
             request = self.request(shape, container)
@@ -1254,9 +1255,9 @@ def fit_answer(host: Host, intent: Intent, shape: Shape) -> FitAnswer:
     """Would the kubelet admit a pod of ``shape`` on this node now, and on which NUMA node(s)?"""
     try:
         capacity = build_capacity(host, intent)
-    except CapacityUnavailable as error:
+    except CapacityUnavailable as unavailable:
         policy, scope = intent.topology_manager_policy, intent.topology_manager_scope
-        return FitAnswer(shape, False, (), policy, scope, f"cannot tell: {error}", determined=False)
+        return FitAnswer(shape, False, (), policy, scope, f"cannot tell: {unavailable}", determined=False)
     policy, scope = capacity.topology_manager_policy, capacity.topology_manager_scope
     notes = tuple(capacity.notes) + tuple(_shape_notes(capacity, shape))
     missing = _missing(capacity, shape)
@@ -1265,8 +1266,8 @@ def fit_answer(host: Host, intent: Intent, shape: Shape) -> FitAnswer:
         return FitAnswer(shape, False, (), policy, scope, reason, determined=False, notes=notes)
     try:
         sim = _Sim(capacity)
-    except CapacityUnavailable as error:
-        return FitAnswer(shape, False, (), policy, scope, f"cannot tell: {error}", determined=False, notes=notes)
+    except CapacityUnavailable as unavailable:
+        return FitAnswer(shape, False, (), policy, scope, f"cannot tell: {unavailable}", determined=False, notes=notes)
     pod = sim.request(shape, None)
     seats = sim.seats_alone(pod)
     per_node = tuple((node, _per_node_free(sim, node, pod)) for node in capacity.node_ids)

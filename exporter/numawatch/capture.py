@@ -156,11 +156,11 @@ class _Recorder:
 
             self.thread = threading.get_ident()
             self.active = recorded
-            os.stat, os.lstat = recording_stat, recording_lstat  # type: ignore[assignment]
+            os.stat, os.lstat = recording_stat, recording_lstat
             try:
                 yield recorded
             finally:
-                os.stat, os.lstat = real_stat, real_lstat  # type: ignore[assignment]
+                os.stat, os.lstat = real_stat, real_lstat
                 self.active = None
 
 
@@ -825,7 +825,7 @@ def _replayed(specs: Iterable[SourceSpec], manifest: Manifest, extracted_root: s
             factory = spec.factory
             out.append(dataclasses.replace(
                 spec, read=translate.wrap(spec.read),
-                factory=(lambda factory=factory: _TranslatedState(factory(), translate)) if factory else None,
+                factory=_translated_factory(factory, translate) if factory else None,
             ))
             continue
         member = manifest.readings.get(spec.name)
@@ -876,6 +876,11 @@ class _TranslatedState:
         fingerprint = getattr(inner, "fingerprint", None)
         if fingerprint is not None:
             self.fingerprint = fingerprint
+
+
+def _translated_factory(factory: Callable[[], Any], translate: _Translator) -> Callable[[], _TranslatedState]:
+    """A ``SourceSpec.factory`` whose per-reader objects read the extracted files (see _TranslatedState)."""
+    return lambda: _TranslatedState(factory(), translate)
 
 
 def _down(reason: str) -> Callable[[Paths], Any]:

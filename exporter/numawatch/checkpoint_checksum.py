@@ -167,6 +167,7 @@ def cpu_manager_checksum(
     version: int = 2,
 ) -> int:
     """The checksum the kubelet writes for this state (version 1: entries by container ID; 2: by pod, container)."""
+    # ``version`` decides which shape ``entries`` has; the union cannot say so, hence the two ignores.
     if version == 1:
         return fnv1a_32(dump_cpu_manager_v1(policy_name, default_cpuset, entries))  # type: ignore[arg-type]
     return fnv1a_32(dump_cpu_manager_v2(policy_name, default_cpuset, entries))  # type: ignore[arg-type]
@@ -317,6 +318,7 @@ def dump_device_checkpoint(
         rendered = []
         for entry in entries:
             ids = entry.device_ids
+            # ``legacy`` decides whether device_ids is a NUMA map or a plain list; the union cannot say so.
             if ids is not None and not legacy:
                 ids = {int(k): None if v is None else list(v) for k, v in ids.items()}  # type: ignore[union-attr]
             elif ids is not None:

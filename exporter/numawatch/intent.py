@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -437,7 +438,7 @@ class _IntentReader:
         ):
             if name in section:
                 path = f"{key}.{name}"
-                values = self.string_list(section[name], path, lambda v, k, c=choices: self.choice(v, k, c))
+                values = self.string_list(section[name], path, functools.partial(self.choice, choices=choices))
                 if not values:
                     raise self.fail(path, f"a non-empty list of {', '.join(choices)}", section[name])
                 out[attr] = frozenset(values)

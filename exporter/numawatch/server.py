@@ -259,6 +259,7 @@ async def in_daemon_thread(function: Callable[[], T], name: str) -> T:
         if error is not None:
             future.set_exception(error)
         else:
+            # result is a T whenever error is None; mypy cannot tie the two arguments together.
             future.set_result(result)  # type: ignore[arg-type]
 
     def run() -> None:
@@ -380,6 +381,7 @@ class Gate:
             self.in_flight -= 1
 
     async def _handle(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
+        response: web.StreamResponse
         if request.body_exists:
             # Read what the client announced before answering, under the read deadline: a client that sends
             # half a request holds its slot only this long.
@@ -393,7 +395,6 @@ class Gate:
                 response.force_close()
                 self._apply_headers(response)
                 return response
-        response: web.StreamResponse
         if not await self._authorised(request):
             response = web.Response(status=401, text="unauthorised\n",
                                     headers={"WWW-Authenticate": 'Basic realm="numawatch", charset="UTF-8"'})

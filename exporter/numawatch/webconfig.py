@@ -201,13 +201,13 @@ class _Reader:
             if section.get(required) is None:
                 raise self.fail(f"tls_server_config.{required}", "required when tls_server_config is given")
         auth = section.get("client_auth_type", "NoClientCert")
-        if auth in _UNVERIFIED_CLIENT_AUTH:
+        if isinstance(auth, str) and auth in _UNVERIFIED_CLIENT_AUTH:
             raise self.fail(
                 "tls_server_config.client_auth_type",
                 f"{auth} accepts client certificates nobody verified and is not supported by numawatch; "
                 "use VerifyClientCertIfGiven or RequireAndVerifyClientCert",
             )
-        if auth not in CLIENT_AUTH_TYPES:
+        if not isinstance(auth, str) or auth not in CLIENT_AUTH_TYPES:
             raise self.fail(
                 "tls_server_config.client_auth_type",
                 f"expected one of {', '.join(CLIENT_AUTH_TYPES)}, found {_found(auth)}",
@@ -225,16 +225,17 @@ class _Reader:
             raise self.fail("tls_server_config.client_allowed_sans", "expected a list of non-empty strings")
         if sans and auth == "NoClientCert":
             raise self.fail("tls_server_config.client_allowed_sans", "needs a client_auth_type that verifies")
-        versions = {}
-        for key, default in (("min_version", "TLS12"), ("max_version", None)):
-            version = section.get(key, default)
-            if version is not None and version not in TLS_VERSIONS:
-                raise self.fail(f"tls_server_config.{key}",
-                                f"expected one of {', '.join(TLS_VERSIONS)}, found {_found(version)}")
-            versions[key] = version
-        if versions["max_version"] is not None and (
-            TLS_VERSIONS[versions["max_version"]] < TLS_VERSIONS[versions["min_version"]]
-        ):
+        # An explicit ``min_version: null`` is refused like any other unknown version (exporter-toolkit does the
+        # same); only max_version may be left unset.
+        min_version = section.get("min_version", "TLS12")
+        if not isinstance(min_version, str) or min_version not in TLS_VERSIONS:
+            raise self.fail("tls_server_config.min_version",
+                            f"expected one of {', '.join(TLS_VERSIONS)}, found {_found(min_version)}")
+        max_version = section.get("max_version")
+        if max_version is not None and (not isinstance(max_version, str) or max_version not in TLS_VERSIONS):
+            raise self.fail("tls_server_config.max_version",
+                            f"expected one of {', '.join(TLS_VERSIONS)}, found {_found(max_version)}")
+        if max_version is not None and TLS_VERSIONS[max_version] < TLS_VERSIONS[min_version]:
             raise self.fail("tls_server_config.max_version", "lower than min_version")
         if "prefer_server_cipher_suites" in section and not isinstance(section["prefer_server_cipher_suites"], bool):
             raise self.fail("tls_server_config.prefer_server_cipher_suites", "expected true or false")
@@ -244,8 +245,8 @@ class _Reader:
             client_ca_file=ca,
             client_auth_type=auth,
             client_allowed_sans=tuple(sans),
-            min_version=versions["min_version"],
-            max_version=versions["max_version"],
+            min_version=min_version,
+            max_version=max_version,
         )
 
     def headers(self, value: Any) -> dict[str, str]:

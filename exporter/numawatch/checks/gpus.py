@@ -60,8 +60,8 @@ def check_gpu_numa_unknown(host: Host, intent: Intent) -> Iterator[Finding]:
             continue
         for device_id in entry.devices_per_numa.get(NODE_WITHOUT_TOPOLOGY, ()):
             uuid = device_id.split("::", 1)[0]
-            gpu = inventory.by_uuid(uuid) if inventory is not None else None
-            label = gpu.pci_address if gpu is not None else device_id
+            device = inventory.by_uuid(uuid) if inventory is not None else None
+            label = device.pci_address if device is not None else device_id
             if label in seen:
                 continue
             seen.add(label)

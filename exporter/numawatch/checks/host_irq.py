@@ -151,7 +151,7 @@ class ManagedIrqs:
                 irq = row.irq
                 found = irqs.irqs.get(irq) if irq is not None else None
                 key = device_key(row)
-                if found is None or key is None or found.affinity is None:
+                if irq is None or found is None or key is None or found.affinity is None:
                     continue
                 groups.setdefault(key, []).append((irq, found.affinity))
             for members in groups.values():

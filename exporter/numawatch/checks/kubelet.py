@@ -445,12 +445,12 @@ def _compare_machine_states(recorded: Mapping[int, Any], expected: dict[int, _No
                     return f"NUMA node {node_id} {name} {label} is {have} in the checkpoint, {want} on the machine"
             # Free and reserved memory are compared summed over the node's cells: a multi-node assignment may take
             # from its nodes in any order (Go map iteration), only the group total is stable.
-            have = _cell_totals(theirs.cells, name, recorded, lambda node, n: node.memory_map.get(n))
-            want = _cell_totals(theirs.cells, name, expected, lambda node, n: node.tables.get(n))
-            if have != want:
+            have_totals = _cell_totals(theirs.cells, name, recorded, lambda node, n: node.memory_map.get(n))
+            want_totals = _cell_totals(theirs.cells, name, expected, lambda node, n: node.tables.get(n))
+            if have_totals != want_totals:
                 return (
-                    f"NUMA node {node_id} {name} free/reserved is {have[0]}/{have[1]} in the checkpoint, "
-                    f"{want[0]}/{want[1]} from its entries"
+                    f"NUMA node {node_id} {name} free/reserved is {have_totals[0]}/{have_totals[1]} in the checkpoint, "
+                    f"{want_totals[0]}/{want_totals[1]} from its entries"
                 )
     return None
 

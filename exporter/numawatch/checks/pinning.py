@@ -100,7 +100,7 @@ def check_container_not_exclusive(host: Host, intent: Intent) -> Iterator[Findin
             continue  # the pod has exclusive entries but we cannot tell which is this container's
         if workload.qos != QOS_GUARANTEED:
             cause = f"its pod is {qos_name(workload.qos)}, not Guaranteed"
-            remediation = GUARANTEED_HOWTO
+            remediation: str | None = GUARANTEED_HOWTO
         elif policy != "static":
             cause = f'the CPU Manager policy is "{policy}", not "static"'
             remediation = (

@@ -89,8 +89,8 @@ def _free(capacity: Capacity | None) -> Metric:
                 rows[(None, resource)] = len(device.without_topology & free)
         else:
             rows[(None, resource)] = len(free)
-    for (node, resource), value in rows.items():
-        family.add_metric((_node(node), resource, _unit(resource)), value)
+    for (node_id, resource), value in rows.items():
+        family.add_metric((_node(node_id), resource, _unit(resource)), value)
     return family
 
 

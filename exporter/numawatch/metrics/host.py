@@ -221,6 +221,8 @@ def irq_affinity(evaluation: Evaluation) -> Metric:
     if interrupts is None or irqs is None or not interrupts.watched:
         return family
     managed = managed_irqs(host)
+    if managed is None:  # None only without the irqs source, ruled out above
+        return family
     for row in _device_rows(interrupts):
         found = irqs.irqs.get(row.irq) if row.irq is not None else None
         if found is None or not found.delivered_to & interrupts.watched:

@@ -328,9 +328,9 @@ def apply_flags(config: dict[str, Any], flags: Iterable[Flag]) -> tuple[dict[str
                 current.setdefault(node, {}).update(limits)
             merged[field_name] = _reserved_list(current)
         elif field_name in _MAP_FIELDS:
-            current = dict(merged.get(field_name) or {}) if field_name in started else {}
-            current.update(_map_flag(flag))
-            merged[field_name] = current
+            entries = dict(merged.get(field_name) or {}) if field_name in started else {}
+            entries.update(_map_flag(flag))
+            merged[field_name] = entries
         else:
             if field_name == "reservedSystemCPUs":
                 _check_cpulist(flag.value, flag.file, f"{flag.origin} {flag.name}")

@@ -24,7 +24,7 @@ import binascii
 import json
 import os
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -340,8 +340,8 @@ def _cpu_legacy(fields: dict[str, list[Any]], file: str) -> tuple[CpuManagerStat
         v2_decoded = True
     except _Invalid as error:
         v2_decoded, v2_error = False, error
-    if not v1_decoded and not v2_decoded:
-        raise v2_error  # type: ignore[misc]
+    if not v1_decoded and v2_error is not None:  # v2_error is set exactly when v2 did not decode
+        raise v2_error
     if fields["podEntries"]:
         return _cpu_v3(fields, file, policy, default, v2_entries, v2_decoded, stored)
 
@@ -361,8 +361,8 @@ def _cpu_legacy(fields: dict[str, list[Any]], file: str) -> tuple[CpuManagerStat
             lambda: _cpu_state(file, 1, policy, default, None, v1_entries, None, ok),
             _mismatch(file, ok, stored, computed, "checksum"),
         )
-    if not v2_decoded:
-        raise v2_error  # type: ignore[misc]
+    if v2_error is not None:  # v2 did not decode
+        raise v2_error
     computed = stored if ok else fnv1a_32(dump_cpu_manager_v2(policy, default, v2_entries))
     return _finish(
         lambda: _cpu_state(file, 2, policy, default, v2_entries, None, None, ok),
@@ -529,8 +529,8 @@ def parse_memory_manager_state(
         if fields["podEntries"]:
             # v2 hashes a struct with a PodEntries field whose dump is unconfirmed: "cannot verify", never "corrupt",
             # unless there are no pod entries and the v1-shaped hash matches.
-            ok = True if matched and not pod_entries else None
-            return _memory_state(file, 2, policy, machine, entries, pod_entries, ok), None
+            verified = True if matched and not pod_entries else None
+            return _memory_state(file, 2, policy, machine, entries, pod_entries, verified), None
         # Unlike the CPU manager, the memory manager accepts no checksum 0 (only 1.36+ kubelets do).
         state = _memory_state(file, 1, policy, machine, entries, pod_entries, matched)
         computed = stored if matched else fnv1a_32(dump_memory_manager_v1(policy, machine, entries))
@@ -656,7 +656,7 @@ def parse_device_checkpoint(data: bytes | str, file: str) -> tuple[DeviceCheckpo
         raw_entries = [e for value in data_fields["PodDeviceEntries"] if isinstance(value, list) for e in value]
         legacy = _is_legacy(raw_entries)
         # The kubelet reads into an empty (non-nil) slice and map; a null in the file makes them nil.
-        entries = _slice(
+        entries: list[DeviceEntryRecord] | None = _slice(
             data_fields["PodDeviceEntries"],
             "Data.PodDeviceEntries",
             lambda value, path: _decode_entry(value, path, legacy),
@@ -670,10 +670,14 @@ def parse_device_checkpoint(data: bytes | str, file: str) -> tuple[DeviceCheckpo
     computed = fnv1a_32(dump_device_checkpoint(entries, registered, legacy=legacy))
     assignments = []
     for entry in entries or ():
-        if legacy:
-            per_numa = {0: tuple(entry.device_ids or ())}  # type: ignore[arg-type]
-        else:
-            per_numa = {numa: tuple(ids or ()) for numa, ids in (entry.device_ids or {}).items()}  # type: ignore[union-attr]
+        device_ids = entry.device_ids
+        per_numa: dict[int, tuple[str, ...]]
+        if isinstance(device_ids, Mapping):  # v2: NUMA node -> IDs
+            per_numa = {numa: tuple(ids or ()) for numa, ids in device_ids.items()}
+        elif legacy:  # v1 list (or null): the kubelet puts every device on NUMA node 0
+            per_numa = {0: tuple(device_ids or ())}
+        else:  # v2 null map
+            per_numa = {}
         assignments.append(
             DeviceAssignment(entry.pod_uid, entry.container_name, entry.resource_name, frozen_map(per_numa))
         )

@@ -124,10 +124,8 @@ CAP_PERFMON = 38  # Linux >= 5.8
 
 def find_link_pmus(names: list[str]) -> tuple[list[str], list[str]]:
     """PMU directory names -> (Intel UPI/QPI link PMUs sorted by link number, AMD data fabric PMUs)."""
-    intel = sorted(
-        (name for name in names if _INTEL_LINK_PMU.match(name)),
-        key=lambda name: (int(_INTEL_LINK_PMU.match(name).group(2) or 0), name),  # type: ignore[union-attr]
-    )
+    links = [(int(match.group(2) or 0), name) for name in names if (match := _INTEL_LINK_PMU.match(name))]
+    intel = [name for _, name in sorted(links)]
     amd = [name for name in names if name == AMD_DATA_FABRIC_PMU]
     return intel, amd
 

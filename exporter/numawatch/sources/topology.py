@@ -433,10 +433,10 @@ def read(paths: Paths) -> Topology:
     cpus: dict[int, Cpu] = {}
     for cpu in sorted(present | online):
         cpu_dir = cpu_root / f"cpu{cpu}"
-        node = node_of.get(cpu)
-        if node is None:
-            node = _node_from_link(cpu_dir) if numa else 0
-        cpus[cpu] = _read_cpu(cpu_dir, cpu, cpu in online, node)
+        node_id = node_of.get(cpu)
+        if node_id is None:
+            node_id = _node_from_link(cpu_dir) if numa else 0
+        cpus[cpu] = _read_cpu(cpu_dir, cpu, cpu in online, node_id)
 
     every = possible or present | online
     last_cpu = max(every) if every else None
