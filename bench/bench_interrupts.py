@@ -2,7 +2,9 @@
 
 Generates a /proc/interrupts as a 2-socket, 384-CPU host with 2,000 IRQs prints it (~8 MB: 11 bytes per count),
 then parses it with ``numawatch.sources.interrupts.parse_interrupts`` for several sets of watched CPUs and reports
-the CPU time per parse (``time.process_time``, median of ``--repeat`` runs).
+the CPU time per parse (``time.process_time``, median of ``--repeat`` runs). Last, the file is written out and read
+the way the source reads it (``read_interrupts``: 1 MiB blocks parsed as they arrive, and with the previous reading's
+rows as serve keeps them) next to reading it whole first: CPU time and the tracemalloc peak of each.
 
 The generated counts look like a host that has been up for months: every device IRQ has non-zero counts on a few
 CPUs it was delivered to over time (irqbalance moved it, early boot placed it elsewhere), multi-queue devices spread
@@ -15,11 +17,15 @@ than 10 digits (a 1000 Hz tick after ~4 months) so the slow path for shifted lin
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
+import tempfile
 import time
+import tracemalloc
 
-from numawatch.sources.interrupts import parse_interrupts
+from numawatch.sources._files import read_bytes
+from numawatch.sources.interrupts import parse_interrupts, read_interrupts
 
 NAMED_ROWS = (
     ("NMI", "Non-maskable interrupts"),
@@ -89,6 +95,34 @@ def measure(parse, repeat: int) -> float:
     return statistics.median(samples)
 
 
+def peak_mib(work) -> float:
+    """Peak Python memory (tracemalloc) of one call, MiB."""
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def measure_file(data: bytes, watched: frozenset[int], repeat: int) -> None:
+    """The source's way (the file read in 1 MiB blocks, parsed as they come) against reading it whole first."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "interrupts")
+        with open(path, "wb") as handle:
+            handle.write(data)
+        _, known = read_interrupts(path, watched, known={})
+        ways = (
+            ("whole file: read_bytes + parse_interrupts", lambda: parse_interrupts(read_bytes(path), watched)),
+            ("in 1 MiB blocks: read_interrupts (check)", lambda: read_interrupts(path, watched)),
+            ("in 1 MiB blocks, rows of the last reading (serve)", lambda: read_interrupts(path, watched, known=known)),
+        )
+        print(f"  reading the file, {len(watched)} watched CPUs:")
+        for label, work in ways:
+            seconds = measure(work, repeat)
+            print(f"    {label:<53} {seconds * 1000:7.1f} ms CPU  {peak_mib(work):5.1f} MiB peak")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpus", type=int, default=384)
@@ -114,6 +148,7 @@ def main() -> None:
         print(f"  {label:<55} {len(watched):>4} watched  {seconds * 1000:7.1f} ms CPU per parse")
     seconds = measure(lambda: naive_parse(data), max(3, args.repeat // 5))
     print(f"  {'for comparison: split every line, int() every count':<55} {'':>4}          {seconds * 1000:7.1f} ms")
+    measure_file(data, cases[3][1], args.repeat)
 
 
 if __name__ == "__main__":

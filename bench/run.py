@@ -63,6 +63,10 @@ import generate_host  # noqa: E402
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TARGET_CPU_PER_EVALUATION = 0.2  # seconds, on the 384-CPU host (issue "numawatch core")
 TARGET_RSS_MB = 80.0
+# Issue 7: a whole evaluation costs no more CPU than one node_exporter scrape with its cpu, cpufreq, meminfo_numa
+# and vmstat collectors (~80 ms there), with p99 scrape latency under 100 ms for 20 concurrent scrapers.
+TARGET_ISSUE7_CPU_PER_EVALUATION = 0.08
+TARGET_ISSUE7_P99_MS = 100.0
 SERVE_INTERVAL = 1.0  # seconds between serve's evaluations while measuring
 _SAMPLE = re.compile(rb"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)", re.MULTILINE)
 _SOURCE_LABEL = re.compile(rb'source="([^"]*)"')
@@ -695,11 +699,18 @@ def markdown(results: list[SizeResult], machine: dict[str, object], command: str
         r = big[-1]
         cpu = r.serve["cpu_seconds_per_evaluation"]
         rss = max(r.serve["vm_hwm_mb"], r.check["max_rss_mb"])
+        p99 = r.serve["scrape_many"]["p99_ms"]
+        scrapers = r.serve["scrape_many"]["scrapers"]
         lines += [
             "",
             f"Targets on the {r.cpus}-CPU host: CPU per evaluation {cpu:.3f} s "
-            f"({'met' if cpu < TARGET_CPU_PER_EVALUATION else 'NOT met'}, target < {TARGET_CPU_PER_EVALUATION} s); "
-            f"peak RSS {rss:.1f} MB ({'met' if rss < TARGET_RSS_MB else 'NOT met'}, target < {TARGET_RSS_MB:.0f} MB).",
+            f"({'met' if cpu < TARGET_CPU_PER_EVALUATION else 'NOT met'}, target < {TARGET_CPU_PER_EVALUATION} s; "
+            f"issue 7: {'met' if cpu <= TARGET_ISSUE7_CPU_PER_EVALUATION else 'NOT met'}, "
+            f"target <= {TARGET_ISSUE7_CPU_PER_EVALUATION} s); "
+            f"peak RSS {rss:.1f} MB ({'met' if rss < TARGET_RSS_MB else 'NOT met'}, target < {TARGET_RSS_MB:.0f} MB); "
+            f"scrape p99 with {scrapers} scrapers {_f(p99, 2)} ms "
+            f"({'met' if p99 is not None and p99 < TARGET_ISSUE7_P99_MS else 'NOT met'}, "
+            f"target < {TARGET_ISSUE7_P99_MS:.0f} ms); {r.serve['series']} series.",
         ]
     return "\n".join(lines) + "\n"
 

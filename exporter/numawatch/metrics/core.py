@@ -307,16 +307,22 @@ def _container_cpu_rows(evaluation: Evaluation) -> Iterator[tuple]:
     # Without cpu_manager_state nobody knows whether CPUs are exclusive: say so with an empty label, not "false".
     exclusive_known = state is not None and state.cpu is not None
     seen: set[tuple[str, ...]] = set()
+    # Most containers share a handful of cpusets (every Burstable and BestEffort one holds the same shared pool, and
+    # the cgroups source hands out one set object per distinct list): split each distinct set once.
+    splits: dict[frozenset[int], list[tuple[str, int]]] = {}
     for workload in build_workloads(host, evaluation.intent):
         cpus = workload.cpus
         if cpus is None:
             continue
-        per_node = _cpus_per_node(cpus, topology)
-        labels = workload.labels
+        per_node = splits.get(cpus)
+        if per_node is None:
+            per_node = splits[cpus] = sorted(_cpus_per_node(cpus, topology).items())
+        # The subject labels as Workload.labels spells them, without building its two dicts per container.
+        namespace, pod, uid = workload.namespace or "", workload.pod_name, workload.pod_uid
+        container = workload.container_name or workload.container_id[:12]
         exclusive = flag(workload.pinned if exclusive_known else None)
-        for node, count in sorted(per_node.items()):
-            values = (labels["namespace"], labels["pod"], labels["pod_uid"], labels["container"], node,
-                      workload.qos, exclusive)
+        for node, count in per_node:
+            values = (namespace, pod, uid, container, node, workload.qos, exclusive)
             # A restarted container can leave its old cgroup behind for a moment under the same name; one series
             # per label set is all Prometheus accepts, so the first instance listed wins.
             if values in seen:
@@ -353,6 +359,8 @@ def _gpu_rows(evaluation: Evaluation) -> Iterator[tuple[str, ...]]:
     holders: dict[str, list[tuple[str, str, str]]] = {}
     unmatched: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
     for workload in build_workloads(host, evaluation.intent):
+        if not workload.gpus:
+            continue  # most containers hold no GPU
         holder = (workload.labels["namespace"], workload.labels["pod"], workload.labels["container"])
         for gpu in workload.gpus:
             if gpu.pci_address is not None:

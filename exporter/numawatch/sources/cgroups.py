@@ -14,13 +14,15 @@ the cgroupfs driver (``kubepods/burstable/pod<uid>``); Guaranteed pods sit direc
 containerd (``cri-containerd-<id>.scope`` / ``<id>``) or CRI-O (``crio-<id>.scope`` / ``crio-<id>``).
 
 This runs every 15 s over ~860 containers, so it uses ``os.scandir`` (no stat per entry), raw ``os.open``/``os.read``
-into bytes and string paths instead of pathlib. Cgroups vanish while we walk them: that is normal and skipped.
+into bytes and string paths instead of pathlib. ``serve`` keeps a ``CgroupsReader`` (``SourceSpec.factory``) that
+remembers which containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain) and shares
+parsed CPU lists and quotas between readings; the cgroup files themselves are read every time. Cgroups vanish while
+we walk them: that is normal and skipped.
 A malformed file in one container makes that field ``None`` (unknown) and is logged once, not fatal.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import re
@@ -101,8 +103,18 @@ def parse_pod_dir(name: str, driver: str, qos: str) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------------- parsers
+_NODE_LINE = re.compile(rb"(?:N[0-9]+=[0-9]+ )*N[0-9]+=[0-9]+")
+_NODE_FIELD = re.compile(rb"N([0-9]+)=([0-9]+)")
+_NUMA_STAT_V2_HEAD = re.compile(rb"anon (%s)\nfile (%s)\n" % (_NODE_LINE.pattern, _NODE_LINE.pattern))
+_NUMBER = re.compile(rb"[0-9]+")
+
+
 def _node_values(rest: bytes, what: str) -> dict[int, int]:
     """``N0=<int> N1=<int> ...`` into {node: value}."""
+    # The kernel's exact layout (one space before each field) is checked by one regex match and split by another,
+    # about half the cost of the field-by-field loop; anything else takes that loop, which says what is wrong.
+    if _NODE_LINE.fullmatch(rest) is not None:
+        return {int(node): int(value) for node, value in _NODE_FIELD.findall(rest)}
     values: dict[int, int] = {}
     for item in rest.split():
         node, sep, value = item.partition(b"=")
@@ -130,7 +142,18 @@ def parse_numa_stat_v2(data: bytes) -> dict[int, int]:
 
     Raises ValueError when either line is missing or malformed.
     """
-    resident: dict[int, int] = {}
+    # The kernel prints anon and file as the first two lines (memory_stats[] order): one anchored match validates
+    # both, and their numbers come out in node/value pairs. Any other layout takes the search by key below.
+    head = _NUMA_STAT_V2_HEAD.match(data)
+    if head is not None:
+        # zip() of one iterator with itself pairs its items: N0=1 N1=2 -> (0, 1), (1, 2).
+        numbers = map(int, _NUMBER.findall(head[1]))
+        resident = dict(zip(numbers, numbers, strict=False))
+        numbers = map(int, _NUMBER.findall(head[2]))
+        for node, value in zip(numbers, numbers, strict=False):
+            resident[node] = resident.get(node, 0) + value
+        return resident
+    resident = {}
     for key in (b"anon ", b"file "):
         rest = _line_after(data, key)
         if rest is None:
@@ -180,8 +203,13 @@ def parse_int(data: bytes) -> int:
 
 def parse_procs(data: bytes, limit: int = MAX_PIDS) -> tuple[int, ...]:
     """The first ``limit`` PIDs of ``cgroup.procs`` (one per line)."""
+    lines = data.split(b"\n", limit)[:limit]
+    if lines and not lines[-1]:
+        lines.pop()  # the newline ending the last line
+    if all(lines) and b"".join(lines).isdigit():
+        return tuple(map(int, lines))  # the kernel's layout: bare digits, one PID a line (and int() of each is safe)
     pids = []
-    for line in data.split(b"\n", limit)[:limit]:
+    for line in lines:
         line = line.strip()
         if not line:
             continue
@@ -191,10 +219,7 @@ def parse_procs(data: bytes, limit: int = MAX_PIDS) -> tuple[int, ...]:
     return tuple(pids)
 
 
-@functools.lru_cache(maxsize=4096)
 def _parse_cpus(data: bytes) -> CPUSet:
-    # Memoised: most containers repeat a handful of lists (every sandbox and burstable container carries the same
-    # shared pool), and the sets are immutable, so sharing them is safe.
     try:
         return parse_cpulist(data.decode("ascii", errors="replace"))
     except CPUListError as error:
@@ -297,32 +322,117 @@ def _subdirs(path: str) -> list[str]:
         return []
 
 
-def _is_pause(layout: _Layout, pid: int) -> bool:
-    return _read(f"{layout.procfs}/{pid}/comm", 64) == b"pause\n"
+# Sandbox verdicts remembered per container ID, with the first PID they were made for.
+_PAUSE = 0  # that PID's comm was "pause": a sandbox (pause never execs anything else)
+_NOT_PAUSE_ONCE = 1  # not pause at one reading: maybe a runtime's init (runc:[2:INIT]) about to exec pause
+_NOT_PAUSE = 2  # not pause at two readings in a row: an application container
 
 
-def _read_container(layout: _Layout, rel: str, runtime: str, cid: str) -> ContainerCgroup | None:
+class _Scan:
+    """What one reading of the kubepods tree carries along: where files are, parsed values to share, verdicts.
+
+    ``lists`` and ``quotas`` map file contents to their parsed value: most containers repeat a handful of CPU lists
+    (every sandbox and Burstable container holds the same shared pool) and the same ``cpu.max``, and the values are
+    immutable, so one object serves them all. ``sandboxes`` is the previous reading's verdicts (empty for a one-off
+    reading); the verdicts of this one are collected in ``verdicts``. Everything is rebuilt from what this reading
+    saw, so nothing grows with containers that are gone.
+    """
+
+    def __init__(
+        self,
+        layout: _Layout,
+        lists: dict[bytes, CPUSet] | None = None,
+        quotas: dict[bytes, tuple[int | None, int]] | None = None,
+        sandboxes: dict[str, tuple[int, int]] | None = None,
+    ) -> None:
+        self.layout = layout
+        self.old_lists = lists or {}
+        self.old_quotas = quotas or {}
+        self.sandboxes = sandboxes or {}
+        self.lists: dict[bytes, CPUSet] = {}
+        self.quotas: dict[bytes, tuple[int | None, int]] = {}
+        self.verdicts: dict[str, tuple[int, int]] = {}
+
+    def cpus(self, path: str, data: bytes | None) -> CPUSet | None:
+        if data is None:
+            return None
+        found = self.lists.get(data)
+        if found is None:
+            found = self.old_lists.get(data)
+            if found is None:
+                found = _parsed(path, data, _parse_cpus)
+                if found is None:
+                    return None
+            self.lists[data] = found
+        return found
+
+    def quota(self, path: str, data: bytes | None) -> tuple[int | None, int] | None:
+        if data is None:
+            return None
+        found = self.quotas.get(data)
+        if found is None:
+            found = self.old_quotas.get(data)
+            if found is None:
+                found = _parsed(path, data, parse_cpu_max)
+                if found is None:
+                    return None
+            self.quotas[data] = found
+        return found
+
+    def is_sandbox(self, cid: str, pids: tuple[int, ...]) -> bool:
+        """Whether the container's first process is ``pause`` (the pod sandbox).
+
+        Reading ``/proc/<pid>/comm`` of 860 containers every 15 s is a sixth of this source's opens, and the answer
+        does not change for a running container: the verdict is kept per container ID and first PID. "pause" is
+        kept from the first reading; "not pause" from the second one in a row, because a sandbox's process is
+        briefly the runtime's init before it execs pause. A new first PID (the process exited) is asked again.
+        """
+        if not pids:
+            return False
+        pid = pids[0]
+        known = self.sandboxes.get(cid)
+        if known is not None and known[0] == pid and known[1] != _NOT_PAUSE_ONCE:
+            verdict = known[1]
+        else:
+            comm = _read(f"{self.layout.procfs}/{pid}/comm", 64)
+            if comm is None:
+                return False  # exited (or never readable): nothing to remember
+            if comm == b"pause\n":
+                verdict = _PAUSE
+            else:
+                verdict = _NOT_PAUSE if known is not None and known[0] == pid else _NOT_PAUSE_ONCE
+        self.verdicts[cid] = (pid, verdict)
+        return verdict == _PAUSE
+
+
+def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerCgroup | None:
     """One container leaf, or None when it vanished while we read it."""
+    layout = scan.layout
     cpuset_dir = f"{layout.cpuset}/{rel}"
     # cgroup.procs exists in every cgroup whatever the controllers: if it is gone, so is the container.
-    procs_data = _read(cpuset_dir + "/cgroup.procs", _PROCS_READ_BYTES)
+    procs_path = cpuset_dir + "/cgroup.procs"
+    procs_data = _read(procs_path, _PROCS_READ_BYTES)
     if procs_data is None:
         return None
     if len(procs_data) == _PROCS_READ_BYTES:  # more PIDs than we read: drop the cut last line
         procs_data = procs_data[: procs_data.rfind(b"\n") + 1]
     cpus_path = cpuset_dir + layout.cpus_file
     mems_path = cpuset_dir + layout.mems_file
-    numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
     cpus_data = _read(cpus_path)
     mems_data = _read(mems_path)
-    numa_data = _read(numa_path)
     if layout.version == 2:
-        max_data = _read(f"{layout.cpu}/{rel}/cpu.max")
-        quota_period = _parsed(f"{layout.cpu}/{rel}/cpu.max", max_data, parse_cpu_max)
+        # One unified tree: every controller's files sit in the same directory.
+        numa_path = cpuset_dir + "/memory.numa_stat"
+        numa_data = _read(numa_path)
+        max_path = cpuset_dir + "/cpu.max"
+        max_data = _read(max_path)
+        quota_period = scan.quota(max_path, max_data)
         quota, period = quota_period if quota_period is not None else (None, None)
         numa = _parsed(numa_path, numa_data, parse_numa_stat_v2)
         missing = max_data is None
     else:
+        numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
+        numa_data = _read(numa_path)
         quota_path = f"{layout.cpu}/{rel}/cpu.cfs_quota_us"
         period_path = f"{layout.cpu}/{rel}/cpu.cfs_period_us"
         quota_data, period_data = _read(quota_path, 64), _read(period_path, 64)
@@ -334,31 +444,32 @@ def _read_container(layout: _Layout, rel: str, runtime: str, cid: str) -> Contai
         missing = quota_data is None or period_data is None
     if (missing or cpus_data is None or mems_data is None or numa_data is None) and not os.path.isdir(cpuset_dir):
         return None  # removed after we read cgroup.procs
-    pids = _parsed(cpuset_dir + "/cgroup.procs", procs_data, parse_procs) or ()
+    pids = _parsed(procs_path, procs_data, parse_procs) or ()
     return ContainerCgroup(
         container_id=cid,
         runtime=runtime,
         cgroup_path=rel,
-        cpus_effective=_parsed(cpus_path, cpus_data, _parse_cpus),
-        mems_effective=_parsed(mems_path, mems_data, _parse_cpus),
+        cpus_effective=scan.cpus(cpus_path, cpus_data),
+        mems_effective=scan.cpus(mems_path, mems_data),
         numa_bytes=frozen_map(numa) if numa is not None else None,
         cpu_quota_us=quota,
         cpu_period_us=period,
-        is_sandbox=bool(pids) and _is_pause(layout, pids[0]),
+        is_sandbox=scan.is_sandbox(cid, pids),
         pids=pids,
     )
 
 
-def _read_pod(layout: _Layout, rel: str, uid: str, qos: str) -> PodCgroup | None:
-    names = _subdirs(f"{layout.cpuset}/{rel}")
-    if not names and not os.path.isdir(f"{layout.cpuset}/{rel}"):
+def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
+    cpuset = scan.layout.cpuset
+    names = _subdirs(f"{cpuset}/{rel}")
+    if not names and not os.path.isdir(f"{cpuset}/{rel}"):
         return None  # the pod went away
     containers = []
     for name in sorted(names):
         parsed = parse_container_dir(name)
         if parsed is None:
             continue
-        container = _read_container(layout, f"{rel}/{name}", *parsed)
+        container = _read_container(scan, f"{rel}/{name}", *parsed)
         if container is not None:
             containers.append(container)
     return PodCgroup(uid=uid, qos=qos, cgroup_path=rel, containers=tuple(containers))
@@ -387,27 +498,50 @@ def _pod_dirs(layout: _Layout, driver: str, kubepods: str) -> list[tuple[str, st
     return found
 
 
-def read(paths: Paths) -> Cgroups:
-    """Every pod and container cgroup under kubepods; SourceUnavailable when there is no kubepods cgroup."""
+def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
     version, driver, kubepods = _detect(paths)
     layout = _Layout(paths, version)
+    scan = _Scan(layout) if reader is None else _Scan(layout, reader.lists, reader.quotas, reader.sandboxes)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
-        pod = _read_pod(layout, rel, uid, qos)
+        pod = _read_pod(scan, rel, uid, qos)
         if pod is not None:
             pods.append(pod)
     root_cpus_path = f"{layout.cpuset}/{kubepods}{layout.cpus_file}"
-    return Cgroups(
+    result = Cgroups(
         version=version,
         driver=driver,
         kubepods_path=kubepods,
         pods=tuple(pods),
-        root_cpus_effective=_parsed(root_cpus_path, _read(root_cpus_path), _parse_cpus),
+        root_cpus_effective=scan.cpus(root_cpus_path, _read(root_cpus_path)),
     )
+    if reader is not None:
+        reader.lists, reader.quotas, reader.sandboxes = scan.lists, scan.quotas, scan.verdicts
+    return result
+
+
+def read(paths: Paths) -> Cgroups:
+    """Every pod and container cgroup under kubepods; SourceUnavailable when there is no kubepods cgroup."""
+    return _read_all(paths, None)
+
+
+class CgroupsReader:
+    """The cgroups source as serve runs it: one per HostReader (``SourceSpec.factory``), remembering between
+    readings what cannot change for a running container (whether it is the pod sandbox) and the parsed CPU lists
+    and quotas, so an unchanged file is not parsed again. Reads the same as ``read`` otherwise."""
+
+    def __init__(self) -> None:
+        self.lists: dict[bytes, CPUSet] = {}
+        self.quotas: dict[bytes, tuple[int | None, int]] = {}
+        self.sandboxes: dict[str, tuple[int, int]] = {}
+
+    def read(self, paths: Paths) -> Cgroups:
+        return _read_all(paths, self)
 
 
 SOURCE = SourceSpec(
     name="cgroups",
     read=read,
+    factory=CgroupsReader,
     description="kubepods cgroups: per-container effective cpuset, memory placement per NUMA node, CPU quota",
 )

@@ -25,17 +25,20 @@ the watched columns are byte ranges of the line; digits 1-9 are marked with one 
 ``bytes.find`` (both C loops), so only non-zero counts are touched in Python and zeros, the vast majority, are never
 converted. A line whose layout does not check out (a count wider than 10 digits shifts the cells; arm64 prints
 ``IPI0:`` without the extra space) is split the slow, safe way; ``_looks_like_a_count`` says why the checks are
-exact. See bench/bench_interrupts.py and docs/performance.md.
+exact. The file is read in 1 MiB blocks parsed as they arrive (``read_interrupts``), so neither it nor its marked
+copy is ever held whole (~2.5 MiB peak instead of ~18). See bench/bench_interrupts.py and docs/performance.md.
 
 The watched CPUs are worked out here from cheap files, because a source does not see the others' results:
 ``sys/devices/system/cpu/{isolated,nohz_full}``, ``isolcpus=``/``nohz_full=`` of ``proc/cmdline``, and the
 exclusive CPUs of the kubelet's ``cpu_manager_state`` (``<kubelet>/cpu_manager_state``; read tolerantly, the
-kubelet_state source reports its problems). The source is stateless: rates come from two readings (``Host.previous``).
+kubelet_state source reports its problems). Rates come from two readings (``Host.previous``); the only state serve
+keeps (``InterruptsReader``) is the previous reading's rows, reused for rows whose text did not change.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -53,9 +56,12 @@ from numawatch.model_host import (
     Interrupts,
 )
 from numawatch.paths import Paths
-from numawatch.sources._files import read_bytes, read_optional_text
+from numawatch.sources._files import DEFAULT_READ_LIMIT, read_optional_text
 from numawatch.sources.topology import parse_cmdline, parse_cmdline_cpulist, parse_isolcpus, parse_sys_cpulist
 
+BLOCK = 1 << 20  # bytes read (and digit-marked) at a time: the whole file is never held, nor its marked copy
+# A row is 11 bytes per online CPU plus its names: ~90 KB with 8,192 CPUs. Anything longer is not this file.
+MAX_LINE = 1 << 20
 CELL = 11  # bytes per count: " %10u" (or "%10u " on older kernels); both end each count at the same offset
 _MARK_NONZERO = bytes.maketrans(b"123456789", b"xxxxxxxxx")
 _DIGITS = frozenset(b"0123456789")
@@ -130,6 +136,138 @@ def _runs(columns: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
+# What a reader remembers of a row between readings: the bytes after its counts and the row built from them.
+_Known = dict[str, tuple[bytes, InterruptRow]]
+
+
+class _RowParser:
+    """The rows of one reading of /proc/interrupts, fed in blocks of whole lines (the whole file is one block).
+
+    ``known`` (a reader's previous reading, or None) lets a row whose text after the counts is unchanged skip the
+    chip/name split, and a row whose watched counts are unchanged too be the previous (immutable) row itself: on a
+    real host most rows count nothing on isolated CPUs, so most rows are reused.
+    """
+
+    def __init__(self, header: bytes, watched: Iterable[int], path: str, known: _Known | None = None) -> None:
+        self.path = path
+        self.cpus = cpus = parse_header(header, path)
+        self.ncols = ncols = len(cpus)
+        column_of = {cpu: index for index, cpu in enumerate(cpus)}
+        self.columns = columns = sorted(column_of[cpu] for cpu in set(watched) if cpu in column_of)
+        self.span = CELL * ncols
+        # Marking a whole block costs ~0.4 ns/byte; worth it when many columns are watched, else mark each watched
+        # segment on its own.
+        self.mark_blocks = len(columns) * 4 >= ncols
+        self.runs = _runs(columns)
+        self.only: frozenset[int] | None = None
+        # With the block marked, one find() over the span from the first to the last watched column and a membership
+        # test per non-zero count beats one find() per run: most rows have no non-zero count there at all.
+        if len(self.runs) > _MAX_RUNS or (self.mark_blocks and len(self.runs) > 1):
+            self.runs, self.only = [(columns[0], columns[-1] + 1)], frozenset(columns)
+        self.rows: list[InterruptRow] = []
+        self.seen: set[str] = set()
+        self.known = known
+        self.now: _Known = {}
+
+    def feed(self, data: bytes, pos: int, length: int) -> None:
+        """Parse the lines of ``data[pos:length]``: each ends at a newline, the last one at ``length`` at the latest
+        (a newline there or the end of the data)."""
+        path, cpus, ncols, columns, runs, only, span = (
+            self.path, self.cpus, self.ncols, self.columns, self.runs, self.only, self.span
+        )  # fmt: skip
+        digits = _DIGITS
+        marked = data.translate(_MARK_NONZERO) if self.mark_blocks else None
+        rows, seen, known, now = self.rows, self.seen, self.known, self.now
+        while pos < length:
+            eol = data.find(b"\n", pos, length)
+            if eol < 0:
+                eol = length
+            colon = data.find(b":", pos, eol)
+            if colon < 0:
+                if data[pos:eol].strip():
+                    raise MalformedFile(path, f"line without ':': {data[pos:eol].strip()[:80]!r}")
+                pos = eol + 1
+                continue
+            raw_key = data[pos:colon].strip()
+            if not raw_key or not raw_key.isascii() or b" " in raw_key:
+                raise MalformedFile(path, f"bad row label in {data[pos:eol].strip()[:80]!r}")
+            key = raw_key.decode()
+            base = colon + 1
+            end = base + span
+            counts: dict[int, int] = {}
+            if (
+                end <= eol
+                and data[base + CELL - 1] in digits
+                and data[end - 1] in digits
+                and (end == eol or data[end] not in digits)
+                and not _looks_like_a_count(data[end : end + CELL])
+            ):
+                # Fast path: every count sits in its 11-byte cell. In the digit-marked copy a non-zero count is the
+                # only thing with an "x" in it, so memchr-speed find() skips the zeros; only non-zero watched counts
+                # are converted.
+                for start, stop in runs:
+                    low, high = base + CELL * start, base + CELL * stop
+                    if marked is None:
+                        segment, offset = data[low:high].translate(_MARK_NONZERO), low
+                        found = segment.find(b"x")
+                    else:
+                        segment, offset = marked, 0
+                        found = segment.find(b"x", low, high)
+                    limit = high - offset
+                    while found >= 0:
+                        column = (found + offset - base) // CELL
+                        cell_end = base + CELL * (column + 1)
+                        if only is None or column in only:
+                            counts[cpus[column]] = _count(data[cell_end - CELL : cell_end], key, path)
+                        found = segment.find(b"x", cell_end - offset, limit)
+                tail = data[end:eol]
+            else:
+                parts = data[base:eol].split(None, ncols)
+                leading = 0
+                while leading < min(len(parts), ncols) and parts[leading].isdigit() and len(parts[leading]) <= 20:
+                    leading += 1
+                if leading < ncols:
+                    if leading <= 1 and not key.isdigit():
+                        pos = eol + 1  # ERR:/MIS: carry one global count, not one per CPU
+                        continue
+                    # A device row always has a count per CPU: one cut short is a damaged file, not a row to drop.
+                    raise MalformedFile(path, f"row {key}: {leading} counts for {ncols} CPUs")
+                for column in columns:
+                    value = int(parts[column])
+                    if value:
+                        counts[cpus[column]] = value
+                tail = parts[ncols] if len(parts) > ncols else b""
+            if key in seen:
+                raise MalformedFile(path, f"row {key} appears twice")
+            seen.add(key)
+            before = known.get(key) if known is not None else None
+            if before is not None and before[0] == tail:
+                row = before[1]
+                if row.counts != counts:
+                    row = InterruptRow(key, row.kind, row.name, row.chip, frozen_map(counts) if counts else _NO_COUNTS)
+            else:
+                chip, name = split_tail(tail, key.isdigit())
+                row = InterruptRow(
+                    key=key,
+                    kind=classify(key, name),
+                    name=name,
+                    chip=chip,
+                    counts=frozen_map(counts) if counts else _NO_COUNTS,
+                )
+            if known is not None:
+                now[key] = (tail, row)
+            rows.append(row)
+            pos = eol + 1
+
+    def result(self, read_at: float) -> Interrupts:
+        return Interrupts(
+            cpus=self.cpus,
+            watched=frozenset(self.cpus[column] for column in self.columns),
+            rows=tuple(self.rows),
+            read_at=read_at,
+        )
+
+
 def parse_interrupts(
     data: bytes, watched: Iterable[int] = (), *, path: str = "/proc/interrupts", read_at: float = 0.0
 ) -> Interrupts:
@@ -137,103 +275,62 @@ def parse_interrupts(
     first_eol = data.find(b"\n")
     if first_eol < 0:
         first_eol = len(data)
-    cpus = parse_header(data[:first_eol], path)
-    ncols = len(cpus)
-    column_of = {cpu: index for index, cpu in enumerate(cpus)}
-    columns = sorted(column_of[cpu] for cpu in set(watched) if cpu in column_of)
-    runs = _runs(columns)
-    only: frozenset[int] | None = None
-    if len(runs) > _MAX_RUNS:
-        runs, only = [(columns[0], columns[-1] + 1)], frozenset(columns)
-    span = CELL * ncols
-    digits = _DIGITS
-    # Marking the whole file once costs ~0.4 ns/byte; worth it when many columns are watched, else mark each
-    # watched segment on its own.
-    marked = data.translate(_MARK_NONZERO) if len(columns) * 4 >= ncols else None
+    parser = _RowParser(data[:first_eol], watched, path)
+    parser.feed(data, first_eol + 1, len(data))
+    return parser.result(read_at)
 
-    rows: list[InterruptRow] = []
-    seen: set[str] = set()
-    length = len(data)
-    pos = first_eol + 1
-    while pos < length:
-        eol = data.find(b"\n", pos)
-        if eol < 0:
-            eol = length
-        colon = data.find(b":", pos, eol)
-        if colon < 0:
-            if data[pos:eol].strip():
-                raise MalformedFile(path, f"line without ':': {data[pos:eol].strip()[:80]!r}")
-            pos = eol + 1
-            continue
-        raw_key = data[pos:colon].strip()
-        if not raw_key or not raw_key.isascii() or b" " in raw_key:
-            raise MalformedFile(path, f"bad row label in {data[pos:eol].strip()[:80]!r}")
-        key = raw_key.decode()
-        base = colon + 1
-        end = base + span
-        counts: dict[int, int] = {}
-        if (
-            end <= eol
-            and data[base + CELL - 1] in digits
-            and data[end - 1] in digits
-            and (end == eol or data[end] not in digits)
-            and not _looks_like_a_count(data[end : end + CELL])
-        ):
-            # Fast path: every count sits in its 11-byte cell. In the digit-marked copy a non-zero count is the only
-            # thing with an "x" in it, so memchr-speed find() skips the zeros; only non-zero watched counts are
-            # converted.
-            for start, stop in runs:
-                low, high = base + CELL * start, base + CELL * stop
-                if marked is None:
-                    segment, offset = data[low:high].translate(_MARK_NONZERO), low
-                    found = segment.find(b"x")
-                else:
-                    segment, offset = marked, 0
-                    found = segment.find(b"x", low, high)
-                limit = high - offset
-                while found >= 0:
-                    column = (found + offset - base) // CELL
-                    cell_end = base + CELL * (column + 1)
-                    if only is None or column in only:
-                        counts[cpus[column]] = _count(data[cell_end - CELL : cell_end], key, path)
-                    found = segment.find(b"x", cell_end - offset, limit)
-            tail = data[end:eol]
-        else:
-            parts = data[base:eol].split(None, ncols)
-            leading = 0
-            while leading < min(len(parts), ncols) and parts[leading].isdigit() and len(parts[leading]) <= 20:
-                leading += 1
-            if leading < ncols:
-                if leading <= 1:
-                    pos = eol + 1  # ERR:/MIS: carry one global count, not one per CPU
+
+def read_interrupts(
+    path: str,
+    watched: Iterable[int],
+    *,
+    block: int = BLOCK,
+    limit: int = DEFAULT_READ_LIMIT,
+    known: _Known | None = None,
+) -> tuple[Interrupts, _Known]:
+    """Read and parse /proc/interrupts ``block`` bytes at a time: the same result as ``parse_interrupts`` of the
+    whole file, without ever holding the whole file (8 MB on a 384-CPU host, and as much again digit-marked).
+
+    Whole lines are parsed as each block arrives; a line cut by the block's end waits for the next block. Returns
+    the reading and what a reader remembers for the next one (empty unless ``known`` is given). FileNotFoundError
+    when the file does not exist; MalformedFile past ``limit`` bytes or on bad content.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        total = 0
+        pending = b""
+        parser: _RowParser | None = None
+        while True:
+            chunk = os.read(fd, block)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise MalformedFile(path, f"larger than the {limit}-byte limit")
+            start = 0
+            if parser is None or pending:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    if len(pending) + len(chunk) > MAX_LINE:  # not a line of this file: do not gather it
+                        raise MalformedFile(path, f"a line longer than the {MAX_LINE}-byte limit")
+                    pending += chunk
                     continue
-                raise MalformedFile(path, f"row {key}: {leading} counts for {ncols} CPUs")
-            for column in columns:
-                value = int(parts[column])
-                if value:
-                    counts[cpus[column]] = value
-            tail = parts[ncols] if len(parts) > ncols else b""
-        if key in seen:
-            raise MalformedFile(path, f"row {key} appears twice")
-        seen.add(key)
-        numeric = key.isdigit()
-        chip, name = split_tail(tail, numeric)
-        rows.append(
-            InterruptRow(
-                key=key,
-                kind=classify(key, name),
-                name=name,
-                chip=chip,
-                counts=frozen_map(counts) if counts else _NO_COUNTS,
-            )
-        )
-        pos = eol + 1
-    return Interrupts(
-        cpus=cpus,
-        watched=frozenset(cpus[column] for column in columns),
-        rows=tuple(rows),
-        read_at=read_at,
-    )
+                line, start = pending + chunk[:newline], newline + 1
+                pending = b""
+                if parser is None:
+                    parser = _RowParser(line, watched, path, known)
+                else:
+                    parser.feed(line, 0, len(line))
+            cut = chunk.rfind(b"\n")
+            parser.feed(chunk, start, cut)  # nothing when the only newline was the one just consumed
+            pending = chunk[cut + 1 :]
+        if parser is None:
+            parser = _RowParser(pending, watched, path, known)  # a header without a newline (or an empty file)
+        elif pending:
+            parser.feed(pending, 0, len(pending))
+    finally:
+        os.close(fd)
+    return parser.result(time.monotonic()), parser.now
 
 
 _NO_COUNTS = frozen_map()  # shared by every row without a non-zero watched count
@@ -325,31 +422,50 @@ def watched_cpus(paths: Paths) -> CPUSet:
 
 
 # --------------------------------------------------------------------------------------------------- reader
-def read(paths: Paths) -> Interrupts:
+def _read(paths: Paths, known: _Known | None) -> tuple[Interrupts, _Known]:
     path = paths.procfs / "interrupts"
     watched = watched_cpus(paths)
     try:
-        data = read_bytes(path)
+        return read_interrupts(str(path), watched, known=known)
     except FileNotFoundError:
         raise SourceUnavailable(f"{path} does not exist") from None
-    return parse_interrupts(data, watched, path=str(path), read_at=time.monotonic())
+
+
+def read(paths: Paths) -> Interrupts:
+    return _read(paths, None)[0]
+
+
+class InterruptsReader:
+    """The interrupts source as serve runs it (one per HostReader): the previous reading's rows, so unchanged rows
+    are not split and built again. Reads the same as ``read``."""
+
+    def __init__(self) -> None:
+        self._known: _Known = {}
+
+    def read(self, paths: Paths) -> Interrupts:
+        result, self._known = _read(paths, self._known)
+        return result
 
 
 SOURCE = SourceSpec(
     name="interrupts",
     read=read,
+    factory=InterruptsReader,
     description="/proc/interrupts counts on isolated, nohz_full and exclusively pinned CPUs",
 )
 
 __all__ = [
+    "BLOCK",
     "CELL",
     "SOURCE",
+    "InterruptsReader",
     "classify",
     "cmdline_isolated_cpus",
     "exclusive_cpus_from_state",
     "parse_header",
     "parse_interrupts",
     "read",
+    "read_interrupts",
     "split_tail",
     "watched_cpus",
 ]

@@ -17,7 +17,11 @@ Which IRQs have a handler and what they are called comes from /proc/interrupts (
 directory also exists for descriptors without any action (unused legacy lines), which deliver nothing.
 
 Cost: one directory listing plus two small reads and one stat per IRQ, with raw ``os`` calls (2,000 IRQs on a large
-host). IRQs appear and vanish with drivers and hotplug: a directory gone mid-scan is skipped.
+host). ``serve`` keeps an ``IrqsReader`` (``SourceSpec.factory``) that stats only IRQs it has not seen in the previous
+reading (the mode is fixed when the kernel creates the IRQ's directory), does not look again for an
+``effective_affinity_list`` an IRQ did not have, and reuses an IRQ's parsed entry while its files read the same
+bytes; the affinity files themselves are read every time, since their drift is the point.
+IRQs appear and vanish with drivers and hotplug: a directory gone mid-scan is skipped.
 """
 
 from __future__ import annotations
@@ -66,6 +70,14 @@ def parse_cpulist_file(data: bytes, path: str, cache: dict[bytes, CPUSet] | None
     return cpus
 
 
+def _mode_writable(directory: str) -> bool | None:
+    """Whether ``smp_affinity`` has its owner write bit; None when it cannot be stat'ed."""
+    try:
+        return bool(os.stat(f"{directory}/smp_affinity").st_mode & stat.S_IWUSR)
+    except OSError:
+        return None
+
+
 def read_irq(directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None) -> IrqAffinity | None:
     """One ``proc/irq/<n>`` directory (a string path, as the hot loop builds them), None when it vanished."""
     affinity_path = f"{directory}/smp_affinity_list"
@@ -74,35 +86,56 @@ def read_irq(directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None)
         return None
     effective_path = f"{directory}/effective_affinity_list"
     effective_data = _read_small(effective_path)
-    try:
-        mode = os.stat(f"{directory}/smp_affinity").st_mode
-        writable: bool | None = bool(mode & stat.S_IWUSR)
-    except OSError:
-        writable = None
     return IrqAffinity(
         irq=irq,
         affinity=parse_cpulist_file(affinity_data, affinity_path, cache),
         effective=None if effective_data is None else parse_cpulist_file(effective_data, effective_path, cache),
-        writable=writable,
+        writable=_mode_writable(directory),
     )
 
 
-def read(paths: Paths) -> Irqs:
+# What an IrqsReader keeps of an IRQ: its two files' bytes and the entry parsed from them (mode included).
+_Seen = tuple[bytes, bytes | None, IrqAffinity]
+
+
+def _read_all(paths: Paths, seen: dict[int, _Seen] | None) -> tuple[Irqs, dict[int, _Seen]]:
     irq_root = paths.procfs / "irq"
     try:
         entries = os.listdir(irq_root)
     except (FileNotFoundError, NotADirectoryError):
         raise SourceUnavailable(f"{irq_root} does not exist") from None
     root = str(irq_root)
+    previous = seen or {}
+    now: dict[int, _Seen] = {}
     irqs: dict[int, IrqAffinity] = {}
     cache: dict[bytes, CPUSet] = {}
     for entry in entries:
         if not entry.isdigit():
             continue
         irq = int(entry)
-        found = read_irq(f"{root}/{entry}", irq, cache)
-        if found is not None:
-            irqs[irq] = found
+        directory = f"{root}/{entry}"
+        affinity_path = f"{directory}/smp_affinity_list"
+        affinity_data = _read_small(affinity_path)
+        if affinity_data is None:
+            continue  # vanished
+        effective_path = f"{directory}/effective_affinity_list"
+        known = previous.get(irq)
+        # An IRQ's directory gets all its files when the IRQ is set up (register_irq_proc): one that had no
+        # effective_affinity_list at the last reading has none now (kernels without GENERIC_IRQ_EFFECTIVE_AFF_MASK).
+        effective_data = None if known is not None and known[1] is None else _read_small(effective_path)
+        if known is not None and known[0] == affinity_data and known[1] == effective_data:
+            found = known[2]  # same bytes as last time: the same (immutable) entry
+        else:
+            # The mode is set when the directory is created: an IRQ present in the previous reading keeps it.
+            writable = known[2].writable if known is not None and known[2].writable is not None else None
+            found = IrqAffinity(
+                irq=irq,
+                affinity=parse_cpulist_file(affinity_data, affinity_path, cache),
+                effective=None if effective_data is None else parse_cpulist_file(effective_data, effective_path, cache),
+                writable=writable if writable is not None else _mode_writable(directory),
+            )
+        irqs[irq] = found
+        now[irq] = (affinity_data, effective_data, found)
     if irqs and not any(found.writable for found in irqs.values()):
         # Not one IRQ whose affinity may be set: a real kernel always has some (the legacy and timer lines), so
         # this is a copy of /proc that lost the modes (a capture made with cat); the modes then mean nothing.
@@ -115,17 +148,36 @@ def read(paths: Paths) -> Irqs:
             default = parse_cpumask(default_data.decode("ascii", errors="replace"))
         except CPUListError as error:
             raise MalformedFile(default_path, str(error)) from None
-    return Irqs(
+    result = Irqs(
         irqs=frozen_map(dict(sorted(irqs.items()))),
         default_affinity=default,
         read_only_modes_seen=any(found.writable is False for found in irqs.values()),
     )
+    return result, now
+
+
+def read(paths: Paths) -> Irqs:
+    """Every IRQ's requested and effective affinity and whether user space may set it."""
+    return _read_all(paths, None)[0]
+
+
+class IrqsReader:
+    """The irqs source as serve runs it (one per HostReader): remembers each IRQ's files and entry between readings,
+    so an IRQ seen before is not stat'ed again and unchanged files are not parsed again."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, _Seen] = {}
+
+    def read(self, paths: Paths) -> Irqs:
+        result, self._seen = _read_all(paths, self._seen)
+        return result
 
 
 SOURCE = SourceSpec(
     name="irqs",
     read=read,
+    factory=IrqsReader,
     description="requested and effective affinity of every IRQ (/proc/irq/<n>)",
 )
 
-__all__ = ["SOURCE", "parse_cpulist_file", "read", "read_irq"]
+__all__ = ["SOURCE", "IrqsReader", "parse_cpulist_file", "read", "read_irq"]

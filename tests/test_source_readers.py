@@ -1,0 +1,458 @@
+"""The stateful readers serve keeps per HostReader (SourceSpec.factory) for the large-node hot path: they read the
+same as the one-off ``read(paths)`` of their source, remember only what cannot change (a sandbox stays a sandbox,
+an IRQ keeps its mode, a cpufreq policy its CPUs while ``online`` does not change), and still see every change that
+matters between readings. Also the block-wise /proc/interrupts reader against the whole-file parser."""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+
+import pytest
+from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, format_interrupts
+from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_container_cpus
+from fakehost.topology import add_topology
+from numawatch.errors import MalformedFile
+from numawatch.host import HostReader
+from numawatch.model import QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.sources import SOURCES, cgroups, interrupts, irqs, kernel
+from numawatch.sources.cgroups import parse_numa_stat_v2
+from numawatch.sources.kernel import parse_affected_cpus
+
+UID = "5f0c3a9e-7b21-4d8e-9c4a-1e2f3a4b5c6d"
+OTHER_UID = "0b9e8d7c-6a5f-4e3d-8c2b-a1b2c3d4e5f6"
+
+
+def factory_of(name: str):
+    return next(spec.factory for spec in SOURCES if spec.name == name)
+
+
+def recording(monkeypatch, module, name: str) -> list[str]:
+    """Record the first (path) argument of every call of ``module.name``."""
+    real = getattr(module, name)
+    calls: list[str] = []
+
+    def wrapper(path, *args, **kwargs):
+        calls.append(os.fspath(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+# --------------------------------------------------------------------------------------------------- cgroups
+def two_pods(fake_host):
+    guaranteed = add_pod(
+        fake_host, uid=UID, qos=QOS_GUARANTEED, namespace="llm", name="vllm-0",
+        containers=[ContainerSpec("vllm", cpus="4-7", mems="0", numa_bytes={0: 1 << 30}, pids=(4242,))],
+    )  # fmt: skip
+    burstable = add_pod(
+        fake_host, uid=OTHER_UID, qos=QOS_BURSTABLE, namespace="web", name="api-0",
+        containers=[ContainerSpec("api", cpus="0-3", mems="0", pids=(5151,)),
+                    ContainerSpec("sidecar", cpus="0-3", mems="0", pids=(5152,))],
+    )  # fmt: skip
+    return guaranteed, burstable
+
+
+def test_the_cgroups_reader_is_what_serve_uses_and_reads_the_same_as_a_one_off_read(fake_host):
+    two_pods(fake_host)
+    reader = factory_of("cgroups")()
+
+    assert isinstance(reader, cgroups.CgroupsReader)
+    for _ in range(3):
+        assert reader.read(fake_host.paths) == cgroups.read(fake_host.paths)
+
+
+def test_a_sandbox_verdict_is_remembered_so_comm_is_read_only_until_it_is_certain(fake_host, monkeypatch):
+    two_pods(fake_host)
+    reader = cgroups.CgroupsReader()
+    reads = recording(monkeypatch, cgroups, "_read")
+
+    def comm_reads() -> int:
+        count = sum(path.endswith("/comm") for path in reads)
+        reads.clear()
+        return count
+
+    first = reader.read(fake_host.paths)
+    assert comm_reads() == 5  # two sandboxes and three application containers
+    reader.read(fake_host.paths)
+    assert comm_reads() == 3  # sandboxes are known; "not pause" needs a second look (runtime init vs. app)
+    third = reader.read(fake_host.paths)
+    assert comm_reads() == 0
+    assert third == first
+    assert sum(c.is_sandbox for pod in third.pods for c in pod.containers) == 2
+
+
+def test_a_sandbox_caught_while_its_runtime_init_runs_is_recognised_once_it_runs_pause(fake_host):
+    guaranteed, _ = two_pods(fake_host)
+    pause_pid = guaranteed.sandbox.pids[0]
+    fake_host.write(f"proc/{pause_pid}/comm", "runc:[2:INIT]")
+    reader = cgroups.CgroupsReader()
+
+    before = reader.read(fake_host.paths).pod(UID)
+    fake_host.write(f"proc/{pause_pid}/comm", "pause")
+    after = reader.read(fake_host.paths).pod(UID)
+
+    sandbox_id = guaranteed.sandbox.container_id
+    assert [c.is_sandbox for c in before.containers if c.container_id == sandbox_id] == [False]
+    assert [c.is_sandbox for c in after.containers if c.container_id == sandbox_id] == [True]
+
+
+def test_a_new_first_process_is_asked_again(fake_host):
+    guaranteed, _ = two_pods(fake_host)
+    sandbox = guaranteed.sandbox
+    reader = cgroups.CgroupsReader()
+    reader.read(fake_host.paths)
+    reader.read(fake_host.paths)
+
+    # The pause process is gone and something else is the first process of that cgroup now.
+    fake_host.write(f"sys/fs/cgroup/{sandbox.cgroup_path}/cgroup.procs", "7777")
+    fake_host.write("proc/7777/comm", "sh")
+    found = reader.read(fake_host.paths).pod(UID)
+
+    assert [c.is_sandbox for c in found.containers if c.container_id == sandbox.container_id] == [False]
+
+
+def test_the_reader_forgets_containers_that_are_gone(fake_host):
+    guaranteed, burstable = two_pods(fake_host)
+    reader = cgroups.CgroupsReader()
+    reader.read(fake_host.paths)
+    remove_pod(fake_host, burstable)
+
+    reader.read(fake_host.paths)
+
+    kept = {guaranteed.sandbox.container_id, guaranteed.container("vllm").container_id}
+    assert set(reader.sandboxes) == kept
+
+
+def test_cpuset_changes_are_seen_on_the_next_reading_and_equal_lists_share_one_set(fake_host):
+    guaranteed, _ = two_pods(fake_host)
+    reader = cgroups.CgroupsReader()
+    first = reader.read(fake_host.paths)
+    api, sidecar = (c for c in first.pod(OTHER_UID).containers if not c.is_sandbox)
+    assert api.cpus_effective is sidecar.cpus_effective  # one object for one list: cheap to compare downstream
+
+    set_container_cpus(fake_host, guaranteed, "vllm", "4-5")
+    second = reader.read(fake_host.paths)
+
+    (vllm,) = (c for c in second.pod(UID).containers if not c.is_sandbox)
+    assert vllm.cpus_effective == frozenset({4, 5})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"anon N0=1 N1=2\nfile N0=10 N1=20\nkernel_stack N0=0 N1=0\n",
+        b"anon N0=7\nfile N0=5\n",
+        b"anon N1=3 N0=4\nfile N0=1 N1=1\nshmem N0=0 N1=0\n",
+        b"anon N0=1 N2=2\nfile N0=10 N3=20\n",  # nodes listed differently in the two lines
+        b"anon N0=1 N0=2\nfile N0=10\n",  # a node twice: the last one counts, as in the search by key
+    ],
+)
+def test_numa_stat_v2_in_the_kernel_layout_parses_as_the_search_by_key_does(data):
+    # A first line of another key forces the search by key; the result must be the same.
+    assert parse_numa_stat_v2(data) == parse_numa_stat_v2(b"kernel N0=0\n" + data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"anon N0=1  N1=2\nfile N0=1 N1=1\n", b"anon N0=x\nfile N0=1\n", b"anon N0=1\n\nfile N0=1\n", b"anon N0=1\n"],
+)
+def test_numa_stat_v2_outside_the_kernel_layout_takes_the_careful_path(data):
+    try:
+        fast = parse_numa_stat_v2(data)
+    except ValueError as error:
+        fast = str(error)
+    try:
+        slow = parse_numa_stat_v2(b"kernel N0=0\n" + data)
+    except ValueError as error:
+        slow = str(error)
+    assert fast == slow
+
+
+# --------------------------------------------------------------------------------------------------- irqs
+IRQ_CPUS = list(range(8))
+
+
+def some_irqs(fake_host, extra=()):
+    add_irqs(
+        fake_host,
+        IRQ_CPUS,
+        [
+            FakeIrq(30, "eth0", frozenset({0, 1}), frozenset({1})),
+            FakeIrq(31, "nvme0q1", frozenset({4}), frozenset({4}), managed=True),
+            FakeIrq(32, "old", frozenset({2, 3})),
+            *extra,
+        ],
+    )
+
+
+def test_the_irqs_reader_reads_the_same_as_a_one_off_read(fake_host):
+    some_irqs(fake_host)
+    reader = factory_of("irqs")()
+
+    assert isinstance(reader, irqs.IrqsReader)
+    for _ in range(3):
+        assert reader.read(fake_host.paths) == irqs.read(fake_host.paths)
+
+
+def test_an_irq_seen_before_is_not_stat_ed_again_but_a_new_one_is(fake_host, monkeypatch):
+    some_irqs(fake_host)
+    reader = irqs.IrqsReader()
+    stats = recording(monkeypatch, irqs, "_mode_writable")
+
+    reader.read(fake_host.paths)
+    assert len(stats) == 3
+    stats.clear()
+    reader.read(fake_host.paths)
+    assert stats == []
+
+    some_irqs(fake_host, extra=[FakeIrq(33, "gpu", frozenset({0}), frozenset({0}), managed=True)])
+    found = reader.read(fake_host.paths)
+    assert [path.rsplit("/", 1)[1] for path in stats] == ["33"]
+    assert found.irqs[33].writable is False
+
+
+def test_an_irq_without_effective_affinity_is_not_asked_for_it_again(fake_host, monkeypatch):
+    some_irqs(fake_host)  # IRQ 32 has no effective_affinity_list, as on kernels without the option
+    reader = irqs.IrqsReader()
+    reads = recording(monkeypatch, irqs, "_read_small")
+    reader.read(fake_host.paths)
+    assert any(path.endswith("/32/effective_affinity_list") for path in reads)
+    reads.clear()
+
+    found = reader.read(fake_host.paths)
+
+    assert not any(path.endswith("/32/effective_affinity_list") for path in reads)
+    assert any(path.endswith("/32/smp_affinity_list") for path in reads)
+    assert (found.irqs[32].affinity, found.irqs[32].effective) == ({2, 3}, None)
+    assert found == irqs.read(fake_host.paths)
+
+
+def test_affinity_moved_between_readings_is_seen_by_the_reader(fake_host):
+    some_irqs(fake_host)
+    reader = irqs.IrqsReader()
+    reader.read(fake_host.paths)
+
+    fake_host.write("proc/irq/30/smp_affinity_list", "5")
+    fake_host.write("proc/irq/30/effective_affinity_list", "5")
+    found = reader.read(fake_host.paths)
+
+    assert (found.irqs[30].affinity, found.irqs[30].effective, found.irqs[30].writable) == ({5}, {5}, True)
+
+
+def test_an_irq_that_went_away_and_came_back_has_its_mode_read_again(fake_host):
+    some_irqs(fake_host)
+    reader = irqs.IrqsReader()
+    reader.read(fake_host.paths)
+    fake_host.remove("proc/irq/30")
+    assert 30 not in reader.read(fake_host.paths).irqs
+
+    # Same number, another driver: now a managed (read-only) vector.
+    add_irqs(fake_host, IRQ_CPUS, [FakeIrq(30, "mlx5_comp0", frozenset({6}), frozenset({6}), managed=True)])
+    found = reader.read(fake_host.paths)
+
+    assert found.irqs[30].writable is False
+
+
+# --------------------------------------------------------------------------------------------------- interrupts
+def varied_interrupts() -> bytes:
+    """Device rows with counts on some CPUs, long names, a wide count that shifts its row, the old cell layout is
+    not mixed in (one file has one layout), ERR/MIS and a row without a trailing newline."""
+    cpus = [0, 1, 2, 3, 5, 6, 7, 9]  # CPUs 4 and 8 offline: columns map through the header
+    rows = [FakeIrq(n, f"dev{n}-queue-with-a-long-name" * (n % 3 + 1), frozenset({0}),
+                    counts={cpus[n % 8]: n * 1000, cpus[(n * 3) % 8]: n}) for n in range(24, 90)]  # fmt: skip
+    named = {"LOC": {cpu: 12345678901 if cpu == 5 else 1000 + cpu for cpu in cpus}, "RES": {1: 5, 9: 7}, "CAL": {}}
+    return format_interrupts(cpus, rows, named).rstrip("\n").encode()
+
+
+@pytest.mark.parametrize("block", [1, 7, 11, 64, 100, 1000, 4096, 1 << 20])
+def test_reading_in_blocks_gives_what_parsing_the_whole_file_gives(tmp_path, block):
+    data = varied_interrupts()
+    path = tmp_path / "interrupts"
+    path.write_bytes(data)
+    for watched in ({0, 1}, {2, 3, 5, 6, 7, 9}, set(), {4, 8, 100}):
+        expected = interrupts.parse_interrupts(data, watched, path=str(path))
+
+        found, _ = interrupts.read_interrupts(str(path), watched, block=block)
+
+        assert found == interrupts.parse_interrupts(data, watched, path=str(path), read_at=found.read_at)
+        assert found.rows == expected.rows
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty header"),
+        (b"           CPU0       CPU1\n  5:          1\n", "row 5: 1 counts for 2 CPUs"),
+        (b"           CPU0       CPU1\n  5:          1          2\n  5:          1          2\n", "appears twice"),
+        (b"           CPU0       CPU1\nno colon here\n", "line without ':'"),
+    ],
+)
+def test_bad_content_read_in_blocks_fails_as_the_whole_file_parse_does(tmp_path, content, message):
+    path = tmp_path / "interrupts"
+    path.write_bytes(content)
+    for block in (3, 1 << 20):
+        with pytest.raises(MalformedFile, match=message):
+            interrupts.read_interrupts(str(path), {0}, block=block)
+    with pytest.raises(MalformedFile, match=message):
+        interrupts.parse_interrupts(content, {0}, path=str(path))
+
+
+def test_a_header_without_rows_or_newline_is_an_empty_reading(tmp_path):
+    path = tmp_path / "interrupts"
+    path.write_bytes(b"           CPU0       CPU1")
+
+    found, _ = interrupts.read_interrupts(str(path), {0, 1}, block=4)
+
+    assert (found.cpus, found.rows) == ((0, 1), ())
+
+
+def test_a_file_past_the_limit_is_refused(tmp_path):
+    path = tmp_path / "interrupts"
+    path.write_bytes(varied_interrupts())
+
+    with pytest.raises(MalformedFile, match="larger than the 1000-byte limit"):
+        interrupts.read_interrupts(str(path), {0}, block=256, limit=1000)
+
+
+def test_a_line_too_long_for_this_file_is_refused_without_gathering_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(interrupts, "MAX_LINE", 300)
+    path = tmp_path / "interrupts"
+    path.write_bytes(b"           CPU0       CPU1\n" + b"\0" * 10_000)
+
+    with pytest.raises(MalformedFile, match="a line longer than the 300-byte limit"):
+        interrupts.read_interrupts(str(path), {0}, block=100)
+
+
+def test_reading_in_blocks_never_holds_the_whole_file(tmp_path):
+    cpus = list(range(256))
+    rows = [FakeIrq(n, f"q{n}", frozenset({0}), counts={n % 256: n}) for n in range(1000)]
+    data = format_interrupts(cpus, rows, {"LOC": dict.fromkeys(cpus, 1000)}).encode()  # ~2.8 MB
+    path = tmp_path / "interrupts"
+    path.write_bytes(data)
+    watched = set(range(8, 256))
+
+    tracemalloc.start()
+    try:
+        found, _ = interrupts.read_interrupts(str(path), watched, block=1 << 18)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert found == interrupts.parse_interrupts(data, watched, read_at=found.read_at)
+    assert peak < len(data) // 2  # the whole-file parse holds the file and its digit-marked copy: 2x the file
+
+
+def test_the_interrupts_reader_reuses_unchanged_rows_and_sees_changed_counts_and_names(fake_host):
+    cpus = list(range(4))
+    irq_rows = [FakeIrq(40, "eth0", frozenset({0}), counts={2: 5}), FakeIrq(41, "nvme0q1", frozenset({0}))]
+    add_irqs(fake_host, cpus, irq_rows, {"LOC": {2: 100, 3: 100}})
+    add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1, cmdline="isolcpus=2-3 nohz_full=2-3")
+    reader = factory_of("interrupts")()
+    assert isinstance(reader, interrupts.InterruptsReader)
+
+    first = reader.read(fake_host.paths)
+    second = reader.read(fake_host.paths)
+    assert second.rows == interrupts.read(fake_host.paths).rows
+    assert all(a is b for a, b in zip(first.rows, second.rows, strict=True))
+
+    irq_rows[0] = FakeIrq(40, "eth0-renamed", frozenset({0}), counts={2: 6})
+    add_irqs(fake_host, cpus, irq_rows, {"LOC": {2: 100, 3: 250}})
+    third = reader.read(fake_host.paths)
+
+    rows = {row.key: row for row in third.rows}
+    assert (rows["40"].name, dict(rows["40"].counts)) == ("eth0-renamed", {2: 6})
+    assert dict(rows["LOC"].counts) == {2: 100, 3: 250}
+    assert rows["41"] is {row.key: row for row in second.rows}["41"]
+    assert third.rows == interrupts.read(fake_host.paths).rows
+
+
+# --------------------------------------------------------------------------------------------------- kernel
+def policy(fake_host, number: int, cpus: str, governor: str) -> None:
+    fake_host.write(f"sys/devices/system/cpu/cpufreq/policy{number}/scaling_governor", governor)
+    fake_host.write(f"sys/devices/system/cpu/cpufreq/policy{number}/affected_cpus", cpus)
+
+
+def test_the_kernel_reader_reads_the_same_as_a_one_off_read(fake_host):
+    add_topology(fake_host, sockets=2, cores_per_socket=2, threads_per_core=1)
+    add_kernel_settings(fake_host, governors={0: "performance", 1: "powersave", 2: "performance", 3: "schedutil"})
+    reader = factory_of("kernel")()
+
+    assert isinstance(reader, kernel.KernelReader)
+    for _ in range(3):
+        assert reader.read(fake_host.paths) == kernel.read(fake_host.paths)
+    assert dict(reader.read(fake_host.paths).governors) == {
+        0: "performance", 1: "powersave", 2: "performance", 3: "schedutil"
+    }  # fmt: skip
+
+
+def test_a_policy_shared_by_several_cpus_gives_each_its_governor_from_one_read(fake_host, monkeypatch):
+    add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
+    add_kernel_settings(fake_host, governors=None)
+    policy(fake_host, 0, "0 1 2 3", "schedutil")  # acpi-cpufreq on a shared clock domain
+    reads = recording(monkeypatch, kernel, "_read_small")
+
+    settings = kernel.read(fake_host.paths)
+
+    assert dict(settings.governors) == {0: "schedutil", 1: "schedutil", 2: "schedutil", 3: "schedutil"}
+    assert sum(path.endswith("scaling_governor") for path in reads) == 1
+
+
+def test_the_reader_remembers_policy_cpus_until_a_cpu_goes_offline(fake_host, monkeypatch):
+    add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
+    add_kernel_settings(fake_host, governors="performance", cpus=range(4))
+    reader = kernel.KernelReader()
+    reads = recording(monkeypatch, kernel, "_read_small")
+    reader.read(fake_host.paths)
+    reads.clear()
+
+    reader.read(fake_host.paths)
+    assert not any(path.endswith("affected_cpus") for path in reads)
+
+    # CPU 3 goes offline: its policy lists no CPU any more, and the other policies are asked again.
+    fake_host.write("sys/devices/system/cpu/online", "0-2")
+    fake_host.write("sys/devices/system/cpu/cpufreq/policy3/affected_cpus", "")
+    reads.clear()
+    settings = reader.read(fake_host.paths)
+
+    assert dict(settings.governors) == {0: "performance", 1: "performance", 2: "performance"}
+    assert sum(path.endswith("affected_cpus") for path in reads) == 4
+    assert not any(path.endswith("policy3/scaling_governor") for path in reads)
+
+
+def test_policies_that_do_not_list_their_cpus_are_read_per_cpu(fake_host):
+    add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
+    add_kernel_settings(fake_host, governors={0: "performance", 1: "powersave", 2: "performance", 3: "performance"})
+    fake_host.remove("sys/devices/system/cpu/cpufreq/policy1/affected_cpus")
+
+    for read in (kernel.read, kernel.KernelReader().read):
+        settings = read(fake_host.paths)
+        assert dict(settings.governors) == {0: "performance", 1: "powersave", 2: "performance", 3: "performance"}
+
+
+@pytest.mark.parametrize("text", ["0 1 x", "0,1", "-1", "1 2 3 4 5 6 7 8 9 1234567890"])
+def test_affected_cpus_must_be_cpu_numbers_separated_by_spaces(text):
+    with pytest.raises(ValueError, match="expected CPU numbers separated by spaces"):
+        parse_affected_cpus(text)
+
+
+def test_affected_cpus_of_a_policy_is_its_list_of_cpus():
+    assert parse_affected_cpus("0 1 2 3 \n") == {0, 1, 2, 3}
+    assert parse_affected_cpus("\n") == frozenset()
+
+
+# --------------------------------------------------------------------------------------------------- together
+def test_a_host_reader_with_every_stateful_reader_reads_what_one_off_reads_give(fake_host):
+    two_pods(fake_host)
+    some_irqs(fake_host)
+    add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1, cmdline="isolcpus=4-7 nohz_full=4-7")
+    add_kernel_settings(fake_host, governors="performance", cpus=range(8))
+    reader = HostReader(fake_host.paths)
+
+    for _ in range(3):
+        warm = reader.read()
+        cold = HostReader(fake_host.paths).read()
+        for name in ("cgroups", "irqs", "kernel"):
+            assert warm.results[name] == cold.results[name], name
+        assert warm.results["interrupts"].rows == cold.results["interrupts"].rows
