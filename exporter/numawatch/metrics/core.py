@@ -372,9 +372,9 @@ def _gpu_rows(evaluation: Evaluation) -> Iterator[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     inventory = host.gpus.gpus if host.gpus is not None else ()
     for device in sorted(inventory, key=lambda d: d.pci_address):
-        gpu = (device.pci_address, device.uuid or "", _text(device.numa_node), device.model or "")
+        columns = (device.pci_address, device.uuid or "", _text(device.numa_node), device.model or "")
         for holder in holders.get(device.pci_address) or [("", "", "")]:
-            rows.append((*gpu, *holder))
+            rows.append((*columns, *holder))
     for (label, uuid, node), held_by in sorted(unmatched.items()):
         for holder in held_by:
             rows.append((label, uuid, node, "", *holder))

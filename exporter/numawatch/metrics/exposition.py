@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Any
 
@@ -110,6 +110,7 @@ class _Template:
             self.text = f"{head}{{{labels}}} %s"
         else:
             self.text = f"{head} %s"
+        self.values: Callable[[Any], tuple[Any, ...]]
         if len(ordered) == 1:
             (key,) = ordered
             self.values = lambda labels: (labels[key],)

@@ -109,20 +109,20 @@ def parse_cmdline_hugepages_per_node(cmdline: str) -> dict[int, dict[int, int]]:
             size = current_kb if current_kb is not None else default_kb
             nodes: dict[int, int] = {}
             for element in value.split(","):
-                node, _, count = element.strip().partition(":")
-                if not (node.isascii() and node.isdigit() and count.isascii() and count.isdigit()):
+                node_text, _, count = element.strip().partition(":")
+                if not (node_text.isascii() and node_text.isdigit() and count.isascii() and count.isdigit()):
                     nodes = {}
                     break
-                if len(node) > 9 or len(count) > 20:  # past any node or page count (and int()'s digit limit)
+                if len(node_text) > 9 or len(count) > 20:  # past any node or page count (and int()'s digit limit)
                     nodes = {}
                     break
-                nodes[int(node)] = int(count)
+                nodes[int(node_text)] = int(count)
             if nodes:
                 per_size[size] = nodes
     result: dict[int, dict[int, int]] = {}
-    for size, nodes in per_size.items():
-        for node, count in nodes.items():
-            result.setdefault(node, {})[size] = count
+    for size, pages_per_node in per_size.items():
+        for node, pages in pages_per_node.items():
+            result.setdefault(node, {})[size] = pages
     return result
 
 
@@ -254,7 +254,7 @@ def _read_governors(
         value = names.get(text) if text is not None else None
         if value is None:
             value = problems.parse("cpufreq_governor", Path(path), parse_governor, text)
-            if value is not None:
+            if value is not None and text is not None:
                 names[text] = value
         if value is not None:
             for cpu in covered:
