@@ -42,7 +42,7 @@ def evaluation_loop(root: str, evaluations: int, *, cold: bool) -> Callable[[], 
         for _ in range(evaluations):
             host = (HostReader(paths) if cold else reader).read()
             evaluation = evaluate(host, REFERENCE)
-            gzip.compress(metrics.render(evaluation, stats), compresslevel=6)
+            gzip.compress(metrics.render(evaluation, stats), compresslevel=1)
 
     return loop
 

@@ -23,11 +23,17 @@ For each size a fresh tree is generated (bench/generate_host.py, ``HostSpec.scal
 3. where an evaluation goes, in this process: a ``HostReader`` (warm: fingerprinted sources cached, as in serve)
    read ``--evaluations`` times, each followed by the checks, the render and the gzip serve does; median
    milliseconds per source and phase, next to serve's own per-source medians.
-4. optionally ``--node-exporter BINARY`` (Debian's ``prometheus-node-exporter``) on the same tree through
-   ``--path.procfs/--path.sysfs/--path.rootfs``: CPU per scrape (it collects on every scrape), peak RSS, series
-   and scrape latency, measured the same way. Groundwork for issue 7's comparison.
+4. optionally ``--node-exporter [BINARY]`` (Debian's ``prometheus-node-exporter``; without BINARY the package is
+   fetched with ``apt-get download`` and unpacked with ``dpkg -x`` under /tmp/nodeexp, never installed) on the same
+   tree through ``--path.procfs/--path.sysfs/--path.rootfs``, on 127.0.0.1, in issue 7's two configurations
+   (``--collector.disable-defaults`` plus exactly cpu, cpufreq, meminfo_numa and vmstat; then the same with
+   interrupts): CPU per scrape (it collects on every scrape; over ``--node-exporter-requests`` scrapes), peak RSS,
+   series and scrape latency with 1 and ``--concurrency`` concurrent scrapers. The interrupts configuration on a
+   host of 128 CPUs or more (seconds of CPU and GBs of memory per scrape) gets ``--node-exporter-heavy-requests``
+   scrapes (4) and at most 4 concurrent scrapers.
 
-The report is a markdown table (docs/performance.md records it with the command line and the machine).
+The report is markdown tables, ending with issue 7's side-by-side table (docs/performance.md records it with the
+command line and the machine).
 """
 
 from __future__ import annotations
@@ -70,7 +76,18 @@ TARGET_ISSUE7_P99_MS = 100.0
 SERVE_INTERVAL = 1.0  # seconds between serve's evaluations while measuring
 _SAMPLE = re.compile(rb"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)", re.MULTILINE)
 _SOURCE_LABEL = re.compile(rb'source="([^"]*)"')
-NODE_EXPORTER_COLLECTORS = ("cpu", "interrupts", "meminfo_numa", "vmstat", "cpufreq", "stat", "meminfo")
+# Issue 7's two node_exporter configurations, each run with --collector.disable-defaults and exactly these: "small"
+# is the one the CPU target is quoted against; "interrupts" adds one series per /proc/interrupts row and CPU.
+NODE_EXPORTER_CONFIGS: dict[str, tuple[str, ...]] = {
+    "small": ("cpu", "cpufreq", "meminfo_numa", "vmstat"),
+    "interrupts": ("cpu", "cpufreq", "meminfo_numa", "vmstat", "interrupts"),
+}
+# The interrupts configuration collects 773k series per scrape on the 384-CPU host (seconds of CPU and GBs of
+# memory each): from this size on it gets a few scrapes and at most this many concurrent scrapers.
+NODE_EXPORTER_HEAVY_CPUS = 128
+NODE_EXPORTER_UNPACKED = Path("/tmp/nodeexp")
+DEFAULT_NODE_EXPORTER = str(NODE_EXPORTER_UNPACKED / "root/usr/bin/prometheus-node-exporter")
+NODE_EXPORTER_HEAVY_CONCURRENCY = 4
 
 
 # --------------------------------------------------------------------------------------------------- helpers
@@ -83,6 +100,18 @@ def numawatch_binary() -> str:
     if found is None:
         raise SystemExit("bench/run.py: cannot find the numawatch command (install the package into this venv)")
     return found
+
+
+def unpack_node_exporter() -> None:
+    """Debian's prometheus-node-exporter, downloaded (``apt-get download``) and unpacked with ``dpkg -x`` under
+    NODE_EXPORTER_UNPACKED: not installed system-wide, no service started."""
+    NODE_EXPORTER_UNPACKED.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["apt-get", "download", "prometheus-node-exporter"], cwd=NODE_EXPORTER_UNPACKED, check=True)
+    packages = sorted(NODE_EXPORTER_UNPACKED.glob("prometheus-node-exporter_*.deb"))
+    if not packages:
+        raise SystemExit(f"bench/run.py: apt-get download left no prometheus-node-exporter .deb in "
+                         f"{NODE_EXPORTER_UNPACKED}")  # fmt: skip
+    subprocess.run(["dpkg", "-x", str(packages[-1]), str(NODE_EXPORTER_UNPACKED / "root")], check=True)
 
 
 def free_port() -> int:
@@ -456,7 +485,8 @@ async def _measure_node_exporter(server: Server, scrapes: int, requests: int, co
         _seconds, plain = await fetch(session, url, compressed=False)
         _seconds, packed = await fetch(session, url, compressed=True)
     single = await scrape_latencies(url, 1, requests)
-    crowd = await scrape_latencies(url, concurrency, requests)
+    # Every concurrent scraper makes at least one request: fewer requests than scrapers would measure fewer scrapers.
+    crowd = await scrape_latencies(url, concurrency, max(requests, concurrency))
     return {
         "scrapes": scrapes,
         "cpu_seconds_per_scrape": cpu / scrapes,
@@ -469,7 +499,9 @@ async def _measure_node_exporter(server: Server, scrapes: int, requests: int, co
     }
 
 
-def measure_node_exporter(binary: str, root: str, *, scrapes: int, requests: int, concurrency: int) -> dict:
+def measure_node_exporter(
+    binary: str, root: str, collectors: Sequence[str], *, scrapes: int, requests: int, concurrency: int
+) -> dict:
     port = free_port()
     argv = [
         binary,
@@ -478,10 +510,12 @@ def measure_node_exporter(binary: str, root: str, *, scrapes: int, requests: int
         f"--path.rootfs={root}",
         f"--web.listen-address=127.0.0.1:{port}",
         "--collector.disable-defaults",
-        *(f"--collector.{name}" for name in NODE_EXPORTER_COLLECTORS),
+        *(f"--collector.{name}" for name in collectors),
     ]
     with Server(argv, port) as server:
-        return asyncio.run(_measure_node_exporter(server, scrapes, requests, concurrency))
+        result = asyncio.run(_measure_node_exporter(server, scrapes, requests, concurrency))
+    result["collectors"] = list(collectors)
+    return result
 
 
 # --------------------------------------------------------------------------------------------------- in-process
@@ -507,7 +541,7 @@ def measure_in_process(root: str, evaluations: int) -> dict[str, object]:
         t2 = time.process_time()
         body = metrics.render(evaluation, stats)
         t3 = time.process_time()
-        gzip.compress(body, compresslevel=6)
+        gzip.compress(body, compresslevel=1)
         t4 = time.process_time()
         for name, value in (("read", t1 - t0), ("checks", t2 - t1), ("render", t3 - t2), ("gzip", t4 - t3),
                             ("total", t4 - t0)):  # fmt: skip
@@ -531,7 +565,7 @@ class SizeResult:
     check: dict[str, object] = field(default_factory=dict)
     serve: dict[str, object] = field(default_factory=dict)
     in_process: dict[str, object] = field(default_factory=dict)
-    node_exporter: dict[str, object] | None = None
+    node_exporter: dict[str, dict[str, object]] = field(default_factory=dict)  # by NODE_EXPORTER_CONFIGS name
 
 
 def host_summary(root: str) -> dict[str, object]:
@@ -570,12 +604,22 @@ def run_size(args: argparse.Namespace, binary: str, cpus: int | None, work: str)
     log(f"[{size} CPUs] in-process breakdown x{args.evaluations}")
     result.in_process = measure_in_process(root, args.evaluations)
     if args.node_exporter:
-        scrapes = min(args.evaluations, args.node_exporter_requests)
-        log(f"[{size} CPUs] node_exporter x{scrapes} scrapes")
-        result.node_exporter = measure_node_exporter(
-            args.node_exporter, root, scrapes=scrapes, requests=args.node_exporter_requests,
-            concurrency=min(args.concurrency, args.node_exporter_requests),
-        )
+        for config, collectors in NODE_EXPORTER_CONFIGS.items():
+            if config == "interrupts" and size >= NODE_EXPORTER_HEAVY_CPUS:
+                # Seconds of CPU and GBs of memory per scrape here: a few scrapes, a few concurrent scrapers.
+                requests = min(args.node_exporter_requests, args.node_exporter_heavy_requests)
+                concurrency = min(args.concurrency, NODE_EXPORTER_HEAVY_CONCURRENCY, requests)
+            else:
+                requests = args.node_exporter_requests
+                concurrency = args.concurrency
+            # CPU over as many scrapes as the latency runs make: /proc/<pid>/stat counts 10 ms ticks, and a small
+            # scrape costs a few ms.
+            scrapes = requests
+            log(f"[{size} CPUs] node_exporter {config} ({','.join(collectors)}): {scrapes} scrapes for CPU, "
+                f"{requests} with 1 and {max(requests, concurrency)} with {concurrency} concurrent scrapers")
+            result.node_exporter[config] = measure_node_exporter(
+                args.node_exporter, root, collectors, scrapes=scrapes, requests=requests, concurrency=concurrency
+            )
     return result
 
 
@@ -590,6 +634,74 @@ def _f(value: object, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def _latency(scrape: dict) -> str:
+    return f"{_f(scrape['p50_ms'], 2)} / {_f(scrape['p99_ms'], 2)} ({scrape['scrapers']} x {scrape['requests']})"
+
+
+def _growth(small: object, large: object) -> str:
+    if not isinstance(small, (int, float)) or not isinstance(large, (int, float)) or not small:
+        return "–"
+    return f"x{large / small:.1f}"
+
+
+def side_by_side(results: list[SizeResult]) -> list[str]:
+    """Issue 7's table: numawatch serve per evaluation next to node_exporter per scrape, both configurations."""
+    lines = [
+        "**Side by side** (numawatch `serve --interval 1`: CPU per evaluation; prometheus-node-exporter with "
+        "`--collector.disable-defaults` and the collectors named: CPU per scrape, since it collects on every scrape; "
+        "latencies with gzip, (scrapers x requests)):",
+        "",
+        "| host | exporter | CPU s / evaluation or scrape | peak RSS MB | series | body KB (gzip) "
+        "| scrape p50 / p99 ms, 1 scraper | scrape p50 / p99 ms, concurrent |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows: dict[str, list[tuple[int, dict]]] = {}
+    for r in results:
+        s = r.serve
+        numawatch = {"cpu": s["cpu_seconds_per_evaluation"], "rss": s["vm_hwm_mb"], "series": s["series"],
+                     "body": s["body_kb"], "gzip": s["body_gzip_kb"], "one": s["scrape_1"],
+                     "many": s["scrape_many"]}  # fmt: skip
+        rows.setdefault("numawatch", []).append((r.cpus, numawatch))
+        lines.append(_side_row(r.cpus, "numawatch serve", numawatch))
+        for config, n in r.node_exporter.items():
+            entry = {"cpu": n["cpu_seconds_per_scrape"], "rss": n["vm_hwm_mb"], "series": n["series"],
+                     "body": n["body_kb"], "gzip": n["body_gzip_kb"], "one": n["scrape_1"],
+                     "many": n["scrape_many"]}  # fmt: skip
+            rows.setdefault(config, []).append((r.cpus, entry))
+            label = f"node_exporter {'+'.join(n.get('collectors', NODE_EXPORTER_CONFIGS[config]))}"
+            lines.append(_side_row(r.cpus, label, entry))
+    if len(results) > 1:
+        first, last = results[0].cpus, results[-1].cpus
+        for name, found in rows.items():
+            by_size = dict(found)
+            if first not in by_size or last not in by_size:
+                continue
+            a, b = by_size[first], by_size[last]
+            label = "numawatch serve" if name == "numawatch" else f"node_exporter {name}"
+            lines.append(
+                f"| growth {first} -> {last} CPUs | {label} | {_growth(a['cpu'], b['cpu'])} "
+                f"| {_growth(a['rss'], b['rss'])} | {_growth(a['series'], b['series'])} "
+                f"| {_growth(a['body'], b['body'])} | {_growth(a['one']['p50_ms'], b['one']['p50_ms'])} "
+                f"| {_growth(a['many']['p50_ms'], b['many']['p50_ms'])} |"
+            )
+    for r in results:
+        small = r.node_exporter.get("small")
+        if small:
+            cpu, theirs = r.serve["cpu_seconds_per_evaluation"], small["cpu_seconds_per_scrape"]
+            verdict = "at or under" if cpu <= theirs else "ABOVE"
+            lines += ["", f"{r.cpus} CPUs: numawatch {cpu:.3f} s CPU per evaluation, {verdict} node_exporter's "
+                      f"{theirs:.3f} s per scrape with {', '.join(NODE_EXPORTER_CONFIGS['small'])} "
+                      f"(ratio {cpu / theirs:.2f})."]  # fmt: skip
+    return lines
+
+
+def _side_row(cpus: int, label: str, e: dict) -> str:
+    return (
+        f"| {cpus} CPUs | {label} | {_f(e['cpu'])} | {_f(e['rss'], 1)} | {e['series']} | {e['body']} ({e['gzip']}) "
+        f"| {_latency(e['one'])} | {_latency(e['many'])} |"
+    )
 
 
 def markdown(results: list[SizeResult], machine: dict[str, object], command: str, concurrency: int) -> str:
@@ -670,26 +782,7 @@ def markdown(results: list[SizeResult], machine: dict[str, object], command: str
                  "gzip": "gzip", "total": "**total CPU**"}[phase]  # fmt: skip
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     if any(r.node_exporter for r in results):
-        lines += [
-            "",
-            f"**prometheus-node-exporter** (collectors {', '.join(NODE_EXPORTER_COLLECTORS)}; it collects on every "
-            "scrape):",
-            "",
-            "| host | CPU s / scrape | peak RSS MB | series | body KB (gzip) | scrape p50 / p99 ms, 1 scraper "
-            "| scrape p50 / p99 ms, concurrent (scrapers x requests) |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in results:
-            n = r.node_exporter
-            if not n:
-                continue
-            one, many = n["scrape_1"], n["scrape_many"]
-            lines.append(
-                f"| {r.cpus} CPUs | {_f(n['cpu_seconds_per_scrape'])} | {_f(n['vm_hwm_mb'], 1)} | {n['series']} "
-                f"| {n['body_kb']} ({n['body_gzip_kb']}) | {_f(one['p50_ms'], 2)} / {_f(one['p99_ms'], 2)} "
-                f"| {_f(many['p50_ms'], 2)} / {_f(many['p99_ms'], 2)} ({many['scrapers']} x "
-                f"{many['requests'] // many['scrapers']}) |"
-            )
+        lines += ["", *side_by_side(results)]
     broken = [r for r in results if r.check.get("errors") or r.serve.get("errors")]
     for r in broken:
         lines += ["", f"**WARNING**: numawatch logged errors on the {r.cpus}-CPU host (check: {r.check.get('errors')}, "
@@ -727,15 +820,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--evaluations", type=int, default=10, help="evaluations measured per size (default: 10)")
     parser.add_argument("--requests", type=int, default=200, help="scrapes per latency run (default: 200)")
     parser.add_argument("--concurrency", type=int, default=20, help="concurrent scrapers (default: 20)")
-    parser.add_argument("--node-exporter", metavar="BINARY", help="also measure this node_exporter on each tree")
-    parser.add_argument("--node-exporter-requests", type=int, default=20, metavar="N",
-                        help="scrapes per node_exporter latency run: it collects per scrape, seconds each on the "
-                        "384-CPU host (default: 20)")
+    parser.add_argument("--node-exporter", metavar="BINARY", nargs="?", const=DEFAULT_NODE_EXPORTER,
+                        help="also measure this node_exporter on each tree; without BINARY, Debian's package unpacked "
+                        f"at {DEFAULT_NODE_EXPORTER} (apt-get download + dpkg -x there when missing)")
+    parser.add_argument("--node-exporter-requests", type=int, default=100, metavar="N",
+                        help="scrapes per node_exporter latency run (it collects on every scrape; default: 100)")
+    parser.add_argument("--node-exporter-heavy-requests", type=int, default=4, metavar="N",
+                        help=f"the same for the interrupts configuration on hosts of {NODE_EXPORTER_HEAVY_CPUS} "
+                        f"CPUs or more, where a scrape takes seconds (default: 4, at most "
+                        f"{NODE_EXPORTER_HEAVY_CONCURRENCY} concurrent)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of markdown")
     parser.add_argument("--json-out", metavar="FILE", help="also write the JSON results to FILE")
     args = parser.parse_args(argv)
     sizes = [None] if args.host else [int(size) for size in args.sizes.split(",") if size.strip()]
     binary = numawatch_binary()
+    if args.node_exporter == DEFAULT_NODE_EXPORTER and not Path(DEFAULT_NODE_EXPORTER).exists():
+        unpack_node_exporter()
     if args.node_exporter and shutil.which(args.node_exporter) is None:
         parser.error(f"--node-exporter {args.node_exporter}: not an executable")
     work = "" if args.host else args.work or tempfile.mkdtemp(prefix="numawatch-bench-")

@@ -82,6 +82,8 @@ SHUTDOWN_GRACE_SECONDS = 0.5
 KEEPALIVE_SECONDS = 75.0
 # A GET has no business sending a body; one is read (to keep the connection usable) up to this size.
 MAX_REQUEST_BODY = 64 * 1024
+# zlib level of the pre-compressed /metrics body (see Sampler.evaluate_once).
+GZIP_LEVEL = 1
 
 T = TypeVar("T")
 
@@ -143,8 +145,9 @@ class Sampler:
         finished = time.time()
         self.stats.observe(duration, finished)
         body = metrics.render(evaluation, self.stats) + self.self_metrics_text().encode()
-        # Level 6 is zlib's default trade-off; the body is compressed once per evaluation, not per scrape.
-        return Snapshot(evaluation, body, gzip.compress(body, compresslevel=6), finished, duration)
+        # Level 1: on a 384-CPU node's 580 KB body it takes 2.3 ms instead of level 6's 5.3 ms, for 74 KB instead of
+        # 62 KB sent per scrape on the loopback or the node's network; compressed once per evaluation, not per scrape.
+        return Snapshot(evaluation, body, gzip.compress(body, compresslevel=GZIP_LEVEL), finished, duration)
 
     def self_metrics_text(self) -> str:
         """The serve-only families (intent reloads, refused requests) in the text format."""

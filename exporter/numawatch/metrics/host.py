@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
 
 from numawatch import selfpin
 from numawatch.checks import Evaluation
@@ -160,19 +161,25 @@ def container_numa_memory(evaluation: Evaluation) -> Metric:
         labels=("namespace", "pod", "pod_uid", "container", "numa_node"),
     )
     seen: set[tuple[str, ...]] = set()
+    name, samples = family.name, family.samples
     for workload in build_workloads(evaluation.host, evaluation.intent):
         numa_bytes = workload.numa_bytes
         if numa_bytes is None:
             continue
         labels = workload.labels
+        namespace, pod, pod_uid, container = labels["namespace"], labels["pod"], labels["pod_uid"], labels["container"]
         for node, value in sorted(numa_bytes.items()):
             if not value:
                 continue  # nodes the container has nothing on: absent rather than 0, to keep the series count down
-            key = (labels["namespace"], labels["pod"], labels["pod_uid"], labels["container"], str(node))
+            numa_node = str(node)
+            key = (namespace, pod, pod_uid, container, numa_node)
             if key in seen:
                 continue  # a restarted container's old cgroup under the same name: one series per label set
             seen.add(key)
-            family.add_metric(key, value)
+            # The sample add_metric would append, built here (~1,100 on a 384-CPU node, no call and dict(zip())).
+            sample_labels = {"namespace": namespace, "pod": pod, "pod_uid": pod_uid, "container": container,
+                             "numa_node": numa_node}  # fmt: skip
+            samples.append(Sample(name, sample_labels, value))
     return family
 
 
@@ -202,9 +209,12 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
     interrupts: Interrupts | None = evaluation.host.get("interrupts")
     if interrupts is not None:
         totals = interrupts.totals_by_kind()
+        # The samples add_metric would append (4 per watched CPU, ~1,500 on a 384-CPU node), built directly.
+        name, samples = family.name + "_total", family.samples
         for cpu in sorted(interrupts.watched):
+            cpu_label = str(cpu)
             for kind in INTERRUPT_KINDS:
-                family.add_metric((str(cpu), kind), totals[(cpu, kind)])
+                samples.append(Sample(name, {"cpu": cpu_label, "kind": kind}, totals[(cpu, kind)]))
     return family
 
 
@@ -223,9 +233,12 @@ def irq_affinity(evaluation: Evaluation) -> Metric:
     managed = managed_irqs(host)
     if managed is None:  # None only without the irqs source, ruled out above
         return family
+    watched, by_irq = interrupts.watched, irqs.irqs
     for row in _device_rows(interrupts):
-        found = irqs.irqs.get(row.irq) if row.irq is not None else None
-        if found is None or not found.delivered_to & interrupts.watched:
+        irq = row.irq  # a property parsing the key: once per row
+        found = by_irq.get(irq) if irq is not None else None
+        # isdisjoint: the same test as an empty intersection, without building one per IRQ (2,000 on a large node)
+        if found is None or found.delivered_to.isdisjoint(watched):
             continue
         family.add_metric(
             (

@@ -13,8 +13,8 @@ Read from the container runtime's OCI bundles (kubelet.md §6.6), whose ``config
   (``_`` cannot occur in namespace or pod names, nor in UIDs).
 
 A bundle's config.json never changes while its container lives, so parsed annotations are kept per file (keyed by
-inode, mtime and size) and only new bundles are parsed; the fingerprint (directory listings) skips the whole read
-when no container came or went.
+inode, mtime and size) and only new bundles are parsed; the fingerprint (the bundle directories' mtimes, their
+listings while just modified; the pod log directories' mtimes) skips the whole read when no container came or went.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Hashable
 from pathlib import Path
 
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 # An OCI config.json with a large seccomp profile and many mounts is ~50 KB; a few MB means something is wrong.
 CONFIG_READ_LIMIT = 4 * 1024 * 1024
+
+# A directory modified this recently is fingerprinted by its listing, not its mtime (see _directory_state).
+RACY_SECONDS = 2
 
 _CONTAINERD_TASKS = "io.containerd.runtime.v2.task/k8s.io"
 
@@ -216,11 +220,30 @@ def read(paths: Paths, cache: _BundleCache | None = None) -> Names:
     )
 
 
+def _directory_state(directory: Path) -> Hashable:
+    """What tells whether a bundle directory's entries changed: its inode and mtime, or its listing while it is new.
+
+    A directory's mtime changes whenever an entry is added, removed or renamed in it, so (inode, mtime) stands for
+    the listing without reading it (860 entries on a large node). Timestamps are coarse (a kernel tick), so two
+    changes within one tick leave one mtime: while the mtime is within RACY_SECONDS of now (or in the future, after
+    a clock step) the listing itself is the fingerprint. A later change then stamps a newer mtime than one that had
+    already settled. A missing directory is ().
+    """
+    try:
+        stat = os.stat(directory)
+    except OSError:
+        return ()
+    if time.time_ns() - stat.st_mtime_ns < RACY_SECONDS * 1_000_000_000:
+        return ("listing", tuple(sorted(list_dir(directory))))
+    return (stat.st_ino, stat.st_mtime_ns)
+
+
 def fingerprint(paths: Paths) -> Hashable:
-    """The bundle directories' listings and each pod log directory with its mtime (new container log dirs)."""
+    """The bundle directories' states (``_directory_state``) and each pod log directory with its mtime (new
+    container log dirs)."""
     parts: list[Hashable] = []
     for _, directory, _ in bundle_locations(paths):
-        parts.append(tuple(sorted(list_dir(directory))))
+        parts.append(_directory_state(directory))
     logs: list[tuple[str, int]] = []
     try:
         with os.scandir(paths.pod_logs) as entries:
