@@ -25,7 +25,6 @@ file leaves its setting None and says why in ``problems``; the other settings ar
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -36,12 +35,7 @@ from numawatch.model import frozen_map
 from numawatch.model_host import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
-from numawatch.sources.topology import (
-    DEFAULT_HUGEPAGE_KB,
-    hugepage_size_kb,
-    parse_cmdline,
-    parse_size_kb,
-)
+from numawatch.sources.topology import hugepage_requests, hugepage_size_kb, parse_cmdline
 
 _SMALL = 4096  # every file here is a line or two
 
@@ -90,35 +84,22 @@ def parse_cmdline_hugepages_per_node(cmdline: str) -> dict[int, dict[int, int]]:
     in the topology source. The last request for a size wins. Bad values are skipped (the kernel skips them too, and
     the topology source reports them).
     """
-    params = parse_cmdline(cmdline)
-    default_kb = DEFAULT_HUGEPAGE_KB
-    for name, value in params:
-        if name == "default_hugepagesz":
-            with contextlib.suppress(ValueError):  # a bad default_hugepagesz= is ignored by the kernel too
-                default_kb = parse_size_kb(value or "")
     per_size: dict[int, dict[int, int]] = {}
-    current_kb: int | None = None
-    current_valid = True
-    for name, value in params:
-        if name == "hugepagesz":
-            try:
-                current_kb, current_valid = parse_size_kb(value or ""), True
-            except ValueError:
-                current_valid = False
-        elif name == "hugepages" and current_valid and value and ":" in value:
-            size = current_kb if current_kb is not None else default_kb
-            nodes: dict[int, int] = {}
-            for element in value.split(","):
-                node_text, _, count = element.strip().partition(":")
-                if not (node_text.isascii() and node_text.isdigit() and count.isascii() and count.isdigit()):
-                    nodes = {}
-                    break
-                if len(node_text) > 9 or len(count) > 20:  # past any node or page count (and int()'s digit limit)
-                    nodes = {}
-                    break
-                nodes[int(node_text)] = int(count)
-            if nodes:
-                per_size[size] = nodes
+    for size, value in hugepage_requests(parse_cmdline(cmdline)):
+        if ":" not in value:
+            continue
+        nodes: dict[int, int] = {}
+        for element in value.split(","):
+            node_text, _, count = element.strip().partition(":")
+            if not (node_text.isascii() and node_text.isdigit() and count.isascii() and count.isdigit()):
+                nodes = {}
+                break
+            if len(node_text) > 9 or len(count) > 20:  # past any node or page count (and int()'s digit limit)
+                nodes = {}
+                break
+            nodes[int(node_text)] = int(count)
+        if nodes:
+            per_size[size] = nodes
     result: dict[int, dict[int, int]] = {}
     for size, pages_per_node in per_size.items():
         for node, pages in pages_per_node.items():

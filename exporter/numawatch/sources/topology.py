@@ -23,7 +23,7 @@ reader skip the ~3 files per CPU (1,150 on a 384-CPU host) while nothing changed
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -181,31 +181,25 @@ def _is_decimal(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def parse_cmdline_hugepages(
-    params: Iterable[tuple[str, str | None]], problems: list[str] | None = None, path: str = "cmdline"
-) -> dict[int, int]:
-    """Huge page reservations asked on the command line: size in kB -> pages.
+def hugepage_requests(
+    params: Iterable[tuple[str, str | None]], bad: Callable[[str, str | None, ValueError], None] | None = None
+) -> Iterator[tuple[int, str]]:
+    """(size in kB, ``hugepages=`` value) for every ``hugepages=`` the kernel applies, in command-line order.
 
     ``hugepages=`` applies to the ``hugepagesz=`` before it; one before any ``hugepagesz=`` applies to
-    ``default_hugepagesz=`` (wherever that appears on the line), else to 2048 kB (x86). A later ``hugepages=`` for
-    the same size wins. Bad values are reported into ``problems`` (when given) and skipped, as the kernel skips them;
-    without ``problems`` they raise ValueError.
+    ``default_hugepagesz=`` (wherever that appears on the line), else to 2048 kB (x86); one after an invalid
+    ``hugepagesz=`` is ignored, as the kernel ignores it. Invalid sizes go to ``bad`` (when given), else are skipped.
+    The one walk both the totals (here) and the per-node requests (the kernel source) are read with.
     """
     params = list(params)
-
-    def bad(name: str, value: str | None, error: ValueError) -> None:
-        if problems is None:
-            raise error
-        problems.append(_problem(path, f"{name}={value}", error))
-
     default_kb = DEFAULT_HUGEPAGE_KB
     for name, value in params:
         if name == "default_hugepagesz":
             try:
                 default_kb = parse_size_kb(value or "")
             except ValueError as error:
-                bad(name, value, error)
-    result: dict[int, int] = {}
+                if bad is not None:
+                    bad(name, value, error)
     current_kb: int | None = None
     current_valid = True
     for name, value in params:
@@ -213,17 +207,33 @@ def parse_cmdline_hugepages(
             try:
                 current_kb, current_valid = parse_size_kb(value or ""), True
             except ValueError as error:
-                current_valid = False  # the kernel ignores hugepages= that follow an invalid hugepagesz=
-                bad(name, value, error)
-        elif name == "hugepages":
-            if not current_valid:
-                continue
-            try:
-                pages = parse_hugepages_count(value or "")
-            except ValueError as error:
-                bad(name, value, error)
-                continue
-            result[current_kb if current_kb is not None else default_kb] = pages
+                current_valid = False
+                if bad is not None:
+                    bad(name, value, error)
+        elif name == "hugepages" and current_valid:
+            yield (current_kb if current_kb is not None else default_kb), value or ""
+
+
+def parse_cmdline_hugepages(
+    params: Iterable[tuple[str, str | None]], problems: list[str] | None = None, path: str = "cmdline"
+) -> dict[int, int]:
+    """Huge page reservations asked on the command line: size in kB -> pages (see ``hugepage_requests``).
+
+    A later ``hugepages=`` for the same size wins. Bad values are reported into ``problems`` (when given) and
+    skipped, as the kernel skips them; without ``problems`` they raise ValueError.
+    """
+
+    def bad(name: str, value: str | None, error: ValueError) -> None:
+        if problems is None:
+            raise error
+        problems.append(_problem(path, f"{name}={value}", error))
+
+    result: dict[int, int] = {}
+    for size_kb, value in hugepage_requests(params, bad):
+        try:
+            result[size_kb] = parse_hugepages_count(value)
+        except ValueError as error:
+            bad("hugepages", value, error)
     return result
 
 
