@@ -107,3 +107,19 @@ def parse_env_file(text: str) -> dict[str, str]:
             value = _INLINE_COMMENT.split(value, maxsplit=1)[0].strip()
         values[key] = value
     return values
+
+
+def line_after(data: bytes, key: bytes) -> bytes | None:
+    """The rest of the line that starts with ``key``, or None when no line does.
+
+    Lines are found by key, not position: cgroup and procfs files gain keys in the middle across kernel versions.
+    """
+    if data.startswith(key):
+        start = len(key)
+    else:
+        found = data.find(b"\n" + key)
+        if found < 0:
+            return None
+        start = found + 1 + len(key)
+    end = data.find(b"\n", start)
+    return data[start:] if end < 0 else data[start:end]

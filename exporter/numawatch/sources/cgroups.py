@@ -40,6 +40,7 @@ from numawatch.model import (
     frozen_map,
 )
 from numawatch.paths import Paths
+from numawatch.sources._files import line_after
 
 log = logging.getLogger(__name__)
 
@@ -124,19 +125,6 @@ def _node_values(rest: bytes, what: str) -> dict[int, int]:
     return values
 
 
-def _line_after(data: bytes, key: bytes) -> bytes | None:
-    """The rest of the line that starts with ``key`` (found by key, as new keys may appear in between)."""
-    if data.startswith(key):
-        start = len(key)
-    else:
-        found = data.find(b"\n" + key)
-        if found < 0:
-            return None
-        start = found + 1 + len(key)
-    end = data.find(b"\n", start)
-    return data[start:] if end < 0 else data[start:end]
-
-
 def parse_numa_stat_v2(data: bytes) -> dict[int, int]:
     """cgroup v2 ``memory.numa_stat``: resident bytes per node = ``anon`` + ``file`` (lines ``anon N0=<bytes> ...``).
 
@@ -155,7 +143,7 @@ def parse_numa_stat_v2(data: bytes) -> dict[int, int]:
         return resident
     resident = {}
     for key in (b"anon ", b"file "):
-        rest = _line_after(data, key)
+        rest = line_after(data, key)
         if rest is None:
             raise ValueError(f"no {key.decode().strip()!r} line")
         for node, value in _node_values(rest, key.decode().strip()).items():
@@ -171,7 +159,7 @@ def parse_numa_stat_v1(data: bytes, page_size: int = PAGE_SIZE) -> dict[int, int
     ``total`` counts file + anon + unevictable pages of this cgroup alone (``hierarchical_total`` adds children).
     Raises ValueError when the line is missing or malformed.
     """
-    rest = _line_after(data, b"total=")
+    rest = line_after(data, b"total=")
     if rest is None:
         raise ValueError("no 'total=' line")
     _total, _, nodes = rest.partition(b" ")

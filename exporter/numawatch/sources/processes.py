@@ -43,6 +43,7 @@ from numawatch.host import SourceSpec
 from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, frozen_map
 from numawatch.model_gpu import GpuHolders, HolderContainer, HolderProcess, JsonRecording, Limit, NvmlSnapshot
 from numawatch.paths import Paths
+from numawatch.sources._files import line_after
 from numawatch.sources.cgroups import MAX_PIDS, parse_container_dir, parse_pod_dir, parse_procs
 
 log = logging.getLogger(__name__)
@@ -120,15 +121,8 @@ def parse_schedstat(data: bytes, path: str = "schedstat") -> int:
 
 def _value_after(data: bytes, key: bytes) -> bytes | None:
     """The rest of the line starting with ``key``, stripped; None when no line does."""
-    if data.startswith(key):
-        start = len(key)
-    else:
-        found = data.find(b"\n" + key)
-        if found < 0:
-            return None
-        start = found + 1 + len(key)
-    end = data.find(b"\n", start)
-    return (data[start:] if end < 0 else data[start:end]).strip()
+    rest = line_after(data, key)
+    return None if rest is None else rest.strip()
 
 
 def parse_thread_status(data: bytes, path: str = "status") -> tuple[int | None, CPUSet | None]:
