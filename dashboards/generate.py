@@ -16,6 +16,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from generated_files import sync
+from numawatch.metrics.core import KUBELET_CONFIG_LABELS
 
 HERE = Path(__file__).resolve().parent
 SCHEMA_VERSION = 39
@@ -1178,14 +1179,7 @@ def node() -> dict:
             "Kubelet configuration",
             "The kubelet's effective CPU, Topology and Memory Manager settings as numawatch read them.",
             f"numawatch_kubelet_config_info{{{N}}}",
-            [
-                "cpu_manager_policy",
-                "topology_manager_policy",
-                "topology_manager_scope",
-                "memory_manager_policy",
-                "reserved_cpus",
-                "flavor",
-            ],
+            list(KUBELET_CONFIG_LABELS),  # the columns are the series' labels: one list, in metrics/core.py
         ),
         24,
         4,
