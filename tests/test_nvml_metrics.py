@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fake_pynvml import FakeNvml, reference_nvml, write_reference_threads
+from fakehost.pods import set_container_cpus
 from fakehost.reference import GPUS, TRTLLM, VLLM, reference_node
 from numawatch.checks import Evaluation, evaluate
 from numawatch.host import HostReader
@@ -121,6 +122,23 @@ def test_holder_counters_sum_threads_and_count_interrupts_on_the_holders_cpus(gp
     }
     # The reference node's local timer fired once on each isolated CPU; vllm holds 8 of them.
     assert interrupts == {"device": 0, "local_timer": 8, "ipi": 0, "other": 0}
+
+
+def test_a_holder_on_no_watched_cpu_has_no_interrupt_series_rather_than_zeros(fake_host):
+    # As on a GPU VM with no isolated CPUs: nobody counts interrupts per CPU there, so zero would be a claim.
+    node = reference_node(fake_host)
+    write_reference_threads(fake_host)
+    set_container_cpus(fake_host, node.pod(TRTLLM), TRTLLM.container.name, {0, 16})  # housekeeping: unwatched
+    gpu = GpuReaders(NvmlSession(nvml=reference_nvml()))
+    try:
+        text = render(evaluate(HostReader(fake_host.paths, gpu.bind(SOURCES)).read(), REFERENCE))
+    finally:
+        gpu.session.close()
+
+    interrupts = series(text, "numawatch_gpu_holder_interrupts_total")
+    assert {dict(labels)["container"] for labels in interrupts} == {"vllm"}
+    trtllm = {dict(labels)["container"] for labels in series(text, "numawatch_gpu_holder_threads")}
+    assert "trtllm" in trtllm  # still a holder, with its other counters
 
 
 def test_a_lost_gpu_reads_as_down_and_keeps_its_counters(gpu_host):

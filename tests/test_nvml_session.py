@@ -139,6 +139,31 @@ def test_nvml_errors_reach_the_caller_as_the_modules_own_classes():
     assert [(c.name, c.errors) for c in session.calls() if c.name == "nvmlDeviceGetUUID"] == [("nvmlDeviceGetUUID", 1)]
 
 
+def test_an_empty_sample_buffer_is_an_answer_not_a_failure_but_other_errors_of_the_same_call_are():
+    # On a real H200 (driver 580) nvmlDeviceGetProcessUtilization answers NOT_FOUND when no process sample is newer
+    # than the timestamp given: counted as a failure, an alert on the failure rate would fire on every idle GPU.
+    fake = one_gpu()
+    with NvmlSession(nvml=fake) as session:
+        handle = session.call("nvmlDeviceGetHandleByIndex", 0)
+        for call, args in (("nvmlDeviceGetSamples", (1, 0)), ("nvmlDeviceGetProcessUtilization", (0,))):
+            with pytest.raises(fake.NVMLError_NotFound):
+                session.call(call, handle, *args)  # nothing buffered: NOT_FOUND
+        fake.gpus[0].errors["nvmlDeviceGetProcessUtilization"] = 0  # pynvml's NVMLError(SUCCESS): none either
+        with pytest.raises(NVMLError):
+            session.call("nvmlDeviceGetProcessUtilization", handle, 0)
+        fake.gpus[0].errors["nvmlDeviceGetSamples"] = 999
+        with pytest.raises(fake.NVMLError_Unknown):
+            session.call("nvmlDeviceGetSamples", handle, 1, 0)
+        fake.gpus[0].errors["nvmlDeviceGetUUID"] = 6  # NOT_FOUND from a call that is not a sampling call
+        with pytest.raises(fake.NVMLError_NotFound):
+            session.call("nvmlDeviceGetUUID", handle)
+
+    calls = {c.name: (c.count, c.errors) for c in session.calls()}
+    assert calls["nvmlDeviceGetProcessUtilization"] == (2, 0)
+    assert calls["nvmlDeviceGetSamples"] == (2, 1)
+    assert calls["nvmlDeviceGetUUID"] == (1, 1)
+
+
 def test_describe_names_the_error_class_and_its_text():
     assert describe(NVMLError(999)) == "NVMLError_Unknown: Unknown Error"
     assert describe(NVMLError(12)).startswith("NVMLError_LibraryNotFound (no NVIDIA driver library")

@@ -57,6 +57,21 @@ _EXPLAINED = {
 }
 
 
+# The sampling calls answer "nothing buffered since lastSeen" with an error: NOT_FOUND (no sample newer than the
+# timestamp; seen on an H200 with driver 580 for nvmlDeviceGetProcessUtilization's first call after a GPU sample),
+# NO_DATA, or, from nvmlDeviceGetProcessUtilization, pynvml's NVMLError(SUCCESS) when the sizing call finds none.
+# Those are answers, not failures: counting them would make a failure-rate alert fire on every idle GPU.
+SAMPLING_CALLS = frozenset({"nvmlDeviceGetSamples", "nvmlDeviceGetProcessUtilization"})
+EMPTY_ANSWERS = frozenset({"NVMLError_NotFound", "NVMLError_NoData"})
+
+
+def is_empty_answer(call: str, error: BaseException) -> bool:
+    """Whether a sampling call's error only says that no sample was buffered since the timestamp given."""
+    if call not in SAMPLING_CALLS:
+        return False
+    return error_name(error) in EMPTY_ANSWERS or getattr(error, "value", None) == 0
+
+
 class NvmlUnavailable(SourceUnavailable):
     """NVML cannot be used now (not installed, no driver, initialisation failed, session closed)."""
 
@@ -330,7 +345,7 @@ class NvmlSession:
                 stats.count += 1
                 stats.seconds += elapsed
                 stats.max_seconds = max(stats.max_seconds, elapsed)
-                if job.error is not None:
+                if job.error is not None and not is_empty_answer(job.name, job.error):
                     stats.errors += 1
             job.done.set()
 

@@ -193,7 +193,8 @@ def holder_interrupts(evaluation: Evaluation) -> Metric:
     family = CounterMetricFamily(
         "numawatch_gpu_holder_interrupts",
         "Interrupts since boot on the CPUs of a GPU-holding container's cpuset, by kind (device, local_timer, ipi, "
-        "other); only watched CPUs (isolated, nohz_full or exclusive) are counted, and a cpuset change moves it.",
+        "other); only watched CPUs (isolated, nohz_full or exclusive) are counted, a holder without any has no series, "
+        "and a cpuset change moves it.",
         labels=(*HOLDER_LABELS, "kind"),
     )
     interrupts: Interrupts | None = evaluation.host.get("interrupts")
@@ -201,7 +202,9 @@ def holder_interrupts(evaluation: Evaluation) -> Metric:
         return family
     holders = _holders(evaluation)
     for values, container, workload in _holder_rows(evaluation):
-        cpus = _container_cpus(container, workload, holders)
+        # Only watched CPUs have per-CPU counts: a holder with none of them gets no series, since zero would claim
+        # that no interrupt landed where nobody counted (seen on a GPU VM with no isolated CPUs).
+        cpus = _container_cpus(container, workload, holders) & interrupts.watched
         if not cpus:
             continue
         per_kind = dict.fromkeys(INTERRUPT_KINDS, 0)
@@ -236,8 +239,9 @@ def nvml_calls(evaluation: Evaluation) -> Iterable[Metric]:
     )
     failures = CounterMetricFamily(
         "numawatch_nvml_call_failures",
-        "NVML calls that raised an NVML error (error; an empty sample buffer's NotFound included) or did not return "
-        "within the time limit (timeout).",
+        "NVML calls that raised an NVML error (error) or did not return within the time limit (timeout). An empty "
+        "sample buffer (NotFound or NoData from nvmlDeviceGetSamples or nvmlDeviceGetProcessUtilization) is an "
+        "answer, not a failure.",
         labels=("call", "failure"),
     )
     nvml = _nvml(evaluation)

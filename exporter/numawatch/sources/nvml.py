@@ -53,7 +53,7 @@ from numawatch.model_gpu import (
     NvmlGpu,
     NvmlSnapshot,
 )
-from numawatch.nvml_session import NvmlSession, NvmlUnavailable, describe, error_name
+from numawatch.nvml_session import NvmlSession, NvmlUnavailable, describe, error_name, is_empty_answer
 from numawatch.paths import Paths
 from numawatch.sources._files import read_optional_text
 from numawatch.sources.processes import ProcessReader, cgroup_identity, parse_proc_cgroup
@@ -66,7 +66,6 @@ MAX_SAMPLE_GAP_US = 2_000_000  # twice the longest sample period: a longer gap l
 MAX_RATES_INTERVAL = 120.0  # seconds one utilisation-rates reading may stand for (a paused exporter: not a guess)
 DEFAULT_CPU_WORDS = 16  # 1,024 CPUs when sysfs does not say how many are possible
 LOST = frozenset({"NVMLError_GpuIsLost", "NVMLError_ResetRequired"})
-EMPTY = frozenset({"NVMLError_NotFound", "NVMLError_NoData"})
 
 
 # --------------------------------------------------------------------------------------------------- parsing
@@ -369,7 +368,7 @@ class NvmlReader:
         result = self._guarded("nvmlDeviceGetSamples", device, NVML_GPU_UTILIZATION_SAMPLES, counters.last_seen_us)
         points: list[tuple[int, float]] = []
         if isinstance(result, BaseException):
-            if error_name(result) not in EMPTY:
+            if not is_empty_answer("nvmlDeviceGetSamples", result):
                 counters.utilization, counters.source = None, None
                 counters.last_read = now
                 counters.chain_us = None
@@ -420,9 +419,11 @@ class NvmlReader:
                 return found
         result = self._guarded("nvmlDeviceGetProcessUtilization", device, counters.process_seen_us)
         if isinstance(result, BaseException):
-            # pynvml raises NVMLError(0) when NVML answers the sizing call with SUCCESS: no samples (§2.3).
-            name = error_name(result)
-            if name not in EMPTY and name != "NVMLError_NotSupported" and getattr(result, "value", None) != 0:
+            # An empty buffer (pynvml's NVMLError(0) included, §2.3) is an answer; NOT_SUPPORTED means no per-process
+            # sampling on this GPU (MIG): neither is a problem of the reading.
+            if not is_empty_answer("nvmlDeviceGetProcessUtilization", result) and (
+                error_name(result) != "NVMLError_NotSupported"
+            ):
                 problems.append(f"nvmlDeviceGetProcessUtilization: {describe(result)}")
             return found
         per_pid: dict[int, list[float]] = {}
