@@ -396,3 +396,28 @@ def test_capture_of_this_machine_evaluates_offline_with_the_same_sources_up(tmp_
     assert [(s["name"], s["up"]) for s in on_node["sources"]] == [(s["name"], s["up"]) for s in document["sources"]]
     assert [f["check"] for f in on_node["findings"]] == [f["check"] for f in document["findings"]]
     assert "host/proc/self" not in members(bundle) or members(bundle)["host/proc/self"].issym()
+
+
+# --------------------------------------------------------------------------------------------------- a real GPU node
+H200_BUNDLE = Path(__file__).parent / "data" / "h200-node.tar.gz"
+
+
+def test_a_bundle_captured_on_a_real_h200_evaluates_offline_as_it_did_there():
+    # Captured by tests/device/check_nvml.sh (POD_CGROUP=1) on a one-H200 Firecracker VM, driver 580.159.04, with a
+    # PyTorch process in a pod-shaped cgroup: real NVML answers and real /proc, /sys and cgroup files, so a change to
+    # the bundle format or to the NVML reading's shape shows up here, not on an SRE's ticket (docs/gpu.md).
+    offline = numawatch("check", "--from", str(H200_BUNDLE), "--format", "json")
+
+    assert offline.returncode == 1, offline.stderr
+    document = report(offline)
+    on_node = json.loads(member_bytes(H200_BUNDLE, "check.json"))
+    assert comparable(document) == comparable(on_node)
+    up = {source["name"]: source["up"] for source in document["sources"]}
+    assert up["nvml"] and up["processes"] and up["cgroups"] and up["gpus_sysfs"]
+    not_evaluated = {item["check"] for item in document["not_evaluated"]}
+    assert {"gpu_process_remote", "gpu_process_memlock"}.isdisjoint(not_evaluated)
+    assert [finding["check"] for finding in document["findings"]] == ["vm_swappiness"]
+    reading = json.loads(member_bytes(H200_BUNDLE, "readings/nvml"))["result"]
+    [gpu] = reading["gpus"]
+    assert (gpu["name"], gpu["numa_node"], gpu["up"]) == ("NVIDIA H200", 0, True)
+    assert [process["container_id"][:12] for process in gpu["processes"]] == ["c0dec0dec0de"]
