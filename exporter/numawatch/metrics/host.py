@@ -186,8 +186,10 @@ def container_numa_memory(evaluation: Evaluation) -> Metric:
 def intersocket(evaluation: Evaluation) -> Metric:
     family = CounterMetricFamily(
         "numawatch_intersocket_bytes",
-        "Bytes a socket sent over an inter-socket link (Intel UPI data flits x 64/9) since numawatch opened the "
-        "uncore counter; absent where the PMUs cannot be read (see numawatch_source_up{source=\"intersocket\"}).",
+        "Bytes a socket sent over its inter-socket links since numawatch opened the uncore counters: Intel UPI data "
+        "flits x 64/9 per link (link is the PMU, e.g. uncore_upi_0); AMD data-fabric xGMI outbound data summed over "
+        'the links (link="xgmi_out"); absent where the PMUs cannot be read (see '
+        'numawatch_source_up{source="intersocket"}).',
         labels=("socket", "link"),
     )
     traffic: InterSocketTraffic | None = evaluation.host.get("intersocket")

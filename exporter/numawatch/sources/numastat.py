@@ -17,7 +17,32 @@ Two sources live here because they answer the same question, "how much memory tr
   ``cpumask`` (one CPU per package) and ``format/{event,umask}``. The event is UNC_UPI_TxL_FLITS.ALL_DATA
   (event 0x02, umask 0x0f in perf's JSON tables for SKX/ICX/SPR): data flits sent, 9 flits carry 64 bytes.
   Counted with perf_event_open(2) through ctypes, one counter per link and package, opened on the PMU's cpumask CPU.
-- ``amd_df`` (AMD data fabric) is detected but not counted: its event encodings change with every Zen generation.
+- ``sys/bus/event_source/devices/amd_df`` (AMD data fabric; ``type``, ``cpumask`` with one CPU per package,
+  ``format/{event,umask}``). Its events change with every Zen generation, so the generation is read first:
+  ``sys/devices/system/cpu/modalias`` (``cpu:type:x86,ven0002fam0019mod0011:feature:...``, hex vendor, family and
+  model, drivers/base/cpu.c), or, only where that file is missing, the first block of ``proc/cpuinfo``
+  (``vendor_id``, ``cpu family``, ``model``, decimal), read at most once per reader. modalias comes first because on
+  many kernels opening /proc/cpuinfo IPIs every online CPU for its "cpu MHz" line (arch_freq_prepare_all,
+  aperfmperf_snapshot_khz), isolated CPUs included. Family/model map to perf's
+  tools/perf/pmu-events/arch/x86/amdzen<N> tables the way its mapfile.csv does. Counted, like UPI TxL on Intel, is
+  the data each socket sends over its inter-socket (xGMI) links, summed over the links into one ``xgmi_out`` series:
+
+  - Zen 2/3 (amdzen2/amdzen3 data-fabric.json): remote_outbound_data_controller_0..3, EventCode 0x7c7, 0x807,
+    0x847, 0x887, UMask 0x02, 32 bytes per count (perf's metric all_remote_links_outbound, "approximate").
+  - Zen 4 (amdzen4): local_socket_outbound_data_beats_link0..7, EventCode 0xb5f + 0x40 x link, UMask 0xf3e,
+    64-byte beats (perf's metric local_socket_outbound_data_from_all_links).
+  - Zen 5 (amdzen5): local_socket_outbound_data_beats_link_0..5, EventCode 0xd5f + 0x40 x link, UMask 0xf3e,
+    64-byte beats.
+  - Zen 1 and unknown families: not counted, the source says why.
+
+  Four to eight events per package, so few that the data-fabric counters (4 per package before PerfMonV2, as many
+  as CPUID reports with it) need little or no multiplexing. Not used: the DRAM-side Zen 4 events
+  remote_processor_{read,write}_data_beats_cs* (Zen 5's table has no remote-only DRAM read event, and they miss
+  cache-to-cache traffic) and the per-CPU-interface remote_socket_*_data_beats_ccm*/cfi* (32 events, heavy
+  multiplexing, and blind to device DMA). Event codes above 0xff need the high event bits: the format files say
+  where (event ``config:0-7,32-35,59-60`` before PerfMonV2; ``config:0-7,32-37`` and umask ``config:8-15,24-27``
+  with it); a Zen 4/5 umask (0xf3e) does not fit an 8-bit umask format, which makes the source unavailable with
+  that reason.
 - ``proc/sys/kernel/perf_event_paranoid`` and ``CapEff`` of ``proc/self/status``: system-wide uncore counters need
   ``perf_event_paranoid <= 0`` or CAP_PERFMON (Linux >= 5.8) or CAP_SYS_ADMIN.
 
@@ -27,7 +52,9 @@ down with the reason, and numastat remains the proxy.
 Honest limits of the counter read: the counters are opened on first use and kept open for the life of the HostReader
 (perf counts from the moment of opening, so a stateless re-open would always read ~0); the value is therefore
 "bytes since numawatch started counting", exported as a counter. Encodings were taken from perf's event tables and
-have not been checked on UPI hardware here; multiplexing is detected (time running < time enabled) and scaled.
+the kernels' format files (arch/x86/events/amd/uncore.c) and have run on neither UPI nor AMD hardware here.
+Multiplexing is detected (time running < time enabled) and scaled; since a scaled estimate can dip between readings
+and a counter that goes down reads as a reset, every exported series is kept monotonic.
 """
 
 from __future__ import annotations
@@ -38,7 +65,8 @@ import os
 import platform
 import re
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
@@ -189,6 +217,153 @@ def may_count_system_wide(paranoid: int | None, cap_eff: int | None) -> bool:
     return bool(cap_eff & (1 << CAP_PERFMON)) or bool(cap_eff & (1 << CAP_SYS_ADMIN))
 
 
+# CPU identity: which AMD event table applies -------------------------------------------------------------------
+# X86_VENDOR_* numbers of arch/x86/include/asm/processor.h, as modalias prints them.
+X86_VENDORS = {0: "GenuineIntel", 2: "AuthenticAMD", 9: "HygonGenuine"}
+_MODALIAS = re.compile(r"cpu:type:x86,ven([0-9A-Fa-f]{4})fam([0-9A-Fa-f]{4})mod([0-9A-Fa-f]{4}):")
+# One processor block of /proc/cpuinfo is 1.5-3 KB; the fields needed are its first lines.
+_CPUINFO_HEAD = 8192
+
+
+@dataclass(frozen=True)
+class CpuId:
+    vendor: str  # the vendor_id string: "AuthenticAMD", "GenuineIntel", "HygonGenuine"
+    family: int
+    model: int
+
+    def __str__(self) -> str:
+        return f"{self.vendor} family {self.family:#x} model {self.model:#x}"
+
+
+def parse_cpu_modalias(text: str, path: str = "modalias") -> CpuId:
+    """``sys/devices/system/cpu/modalias`` (``cpu:type:x86,ven0002fam0019mod0011:feature:,...``, hex fields)."""
+    match = _MODALIAS.match(text.strip())
+    if match is None:
+        raise MalformedFile(path, f"expected 'cpu:type:x86,venXXXXfamXXXXmodXXXX:...', got {text.strip()[:60]!r}")
+    vendor = int(match.group(1), 16)
+    return CpuId(X86_VENDORS.get(vendor, f"x86 vendor {vendor}"), int(match.group(2), 16), int(match.group(3), 16))
+
+
+def parse_cpuinfo_id(text: str, path: str = "cpuinfo") -> CpuId:
+    """The first processor block of ``proc/cpuinfo``: ``vendor_id``, ``cpu family`` and ``model`` (decimal)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the end of the first block; the others describe the same CPU model
+            continue
+        key, colon, value = line.partition(":")
+        if colon:
+            fields.setdefault(key.strip(), value.strip())
+    missing = [key for key in ("vendor_id", "cpu family", "model") if key not in fields]
+    if missing:
+        raise MalformedFile(path, f"no {', '.join(repr(key) for key in missing)} in the first processor block")
+    numbers = []
+    for key in ("cpu family", "model"):
+        value = fields[key]
+        if not value.isascii() or not value.isdigit() or len(value) > 6:
+            raise MalformedFile(path, f"{key!r} is not a decimal number: {value[:40]!r}")
+        numbers.append(int(value))
+    return CpuId(fields["vendor_id"], numbers[0], numbers[1])
+
+
+def read_cpu_id(paths: Paths) -> CpuId:
+    """The boot CPU's vendor, family and model: modalias, else the head of /proc/cpuinfo (see the module notes)."""
+    modalias = paths.sysfs / "devices/system/cpu/modalias"
+    text = read_optional_text(modalias, 1 << 16)
+    if text is not None:
+        return parse_cpu_modalias(text, str(modalias))
+    cpuinfo = paths.procfs / "cpuinfo"
+    try:
+        # Only the head: the fields needed are at the top, and every further block is formatted for nothing.
+        with open(cpuinfo, "rb", buffering=0) as handle:
+            head = handle.read(_CPUINFO_HEAD)
+    except (FileNotFoundError, NotADirectoryError):
+        raise SourceUnavailable(
+            f"amd_df is present, but the CPU generation is unknown: neither {modalias} nor {cpuinfo} exists"
+        ) from None
+    return parse_cpuinfo_id(head.decode("utf-8", errors="replace"), str(cpuinfo))
+
+
+def amd_zen_generation(cpu: CpuId) -> int | None:
+    """The amdzen<N> table perf's mapfile.csv picks for this CPU, or None for another vendor or family.
+
+    mapfile.csv: AuthenticAMD-23-([12][0-9A-F]|[0-9A-F]) amdzen1, AuthenticAMD-23-* amdzen2,
+    AuthenticAMD-25-([245][[:xdigit:]]|[[:xdigit:]]) amdzen3, AuthenticAMD-25-* amdzen4, AuthenticAMD-26-* amdzen5
+    (family in decimal, model in hex).
+    """
+    if cpu.vendor != "AuthenticAMD":
+        return None
+    if cpu.family == 0x17:
+        return 1 if cpu.model < 0x30 else 2
+    if cpu.family == 0x19:
+        return 3 if cpu.model >> 4 in (0x0, 0x2, 0x4, 0x5) else 4
+    if cpu.family == 0x1A:
+        return 5
+    return None
+
+
+@dataclass(frozen=True)
+class DataFabricCount:
+    """Events summed into one ``link`` series: (EventCode, UMask) pairs from perf's data-fabric.json."""
+
+    link: str
+    events: tuple[tuple[int, int], ...]
+    bytes_per_count: int
+
+
+@dataclass(frozen=True)
+class DataFabricTable:
+    generation: int
+    counts: tuple[DataFabricCount, ...]
+    event: str  # InterSocketTraffic.event: what is counted
+
+
+XGMI_OUT = "xgmi_out"
+# "Remote Link Controller Outbound Packet Types: Data (32B): Remote Link Controller 0..3" (amdzen2 and amdzen3).
+_REMOTE_LINK_CONTROLLERS = (
+    DataFabricCount(XGMI_OUT, tuple((code, 0x02) for code in (0x7C7, 0x807, 0x847, 0x887)), 32),
+)
+_ZEN23_EVENT = "data fabric: remote_outbound_data_controller_{0..3} x 32 B (data sent over the xGMI links)"
+AMD_DATA_FABRIC_TABLES = {
+    2: DataFabricTable(2, _REMOTE_LINK_CONTROLLERS, f"AMD Zen 2 {_ZEN23_EVENT}"),
+    3: DataFabricTable(3, _REMOTE_LINK_CONTROLLERS, f"AMD Zen 3 {_ZEN23_EVENT}"),
+    # "Data beats (64 bytes) for local socket outbound data from inter-socket xGMI link 0..7".
+    4: DataFabricTable(
+        4,
+        (DataFabricCount(XGMI_OUT, tuple((0xB5F + 0x40 * link, 0xF3E) for link in range(8)), 64),),
+        "AMD Zen 4 data fabric: local_socket_outbound_data_beats_link{0..7} x 64 B (data sent over the xGMI links)",
+    ),
+    # "Outbound data beats (64 bytes) for transactions between local socket and remote socket over Cross-socket
+    # Link 0..5".
+    5: DataFabricTable(
+        5,
+        (DataFabricCount(XGMI_OUT, tuple((0xD5F + 0x40 * link, 0xF3E) for link in range(6)), 64),),
+        "AMD Zen 5 data fabric: local_socket_outbound_data_beats_link_{0..5} x 64 B (data sent over the "
+        "cross-socket links)",
+    ),
+}
+AMD_UNCOUNTED = {
+    1: "four dies per socket, each with its own data fabric; perf's amdzen1 table only repeats Zen 2's events",
+}
+
+
+def amd_data_fabric_table(cpu: CpuId) -> DataFabricTable:
+    """The events to count on this CPU's amd_df, or SourceUnavailable naming the CPU and why none are known."""
+    generation = amd_zen_generation(cpu)
+    table = AMD_DATA_FABRIC_TABLES.get(generation) if generation is not None else None
+    if table is not None:
+        return table
+    if generation in AMD_UNCOUNTED:
+        why = f"Zen {generation}: {AMD_UNCOUNTED[generation]}"
+    else:
+        why = "numawatch knows AMD family 0x17 model >= 0x30, 0x19 and 0x1a"
+    raise SourceUnavailable(
+        f"amd_df is present, but no data-fabric event encoding is known for {cpu} ({why}); "
+        "numastat counters remain the proxy"
+    )
+
+
 # perf_event_open(2) ---------------------------------------------------------------------------------------------
 _PERF_SYSCALL = {"x86_64": 298, "aarch64": 241}
 PERF_FLAG_FD_CLOEXEC = 1 << 3
@@ -242,17 +417,24 @@ def perf_event_open(pmu_type: int, config: int, *, pid: int = -1, cpu: int = -1)
     return fd
 
 
+def scale_count(value: int, enabled: int, running: int) -> int:
+    """A count scaled up to the whole enabled time when the kernel multiplexed the counter (running < enabled).
+
+    Integer arithmetic: a float loses the low bits of a 64-bit count. Never scheduled yet (running 0): the raw count.
+    """
+    if running and running < enabled:
+        return value * enabled // running
+    return value
+
+
 def read_counter(fd: int) -> int:
-    """Read a counter opened by perf_event_open, scaled up when the kernel multiplexed it."""
+    """Read a counter opened by perf_event_open (value, time enabled, time running), scaled when multiplexed."""
     data = os.read(fd, 24)
     if len(data) < 24:
         raise OSError(f"short read of a perf counter ({len(data)} bytes)")
-    value = int.from_bytes(data[0:8], "little")
-    enabled = int.from_bytes(data[8:16], "little")
-    running = int.from_bytes(data[16:24], "little")
-    if running and running < enabled:
-        value = int(value * enabled / running)
-    return value
+    return scale_count(
+        int.from_bytes(data[0:8], "little"), int.from_bytes(data[8:16], "little"), int.from_bytes(data[16:24], "little")
+    )
 
 
 @dataclass(frozen=True)
@@ -263,8 +445,20 @@ class _Counter:
     fd: int
 
 
+@dataclass(frozen=True)
+class _Series:
+    """The counters summed into one (PMU, CPU, link) series, and how many bytes one count is."""
+
+    pmu: str
+    pmu_type: int
+    cpu: int
+    link: str
+    configs: tuple[int, ...]
+    bytes_per_count: float
+
+
 class UncoreLinkCounters:
-    """Open UPI counters, kept for the life of the process so that they accumulate between readings.
+    """Open uncore counters (UPI, AMD data fabric), kept for the life of the process to accumulate between readings.
 
     A perf counter counts from the moment it is opened, so the descriptors must outlive one reading: each HostReader
     gets its own instance (``SourceSpec.factory``); ``close()``, or dropping the reader, releases them.
@@ -273,6 +467,8 @@ class UncoreLinkCounters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, int, int, int], _Counter] = {}
+        self._last: dict[tuple[str, int, str], int] = {}  # bytes last exported per series, to stay monotonic
+        self._cpu_id: CpuId | None = None  # read once: the CPU model does not change under a running process
 
     def __del__(self) -> None:
         self.close()
@@ -283,6 +479,7 @@ class UncoreLinkCounters:
                 with contextlib.suppress(OSError):  # already closed: nothing left to release
                     os.close(counter.fd)
             self._counters.clear()
+            self._last.clear()
 
     def read(self, paths: Paths) -> InterSocketTraffic:
         devices = paths.sysfs / "bus/event_source/devices"
@@ -305,52 +502,51 @@ class UncoreLinkCounters:
                 "numawatch has neither CAP_PERFMON nor CAP_SYS_ADMIN: system-wide uncore counters need "
                 "perf_event_paranoid <= 0 or one of those capabilities"
             )
-        if not intel:
-            raise SourceUnavailable(
-                "amd_df is present, but AMD data-fabric event encodings differ per Zen generation and numawatch does "
-                "not count them yet; numastat counters remain the proxy for cross-socket memory"
-            )
+        if intel:
+            series, event = _intel_series(devices, intel), UPI_EVENT_NAME
+        else:
+            if self._cpu_id is None:
+                self._cpu_id = read_cpu_id(paths)
+            table = amd_data_fabric_table(self._cpu_id)
+            series, event = _amd_series(devices / amd[0], amd[0], table), table.event
         avoid = _isolated_cpus(paths)
-        links: list[LinkTraffic] = []
+        links: dict[tuple[int | None, str], LinkTraffic] = {}
         skipped: list[str] = []
-        for pmu in intel:
-            directory = devices / pmu
-            pmu_type = _optional_int(directory / "type")
-            cpumask = _optional_cpulist(directory / "cpumask")
-            if pmu_type is None or not cpumask:
+        for one in series:
+            if one.cpu in avoid:
+                # The uncore driver polls overflow with an hrtimer on this CPU (Intel), perf's multiplexing timer
+                # runs there, and reads from elsewhere send it an IPI: opening the counter would disturb an
+                # isolated CPU.
+                if (where := f"{one.pmu} on CPU {one.cpu}") not in skipped:
+                    skipped.append(where)
                 continue
-            formats = {}
-            for field in UPI_EVENT:
-                text = read_optional_text(directory / "format" / field, 4096)
-                if text is None and field == "umask":
-                    text = read_optional_text(directory / "format/umask_ext", 4096)
-                if text is None:
-                    raise MalformedFile(directory / "format", f"no format for {field}")
-                try:
-                    formats[field] = parse_format(text)
-                except ValueError as error:
-                    raise MalformedFile(directory / "format" / field, str(error)) from None
-            try:
-                config = encode_event(formats, UPI_EVENT)
-            except ValueError as error:
-                raise MalformedFile(directory / "format", str(error)) from None
-            for cpu in sorted(cpumask):
-                if cpu in avoid:
-                    # The uncore driver polls overflow with an hrtimer on this CPU and reads from elsewhere send it
-                    # an IPI: opening the counter would disturb an isolated CPU.
-                    skipped.append(f"{pmu} on CPU {cpu}")
-                    continue
-                counter = self._open(pmu, cpu, pmu_type, config, paths)
-                flits = read_counter(counter.fd)
-                links.append(
-                    LinkTraffic(
-                        socket=counter.socket, link=pmu, pmu=pmu, bytes=int(flits * UPI_BYTES_PER_FLIT), cpu=cpu
-                    )
-                )
+            counters = [self._open(one.pmu, one.cpu, one.pmu_type, config, paths) for config in one.configs]
+            count = sum(read_counter(counter.fd) for counter in counters)
+            link = LinkTraffic(
+                socket=counters[0].socket,
+                link=one.link,
+                pmu=one.pmu,
+                bytes=self._monotonic((one.pmu, one.cpu, one.link), int(count * one.bytes_per_count)),
+                cpu=one.cpu,
+            )
+            # Two cpumask CPUs in one package (kernels that gave each die its own data-fabric context) are summed:
+            # one series per socket and link.
+            key = (link.socket, link.link)
+            prior = links.get(key)
+            links[key] = link if prior is None else replace(prior, bytes=prior.bytes + link.bytes)
         if not links:
-            reason = f"every link PMU is served by an isolated CPU ({'; '.join(skipped)})" if skipped else "no link"
+            if skipped:
+                reason = f"every link PMU is served by an isolated CPU ({'; '.join(skipped)})"
+            else:
+                reason = f"no link PMU under {devices} has both a type and a cpumask"
             raise SourceUnavailable(f"inter-socket traffic not counted: {reason}")
-        return InterSocketTraffic(links=tuple(links), event=UPI_EVENT_NAME)
+        return InterSocketTraffic(links=tuple(links.values()), event=event)
+
+    def _monotonic(self, key: tuple[str, int, str], value: int) -> int:
+        with self._lock:
+            value = max(value, self._last.get(key, 0))
+            self._last[key] = value
+            return value
 
     def _open(self, pmu: str, cpu: int, pmu_type: int, config: int, paths: Paths) -> _Counter:
         key = (pmu, cpu, pmu_type, config)
@@ -361,6 +557,70 @@ class UncoreLinkCounters:
                 counter = _Counter(pmu, cpu, socket, perf_event_open(pmu_type, config, cpu=cpu))
                 self._counters[key] = counter
             return counter
+
+
+def _pmu_formats(directory: Path, fields: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
+    """``format/<field>`` of a PMU directory, parsed; the Intel UPI umask is ``umask_ext`` on SKX and later."""
+    formats = {}
+    for field in fields:
+        text = read_optional_text(directory / "format" / field, 4096)
+        if text is None and field == "umask":
+            text = read_optional_text(directory / "format/umask_ext", 4096)
+        if text is None:
+            raise MalformedFile(directory / "format", f"no format for {field}")
+        try:
+            formats[field] = parse_format(text)
+        except ValueError as error:
+            raise MalformedFile(directory / "format" / field, str(error)) from None
+    return formats
+
+
+def _intel_series(devices: Path, pmus: list[str]) -> list[_Series]:
+    """One UNC_UPI_TxL_FLITS.ALL_DATA counter per UPI link PMU and package (cpumask CPU)."""
+    series: list[_Series] = []
+    for pmu in pmus:
+        directory = devices / pmu
+        pmu_type = _optional_int(directory / "type")
+        cpumask = _optional_cpulist(directory / "cpumask")
+        if pmu_type is None or not cpumask:
+            continue
+        try:
+            config = encode_event(_pmu_formats(directory, UPI_EVENT), UPI_EVENT)
+        except ValueError as error:
+            raise MalformedFile(directory / "format", str(error)) from None
+        series.extend(_Series(pmu, pmu_type, cpu, pmu, (config,), UPI_BYTES_PER_FLIT) for cpu in sorted(cpumask))
+    return series
+
+
+def _amd_series(directory: Path, pmu: str, table: DataFabricTable) -> list[_Series]:
+    """Per package (cpumask CPU), one series per link of the table, each the sum of its events."""
+    pmu_type = _optional_int(directory / "type")
+    cpumask = _optional_cpulist(directory / "cpumask")
+    if pmu_type is None or not cpumask:
+        return []
+    formats = _pmu_formats(directory, ("event", "umask"))
+    configs: dict[str, tuple[int, ...]] = {}
+    for count in table.counts:
+        try:
+            configs[count.link] = tuple(
+                encode_event(formats, {"event": event, "umask": umask}) for event, umask in count.events
+            )
+        except ValueError as error:
+            # A well-formed format too narrow for the events: Zen 4/5 umasks are 12 bits, and only kernels that
+            # know PerfMonV2 data-fabric counters declare them (umask config:8-15,24-27). Not a corrupt file.
+            layout = "; ".join(
+                f"{name} {','.join(f'{low}-{high}' for _, low, high in ranges)}" for name, ranges in formats.items()
+            )
+            hint = "; Zen 4 and later need the PerfMonV2 data-fabric format" if table.generation >= 4 else ""
+            raise SourceUnavailable(
+                f"amd_df cannot encode the Zen {table.generation} data-fabric events: {error} in {directory}/format "
+                f"(config bits {layout}){hint}"
+            ) from None
+    return [
+        _Series(pmu, pmu_type, cpu, count.link, configs[count.link], count.bytes_per_count)
+        for cpu in sorted(cpumask)
+        for count in table.counts
+    ]
 
 
 def _optional_int(path: Path) -> int | None:
@@ -409,22 +669,33 @@ def read_intersocket(paths: Paths) -> InterSocketTraffic:
 INTERSOCKET = SourceSpec(
     name="intersocket",
     read=read_intersocket,
-    description="inter-socket link bytes from uncore UPI PMUs via perf_event_open (where permitted)",
+    description="inter-socket link bytes from uncore PMUs (Intel UPI, AMD data fabric) via perf_event_open "
+    "(where permitted)",
     factory=UncoreLinkCounters,  # the open counters live as long as the HostReader
 )
 
 __all__ = [
+    "AMD_DATA_FABRIC_TABLES",
     "INTERSOCKET",
     "SOURCE",
+    "CpuId",
+    "DataFabricCount",
+    "DataFabricTable",
     "UncoreLinkCounters",
+    "amd_data_fabric_table",
+    "amd_zen_generation",
     "encode_event",
     "find_link_pmus",
     "may_count_system_wide",
     "parse_cap_eff",
+    "parse_cpu_modalias",
+    "parse_cpuinfo_id",
     "parse_format",
     "parse_numastat",
     "perf_event_open",
     "read",
     "read_counter",
+    "read_cpu_id",
     "read_intersocket",
+    "scale_count",
 ]
