@@ -6,8 +6,9 @@
     .venv/bin/python bench/profile_evaluation.py --host-root /tmp/host384 --memory         # tracemalloc peaks
 
 What is profiled is what ``numawatch serve`` does per evaluation: ``HostReader.read()`` (warm: the fingerprinted
-sources come from the cache after the first reading, as in serve), ``evaluate()``, ``metrics.render()`` and the
-gzip of the body, ``--evaluations`` times; ``--cold`` profiles a fresh reader each time (what ``check`` does).
+sources come from the cache after the first reading, and the stateful readers are staggered as in serve:
+``--stagger K``, else serve's default), ``evaluate()``, ``metrics.render()`` and the gzip of the body,
+``--evaluations`` times; ``--cold`` profiles a fresh reader each time (what ``check`` does: it reads everything).
 pyinstrument is optional (``.venv/bin/pip install pyinstrument``; not a project dependency); cProfile and
 tracemalloc are in the standard library.
 """
@@ -24,17 +25,19 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from numawatch import metrics
+from numawatch import cli, metrics
 from numawatch.checks import evaluate
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
 from numawatch.paths import Paths
 
 
-def evaluation_loop(root: str, evaluations: int, *, cold: bool) -> Callable[[], None]:
+def evaluation_loop(root: str, evaluations: int, *, cold: bool, stagger: int | None = None) -> Callable[[], None]:
     """A function running ``evaluations`` evaluations the way serve (or, with ``cold``, check) does."""
     paths = Paths.from_root(root)
-    reader = HostReader(paths)
+    # serve's reader; code from before staggered readings existed (through PYTHONPATH) gets a plain one.
+    share = stagger if stagger is not None else getattr(cli, "DEFAULT_STAGGER", 1)
+    reader = HostReader(paths, **({"stagger": share} if share != 1 else {}))
     reader.read()
     stats = metrics.EvaluationStats()
 
@@ -88,12 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-root", required=True, help="a host tree (bench/generate_host.py) or /")
     parser.add_argument("--evaluations", type=int, default=20, help="evaluations to profile (default: 20)")
     parser.add_argument("--cold", action="store_true", help="a fresh HostReader per evaluation, as check does")
+    parser.add_argument("--stagger", type=int, default=None, metavar="K",
+                        help="the warm reader's stagger (default: serve's; 1 reads everything every evaluation)")
     parser.add_argument("--top", type=int, default=30, help="rows of the cProfile tables (default: 30)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--pyinstrument", action="store_true", help="a pyinstrument call tree instead of cProfile")
     mode.add_argument("--memory", action="store_true", help="tracemalloc: the lines holding the most memory")
     args = parser.parse_args(argv)
-    loop = evaluation_loop(args.host_root, args.evaluations, cold=args.cold)
+    loop = evaluation_loop(args.host_root, args.evaluations, cold=args.cold, stagger=args.stagger)
     if args.pyinstrument:
         sys.stdout.write(profile_pyinstrument(loop))
     elif args.memory:

@@ -12,17 +12,19 @@ For each size a fresh tree is generated (bench/generate_host.py, ``HostSpec.scal
    as ``getrusage(RUSAGE_CHILDREN)`` deltas but per child, taken by a small fork-and-exec launcher because a child
    spawned from this harness would inherit the harness's peak RSS into its ``ru_maxrss`` (see ``_LAUNCHER``). A
    ``numawatch --version`` run gives the interpreter-and-import floor for comparison.
-2. ``serve``: ``numawatch serve --interval 1 --listen 127.0.0.1:<free port>``; after ``--warmup`` evaluations, the
-   CPU seconds per evaluation are the ``/proc/<pid>/stat`` utime+stime delta over ``--evaluations`` evaluations,
+2. ``serve``: ``numawatch serve --interval 1 --listen 127.0.0.1:<free port>`` (``--stagger K`` when given; else
+   serve's default, which re-reads containers' ``memory.numa_stat`` and the IRQ affinities for a rotating quarter of
+   them per evaluation); after ``--warmup`` evaluations, the CPU seconds per evaluation are the
+   ``/proc/<pid>/stat`` utime+stime delta over ``--evaluations`` evaluations,
    counted with ``numawatch_evaluations_total`` from ``/metrics`` (read at the boundaries only: the harness sleeps
    until the last evaluation is due, then polls every 0.1 s, so scrapes add a few ms in all); peak RSS is
    ``VmHWM``; the series count is that of one uncompressed scrape; the scrape latency is measured with 1 and with
    ``--concurrency`` concurrent scrapers (aiohttp, keep-alive, gzip as Prometheus asks, ``--requests`` requests in
    all per run, evaluations still running every second). serve's own ``numawatch_source_duration_seconds`` are
    read after each of five more evaluations for (3).
-3. where an evaluation goes, in this process: a ``HostReader`` (warm: fingerprinted sources cached, as in serve)
-   read ``--evaluations`` times, each followed by the checks, the render and the gzip serve does; median
-   milliseconds per source and phase, next to serve's own per-source medians.
+3. where an evaluation goes, in this process: a ``HostReader`` (warm: fingerprinted sources cached and staggered
+   as in serve, ``--stagger`` when given) read ``--evaluations`` times, each followed by the checks, the render and
+   the gzip serve does; median milliseconds per source and phase, next to serve's own per-source medians.
 4. optionally ``--node-exporter [BINARY]`` (Debian's ``prometheus-node-exporter``; without BINARY the package is
    fetched with ``apt-get download`` and unpacked with ``dpkg -x`` under /tmp/nodeexp, never installed) on the same
    tree through ``--path.procfs/--path.sysfs/--path.rootfs``, on 127.0.0.1, in issue 7's two configurations
@@ -455,10 +457,14 @@ async def _measure_serve(
     }
 
 
-def measure_serve(binary: str, root: str, *, warmup: int, evaluations: int, requests: int, concurrency: int) -> dict:
+def measure_serve(
+    binary: str, root: str, *, warmup: int, evaluations: int, requests: int, concurrency: int, stagger: int | None
+) -> dict:
     port = free_port()
     argv = [binary, "serve", "--host-root", root, "--interval", str(SERVE_INTERVAL), "--listen", f"127.0.0.1:{port}",
             "--log-level", "warning"]  # fmt: skip
+    if stagger is not None:
+        argv += ["--stagger", str(stagger)]
     with Server(argv, port) as server:
         server.wait_for_line(b"listening", 60)
         result = asyncio.run(_measure_serve(server, SERVE_INTERVAL, warmup, evaluations, requests, concurrency))
@@ -519,15 +525,24 @@ def measure_node_exporter(
 
 
 # --------------------------------------------------------------------------------------------------- in-process
-def measure_in_process(root: str, evaluations: int) -> dict[str, object]:
+def serve_reader(root: str, stagger: int | None = None):
+    """A HostReader as ``numawatch serve`` makes it: staggered by ``stagger``, else by serve's default. Code from
+    before staggered readings existed (measured through PYTHONPATH) gets a plain reader."""
+    from numawatch import cli
+    from numawatch.host import HostReader
+    from numawatch.paths import Paths
+
+    share = stagger if stagger is not None else getattr(cli, "DEFAULT_STAGGER", 1)
+    return HostReader(Paths.from_root(root), **({"stagger": share} if share != 1 else {}))
+
+
+def measure_in_process(root: str, evaluations: int, stagger: int | None = None) -> dict[str, object]:
     """Median milliseconds per source (warm HostReader, as serve keeps it), checks, render and gzip."""
     from numawatch import metrics
     from numawatch.checks import evaluate
-    from numawatch.host import HostReader
     from numawatch.intent import REFERENCE
-    from numawatch.paths import Paths
 
-    reader = HostReader(Paths.from_root(root))
+    reader = serve_reader(root, stagger)
     reader.read()  # fill the fingerprint caches, as serve's first evaluation does
     stats = metrics.EvaluationStats()
     phases: dict[str, list[float]] = {}
@@ -551,6 +566,7 @@ def measure_in_process(root: str, evaluations: int) -> dict[str, object]:
             cached[status.name] = status.cached
     return {
         "evaluations": evaluations,
+        "stagger": getattr(reader, "stagger", 1),
         "phase_ms": {name: round(median(values) * 1000, 2) for name, values in phases.items()},
         "source_ms": {name: round(median(values) * 1000, 2) for name, values in sources.items()},
         "source_cached": cached,
@@ -600,9 +616,10 @@ def run_size(args: argparse.Namespace, binary: str, cpus: int | None, work: str)
     result.check = measure_check(binary, root, args.checks)
     log(f"[{size} CPUs] serve: {args.warmup} warm-up + {args.evaluations} evaluations, scrapes")
     result.serve = measure_serve(binary, root, warmup=args.warmup, evaluations=args.evaluations,
-                                 requests=args.requests, concurrency=args.concurrency)  # fmt: skip
+                                 requests=args.requests, concurrency=args.concurrency,
+                                 stagger=args.stagger)  # fmt: skip
     log(f"[{size} CPUs] in-process breakdown x{args.evaluations}")
-    result.in_process = measure_in_process(root, args.evaluations)
+    result.in_process = measure_in_process(root, args.evaluations, args.stagger)
     if args.node_exporter:
         for config, collectors in NODE_EXPORTER_CONFIGS.items():
             if config == "interrupts" and size >= NODE_EXPORTER_HEAVY_CPUS:
@@ -754,7 +771,8 @@ def markdown(results: list[SizeResult], machine: dict[str, object], command: str
         )
     lines += [
         "",
-        "**Where an evaluation goes** (ms, median; in-process with a warm HostReader as serve keeps it: CPU time per "
+        "**Where an evaluation goes** (ms, median; in-process with a warm HostReader as serve keeps it, stagger "
+        f"{'/'.join(sorted({str(r.in_process.get('stagger', 1)) for r in results}))}: CPU time per "
         "phase, wall time per source; `serve` = that source's median `numawatch_source_duration_seconds` in the "
         "server; (c) = reused from the fingerprint cache):",
         "",
@@ -820,6 +838,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--evaluations", type=int, default=10, help="evaluations measured per size (default: 10)")
     parser.add_argument("--requests", type=int, default=200, help="scrapes per latency run (default: 200)")
     parser.add_argument("--concurrency", type=int, default=20, help="concurrent scrapers (default: 20)")
+    parser.add_argument("--stagger", type=int, default=None, metavar="K",
+                        help="serve's --stagger, also for the in-process breakdown (default: serve's own; 1 reads "
+                             "everything every evaluation)")  # fmt: skip
     parser.add_argument("--node-exporter", metavar="BINARY", nargs="?", const=DEFAULT_NODE_EXPORTER,
                         help="also measure this node_exporter on each tree; without BINARY, Debian's package unpacked "
                         f"at {DEFAULT_NODE_EXPORTER} (apt-get download + dpkg -x there when missing)")

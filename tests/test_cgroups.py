@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 
 import pytest
@@ -23,7 +22,6 @@ from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.sources import cgroups
 from numawatch.sources.cgroups import (
     parse_container_dir,
-    parse_cpu_max,
     parse_numa_stat_v1,
     parse_numa_stat_v2,
     parse_pod_dir,
@@ -170,20 +168,6 @@ def test_numa_stat_v1_rejects_malformed_content(data, message):
         parse_numa_stat_v1(data, page_size=4096)
 
 
-@pytest.mark.parametrize(
-    ("data", "expected"),
-    [(b"max 100000\n", (None, 100000)), (b"200000 100000\n", (200000, 100000)), (b"50000 50000", (50000, 50000))],
-)
-def test_cpu_max_gives_quota_or_none_and_period(data, expected):
-    assert parse_cpu_max(data) == expected
-
-
-@pytest.mark.parametrize("data", [b"", b"max\n", b"max 100000 1\n", b"-1 100000\n", b"200000 max\n", b"lots 100\n"])
-def test_cpu_max_rejects_malformed_content(data):
-    with pytest.raises(ValueError, match=re.escape("expected '<quota|max> <period>'")):
-        parse_cpu_max(data)
-
-
 def test_procs_keeps_at_most_the_limit():
     data = b"".join(b"%d\n" % pid for pid in range(100, 300))
     assert parse_procs(data, limit=64) == tuple(range(100, 164))
@@ -233,12 +217,10 @@ def test_every_layout_yields_the_pod_its_containers_and_their_placement(fake_hos
     assert main.cpus_effective == frozenset({4, 5, 6, 7})
     assert main.mems_effective == frozenset({0})
     assert dict(main.numa_bytes) == {0: 6 * GiB, 1: 64 * PAGE_SIZE}
-    assert (main.cpu_quota_us, main.cpu_period_us) == (400000, 100000)
     assert main.pids == (4242, 4243)
     assert main.is_sandbox is False
 
     sidecar = by_id[container_id_for(UID, "sidecar")]
-    assert (sidecar.cpu_quota_us, sidecar.cpu_period_us) == (None, 100000)
     assert dict(sidecar.numa_bytes) == {0: 0, 1: 8 * PAGE_SIZE}
 
     sandbox = by_id[pod.sandbox.container_id]
@@ -291,30 +273,31 @@ def test_an_empty_kubepods_gives_no_pods(fake_host):
 
 
 # --------------------------------------------------------------------------------------------------- per-container
-def test_v1_quota_of_minus_one_means_no_quota(fake_host):
-    add_kubepods(fake_host, version=1, driver="cgroupfs", cpus="0-3", mems="0")
-    add_pod(fake_host, uid=UID, qos=QOS_BURSTABLE, namespace="ns", name="p", containers=[vllm(cpu_quota_us=None)])
-    (main,) = app_containers(only_pod(cgroups.read(fake_host.paths)))
-    assert (main.cpu_quota_us, main.cpu_period_us) == (None, 100000)
-    assert fake_host.path(f"sys/fs/cgroup/cpu,cpuacct/{main.cgroup_path}/cpu.cfs_quota_us").read_text() == "-1\n"
-
-
-def test_v1_cpu_hierarchy_mounted_as_plain_cpu_is_read(fake_host):
-    add_kubepods(fake_host, version=1, driver="cgroupfs", cpus="0-3", mems="0")
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_cpu_quota_files_are_not_read(fake_host, monkeypatch, version):
+    # No check or metric uses the CFS quota: its files (one open in five per container) are left alone.
+    add_kubepods(fake_host, version=version, driver="cgroupfs", cpus="0-3", mems="0")
     add_pod(fake_host, uid=UID, qos=QOS_GUARANTEED, namespace="ns", name="p", containers=[vllm()])
-    shutil.move(fake_host.path("sys/fs/cgroup/cpu,cpuacct"), fake_host.path("sys/fs/cgroup/cpu"))
+    real_read = cgroups._read
+    opened: list[str] = []
+    monkeypatch.setattr(cgroups, "_read", lambda path, *args: opened.append(path) or real_read(path, *args))
+
     (main,) = app_containers(only_pod(cgroups.read(fake_host.paths)))
-    assert main.cpu_quota_us == 400000
+
+    assert main.cpus_effective == frozenset({4, 5, 6, 7})
+    assert any(path.endswith("/memory.numa_stat") for path in opened)
+    quota_files = ("cpu.max", "cpu.cfs_quota_us", "cpu.cfs_period_us")
+    assert not [path for path in opened if path.rsplit("/", 1)[1] in quota_files]
 
 
-def test_v1_without_memory_and_cpu_hierarchies_leaves_those_fields_unknown(fake_host):
+def test_v1_without_the_memory_hierarchy_leaves_the_placement_unknown(fake_host):
     add_kubepods(fake_host, version=1, driver="systemd", cpus="0-3", mems="0")
     add_pod(fake_host, uid=UID, qos=QOS_GUARANTEED, namespace="ns", name="p", containers=[vllm()])
     fake_host.remove("sys/fs/cgroup/memory")
     fake_host.remove("sys/fs/cgroup/cpu,cpuacct")
     (main,) = app_containers(only_pod(cgroups.read(fake_host.paths)))
     assert main.cpus_effective == frozenset({4, 5, 6, 7})
-    assert (main.numa_bytes, main.cpu_quota_us, main.cpu_period_us) == (None, None, None)
+    assert main.numa_bytes is None
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -386,9 +369,7 @@ def test_unrelated_directories_under_kubepods_are_not_pods(fake_host):
         (2, "cpuset.cpus.effective", "4-x", "cpus_effective"),
         (2, "cpuset.mems.effective", "zero", "mems_effective"),
         (2, "memory.numa_stat", "anon N0=twelve\nfile N0=1\n", "numa_bytes"),
-        (2, "cpu.max", "unlimited", "cpu_quota_us"),
         (1, "cpuset.effective_cpus", "7-3", "cpus_effective"),
-        (1, "cpu.cfs_quota_us", "lots", "cpu_quota_us"),
         (1, "memory.numa_stat", "total=1 N0\n", "numa_bytes"),
     ],
 )
@@ -402,7 +383,7 @@ def test_a_malformed_file_makes_only_that_field_unknown_and_is_logged_with_its_p
     if version == 2:
         target = f"sys/fs/cgroup/{rel}/{filename}"
     else:
-        hierarchy = {"memory.numa_stat": "memory", "cpu.cfs_quota_us": "cpu,cpuacct"}.get(filename, "cpuset")
+        hierarchy = "memory" if filename == "memory.numa_stat" else "cpuset"
         target = f"sys/fs/cgroup/{hierarchy}/{rel}/{filename}"
     fake_host.write(target, content)
 
@@ -412,14 +393,14 @@ def test_a_malformed_file_makes_only_that_field_unknown_and_is_logged_with_its_p
     healthy = next(c for c in result.pod(OTHER_UID).containers if not c.is_sandbox)
     assert getattr(broken, unknown) is None
     assert getattr(healthy, unknown) is not None
-    known = {"cpus_effective", "mems_effective", "numa_bytes", "cpu_quota_us"} - {unknown}
+    known = {"cpus_effective", "mems_effective", "numa_bytes"} - {unknown}
     assert all(getattr(broken, field) is not None for field in known)
     assert str(fake_host.path(target)) in caplog.text
 
 
 def test_a_malformed_file_is_logged_once_not_on_every_scan(fake_host, caplog):
     pod = add_pod(fake_host, uid=UID, qos=QOS_GUARANTEED, namespace="ns", name="p", containers=[vllm()])
-    target = fake_host.write(f"sys/fs/cgroup/{pod.container('vllm').cgroup_path}/cpu.max", "garbage")
+    target = fake_host.write(f"sys/fs/cgroup/{pod.container('vllm').cgroup_path}/memory.numa_stat", "garbage")
     with caplog.at_level(logging.WARNING, logger="numawatch.sources.cgroups"):
         cgroups.read(fake_host.paths)
         cgroups.read(fake_host.paths)
@@ -566,11 +547,10 @@ def test_reads_the_real_kernel_capture_with_its_drifted_and_correct_pods(realker
     correct = containers["c1f1542ce819"]
     assert (correct.cpus_effective, correct.mems_effective) == (frozenset({8, 9}), frozenset({2}))
     assert dict(correct.numa_bytes) == {0: 0, 1: 0, 2: 6430720, 3: 0}
-    assert (correct.cpu_quota_us, correct.cpu_period_us, correct.pids) == (200000, 100000, (526, 595))
+    assert correct.pids == (526, 595)
     drifted = containers["5c0064f5f984"]
     assert (drifted.cpus_effective, drifted.mems_effective) == (frozenset({3, 4}), frozenset({0, 1}))
     burstable = containers["11d45abbed00"]
     assert burstable.cpus_effective == frozenset({0, 1, 6})  # cpuset.cpus 0-1,6-7 with CPU 7 offline
-    assert burstable.cpu_quota_us is None
     # The capture's sandboxes run busybox sleep, not pause: only the names source can tell them apart.
     assert not any(c.is_sandbox for c in containers.values())

@@ -110,8 +110,6 @@ def samples() -> Mapping[str, tuple[bytes, ...]]:
     cg2, cg1 = r / "sys/fs/cgroup", k / "sys/fs/cgroup"
     add("numa_stat_v2", *_read(cg2, "kubepods.slice/**/cri-containerd-*.scope/memory.numa_stat"))
     add("numa_stat_v1", *_read(cg1, "memory/kubepods/**/crio-*/memory.numa_stat"))
-    add("cpu_max", *_read(cg2, "kubepods.slice/**/cri-containerd-*.scope/cpu.max"), "max 100000\n")
-    add("int", *_read(cg1, "cpu,cpuacct/kubepods/**/crio-*/cpu.cfs_quota_us"), "-1\n", "100000\n")
     add("procs", *_read(cg2, "kubepods.slice/**/cri-containerd-*.scope/cgroup.procs"), "1\n2\n3\n")
     add("cpulist", *_read(cg2, "kubepods.slice/**/cpuset.cpus.effective"), "0-3,8,10-11\n", "0-15:2/4\n", "\n")
     add("cpumask", *_read(r, "proc/irq/*/smp_affinity"), "ff,00000001\n", "00000000,0000000f\n")
@@ -414,14 +412,6 @@ CASES = (
     ),
     Case("cgroups.parse_numa_stat_v2", "numa_stat_v2", cgroups.parse_numa_stat_v2, (ValueError,), is_node_values),
     Case("cgroups.parse_numa_stat_v1", "numa_stat_v1", cgroups.parse_numa_stat_v1, (ValueError,), is_node_values),
-    Case(
-        "cgroups.parse_cpu_max",
-        "cpu_max",
-        cgroups.parse_cpu_max,
-        (ValueError,),
-        lambda v: is_optional_int(v[0]) and is_int(v[1]),
-    ),
-    Case("cgroups.parse_int", "int", cgroups.parse_int, (ValueError,), is_int),
     Case(
         "cgroups.parse_procs",
         "procs",

@@ -1,9 +1,10 @@
 """The cgroups source against this machine's real cgroup v1 hierarchies and a real process.
 
-Creates ``kubepods/pod<uid>/<64hex>`` (cgroupfs-driver naming) in the cpuset, memory and cpu hierarchies, starts a
+Creates ``kubepods/pod<uid>/<64hex>`` (cgroupfs-driver naming) in the cpuset and memory hierarchies, starts a
 ``sleep`` inside it (plus a ``pause`` sandbox, a copy of sleep so its comm is "pause"), and checks that numawatch
-reads back the kernel's own effective cpuset, memory placement and quota. Everything it creates is removed
-afterwards; it skips when it cannot write cgroups or when a kubepods cgroup already exists (not ours to touch).
+reads back the kernel's own effective cpuset and memory placement, also as serve's staggered reader does.
+Everything it creates is removed afterwards; it skips when it cannot write cgroups or when a kubepods cgroup already
+exists (not ours to touch).
 """
 
 from __future__ import annotations
@@ -22,13 +23,12 @@ from numawatch.sources import cgroups
 pytestmark = pytest.mark.realhost
 
 CGROUP = Path("/sys/fs/cgroup")
-HIERARCHIES = ("cpuset", "memory", "cpu")
+HIERARCHIES = ("cpuset", "memory")
 POD_UID = "7d1e5c2a-9f3b-4e8d-a6c1-0b2f4e6a8c0d"
 APP_ID = "a0" * 32
 SANDBOX_ID = "5a" * 32
 KUBEPODS = "kubepods"
 POD = f"{KUBEPODS}/pod{POD_UID}"
-QUOTA_US = 50000
 
 
 def _writable_v1() -> str | None:
@@ -37,7 +37,7 @@ def _writable_v1() -> str | None:
         return "needs root to create cgroups"
     for hierarchy in HIERARCHIES:
         base = CGROUP / hierarchy
-        marker = {"cpuset": "cpuset.cpus", "memory": "memory.numa_stat", "cpu": "cpu.cfs_quota_us"}[hierarchy]
+        marker = {"cpuset": "cpuset.cpus", "memory": "memory.numa_stat"}[hierarchy]
         if not (base / marker).exists():
             return f"no cgroup v1 {hierarchy} hierarchy at {base}"
         if not os.access(base, os.W_OK):
@@ -89,7 +89,6 @@ def real_pod(tmp_path):
                 if hierarchy == "cpuset":  # v1 cpusets start empty: every level needs cpus and mems before tasks
                     (directory / "cpuset.cpus").write_text(format_cpulist(cpus))
                     (directory / "cpuset.mems").write_text(format_cpulist(level_mems))
-        (CGROUP / "cpu" / POD / APP_ID / "cpu.cfs_quota_us").write_text(str(QUOTA_US))
 
         def starter(container_id):
             def join():  # runs in the child before exec, so everything sleep maps is charged to the container
@@ -131,7 +130,7 @@ def _numa_bytes_from_file() -> dict[int, int]:
     return {int(item[1 : item.index("=")]): int(item.split("=")[1]) * page for item in total.split()[1:]}
 
 
-def test_reads_a_real_container_cgroup_with_its_kernel_cpuset_memory_and_quota(tmp_path, real_pod):
+def test_reads_a_real_container_cgroup_with_its_kernel_cpuset_and_memory(tmp_path, real_pod):
     before = _numa_bytes_from_file()
     result = cgroups.read(Paths.from_root(tmp_path / "root", sysfs="/sys", procfs="/proc"))
     after = _numa_bytes_from_file()
@@ -147,7 +146,6 @@ def test_reads_a_real_container_cgroup_with_its_kernel_cpuset_memory_and_quota(t
     assert app.cpus_effective == real_pod["cpus"]
     assert app.mems_effective == real_pod["mems"]
     assert app.pids == (real_pod["app_pid"],)
-    assert (app.cpu_quota_us, app.cpu_period_us) == (QUOTA_US, 100000)
     assert app.is_sandbox is False
     assert dict(app.numa_bytes) in (before, after)
     assert sum(app.numa_bytes.values()) > 0  # the exec'd sleep's pages were charged to this cgroup
@@ -156,7 +154,6 @@ def test_reads_a_real_container_cgroup_with_its_kernel_cpuset_memory_and_quota(t
     sandbox = by_id[SANDBOX_ID]
     assert sandbox.is_sandbox is True
     assert sandbox.pids == (real_pod["pause_pid"],)
-    assert sandbox.cpu_quota_us is None  # cfs_quota_us is -1 by default
 
 
 def test_the_real_kernel_agrees_with_the_process_view(tmp_path, real_pod):
@@ -165,3 +162,29 @@ def test_the_real_kernel_agrees_with_the_process_view(tmp_path, real_pod):
     result = cgroups.read(Paths.from_root(tmp_path / "root", sysfs="/sys", procfs="/proc"))
     app = next(c for c in result.pod(POD_UID).containers if c.container_id == APP_ID)
     assert app.cpus_effective == parse_cpulist(allowed)
+
+
+def test_a_staggered_reader_reads_real_cpusets_every_time_and_each_memory_placement_once_in_its_turns(
+    tmp_path, real_pod, monkeypatch
+):
+    paths = Paths.from_root(tmp_path / "root", sysfs="/sys", procfs="/proc")
+    share = 4
+    reader = cgroups.CgroupsReader()
+    reader.set_stagger(share)
+    first = reader.read(paths)  # both containers are new: read in full
+    assert all(c.numa_bytes is not None for c in first.pod(POD_UID).containers)
+
+    real_read = cgroups._read
+    opened: list[str] = []
+    monkeypatch.setattr(cgroups, "_read", lambda path, *args: opened.append(path) or real_read(path, *args))
+    root_cpus = parse_cpulist((CGROUP / "cpuset/cpuset.cpus").read_text())
+    moved = frozenset({min(root_cpus)})
+    (CGROUP / "cpuset" / POD / APP_ID / "cpuset.cpus").write_text(format_cpulist(moved))
+
+    for _ in range(share):
+        app = next(c for c in reader.read(paths).pod(POD_UID).containers if c.container_id == APP_ID)
+        assert app.cpus_effective == moved  # the kernel's new effective cpuset, at every reading
+        assert app.numa_bytes is not None and sum(app.numa_bytes.values()) > 0
+    numa_reads = sorted(path.rsplit("/", 2)[1] for path in opened if path.endswith("/memory.numa_stat"))
+    assert numa_reads == sorted([APP_ID, SANDBOX_ID])
+    assert sum(path.endswith("/cgroup.procs") for path in opened) == 2 * share

@@ -10,11 +10,13 @@ import tracemalloc
 
 import pytest
 from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, format_interrupts
-from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_container_cpus
+from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_container_cpus, set_numa_bytes
 from fakehost.topology import add_topology
+from numawatch import host as host_module
 from numawatch.errors import MalformedFile
-from numawatch.host import HostReader
+from numawatch.host import HostReader, read_host_window
 from numawatch.model import QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.paths import Paths
 from numawatch.sources import SOURCES, cgroups, interrupts, irqs, kernel
 from numawatch.sources.cgroups import parse_numa_stat_v2
 from numawatch.sources.kernel import parse_affected_cpus
@@ -456,3 +458,220 @@ def test_a_host_reader_with_every_stateful_reader_reads_what_one_off_reads_give(
         for name in ("cgroups", "irqs", "kernel"):
             assert warm.results[name] == cold.results[name], name
         assert warm.results["interrupts"].rows == cold.results["interrupts"].rows
+
+
+# --------------------------------------------------------------------------------------------------- staggered (serve)
+K = 4
+NODES_0 = {0: 1 << 20}
+NODES_1 = {0: 0, 1: 2 << 20}
+
+
+def many_pods(fake_host, count: int = 8, version: int = 2, first: int = 0):
+    """``count`` Guaranteed pods of one container each (with their sandboxes: twice as many containers)."""
+    pods = []
+    for index in range(first, first + count):
+        pods.append(add_pod(
+            fake_host, uid=f"00000000-0000-4000-8000-{index:012d}", qos=QOS_GUARANTEED, namespace="ns",
+            name=f"p{index}", containers=[ContainerSpec("app", cpus=f"{index}", mems="0", numa_bytes=NODES_0)],
+            version=version, driver="systemd" if version == 2 else "cgroupfs",
+        ))  # fmt: skip
+    return pods
+
+
+def numa_of(result) -> dict[str, dict[int, int] | None]:
+    return {
+        c.container_id: dict(c.numa_bytes) if c.numa_bytes is not None else None
+        for pod in result.pods
+        for c in pod.containers
+    }
+
+
+def staggered(reader):
+    reader.set_stagger(K)
+    return reader
+
+
+def test_an_unstaggered_cgroups_reader_reads_every_containers_numa_stat_every_time(fake_host, monkeypatch):
+    many_pods(fake_host)
+    reader = cgroups.CgroupsReader()
+    reads = recording(monkeypatch, cgroups, "_read")
+
+    for _ in range(3):
+        reads.clear()
+        reader.read(fake_host.paths)
+        assert sum(path.endswith("/memory.numa_stat") for path in reads) == 16
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_staggered_cgroups_reader_reads_each_numa_stat_once_in_k_readings_and_cpusets_every_time(
+    fake_host, monkeypatch, version
+):
+    many_pods(fake_host, version=version)
+    reader = staggered(cgroups.CgroupsReader())
+    reads = recording(monkeypatch, cgroups, "_read")
+    reader.read(fake_host.paths)
+    assert sum(path.endswith("/memory.numa_stat") for path in reads) == 16  # every container is new: all read
+
+    numa_reads: list[str] = []
+    for _ in range(K):
+        reads.clear()
+        found = reader.read(fake_host.paths)
+        assert sum(path.endswith("/cgroup.procs") for path in reads) == 16
+        # 16 containers and the kubepods cgroup itself
+        assert sum(path.endswith(("/cpuset.cpus.effective", "/cpuset.effective_cpus")) for path in reads) == 17
+        assert sum(path.endswith(("/cpuset.mems.effective", "/cpuset.effective_mems")) for path in reads) == 16
+        numa_reads += [path for path in reads if path.endswith("/memory.numa_stat")]
+        assert found == cgroups.read(fake_host.paths)  # nothing changed: carrying over gives the same snapshot
+    assert len(numa_reads) == len(set(numa_reads)) == 16
+
+
+def test_a_changed_numa_stat_shows_within_k_staggered_readings_but_not_necessarily_at_once(fake_host):
+    pods = many_pods(fake_host)
+    reader = staggered(cgroups.CgroupsReader())
+    reader.read(fake_host.paths)
+
+    for pod in pods:
+        set_numa_bytes(fake_host, pod, "app", NODES_1)
+    truth = numa_of(cgroups.read(fake_host.paths))
+    seen = [numa_of(reader.read(fake_host.paths)) for _ in range(K)]
+
+    changed = {cid for cid, numa in truth.items() if numa == {0: 0, 1: 2 << 20}}
+    assert len(changed) == 8
+    assert 0 < sum(seen[0][cid] == truth[cid] for cid in changed) < 8  # some are carried over, some already read
+    assert seen[-1] == truth
+    for cid in changed:  # once picked up, it stays
+        first = next(index for index, numa in enumerate(seen) if numa[cid] == truth[cid])
+        assert all(numa[cid] == truth[cid] for numa in seen[first:])
+
+
+def test_a_staggered_cgroups_reader_reads_new_containers_at_once_and_drops_removed_ones_at_once(fake_host):
+    pods = many_pods(fake_host, count=4)
+    reader = staggered(cgroups.CgroupsReader())
+    reader.read(fake_host.paths)
+    reader.read(fake_host.paths)
+
+    remove_pod(fake_host, pods[0])
+    (new,) = many_pods(fake_host, count=1, first=4)
+    found = reader.read(fake_host.paths)
+
+    assert found.pod(pods[0].uid) is None
+    assert pods[0].container("app").container_id not in reader.containers
+    added = found.pod(new.uid)
+    assert added is not None
+    assert [dict(c.numa_bytes) for c in added.containers if not c.is_sandbox] == [NODES_0]
+    assert found == cgroups.read(fake_host.paths)
+
+
+def test_a_staggered_cgroups_reader_sees_a_cpuset_change_at_once(fake_host):
+    pods = many_pods(fake_host, count=4)
+    reader = staggered(cgroups.CgroupsReader())
+    reader.read(fake_host.paths)
+
+    set_container_cpus(fake_host, pods[2], "app", "5-6")
+    found = reader.read(fake_host.paths)
+
+    (app,) = (c for c in found.pod(pods[2].uid).containers if not c.is_sandbox)
+    assert app.cpus_effective == frozenset({5, 6})
+
+
+def test_a_container_whose_placement_was_unknown_is_read_again_at_once(fake_host):
+    pods = many_pods(fake_host, count=4)
+    app = pods[1].container("app")
+    fake_host.write(f"sys/fs/cgroup/{app.cgroup_path}/memory.numa_stat", "garbage")
+    reader = staggered(cgroups.CgroupsReader())
+    assert numa_of(reader.read(fake_host.paths))[app.container_id] is None
+
+    set_numa_bytes(fake_host, pods[1], "app", NODES_1)
+
+    assert numa_of(reader.read(fake_host.paths))[app.container_id] == {0: 0, 1: 2 << 20}
+
+
+def test_the_stagger_must_be_at_least_one():
+    for reader in (cgroups.CgroupsReader(), irqs.IrqsReader()):
+        with pytest.raises(ValueError, match="at least 1"):
+            reader.set_stagger(0)
+    with pytest.raises(ValueError, match="at least 1"):
+        HostReader(Paths.from_root("/nonexistent"), (), stagger=0)
+
+
+def many_irqs(fake_host, affinity: frozenset[int] = frozenset({0, 1}), numbers=range(40, 56)):
+    add_irqs(fake_host, IRQ_CPUS, [FakeIrq(n, f"q{n}", affinity, frozenset({min(affinity)})) for n in numbers])
+
+
+def test_a_staggered_irqs_reader_reads_each_irq_once_in_k_readings(fake_host, monkeypatch):
+    many_irqs(fake_host)
+    reader = staggered(irqs.IrqsReader())
+    reads = recording(monkeypatch, irqs, "_read_small")
+    reader.read(fake_host.paths)
+    assert sum(path.endswith("/smp_affinity_list") for path in reads) == 16
+
+    affinity_reads: list[str] = []
+    for _ in range(K):
+        reads.clear()
+        found = reader.read(fake_host.paths)
+        affinity_reads += [path for path in reads if path.endswith("/smp_affinity_list")]
+        assert found == irqs.read(fake_host.paths)  # nothing changed: carrying over gives the same snapshot
+    assert len(affinity_reads) == len(set(affinity_reads)) == 16
+
+
+def test_a_moved_irq_shows_within_k_staggered_readings_but_not_necessarily_at_once(fake_host):
+    many_irqs(fake_host)
+    reader = staggered(irqs.IrqsReader())
+    reader.read(fake_host.paths)
+
+    many_irqs(fake_host, affinity=frozenset({6, 7}))
+    truth = irqs.read(fake_host.paths)
+    seen = [reader.read(fake_host.paths) for _ in range(K)]
+
+    assert 0 < sum(seen[0].irqs[n].affinity == {6, 7} for n in range(40, 56)) < 16
+    assert seen[-1] == truth
+    assert all(seen[-1].irqs[n].effective == {6} for n in range(40, 56))
+
+
+def test_a_staggered_irqs_reader_reads_new_irqs_at_once_and_drops_removed_ones_at_once(fake_host):
+    many_irqs(fake_host)
+    reader = staggered(irqs.IrqsReader())
+    reader.read(fake_host.paths)
+
+    fake_host.remove("proc/irq/41")
+    many_irqs(fake_host, affinity=frozenset({3}), numbers=[90, 91, 92, 93])
+    found = reader.read(fake_host.paths)
+
+    assert 41 not in found.irqs
+    assert {n: found.irqs[n].affinity for n in (90, 91, 92, 93)} == {n: {3} for n in (90, 91, 92, 93)}
+
+
+def test_only_a_host_reader_asked_to_stagger_staggers_its_readers(fake_host):
+    many_pods(fake_host, count=2)
+    many_irqs(fake_host)
+    for reader, share in ((HostReader(fake_host.paths), 1), (HostReader(fake_host.paths, stagger=K), K)):
+        assert reader._stateful["cgroups"].stagger == share
+        assert reader._stateful["irqs"].stagger == share
+
+
+def test_serve_staggers_by_default_and_can_be_told_not_to():
+    from numawatch import cli
+
+    parser = cli.build_parser()
+    assert parser.parse_args(["serve"]).stagger == cli.DEFAULT_STAGGER == 4
+    assert parser.parse_args(["serve", "--stagger", "1"]).stagger == 1
+
+
+def test_check_window_reads_everything_in_both_readings(fake_host, monkeypatch):
+    # numawatch check --window: two readings with a sleep between; every change made meanwhile is in the second.
+    pods = many_pods(fake_host)
+    many_irqs(fake_host)
+
+    def change_everything(_seconds):
+        for pod in pods:
+            set_numa_bytes(fake_host, pod, "app", NODES_1)
+        many_irqs(fake_host, affinity=frozenset({6, 7}))
+
+    monkeypatch.setattr(host_module.time, "sleep", change_everything)
+    host = read_host_window(fake_host.paths, 3.0, (cgroups.SOURCE, irqs.SOURCE))
+
+    assert all(numa == {0: 0, 1: 2 << 20} for cid, numa in numa_of(host.cgroups).items() if cid in {
+        pod.container("app").container_id for pod in pods})  # fmt: skip
+    assert all(entry.affinity == {6, 7} for entry in host.get("irqs").irqs.values())
+    assert host.previous is not None
+    assert all(entry.affinity == {0, 1} for entry in host.previous.get("irqs").irqs.values())

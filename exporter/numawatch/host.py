@@ -29,7 +29,8 @@ class SourceSpec:
     description: str = ""
     # For a source that keeps state between readings (a parse cache, NVML counters it integrates): called once per
     # HostReader, it returns an object with ``read(paths)`` and optionally ``fingerprint(paths)`` used instead of
-    # the two above. State lives in the reader that owns it, never in module globals.
+    # the two above, and optionally ``set_stagger(k)`` (see HostReader's ``stagger``). State lives in the reader
+    # that owns it, never in module globals.
     factory: Callable[[], Any] | None = None
     # For a source that reads no files (NVML): an object with ``dump(result) -> bytes`` and ``load(data) -> result``.
     # ``numawatch capture`` stores the reading in the bundle with it and ``check --from`` reads it back instead of
@@ -123,15 +124,30 @@ def _one_line(text: str) -> str:
 
 
 class HostReader:
-    """Reads every source, reusing results of fingerprinted sources whose inputs did not change."""
+    """Reads every source, reusing results of fingerprinted sources whose inputs did not change.
 
-    def __init__(self, paths: Paths, sources: Iterable[SourceSpec] | None = None) -> None:
+    ``stagger`` > 1 (serve only) lets the stateful sources that offer ``set_stagger`` re-read their slow-drifting
+    files for a rotating 1/``stagger`` of their objects per reading and carry the rest over from their previous
+    reading (cgroups: ``memory.numa_stat``; irqs: the affinity files), so a value may be ``stagger - 1`` readings
+    old. The default, 1, reads everything every time: ``check`` (``--window`` included), ``capture`` and
+    ``check --from`` always do.
+    """
+
+    def __init__(self, paths: Paths, sources: Iterable[SourceSpec] | None = None, *, stagger: int = 1) -> None:
         from numawatch.sources import SOURCES
 
+        if stagger < 1:
+            raise ValueError(f"stagger must be at least 1, got {stagger}")
         self.paths = paths
         self.sources = tuple(sources if sources is not None else SOURCES)
+        self.stagger = stagger
         self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
         self._stateful = {spec.name: spec.factory() for spec in self.sources if spec.factory is not None}
+        if stagger > 1:
+            for state in self._stateful.values():
+                set_stagger = getattr(state, "set_stagger", None)
+                if set_stagger is not None:
+                    set_stagger(stagger)
         self._last: Host | None = None
 
     def invalidate(self, name: str | None = None) -> None:

@@ -119,8 +119,6 @@ class ContainerCgroup:
     mems_effective: frozenset[int] | None  # cpuset.mems.effective / cpuset.effective_mems
     # resident memory per NUMA node in bytes from memory.numa_stat (v2: anon+file; v1: total= pages x page size)
     numa_bytes: Mapping[int, int] | None = None
-    cpu_quota_us: int | None = None  # cpu.max / cpu.cfs_quota_us; None = no quota ("max" / -1) or unknown
-    cpu_period_us: int | None = None
     is_sandbox: bool = False  # the pause container; left out of every container check
     pids: tuple[int, ...] = ()  # a few PIDs from cgroup.procs (bounded), for process-level sources
 

@@ -3,11 +3,12 @@
 Walks the kubepods cgroup (kubelet.md §6) and reads, per container leaf:
 
 - cgroup v2, one tree under ``<cgroupfs>/``: ``cpuset.cpus.effective``, ``cpuset.mems.effective``,
-  ``memory.numa_stat`` (bytes, ``anon N0=<b> N1=<b>``), ``cpu.max`` (``max 100000`` / ``200000 100000``),
-  ``cgroup.procs``.
+  ``memory.numa_stat`` (bytes, ``anon N0=<b> N1=<b>``), ``cgroup.procs``.
 - cgroup v1, the same relative path in each hierarchy: ``cpuset/`` (``cpuset.effective_cpus``,
-  ``cpuset.effective_mems``, ``cgroup.procs``), ``memory/`` (``memory.numa_stat`` in pages, ``total=<p> N0=<p>``),
-  ``cpu,cpuacct/`` or ``cpu/`` (``cpu.cfs_quota_us``, ``cpu.cfs_period_us``).
+  ``cpuset.effective_mems``, ``cgroup.procs``), ``memory/`` (``memory.numa_stat`` in pages, ``total=<p> N0=<p>``).
+
+The CPU quota (``cpu.max`` / ``cpu.cfs_quota_us``) is not read: no check or metric uses it, and it was one open in
+five per container.
 
 Layouts: the systemd driver (``kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice``) and
 the cgroupfs driver (``kubepods/burstable/pod<uid>``); Guaranteed pods sit directly under kubepods. Leaves are
@@ -15,9 +16,13 @@ containerd (``cri-containerd-<id>.scope`` / ``<id>``) or CRI-O (``crio-<id>.scop
 
 This runs every 15 s over ~860 containers, so it uses ``os.scandir`` (no stat per entry), raw ``os.open``/``os.read``
 into bytes and string paths instead of pathlib. ``serve`` keeps a ``CgroupsReader`` (``SourceSpec.factory``) that
-remembers which containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain) and shares
-parsed CPU lists and quotas between readings; the cgroup files themselves are read every time. Cgroups vanish while
-we walk them: that is normal and skipped.
+remembers which containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain), shares
+parsed CPU lists between readings and hands out a container's previous (immutable) snapshot again while its files
+read the same bytes. The cpusets and ``cgroup.procs`` are read every time: pinning drift is the point.
+With ``set_stagger(k)`` (serve only, see ``HostReader``'s ``stagger``) it re-reads ``memory.numa_stat`` of a rotating
+1/k of the containers per reading (a container's turn comes every k-th reading; a new one is read at once) and
+carries the others' placement over from the previous reading: memory placement drifts over minutes, and the alerts
+on it wait 30 minutes. Cgroups vanish while we walk them: that is normal and skipped.
 A malformed file in one container makes that field ``None`` (unknown) and is logged once, not fatal.
 """
 
@@ -26,6 +31,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Mapping
+from dataclasses import replace
 
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -54,8 +61,6 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")  # cgroup v1 memory.numa_stat counts page
 
 _CONTAINER_ID = re.compile(r"[0-9a-f]{64}\Z")
 _POD_UID = re.compile(r"[0-9A-Za-z_-]+\Z")  # API UIDs are 8-4-4-4-12 hex; static pods use a bare 32-hex hash
-
-_V1_CPU_HIERARCHIES = ("cpu,cpuacct", "cpuacct,cpu", "cpu")
 
 
 # --------------------------------------------------------------------------------------------------- names
@@ -171,24 +176,6 @@ def parse_numa_stat_v1(data: bytes, page_size: int = PAGE_SIZE) -> dict[int, int
     return {node: count * page_size for node, count in pages.items()}
 
 
-def parse_cpu_max(data: bytes) -> tuple[int | None, int]:
-    """cgroup v2 ``cpu.max``: ``<quota|max> <period>`` into (quota_us or None for "max", period_us)."""
-    fields = data.split()
-    if len(fields) != 2 or not fields[1].isdigit() or (fields[0] != b"max" and not fields[0].isdigit()):
-        raise ValueError(f"expected '<quota|max> <period>', got {data.strip()[:60]!r}")
-    quota = None if fields[0] == b"max" else int(fields[0])
-    return quota, int(fields[1])
-
-
-def parse_int(data: bytes) -> int:
-    """A file holding one (possibly negative) integer, such as ``cpu.cfs_quota_us``."""
-    text = data.strip()
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"expected an integer, got {text[:60]!r}") from None
-
-
 def parse_procs(data: bytes, limit: int = MAX_PIDS) -> tuple[int, ...]:
     """The first ``limit`` PIDs of ``cgroup.procs`` (one per line)."""
     lines = data.split(b"\n", limit)[:limit]
@@ -274,16 +261,14 @@ class _Layout:
         self.version = version
         self.procfs = str(paths.procfs)
         if version == 2:
-            self.cpuset = self.memory = self.cpu = base
+            self.cpuset = self.memory = base
             self.cpus_file, self.mems_file = "/cpuset.cpus.effective", "/cpuset.mems.effective"
+            self.parse_numa = parse_numa_stat_v2
         else:
             self.cpuset = base + "/cpuset"
             self.memory = base + "/memory"
-            self.cpu = next(
-                (f"{base}/{name}" for name in _V1_CPU_HIERARCHIES if os.path.isdir(f"{base}/{name}")),
-                base + "/cpu",
-            )
             self.cpus_file, self.mems_file = "/cpuset.effective_cpus", "/cpuset.effective_mems"
+            self.parse_numa = parse_numa_stat_v1
 
 
 def _detect(paths: Paths) -> tuple[int, str, str]:
@@ -310,6 +295,9 @@ def _subdirs(path: str) -> list[str]:
         return []
 
 
+# What a CgroupsReader keeps of a container: the bytes of its cgroup.procs and two cpusets, and its snapshot.
+_Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup]
+
 # Sandbox verdicts remembered per container ID, with the first PID they were made for.
 _PAUSE = 0  # that PID's comm was "pause": a sandbox (pause never execs anything else)
 _NOT_PAUSE_ONCE = 1  # not pause at one reading: maybe a runtime's init (runc:[2:INIT]) about to exec pause
@@ -319,27 +307,33 @@ _NOT_PAUSE = 2  # not pause at two readings in a row: an application container
 class _Scan:
     """What one reading of the kubepods tree carries along: where files are, parsed values to share, verdicts.
 
-    ``lists`` and ``quotas`` map file contents to their parsed value: most containers repeat a handful of CPU lists
-    (every sandbox and Burstable container holds the same shared pool) and the same ``cpu.max``, and the values are
-    immutable, so one object serves them all. ``sandboxes`` is the previous reading's verdicts (empty for a one-off
-    reading); the verdicts of this one are collected in ``verdicts``. Everything is rebuilt from what this reading
-    saw, so nothing grows with containers that are gone.
+    ``lists`` maps file contents to their parsed value: most containers repeat a handful of CPU lists (every sandbox
+    and Burstable container holds the same shared pool), and the values are immutable, so one object serves them
+    all. ``sandboxes`` is the previous reading's verdicts (empty for a one-off reading); the verdicts of this one are
+    collected in ``verdicts``. ``containers`` is the previous reading's snapshot of each container with the bytes of
+    its ``cgroup.procs`` and cpusets: a container whose files read the same is that (immutable) snapshot again, and
+    a staggered reading (``share`` > 1) carries its memory placement over when it is not the container's turn.
+    Everything is rebuilt from what this reading saw, so nothing grows with containers that are gone.
     """
 
     def __init__(
         self,
         layout: _Layout,
         lists: dict[bytes, CPUSet] | None = None,
-        quotas: dict[bytes, tuple[int | None, int]] | None = None,
         sandboxes: dict[str, tuple[int, int]] | None = None,
+        containers: dict[str, _Seen] | None = None,
+        share: int = 1,
+        turn: int = 0,
     ) -> None:
         self.layout = layout
         self.old_lists = lists or {}
-        self.old_quotas = quotas or {}
         self.sandboxes = sandboxes or {}
+        self.old_containers = containers or {}
+        self.share = share
+        self.turn = turn
         self.lists: dict[bytes, CPUSet] = {}
-        self.quotas: dict[bytes, tuple[int | None, int]] = {}
         self.verdicts: dict[str, tuple[int, int]] = {}
+        self.containers: dict[str, _Seen] = {}
 
     def cpus(self, path: str, data: bytes | None) -> CPUSet | None:
         if data is None:
@@ -354,18 +348,22 @@ class _Scan:
             self.lists[data] = found
         return found
 
-    def quota(self, path: str, data: bytes | None) -> tuple[int | None, int] | None:
-        if data is None:
+    def keep(self, data: bytes | None, cpus: CPUSet | None) -> None:
+        """Share a reused container's parsed list with the rest of this reading (and the next one)."""
+        if data is not None and cpus is not None:
+            self.lists.setdefault(data, cpus)
+
+    def carried_placement(self, cid: str) -> Mapping[int, int] | None:
+        """The previous reading's placement of this container when this reading may skip its ``memory.numa_stat``,
+        else None (read it). A container's turn is fixed by its ID (random hex, so the shares are about equal)
+        and comes every ``share``-th reading; a container not seen before, or one whose placement was unknown, is
+        read at once."""
+        if self.share <= 1:
             return None
-        found = self.quotas.get(data)
-        if found is None:
-            found = self.old_quotas.get(data)
-            if found is None:
-                found = _parsed(path, data, parse_cpu_max)
-                if found is None:
-                    return None
-            self.quotas[data] = found
-        return found
+        known = self.old_containers.get(cid)
+        if known is None or int(cid[:8], 16) % self.share == self.turn:
+            return None
+        return known[3].numa_bytes
 
     def is_sandbox(self, cid: str, pids: tuple[int, ...]) -> bool:
         """Whether the container's first process is ``pause`` (the pod sandbox).
@@ -408,43 +406,48 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     mems_path = cpuset_dir + layout.mems_file
     cpus_data = _read(cpus_path)
     mems_data = _read(mems_path)
-    if layout.version == 2:
-        # One unified tree: every controller's files sit in the same directory.
-        numa_path = cpuset_dir + "/memory.numa_stat"
-        numa_data = _read(numa_path)
-        max_path = cpuset_dir + "/cpu.max"
-        max_data = _read(max_path)
-        quota_period = scan.quota(max_path, max_data)
-        quota, period = quota_period if quota_period is not None else (None, None)
-        numa = _parsed(numa_path, numa_data, parse_numa_stat_v2)
-        missing = max_data is None
-    else:
+    numa = scan.carried_placement(cid)
+    numa_missing = False
+    if numa is None:
+        # v2: one unified tree, the same directory; v1: the same relative path in the memory hierarchy.
         numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
         numa_data = _read(numa_path)
-        quota_path = f"{layout.cpu}/{rel}/cpu.cfs_quota_us"
-        period_path = f"{layout.cpu}/{rel}/cpu.cfs_period_us"
-        quota_data, period_data = _read(quota_path, 64), _read(period_path, 64)
-        quota = _parsed(quota_path, quota_data, parse_int)
-        if quota is not None and quota < 0:
-            quota = None  # -1: no limit
-        period = _parsed(period_path, period_data, parse_int)
-        numa = _parsed(numa_path, numa_data, parse_numa_stat_v1)
-        missing = quota_data is None or period_data is None
-    if (missing or cpus_data is None or mems_data is None or numa_data is None) and not os.path.isdir(cpuset_dir):
+        numa_missing = numa_data is None
+        parsed = _parsed(numa_path, numa_data, layout.parse_numa)
+        numa = frozen_map(parsed) if parsed is not None else None
+    if (numa_missing or cpus_data is None or mems_data is None) and not os.path.isdir(cpuset_dir):
         return None  # removed after we read cgroup.procs
-    pids = _parsed(procs_path, procs_data, parse_procs) or ()
-    return ContainerCgroup(
-        container_id=cid,
-        runtime=runtime,
-        cgroup_path=rel,
-        cpus_effective=scan.cpus(cpus_path, cpus_data),
-        mems_effective=scan.cpus(mems_path, mems_data),
-        numa_bytes=frozen_map(numa) if numa is not None else None,
-        cpu_quota_us=quota,
-        cpu_period_us=period,
-        is_sandbox=scan.is_sandbox(cid, pids),
-        pids=pids,
-    )
+    known = scan.old_containers.get(cid)
+    if (
+        known is not None
+        and known[0] == procs_data
+        and known[1] == cpus_data
+        and known[2] == mems_data
+        and known[3].cgroup_path == rel
+        and known[3].numa_bytes == numa
+    ):
+        # Same files as last time (the usual case): the previous snapshot is this one, once the sandbox verdict,
+        # which may still need a second look at comm, agrees.
+        container = known[3]
+        scan.keep(cpus_data, container.cpus_effective)
+        scan.keep(mems_data, container.mems_effective)
+        if scan.is_sandbox(cid, container.pids) != container.is_sandbox:
+            container = replace(container, is_sandbox=not container.is_sandbox)
+    else:
+        pids = _parsed(procs_path, procs_data, parse_procs) or ()
+        container = ContainerCgroup(
+            container_id=cid,
+            runtime=runtime,
+            cgroup_path=rel,
+            cpus_effective=scan.cpus(cpus_path, cpus_data),
+            mems_effective=scan.cpus(mems_path, mems_data),
+            numa_bytes=numa,
+            is_sandbox=scan.is_sandbox(cid, pids),
+            pids=pids,
+        )
+    if numa is not None:  # an unknown placement is not worth carrying over: the next reading asks again
+        scan.containers[cid] = (procs_data, cpus_data, mems_data, container)
+    return container
 
 
 def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
@@ -489,7 +492,11 @@ def _pod_dirs(layout: _Layout, driver: str, kubepods: str) -> list[tuple[str, st
 def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
     version, driver, kubepods = _detect(paths)
     layout = _Layout(paths, version)
-    scan = _Scan(layout) if reader is None else _Scan(layout, reader.lists, reader.quotas, reader.sandboxes)
+    if reader is None:
+        scan = _Scan(layout)
+    else:
+        share = reader.stagger
+        scan = _Scan(layout, reader.lists, reader.sandboxes, reader.containers, share, reader.readings % share)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
         pod = _read_pod(scan, rel, uid, qos)
@@ -504,7 +511,8 @@ def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
         root_cpus_effective=scan.cpus(root_cpus_path, _read(root_cpus_path)),
     )
     if reader is not None:
-        reader.lists, reader.quotas, reader.sandboxes = scan.lists, scan.quotas, scan.verdicts
+        reader.lists, reader.sandboxes, reader.containers = scan.lists, scan.verdicts, scan.containers
+        reader.readings += 1
     return result
 
 
@@ -515,13 +523,24 @@ def read(paths: Paths) -> Cgroups:
 
 class CgroupsReader:
     """The cgroups source as serve runs it: one per HostReader (``SourceSpec.factory``), remembering between
-    readings what cannot change for a running container (whether it is the pod sandbox) and the parsed CPU lists
-    and quotas, so an unchanged file is not parsed again. Reads the same as ``read`` otherwise."""
+    readings what cannot change for a running container (whether it is the pod sandbox) and the parsed CPU lists,
+    so an unchanged file is not parsed again. Reads the same as ``read`` unless staggered (``set_stagger``)."""
 
     def __init__(self) -> None:
         self.lists: dict[bytes, CPUSet] = {}
-        self.quotas: dict[bytes, tuple[int | None, int]] = {}
         self.sandboxes: dict[str, tuple[int, int]] = {}
+        self.containers: dict[str, _Seen] = {}
+        self.stagger = 1
+        self.readings = 0
+
+    def set_stagger(self, share: int) -> None:
+        """Re-read ``memory.numa_stat`` of 1/``share`` of the containers per reading (1: all of them, the default).
+
+        A container's placement is then at most ``share - 1`` readings old; cpusets and ``cgroup.procs`` are
+        still read every time, and new containers at once."""
+        if share < 1:
+            raise ValueError(f"stagger must be at least 1, got {share}")
+        self.stagger = share
 
     def read(self, paths: Paths) -> Cgroups:
         return _read_all(paths, self)
@@ -531,5 +550,5 @@ SOURCE = SourceSpec(
     name="cgroups",
     read=read,
     factory=CgroupsReader,
-    description="kubepods cgroups: per-container effective cpuset, memory placement per NUMA node, CPU quota",
+    description="kubepods cgroups: per-container effective cpuset and memory placement per NUMA node",
 )

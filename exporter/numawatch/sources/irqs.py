@@ -20,7 +20,12 @@ Cost: one directory listing plus two small reads and one stat per IRQ, with raw 
 host). ``serve`` keeps an ``IrqsReader`` (``SourceSpec.factory``) that stats only IRQs it has not seen in the previous
 reading (the mode is fixed when the kernel creates the IRQ's directory), does not look again for an
 ``effective_affinity_list`` an IRQ did not have, and reuses an IRQ's parsed entry while its files read the same
-bytes; the affinity files themselves are read every time, since their drift is the point.
+bytes. Unstaggered (the default, and always in ``check`` and ``capture``) it reads both affinity files of every IRQ
+every time. With ``set_stagger(k)`` (serve only, see ``HostReader``'s ``stagger``) it reads them for the IRQs whose
+number is congruent to the reading counter modulo k, about 1/k of them, and carries the other IRQs' entries over
+from the previous reading: an IRQ's placement is then at most k - 1 readings old, while the alerts on IRQ placement
+wait 30 minutes. The directory listing is still taken every reading, so a new IRQ is read at once and a vanished one
+drops out at once.
 IRQs appear and vanish with drivers and hotplug: a directory gone mid-scan is skipped.
 """
 
@@ -98,7 +103,11 @@ def read_irq(directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None)
 _Seen = tuple[bytes, bytes | None, IrqAffinity]
 
 
-def _read_all(paths: Paths, seen: dict[int, _Seen] | None) -> tuple[Irqs, dict[int, _Seen]]:
+def _read_all(
+    paths: Paths, seen: dict[int, _Seen] | None, share: int = 1, turn: int = 0
+) -> tuple[Irqs, dict[int, _Seen]]:
+    """Every IRQ; with ``share`` > 1, the ones seen before whose number is not ``turn`` modulo ``share`` are carried
+    over from ``seen`` instead of read."""
     irq_root = paths.procfs / "irq"
     try:
         entries = os.listdir(irq_root)
@@ -113,13 +122,17 @@ def _read_all(paths: Paths, seen: dict[int, _Seen] | None) -> tuple[Irqs, dict[i
         if not entry.isdigit():
             continue
         irq = int(entry)
+        known = previous.get(irq)
+        if known is not None and share > 1 and irq % share != turn:
+            irqs[irq] = known[2]  # not its turn: the previous reading's (immutable) entry
+            now[irq] = known
+            continue
         directory = f"{root}/{entry}"
         affinity_path = f"{directory}/smp_affinity_list"
         affinity_data = _read_small(affinity_path)
         if affinity_data is None:
             continue  # vanished
         effective_path = f"{directory}/effective_affinity_list"
-        known = previous.get(irq)
         # An IRQ's directory gets all its files when the IRQ is set up (register_irq_proc): one that had no
         # effective_affinity_list at the last reading has none now (kernels without GENERIC_IRQ_EFFECTIVE_AFF_MASK).
         effective_data = None if known is not None and known[1] is None else _read_small(effective_path)
@@ -163,13 +176,23 @@ def read(paths: Paths) -> Irqs:
 
 class IrqsReader:
     """The irqs source as serve runs it (one per HostReader): remembers each IRQ's files and entry between readings,
-    so an IRQ seen before is not stat'ed again and unchanged files are not parsed again."""
+    so an IRQ seen before is not stat'ed again and unchanged files are not parsed again. Reads the same as ``read``
+    unless staggered (``set_stagger``)."""
 
     def __init__(self) -> None:
         self._seen: dict[int, _Seen] = {}
+        self.stagger = 1
+        self.readings = 0
+
+    def set_stagger(self, share: int) -> None:
+        """Read the affinity files of 1/``share`` of the IRQs per reading (1: all of them, the default)."""
+        if share < 1:
+            raise ValueError(f"stagger must be at least 1, got {share}")
+        self.stagger = share
 
     def read(self, paths: Paths) -> Irqs:
-        result, self._seen = _read_all(paths, self._seen)
+        result, self._seen = _read_all(paths, self._seen, self.stagger, self.readings % self.stagger)
+        self.readings += 1
         return result
 
 
