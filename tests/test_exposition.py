@@ -254,3 +254,49 @@ def test_a_family_that_cannot_be_written_is_named_in_the_error():
         exposition.write([family])
 
     assert family in raised.value.args
+
+
+# ------------------------------------------------------------------------------------------------ row families
+def test_a_gauge_row_family_is_written_as_the_samples_it_stands_for():
+    family = exposition.GaugeRows("rows", "help", labels=("zeta", "alpha", "mid"))
+    family.rows.extend([
+        ("z", "a", "m", 1),
+        ('q"uote', "back\\slash", "new\nline", 2.5),  # escaped only where needed
+        ("", "", "", 123_456_789_012),  # a byte count: Go's exponent form
+        ("x", "y", "z", -3),
+        ("big", "int", "v", 2**60),
+        ("inf", "nan", "f", math.inf),
+    ])  # fmt: skip
+
+    written = assert_written_like_generate_latest([family])
+
+    assert written.count(b"\nrows{alpha=") == 6
+    assert family.samples[0].labels == {"zeta": "z", "alpha": "a", "mid": "m"}
+
+
+def test_a_counter_row_family_writes_total_samples():
+    family = exposition.CounterRows("hits", "help", labels=("cpu", "kind"))
+    family.rows.extend([("0", "device", 5), ("1", "ipi", 0)])
+
+    written = assert_written_like_generate_latest([family])
+
+    assert b'hits_total{cpu="0",kind="device"} 5.0\n' in written
+    assert family.samples[0].name == "hits_total"
+
+
+@pytest.mark.parametrize("labels", [(), ("one",), ("a", "b")])
+def test_row_families_of_any_label_count_match_generate_latest(labels):
+    family = exposition.GaugeRows("g", "help", labels=labels)
+    family.rows.extend([(*(f"{name}{index}" for name in labels), index) for index in range(3)])
+
+    assert_written_like_generate_latest([family])
+
+
+def test_a_row_family_also_filled_through_add_metric_writes_both():
+    family = exposition.GaugeRows("mixed", "help", labels=("a",))
+    family.rows.append(("row", 1))
+    family.add_metric(("sample",), 2)
+
+    written = assert_written_like_generate_latest([family])
+
+    assert b'mixed{a="row"} 1.0' in written and b'mixed{a="sample"} 2.0' in written

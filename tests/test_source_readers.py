@@ -433,6 +433,80 @@ def test_policies_that_do_not_list_their_cpus_are_read_per_cpu(fake_host):
         assert dict(settings.governors) == {0: "performance", 1: "powersave", 2: "performance", 3: "performance"}
 
 
+def staggered_kernel(fake_host, cpus: int = 8):
+    add_topology(fake_host, sockets=1, cores_per_socket=cpus, threads_per_core=1)
+    add_kernel_settings(fake_host, governors="performance", cpus=range(cpus))
+    reader = kernel.KernelReader()
+    reader.set_stagger(4)
+    return reader
+
+
+def test_an_unstaggered_kernel_reader_reads_every_governor_every_time(fake_host, monkeypatch):
+    add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
+    add_kernel_settings(fake_host, governors="performance", cpus=range(8))
+    reader = kernel.KernelReader()  # as check and capture read
+    reads = recording(monkeypatch, kernel, "_read_small")
+
+    for _ in range(3):
+        reads.clear()
+        reader.read(fake_host.paths)
+        assert sum(path.endswith("/scaling_governor") for path in reads) == 8
+
+
+def test_a_staggered_kernel_reader_reads_each_governor_once_in_k_readings(fake_host, monkeypatch):
+    reader = staggered_kernel(fake_host)
+    reads = recording(monkeypatch, kernel, "_read_small")
+    reader.read(fake_host.paths)
+    assert sum(path.endswith("/scaling_governor") for path in reads) == 8  # every policy is new: all read
+
+    governor_reads: list[str] = []
+    for _ in range(4):
+        reads.clear()
+        settings = reader.read(fake_host.paths)
+        governor_reads += [path for path in reads if path.endswith("/scaling_governor")]
+        assert settings == kernel.read(fake_host.paths)  # nothing changed: carrying over gives the same settings
+    assert len(governor_reads) == len(set(governor_reads)) == 8
+
+
+def test_a_changed_governor_shows_within_k_staggered_readings_but_not_necessarily_at_once(fake_host):
+    reader = staggered_kernel(fake_host)
+    reader.read(fake_host.paths)
+
+    for number in range(8):
+        policy(fake_host, number, str(number), "powersave")
+    seen = [dict(reader.read(fake_host.paths).governors) for _ in range(4)]
+
+    assert 0 < list(seen[0].values()).count("powersave") < 8  # some carried over, some already read
+    assert seen[-1] == dict.fromkeys(range(8), "powersave")
+    for cpu in range(8):  # once picked up, it stays
+        first = next(index for index, governors in enumerate(seen) if governors[cpu] == "powersave")
+        assert all(governors[cpu] == "powersave" for governors in seen[first:])
+
+
+def test_a_staggered_kernel_reader_reads_new_policies_at_once_and_forgets_removed_ones(fake_host):
+    reader = staggered_kernel(fake_host, cpus=4)
+    reader.read(fake_host.paths)
+
+    fake_host.remove("sys/devices/system/cpu/cpufreq/policy2")
+    fake_host.write("sys/devices/system/cpu/online", "0-1,3-4")
+    policy(fake_host, 4, "4", "schedutil")
+    governors = dict(reader.read(fake_host.paths).governors)
+
+    assert governors == {0: "performance", 1: "performance", 3: "performance", 4: "schedutil"}
+    assert "policy2" not in reader._governors
+
+
+def test_a_governor_that_was_unreadable_is_read_again_at_once(fake_host):
+    reader = staggered_kernel(fake_host)
+    fake_host.write("sys/devices/system/cpu/cpufreq/policy1/scaling_governor", "")
+    first = reader.read(fake_host.paths)
+    assert 1 not in first.governors and "cpufreq_governor" in first.problems
+
+    policy(fake_host, 1, "1", "powersave")
+
+    assert reader.read(fake_host.paths).governors[1] == "powersave"
+
+
 @pytest.mark.parametrize("text", ["0 1 x", "0,1", "-1", "1 2 3 4 5 6 7 8 9 1234567890"])
 def test_affected_cpus_must_be_cpu_numbers_separated_by_spaces(text):
     with pytest.raises(ValueError, match="expected CPU numbers separated by spaces"):
@@ -466,14 +540,15 @@ NODES_0 = {0: 1 << 20}
 NODES_1 = {0: 0, 1: 2 << 20}
 
 
-def many_pods(fake_host, count: int = 8, version: int = 2, first: int = 0):
-    """``count`` Guaranteed pods of one container each (with their sandboxes: twice as many containers)."""
+def many_pods(fake_host, count: int = 8, version: int = 2, first: int = 0, pids: bool = True):
+    """``count`` Guaranteed pods of one container each (with their sandboxes: twice as many containers); each
+    application container runs one process unless ``pids`` is false (an empty ``cgroup.procs``)."""
     pods = []
     for index in range(first, first + count):
+        app = ContainerSpec("app", cpus=f"{index}", mems="0", numa_bytes=NODES_0, pids=(7000 + index,) if pids else ())
         pods.append(add_pod(
             fake_host, uid=f"00000000-0000-4000-8000-{index:012d}", qos=QOS_GUARANTEED, namespace="ns",
-            name=f"p{index}", containers=[ContainerSpec("app", cpus=f"{index}", mems="0", numa_bytes=NODES_0)],
-            version=version, driver="systemd" if version == 2 else "cgroupfs",
+            name=f"p{index}", containers=[app], version=version, driver="systemd" if version == 2 else "cgroupfs",
         ))  # fmt: skip
     return pods
 
@@ -512,17 +587,24 @@ def test_a_staggered_cgroups_reader_reads_each_numa_stat_once_in_k_readings_and_
     reader.read(fake_host.paths)
     assert sum(path.endswith("/memory.numa_stat") for path in reads) == 16  # every container is new: all read
 
+    reader.read(fake_host.paths)  # the second reading settles the sandbox verdicts ("not pause" twice in a row)
+
     numa_reads: list[str] = []
+    procs_reads: list[str] = []
     for _ in range(K):
         reads.clear()
         found = reader.read(fake_host.paths)
-        assert sum(path.endswith("/cgroup.procs") for path in reads) == 16
         # 16 containers and the kubepods cgroup itself
         assert sum(path.endswith(("/cpuset.cpus.effective", "/cpuset.effective_cpus")) for path in reads) == 17
         assert sum(path.endswith(("/cpuset.mems.effective", "/cpuset.effective_mems")) for path in reads) == 16
         numa_reads += [path for path in reads if path.endswith("/memory.numa_stat")]
+        procs_reads += [path for path in reads if path.endswith("/cgroup.procs")]
         assert found == cgroups.read(fake_host.paths)  # nothing changed: carrying over gives the same snapshot
     assert len(numa_reads) == len(set(numa_reads)) == 16
+    # cgroup.procs only decides the sandbox verdict: once that is settled it is staggered as memory.numa_stat is
+    assert len(procs_reads) == len(set(procs_reads)) == 16
+    # ... in the same turn (v1 keeps them in two hierarchies: compare the container directories)
+    assert {path.split("/")[-2] for path in procs_reads} == {path.split("/")[-2] for path in numa_reads}
 
 
 def test_a_changed_numa_stat_shows_within_k_staggered_readings_but_not_necessarily_at_once(fake_host):
@@ -586,8 +668,69 @@ def test_a_container_whose_placement_was_unknown_is_read_again_at_once(fake_host
     assert numa_of(reader.read(fake_host.paths))[app.container_id] == {0: 0, 1: 2 << 20}
 
 
+def test_an_unstaggered_cgroups_reader_reads_every_cgroup_procs_every_time(fake_host, monkeypatch):
+    many_pods(fake_host)
+    reader = cgroups.CgroupsReader()  # as check and capture read: no stagger
+    reads = recording(monkeypatch, cgroups, "_read")
+
+    for _ in range(3):
+        reads.clear()
+        reader.read(fake_host.paths)
+        assert sum(path.endswith("/cgroup.procs") for path in reads) == 16
+
+
+def test_a_container_without_processes_has_its_cgroup_procs_read_every_time(fake_host, monkeypatch):
+    pods = many_pods(fake_host, count=4, pids=False)
+    reader = staggered(cgroups.CgroupsReader())
+    for _ in range(2):
+        reader.read(fake_host.paths)
+    reads = recording(monkeypatch, cgroups, "_read")
+    apps = [f"/{pod.container('app').cgroup_path}/cgroup.procs" for pod in pods]
+
+    for _ in range(K):
+        reads.clear()
+        reader.read(fake_host.paths)
+        # no first process, no verdict: its first process may be the sandbox's pause, so it is asked every time
+        assert all(any(path.endswith(app) for path in reads) for app in apps)
+
+
+def test_a_settled_containers_new_processes_show_within_k_staggered_readings(fake_host):
+    pods = many_pods(fake_host, count=8)
+    reader = staggered(cgroups.CgroupsReader())
+    for _ in range(2):
+        reader.read(fake_host.paths)  # verdicts settled: cgroup.procs is now staggered
+
+    for pod in pods:
+        app = pod.container("app")
+        fake_host.write(f"sys/fs/cgroup/{app.cgroup_path}/cgroup.procs", f"{app.pids[0]}\n9999\n")
+    seen = [reader.read(fake_host.paths) for _ in range(K)]
+
+    def app_pids(result, pod):
+        return next(c.pids for c in result.pod(pod.uid).containers if not c.is_sandbox)
+
+    assert 0 < sum(app_pids(seen[0], pod)[-1:] == (9999,) for pod in pods) < len(pods)  # some carried over
+    assert seen[-1] == cgroups.read(fake_host.paths)
+    assert all(app_pids(seen[-1], pod)[-1] == 9999 for pod in pods)
+
+
+def test_a_settled_container_removed_between_readings_drops_out_at_once(fake_host, monkeypatch):
+    pods = many_pods(fake_host, count=8)
+    reader = staggered(cgroups.CgroupsReader())
+    for _ in range(2):
+        reader.read(fake_host.paths)
+    for pod in pods:
+        remove_pod(fake_host, pod)  # the pod directories go: every container's cpusets fail to read
+    reads = recording(monkeypatch, cgroups, "_read")
+
+    found = reader.read(fake_host.paths)
+
+    assert found.pods == ()
+    assert reader.containers == {}
+    assert not any(path.endswith("/cgroup.procs") for path in reads)
+
+
 def test_the_stagger_must_be_at_least_one():
-    for reader in (cgroups.CgroupsReader(), irqs.IrqsReader()):
+    for reader in (cgroups.CgroupsReader(), irqs.IrqsReader(), kernel.KernelReader()):
         with pytest.raises(ValueError, match="at least 1"):
             reader.set_stagger(0)
     with pytest.raises(ValueError, match="at least 1"):
@@ -647,6 +790,7 @@ def test_only_a_host_reader_asked_to_stagger_staggers_its_readers(fake_host):
     for reader, share in ((HostReader(fake_host.paths), 1), (HostReader(fake_host.paths, stagger=K), K)):
         assert reader._stateful["cgroups"].stagger == share
         assert reader._stateful["irqs"].stagger == share
+        assert reader._stateful["kernel"].stagger == share
 
 
 def test_serve_staggers_by_default_and_can_be_told_not_to():

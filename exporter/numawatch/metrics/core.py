@@ -27,6 +27,7 @@ from prometheus_client.metrics_core import (
 from numawatch import __version__
 from numawatch.checks import SUBJECT_LABELS, Evaluation
 from numawatch.cpuset import format_cpulist
+from numawatch.metrics.exposition import GaugeRows
 from numawatch.model import Topology
 from numawatch.workloads import build_workloads
 
@@ -211,7 +212,7 @@ def last_evaluation(stats: EvaluationStats) -> Metric:
 
 # ------------------------------------------------------------------------------------------------- inventory
 def cpu_info(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
+    family = GaugeRows(
         "numawatch_cpu_info",
         "Always 1, one series per CPU: the map of CPUs to sockets, cores and NUMA nodes, and whether each is "
         "isolated (isolcpus), in the kubelet's reserved CPUs (empty when unknown) and online.",
@@ -224,9 +225,10 @@ def cpu_info(evaluation: Evaluation) -> Metric:
     isolated = topology.isolated
     config = host.kubelet_config
     reserved = None if config is None else (config.reserved_cpus or frozenset())
+    rows = family.rows
     for cpu_id in sorted(topology.cpus):
         cpu = topology.cpus[cpu_id]
-        family.add_metric(
+        rows.append(
             (
                 str(cpu_id),
                 _text(cpu.socket),
@@ -235,8 +237,8 @@ def cpu_info(evaluation: Evaluation) -> Metric:
                 flag(cpu_id in isolated),
                 flag(None if reserved is None else cpu_id in reserved),
                 flag(cpu.online),
-            ),
-            1,
+                1,
+            )
         )
     return family
 
@@ -276,14 +278,13 @@ def kubelet_config_info(evaluation: Evaluation) -> Metric:
 
 
 def container_cpus(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
+    family = GaugeRows(
         "numawatch_container_cpus",
         "CPUs in the container's effective cpuset, per NUMA node they sit on; exclusive is whether the kubelet's "
         "CPU Manager gave the container exclusive CPUs.",
         labels=CONTAINER_CPUS_LABELS,
     )
-    for row in _container_cpu_rows(evaluation):
-        family.add_metric(row[:-1], row[-1])
+    family.rows.extend(_container_cpu_rows(evaluation))
     return family
 
 

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any
 
-__all__ = ["format_value", "write"]
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.samples import Sample
+
+__all__ = ["CounterRows", "GaugeRows", "format_value", "write"]
 
 # The legacy name sets, matched as client_python matches them (``$``, so a trailing newline passes as it does there).
 _LEGACY_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -45,6 +48,7 @@ _OPENMETRICS_ONLY = ("_created", "_gcount", "_gsum")  # sorted: the order their 
 _INF = math.inf
 # Integers in this range print as "<n>.0" in Go's float formatting; outside it the exponent form may start.
 _INT_LOW, _INT_HIGH = -(10**15), 1_000_000
+_INT_EXACT = 10**15  # below this an integer's float repr is its digits and ".0" (no exponent, no rounding)
 
 
 def _escape_name(name: str, legacy: re.Pattern[str], colon: bool) -> str:
@@ -75,8 +79,15 @@ def escape_label_value(value: str) -> str:
 
 def format_value(value: Any) -> str:
     """A sample value as Go formats a float64 (what client_python's ``floatToGoString`` reproduces)."""
-    if type(value) is int and _INT_LOW < value < _INT_HIGH:
-        return f"{value}.0"  # the common case (counts, flags): exactly repr(float(value))
+    if type(value) is int:
+        if _INT_LOW < value < _INT_HIGH:
+            return f"{value}.0"  # the common case (counts, flags): exactly repr(float(value))
+        if _INT_HIGH <= value < _INT_EXACT:
+            # Byte counts: a float holds these integers exactly, so repr(float(value)) prints their digits; Go's
+            # exponent form is the first digit, the rest without trailing zeros, and the exponent.
+            digits = str(value)
+            rest = digits[1:].rstrip("0")
+            return f"{digits[0]}.{rest}e+{len(digits) - 1:02d}" if rest else f"{digits[0]}e+{len(digits) - 1:02d}"
     number = float(value)
     if number == _INF:
         return "+Inf"
@@ -120,12 +131,84 @@ class _Template:
             self.values = lambda labels: ()
 
 
+class _Rows:
+    """A family whose series are rows: label values in the order of its ``labels``, then the value.
+
+    The big per-container and per-CPU families have a thousand series each; ``write`` writes their rows through one
+    template, without the label dict and ``Sample`` that ``add_metric`` builds per series (about half the cost of
+    those families). ``samples`` builds those on demand, so the family is still an ordinary client_python family
+    to anything else (the tests, generate_latest): asking for them turns the rows into samples for good, so
+    ``add_metric`` after that appends to the very list they are in."""
+
+    _labelnames: tuple[str, ...]
+    name: str
+    rows: list[tuple[Any, ...]]
+    sample_suffix = ""
+
+    @property
+    def samples(self) -> list[Any]:
+        if self.rows:
+            name, labels = self.name + self.sample_suffix, self._labelnames
+            self._samples.extend(Sample(name, dict(zip(labels, row[:-1], strict=True)), row[-1]) for row in self.rows)
+            self.rows.clear()
+        return self._samples
+
+    @samples.setter
+    def samples(self, value: list[Any]) -> None:  # Metric.__init__ starts it empty
+        self._samples = value
+
+
+class GaugeRows(_Rows, GaugeMetricFamily):
+    """A gauge family filled through ``rows.append((*label_values, value))``."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
+        self.rows = []
+        super().__init__(name, documentation, labels=labels)
+
+
+class CounterRows(_Rows, CounterMetricFamily):
+    """A counter family filled through ``rows.append((*label_values, value))`` (its samples are ``<name>_total``)."""
+
+    sample_suffix = "_total"
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
+        self.rows = []
+        super().__init__(name, documentation, labels=labels)
+
+
+def _write_rows(metric: _Rows, sample_name: str, out: list[str]) -> None:
+    """The rows of a row family, written as ``_family`` writes the samples they stand for."""
+    names = metric._labelnames
+    template = _Template(sample_name, names)
+    order = sorted(range(len(names)), key=names.__getitem__)  # the template takes the values in label-name order
+    size = len(names)
+    # The label values of a row in that order, as a tuple (itemgetter of one index returns the item itself).
+    if order == list(range(size)):
+        pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] = itemgetter(slice(0, size))
+    elif size == 1:
+        pick = lambda row: (row[0],)  # noqa: E731
+    else:
+        pick = itemgetter(*order)
+    text, quotes = template.text, template.quotes
+    for row in metric.rows:
+        values = pick(row)
+        value = row[-1]
+        rendered = f"{value}.0" if type(value) is int and _INT_LOW < value < _INT_HIGH else format_value(value)
+        line = text % (*values, rendered)
+        if line.count('"') != quotes or "\\" in line or "\n" in line:
+            line = text % (*(escape_label_value(item) for item in values), rendered)
+        out.append(line)
+
+
 def _family(metric: Any, out: list[str]) -> None:
     name = metric.name
     suffix, shown = _EXPOSED.get(metric.type, ("", metric.type))
     exposed = metric_name(name + suffix)
     documentation = metric.documentation.replace("\\", "\\\\").replace("\n", "\\n")
     out.append(f"# HELP {exposed} {documentation}\n# TYPE {exposed} {shown}")
+    if isinstance(metric, _Rows) and not metric._samples:  # filled through add_metric too: the general way
+        _write_rows(metric, name + metric.sample_suffix, out)
+        return
     special = {name + suffix: suffix for suffix in _OPENMETRICS_ONLY}
     deferred: dict[str, list[str]] = {}
     templates: dict[tuple[str, frozenset[str]], _Template] = {}

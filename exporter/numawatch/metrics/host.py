@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.samples import Sample
 
 from numawatch import selfpin
 from numawatch.checks import Evaluation
 from numawatch.checks.host_irq import managed_irqs
 from numawatch.cpuset import format_cpulist
 from numawatch.metrics.core import safely
+from numawatch.metrics.exposition import CounterRows, GaugeRows
 from numawatch.model_host import (
     INTERRUPT_KINDS,
     KIND_DEVICE,
@@ -154,20 +154,21 @@ def numastat(evaluation: Evaluation) -> Metric:
 
 
 def container_numa_memory(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
+    family = GaugeRows(
         "numawatch_container_memory_numa_bytes",
         "Resident memory of the container on each NUMA node it has memory on (cgroup memory.numa_stat: anon+file "
         "on cgroup v2, total on v1), in bytes.",
         labels=("namespace", "pod", "pod_uid", "container", "numa_node"),
     )
     seen: set[tuple[str, ...]] = set()
-    name, samples = family.name, family.samples
+    rows = family.rows
     for workload in build_workloads(evaluation.host, evaluation.intent):
         numa_bytes = workload.numa_bytes
         if numa_bytes is None:
             continue
-        labels = workload.labels
-        namespace, pod, pod_uid, container = labels["namespace"], labels["pod"], labels["pod_uid"], labels["container"]
+        # The subject labels as Workload.labels spells them, without building its two dicts per container.
+        namespace, pod, pod_uid = workload.namespace or "", workload.pod_name, workload.pod_uid
+        container = workload.container_name or workload.container_id[:12]
         for node, value in sorted(numa_bytes.items()):
             if not value:
                 continue  # nodes the container has nothing on: absent rather than 0, to keep the series count down
@@ -176,10 +177,7 @@ def container_numa_memory(evaluation: Evaluation) -> Metric:
             if key in seen:
                 continue  # a restarted container's old cgroup under the same name: one series per label set
             seen.add(key)
-            # The sample add_metric would append, built here (~1,100 on a 384-CPU node, no call and dict(zip())).
-            sample_labels = {"namespace": namespace, "pod": pod, "pod_uid": pod_uid, "container": container,
-                             "numa_node": numa_node}  # fmt: skip
-            samples.append(Sample(name, sample_labels, value))
+            rows.append((*key, value))  # a row, not a Sample (~1,100 on a 384-CPU node)
     return family
 
 
@@ -201,7 +199,7 @@ def intersocket(evaluation: Evaluation) -> Metric:
 
 # --------------------------------------------------------------------------------------------------- interrupts
 def cpu_interrupts(evaluation: Evaluation) -> Metric:
-    family = CounterMetricFamily(
+    family = CounterRows(
         "numawatch_cpu_interrupts",
         "Interrupts since boot on each watched CPU (isolated, nohz_full or held exclusively by a pinned container), "
         "by kind: device (IRQs), local_timer (the tick), ipi (rescheduling, function call, TLB shootdown, irq_work) "
@@ -211,12 +209,12 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
     interrupts: Interrupts | None = evaluation.host.get("interrupts")
     if interrupts is not None:
         totals = interrupts.totals_by_kind()
-        # The samples add_metric would append (4 per watched CPU, ~1,500 on a 384-CPU node), built directly.
-        name, samples = family.name + "_total", family.samples
+        # Rows, not Samples: 4 per watched CPU, ~1,500 on a 384-CPU node.
+        rows = family.rows
         for cpu in sorted(interrupts.watched):
             cpu_label = str(cpu)
             for kind in INTERRUPT_KINDS:
-                samples.append(Sample(name, {"cpu": cpu_label, "kind": kind}, totals[(cpu, kind)]))
+                rows.append((cpu_label, kind, totals[(cpu, kind)]))
     return family
 
 

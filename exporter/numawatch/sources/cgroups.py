@@ -18,11 +18,15 @@ This runs every 15 s over ~860 containers, so it uses ``os.scandir`` (no stat pe
 into bytes and string paths instead of pathlib. ``serve`` keeps a ``CgroupsReader`` (``SourceSpec.factory``) that
 remembers which containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain), shares
 parsed CPU lists between readings and hands out a container's previous (immutable) snapshot again while its files
-read the same bytes. The cpusets and ``cgroup.procs`` are read every time: pinning drift is the point.
+read the same bytes. The cpusets are read every time: pinning drift is the point.
 With ``set_stagger(k)`` (serve only, see ``HostReader``'s ``stagger``) it re-reads ``memory.numa_stat`` of a rotating
 1/k of the containers per reading (a container's turn comes every k-th reading; a new one is read at once) and
 carries the others' placement over from the previous reading: memory placement drifts over minutes, and the alerts
-on it wait 30 minutes. Cgroups vanish while we walk them: that is normal and skipped.
+on it wait 30 minutes. ``cgroup.procs`` is read here only for the sandbox verdict (the process-level sources read it
+themselves), so a staggered reading also skips it outside the container's turn once the verdict is settled: its
+PIDs may then be up to k-1 readings old, and a removed container shows as its cpusets failing to read. Unstaggered
+(``check``, ``capture``) everything is read every time. Cgroups vanish while we walk them: that is normal and
+skipped.
 A malformed file in one container makes that field ``None`` (unknown) and is logged once, not fatal.
 """
 
@@ -31,7 +35,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import replace
 
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
@@ -353,17 +356,30 @@ class _Scan:
         if data is not None and cpus is not None:
             self.lists.setdefault(data, cpus)
 
-    def carried_placement(self, cid: str) -> Mapping[int, int] | None:
-        """The previous reading's placement of this container when this reading may skip its ``memory.numa_stat``,
-        else None (read it). A container's turn is fixed by its ID (random hex, so the shares are about equal)
-        and comes every ``share``-th reading; a container not seen before, or one whose placement was unknown, is
-        read at once."""
+    def carried(self, cid: str) -> _Seen | None:
+        """The previous reading's record of this container when this reading may skip its staggered files
+        (``memory.numa_stat``, and ``cgroup.procs`` once the sandbox verdict is settled), else None (read them).
+        A container's turn is fixed by its ID (random hex, so the shares are about equal) and comes every
+        ``share``-th reading; a container not seen before, or one whose placement was unknown, is read at once."""
         if self.share <= 1:
             return None
         known = self.old_containers.get(cid)
         if known is None or int(cid[:8], 16) % self.share == self.turn:
             return None
-        return known[3].numa_bytes
+        return known
+
+    def settled(self, cid: str, container: ContainerCgroup) -> bool:
+        """Whether this container's sandbox verdict is final for the first PID its snapshot lists: then its
+        ``cgroup.procs`` says nothing new to this source until its turn (``pids`` is read only for that verdict;
+        the process-level sources read ``cgroup.procs`` themselves), and a removed container shows as its
+        cpusets failing to read."""
+        known = self.sandboxes.get(cid)
+        return (
+            known is not None
+            and known[1] != _NOT_PAUSE_ONCE
+            and bool(container.pids)
+            and known[0] == container.pids[0]
+        )
 
     def is_sandbox(self, cid: str, pids: tuple[int, ...]) -> bool:
         """Whether the container's first process is ``pause`` (the pod sandbox).
@@ -395,18 +411,25 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     """One container leaf, or None when it vanished while we read it."""
     layout = scan.layout
     cpuset_dir = f"{layout.cpuset}/{rel}"
-    # cgroup.procs exists in every cgroup whatever the controllers: if it is gone, so is the container.
     procs_path = cpuset_dir + "/cgroup.procs"
-    procs_data = _read(procs_path, _PROCS_READ_BYTES)
-    if procs_data is None:
-        return None
-    if len(procs_data) == _PROCS_READ_BYTES:  # more PIDs than we read: drop the cut last line
-        procs_data = procs_data[: procs_data.rfind(b"\n") + 1]
+    carried = scan.carried(cid)
+    if carried is not None and scan.settled(cid, carried[3]):
+        # Not its turn and nothing for cgroup.procs to decide: its previous bytes stand in (so an unchanged
+        # container is still its previous snapshot), and the cpuset reads below notice a removed cgroup.
+        procs_data = carried[0]
+    else:
+        # cgroup.procs exists in every cgroup whatever the controllers: if it is gone, so is the container.
+        read_procs = _read(procs_path, _PROCS_READ_BYTES)
+        if read_procs is None:
+            return None
+        if len(read_procs) == _PROCS_READ_BYTES:  # more PIDs than we read: drop the cut last line
+            read_procs = read_procs[: read_procs.rfind(b"\n") + 1]
+        procs_data = read_procs
     cpus_path = cpuset_dir + layout.cpus_file
     mems_path = cpuset_dir + layout.mems_file
     cpus_data = _read(cpus_path)
     mems_data = _read(mems_path)
-    numa = scan.carried_placement(cid)
+    numa = carried[3].numa_bytes if carried is not None else None
     numa_missing = False
     if numa is None:
         # v2: one unified tree, the same directory; v1: the same relative path in the memory hierarchy.
@@ -416,7 +439,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
         parsed = _parsed(numa_path, numa_data, layout.parse_numa)
         numa = frozen_map(parsed) if parsed is not None else None
     if (numa_missing or cpus_data is None or mems_data is None) and not os.path.isdir(cpuset_dir):
-        return None  # removed after we read cgroup.procs
+        return None  # removed after we read cgroup.procs (or, when that was skipped, since the last reading)
     known = scan.old_containers.get(cid)
     if (
         known is not None
@@ -534,10 +557,11 @@ class CgroupsReader:
         self.readings = 0
 
     def set_stagger(self, share: int) -> None:
-        """Re-read ``memory.numa_stat`` of 1/``share`` of the containers per reading (1: all of them, the default).
+        """Re-read ``memory.numa_stat`` (and, once its sandbox verdict is settled, ``cgroup.procs``) of 1/``share``
+        of the containers per reading (1: all of them, the default).
 
-        A container's placement is then at most ``share - 1`` readings old; cpusets and ``cgroup.procs`` are
-        still read every time, and new containers at once."""
+        A container's placement and PIDs are then at most ``share - 1`` readings old; cpusets are still read every
+        time, and new containers at once."""
         if share < 1:
             raise ValueError(f"stagger must be at least 1, got {share}")
         self.stagger = share

@@ -11,7 +11,9 @@ Files read (every path from ``Paths``; formats in gpu-and-host.md §6):
   Documentation/admin-guide/pm/cpufreq.rst), read once per policy: ``sys/devices/system/cpu/cpufreq/policyN/
   scaling_governor`` for the CPUs of its ``affected_cpus`` (``cpuN/cpufreq`` links to the policy; per CPU when a
   policy does not list its CPUs). ``serve`` remembers each policy's CPUs until ``online`` changes, so a reading
-  opens one file per policy with raw ``os`` calls (384 on a large intel_pstate host). Only the governor: the
+  opens one file per policy with raw ``os`` calls (384 on a large intel_pstate host); staggered (``set_stagger(k)``,
+  serve only) it opens those of a rotating 1/k of the policies (policy number modulo k) and keeps the others'
+  governors of the previous reading, since a governor changes only when someone writes it. Only the governor: the
   current frequency files (``scaling_cur_freq``, ``cpuinfo_cur_freq``) make the kernel interrupt the CPU read, so
   they are never opened.
   Without any ``cpufreq/policyN`` (virtual machines) the host has no cpufreq and ``governors`` is None.
@@ -185,15 +187,33 @@ def _governors_per_cpu(root: str, online: frozenset[int], problems: _Problems) -
     return governors
 
 
+def _policy_turn(policy: str, share: int) -> int:
+    """Which reading of every ``share`` re-reads this policy's governor: its number modulo ``share``."""
+    number = policy[6:]
+    return int(number) % share if number.isdigit() else 0
+
+
 def _read_governors(
-    paths: Paths, problems: _Problems, affected: dict[tuple[str, str], frozenset[int]] | None = None
+    paths: Paths,
+    problems: _Problems,
+    affected: dict[tuple[str, str], frozenset[int]] | None = None,
+    carried: dict[str, str] | None = None,
+    share: int = 1,
+    turn: int = 0,
 ) -> dict[int, str] | None:
     """The governor of every online CPU, read once per cpufreq policy (``cpufreq/policyN/scaling_governor``, for
     the CPUs its ``affected_cpus`` lists; ``cpuN/cpufreq`` is a link to the policy).
 
     ``affected`` remembers each policy's CPUs between readings, keyed by policy and the ``online`` list: they
-    change only when a CPU goes on- or offline, which changes ``online`` too.
+    change only when a CPU goes on- or offline, which changes ``online`` too. ``carried`` (with ``share`` > 1)
+    holds each policy's governor of the previous reading: a policy whose number is not ``turn`` modulo ``share``
+    keeps it instead of opening its file; it is replaced by what this reading found. A policy without a carried
+    governor (new, or its file was unreadable or malformed) is read at once.
     """
+    # Taken out at once, so a reading that ends early (no policies, no online list, per-CPU files) carries nothing.
+    previous = dict(carried) if carried is not None and share > 1 else {}
+    if carried is not None:
+        carried.clear()
     cpu_root = paths.sysfs / "devices/system/cpu"
     # No policy at all: no cpufreq driver (virtual machines, or cpufreq compiled out). Checked first so a VM does
     # not pay one failed open per CPU.
@@ -214,6 +234,7 @@ def _read_governors(
     remembered = affected if affected is not None else {}
     governors: dict[int, str] = {}
     names: dict[str, str] = {}  # file text -> governor: hundreds of policies print the same few names
+    found: dict[str, str] = {}
     for policy in policies:
         directory = f"{root}/cpufreq/{policy}"
         cpus = remembered.get((policy, online_text))
@@ -223,31 +244,42 @@ def _read_governors(
                 cpus = parse_affected_cpus(text) if text is not None else None
             except ValueError:
                 cpus = None
-            if cpus is None:  # a policy that does not say its CPUs: ask each CPU instead
+            if cpus is None:  # a policy that does not say its CPUs: ask each CPU instead (never staggered)
                 remembered.clear()
                 return _governors_per_cpu(root, online, problems)
             remembered[(policy, online_text)] = cpus
         covered = cpus & online
         if not covered:
             continue  # the policy of CPUs that are offline now
-        path = f"{directory}/scaling_governor"
-        text = _read_small(path)
-        value = names.get(text) if text is not None else None
-        if value is None:
-            value = problems.parse("cpufreq_governor", Path(path), parse_governor, text)
-            if value is not None and text is not None:
-                names[text] = value
+        value = previous.get(policy)
+        if value is None or _policy_turn(policy, share) == turn:
+            path = f"{directory}/scaling_governor"
+            text = _read_small(path)
+            value = names.get(text) if text is not None else None
+            if value is None:
+                value = problems.parse("cpufreq_governor", Path(path), parse_governor, text)
+                if value is not None and text is not None:
+                    names[text] = value
         if value is not None:
+            found[policy] = value
             for cpu in covered:
                 governors[cpu] = value
     if affected is not None and len(remembered) > len(policies):
         # Entries for an older online list: keep only this one's.
         for key in [key for key in remembered if key[1] != online_text]:
             del remembered[key]
+    if carried is not None:  # rebuilt from this reading: a policy that went away is forgotten
+        carried.update(found)
     return dict(sorted(governors.items()))
 
 
-def _read_settings(paths: Paths, affected: dict[tuple[str, str], frozenset[int]] | None) -> KernelSettings:
+def _read_settings(
+    paths: Paths,
+    affected: dict[tuple[str, str], frozenset[int]] | None,
+    carried: dict[str, str] | None = None,
+    share: int = 1,
+    turn: int = 0,
+) -> KernelSettings:
     sysctl = paths.procfs / "sys"
     thp = paths.sysfs / "kernel/mm/transparent_hugepage"
     if not sysctl.is_dir() and not (paths.sysfs / "kernel/mm").is_dir():
@@ -261,7 +293,7 @@ def _read_settings(paths: Paths, affected: dict[tuple[str, str], frozenset[int]]
     swappiness = value("swappiness", sysctl / "vm/swappiness", parse_sysctl_int)
     enabled = value("thp_enabled", thp / "enabled", parse_bracketed)
     defrag = value("thp_defrag", thp / "defrag", parse_bracketed)
-    governors = _read_governors(paths, problems, affected)
+    governors = _read_governors(paths, problems, affected, carried, share, turn)
     hugepages = _read_pool(paths.sysfs / "kernel/mm/hugepages", problems, "hugepages")
     cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
     per_node = parse_cmdline_hugepages_per_node(cmdline)
@@ -285,13 +317,30 @@ def read(paths: Paths) -> KernelSettings:
 
 class KernelReader:
     """The kernel source as serve runs it (one per HostReader): remembers which CPUs each cpufreq policy governs,
-    so a reading opens one file per policy instead of two. Reads the same as ``read``."""
+    so a reading opens one file per policy instead of two. Reads the same as ``read`` unless staggered
+    (``set_stagger``)."""
 
     def __init__(self) -> None:
         self._affected: dict[tuple[str, str], frozenset[int]] = {}
+        self._governors: dict[str, str] = {}  # policy -> governor of the previous reading
+        self.stagger = 1
+        self.readings = 0
+
+    def set_stagger(self, share: int) -> None:
+        """Re-read the governor of 1/``share`` of the cpufreq policies per reading (1: all of them, the default).
+
+        A policy's turn is its number modulo ``share``, so a changed governor shows within ``share`` readings; a
+        new policy, or one whose governor was unknown, is read at once. The other settings are read every time."""
+        if share < 1:
+            raise ValueError(f"stagger must be at least 1, got {share}")
+        self.stagger = share
 
     def read(self, paths: Paths) -> KernelSettings:
-        return _read_settings(paths, self._affected)
+        share = self.stagger
+        try:
+            return _read_settings(paths, self._affected, self._governors, share, self.readings % share)
+        finally:
+            self.readings += 1
 
 
 SOURCE = SourceSpec(
