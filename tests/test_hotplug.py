@@ -51,7 +51,7 @@ def test_a_change_event_on_a_gpu_refreshes_nothing():
 
 @pytest.mark.parametrize("action", ["online", "offline", "add", "remove"])
 def test_cpu_hotplug_refreshes_the_topology(action):
-    assert sources_to_refresh(action, "cpu", {}) == CPU_SOURCES == {"topology"}
+    assert sources_to_refresh(action, "cpu", {}) == CPU_SOURCES == {"topology", "irqs", "kernel"}
 
 
 def test_other_subsystems_refresh_nothing():

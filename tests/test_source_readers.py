@@ -819,3 +819,33 @@ def test_check_window_reads_everything_in_both_readings(fake_host, monkeypatch):
     assert all(entry.affinity == {6, 7} for entry in host.get("irqs").irqs.values())
     assert host.previous is not None
     assert all(entry.affinity == {0, 1} for entry in host.previous.get("irqs").irqs.values())
+
+
+def test_an_invalidated_source_reads_everything_at_its_next_staggered_reading(fake_host):
+    # SIGHUP invalidates every source and a CPU hotplug event the irqs and kernel ones: what an operator or the kernel
+    # just changed must not wait K readings.
+    many_irqs(fake_host)
+    reader = HostReader(fake_host.paths, (irqs.SOURCE, kernel.SOURCE), stagger=K)
+    reader.read()
+
+    many_irqs(fake_host, affinity=frozenset({6, 7}))
+    reader.invalidate("kernel")  # another source: irqs stays staggered
+    partial = reader.read().get("irqs")
+    assert 0 < sum(partial.irqs[n].affinity == {6, 7} for n in range(40, 56)) < 16
+
+    many_irqs(fake_host, affinity=frozenset({4}))
+    reader.invalidate("irqs")
+    assert reader.read().get("irqs") == irqs.read(fake_host.paths)  # every IRQ read at once
+
+    many_irqs(fake_host, affinity=frozenset({5}))
+    reader.invalidate()  # SIGHUP: all of them
+    assert reader.read().get("irqs") == irqs.read(fake_host.paths)
+    many_irqs(fake_host, affinity=frozenset({2}))
+    after = reader.read().get("irqs")  # and back to staggering afterwards
+    assert 0 < sum(after.irqs[n].affinity == {2} for n in range(40, 56)) < 16
+
+
+def test_a_cpu_hotplug_event_makes_the_irqs_and_kernel_readers_read_everything():
+    from numawatch.hotplug import sources_to_refresh
+
+    assert {"irqs", "kernel"} <= sources_to_refresh("offline", "cpu", {})

@@ -151,11 +151,16 @@ class HostReader:
         self._last: Host | None = None
 
     def invalidate(self, name: str | None = None) -> None:
-        """Forget cached results (all, or one source): called on udev events and SIGHUP."""
+        """Forget cached results (all, or one source): called on udev events and SIGHUP. A staggered stateful
+        reader of the source reads everything at its next reading (``refresh_all``)."""
         if name is None:
             self._cache.clear()
         else:
             self._cache.pop(name, None)
+        for source, state in self._stateful.items():
+            refresh_all = getattr(state, "refresh_all", None)
+            if refresh_all is not None and name in (None, source):
+                refresh_all()
 
     def read(self) -> Host:
         results: dict[str, Any] = {}

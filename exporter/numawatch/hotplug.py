@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 
 NVIDIA_VENDOR = "10de"
 GPU_SOURCES = frozenset({"gpus_sysfs", "nvml"})
-CPU_SOURCES = frozenset({"topology"})
+# A CPU coming or going changes the topology, and the kernel moves IRQs off an offlined CPU and adds or drops its
+# cpufreq policy: the staggered irqs and kernel readers read everything at their next reading.
+CPU_SOURCES = frozenset({"topology", "irqs", "kernel"})
 PCI_ACTIONS = frozenset({"add", "remove", "bind", "unbind"})
 CPU_ACTIONS = frozenset({"add", "remove", "online", "offline"})
 _MAX_EVENTS_PER_WAKEUP = 1024  # a burst (8 GPUs hot-added) is drained in one go, but never forever

@@ -51,6 +51,7 @@ from numawatch.model import (
 )
 from numawatch.paths import Paths
 from numawatch.sources._files import line_after
+from numawatch.sources._stagger import Staggered
 
 log = logging.getLogger(__name__)
 
@@ -518,8 +519,7 @@ def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
     if reader is None:
         scan = _Scan(layout)
     else:
-        share = reader.stagger
-        scan = _Scan(layout, reader.lists, reader.sandboxes, reader.containers, share, reader.readings % share)
+        scan = _Scan(layout, reader.lists, reader.sandboxes, reader.containers, *reader.next_turn())
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
         pod = _read_pod(scan, rel, uid, qos)
@@ -535,7 +535,6 @@ def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
     )
     if reader is not None:
         reader.lists, reader.sandboxes, reader.containers = scan.lists, scan.verdicts, scan.containers
-        reader.readings += 1
     return result
 
 
@@ -544,17 +543,16 @@ def read(paths: Paths) -> Cgroups:
     return _read_all(paths, None)
 
 
-class CgroupsReader:
+class CgroupsReader(Staggered):
     """The cgroups source as serve runs it: one per HostReader (``SourceSpec.factory``), remembering between
     readings what cannot change for a running container (whether it is the pod sandbox) and the parsed CPU lists,
     so an unchanged file is not parsed again. Reads the same as ``read`` unless staggered (``set_stagger``)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.lists: dict[bytes, CPUSet] = {}
         self.sandboxes: dict[str, tuple[int, int]] = {}
         self.containers: dict[str, _Seen] = {}
-        self.stagger = 1
-        self.readings = 0
 
     def set_stagger(self, share: int) -> None:
         """Re-read ``memory.numa_stat`` (and, once its sandbox verdict is settled, ``cgroup.procs``) of 1/``share``
@@ -562,9 +560,7 @@ class CgroupsReader:
 
         A container's placement and PIDs are then at most ``share - 1`` readings old; cpusets are still read every
         time, and new containers at once."""
-        if share < 1:
-            raise ValueError(f"stagger must be at least 1, got {share}")
-        self.stagger = share
+        super().set_stagger(share)
 
     def read(self, paths: Paths) -> Cgroups:
         return _read_all(paths, self)

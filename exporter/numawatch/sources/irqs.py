@@ -41,6 +41,7 @@ from numawatch.host import SourceSpec
 from numawatch.model import frozen_map
 from numawatch.model_host import IrqAffinity, Irqs
 from numawatch.paths import Paths
+from numawatch.sources._stagger import Staggered
 
 _READ_SIZE = 1 << 16  # a CPU list of 8,192 CPUs in the worst (every other CPU) shape fits easily
 
@@ -174,25 +175,17 @@ def read(paths: Paths) -> Irqs:
     return _read_all(paths, None)[0]
 
 
-class IrqsReader:
+class IrqsReader(Staggered):
     """The irqs source as serve runs it (one per HostReader): remembers each IRQ's files and entry between readings,
     so an IRQ seen before is not stat'ed again and unchanged files are not parsed again. Reads the same as ``read``
     unless staggered (``set_stagger``)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._seen: dict[int, _Seen] = {}
-        self.stagger = 1
-        self.readings = 0
-
-    def set_stagger(self, share: int) -> None:
-        """Read the affinity files of 1/``share`` of the IRQs per reading (1: all of them, the default)."""
-        if share < 1:
-            raise ValueError(f"stagger must be at least 1, got {share}")
-        self.stagger = share
 
     def read(self, paths: Paths) -> Irqs:
-        result, self._seen = _read_all(paths, self._seen, self.stagger, self.readings % self.stagger)
-        self.readings += 1
+        result, self._seen = _read_all(paths, self._seen, *self.next_turn())
         return result
 
 

@@ -37,6 +37,7 @@ from numawatch.model import frozen_map
 from numawatch.model_host import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._stagger import Staggered
 from numawatch.sources.topology import hugepage_requests, hugepage_size_kb, parse_cmdline
 
 _SMALL = 4096  # every file here is a line or two
@@ -315,32 +316,25 @@ def read(paths: Paths) -> KernelSettings:
     return _read_settings(paths, None)
 
 
-class KernelReader:
+class KernelReader(Staggered):
     """The kernel source as serve runs it (one per HostReader): remembers which CPUs each cpufreq policy governs,
     so a reading opens one file per policy instead of two. Reads the same as ``read`` unless staggered
     (``set_stagger``)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._affected: dict[tuple[str, str], frozenset[int]] = {}
         self._governors: dict[str, str] = {}  # policy -> governor of the previous reading
-        self.stagger = 1
-        self.readings = 0
 
     def set_stagger(self, share: int) -> None:
         """Re-read the governor of 1/``share`` of the cpufreq policies per reading (1: all of them, the default).
 
         A policy's turn is its number modulo ``share``, so a changed governor shows within ``share`` readings; a
         new policy, or one whose governor was unknown, is read at once. The other settings are read every time."""
-        if share < 1:
-            raise ValueError(f"stagger must be at least 1, got {share}")
-        self.stagger = share
+        super().set_stagger(share)
 
     def read(self, paths: Paths) -> KernelSettings:
-        share = self.stagger
-        try:
-            return _read_settings(paths, self._affected, self._governors, share, self.readings % share)
-        finally:
-            self.readings += 1
+        return _read_settings(paths, self._affected, self._governors, *self.next_turn())
 
 
 SOURCE = SourceSpec(
