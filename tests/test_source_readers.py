@@ -578,7 +578,7 @@ def test_an_unstaggered_cgroups_reader_reads_every_containers_numa_stat_every_ti
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_a_staggered_cgroups_reader_reads_each_numa_stat_once_in_k_readings_and_cpusets_every_time(
+def test_a_staggered_cgroups_reader_reads_each_numa_stat_and_mems_once_in_k_readings_and_cpus_every_time(
     fake_host, monkeypatch, version
 ):
     many_pods(fake_host, version=version)
@@ -591,16 +591,20 @@ def test_a_staggered_cgroups_reader_reads_each_numa_stat_once_in_k_readings_and_
 
     numa_reads: list[str] = []
     procs_reads: list[str] = []
+    mems_reads: list[str] = []
     for _ in range(K):
         reads.clear()
         found = reader.read(fake_host.paths)
         # 16 containers and the kubepods cgroup itself
         assert sum(path.endswith(("/cpuset.cpus.effective", "/cpuset.effective_cpus")) for path in reads) == 17
-        assert sum(path.endswith(("/cpuset.mems.effective", "/cpuset.effective_mems")) for path in reads) == 16
+        mems_reads += [path for path in reads if path.endswith(("/cpuset.mems.effective", "/cpuset.effective_mems"))]
         numa_reads += [path for path in reads if path.endswith("/memory.numa_stat")]
         procs_reads += [path for path in reads if path.endswith("/cgroup.procs")]
         assert found == cgroups.read(fake_host.paths)  # nothing changed: carrying over gives the same snapshot
     assert len(numa_reads) == len(set(numa_reads)) == 16
+    # memory placement: cpuset.mems.effective goes with memory.numa_stat, in the same turn
+    assert len(mems_reads) == len(set(mems_reads)) == 16
+    assert {path.split("/")[-2] for path in mems_reads} == {path.split("/")[-2] for path in numa_reads}
     # cgroup.procs only decides the sandbox verdict: once that is settled it is staggered as memory.numa_stat is
     assert len(procs_reads) == len(set(procs_reads)) == 16
     # ... in the same turn (v1 keeps them in two hierarchies: compare the container directories)
@@ -849,3 +853,20 @@ def test_a_cpu_hotplug_event_makes_the_irqs_and_kernel_readers_read_everything()
     from numawatch.hotplug import sources_to_refresh
 
     assert {"irqs", "kernel"} <= sources_to_refresh("offline", "cpu", {})
+
+
+def test_a_changed_cpuset_mems_shows_within_k_staggered_readings_and_cpus_at_once(fake_host):
+    pods = many_pods(fake_host)
+    reader = staggered(cgroups.CgroupsReader())
+    reader.read(fake_host.paths)
+
+    for pod in pods:  # --membind forgotten everywhere, and the CPUs moved too
+        set_container_cpus(fake_host, pod, "app", {2, 3}, mems={0, 1})
+    seen = [reader.read(fake_host.paths) for _ in range(K)]
+
+    def containers(found):
+        return [c for pod in found.pods for c in pod.containers if not c.is_sandbox]
+
+    assert all(c.cpus_effective == {2, 3} for c in containers(seen[0]))  # the CPUs at once
+    assert 0 < sum(c.mems_effective == {0, 1} for c in containers(seen[0])) < len(containers(seen[0]))
+    assert seen[-1] == cgroups.read(fake_host.paths)

@@ -359,7 +359,8 @@ class _Scan:
 
     def carried(self, cid: str) -> _Seen | None:
         """The previous reading's record of this container when this reading may skip its staggered files
-        (``memory.numa_stat``, and ``cgroup.procs`` once the sandbox verdict is settled), else None (read them).
+        (``memory.numa_stat``, ``cpuset.mems.effective``, and ``cgroup.procs`` once the sandbox verdict is settled),
+        else None (read them).
         A container's turn is fixed by its ID (random hex, so the shares are about equal) and comes every
         ``share``-th reading; a container not seen before, or one whose placement was unknown, is read at once."""
         if self.share <= 1:
@@ -429,7 +430,10 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     cpus_path = cpuset_dir + layout.cpus_file
     mems_path = cpuset_dir + layout.mems_file
     cpus_data = _read(cpus_path)
-    mems_data = _read(mems_path)
+    # cpuset.mems.effective goes with memory.numa_stat: memory placement, whose alerts wait 30 minutes, and which
+    # no other pod's admission rewrites (the Memory Manager does not reconcile shared containers' mems the way the
+    # CPU Manager does their cpus). The CPUs are read every time.
+    mems_data = carried[2] if carried is not None and carried[2] is not None else _read(mems_path)
     numa = carried[3].numa_bytes if carried is not None else None
     numa_missing = False
     if numa is None:
