@@ -95,6 +95,9 @@ def test_check_exits_1_when_there_are_findings(recorder, fake_host, capsys):
         (["serve", "--listen", "127.0.0.1:99999"], ["port must be 0-65535"]),
         (["--log-level", "chatty", "check"], ["invalid choice: 'chatty'"]),
         (["check", "--window", "-1"], ["must be 0 or a positive number of seconds"]),
+        (["serve", "--stagger", "0"], ["argument --stagger: must be 1 or more, got '0'"]),
+        (["serve", "--stagger", "some"], ["expected a whole number, got 'some'"]),
+        (["serve", "--web.max-requests", "-1"], ["must be 0 or more, got '-1'"]),
     ],
 )
 def test_a_bad_flag_exits_2_with_a_one_line_reason(args, fragments):

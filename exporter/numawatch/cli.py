@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"address to listen on (default: {DEFAULT_LISTEN}); [::]:PORT for IPv6")
     serve.add_argument("--interval", default=15.0, type=_positive_seconds, metavar="SECONDS",
                        help="seconds between evaluations (default: 15)")
-    serve.add_argument("--stagger", default=DEFAULT_STAGGER, type=_positive_int, metavar="K",
+    serve.add_argument("--stagger", default=DEFAULT_STAGGER, type=_whole_number(1), metavar="K",
                        help="re-read containers' memory.numa_stat, cpuset.mems.effective and cgroup.procs, IRQ "
                             "affinities and cpufreq governors for a rotating 1/K of them per evaluation, so a change "
                             "there shows within K evaluations; containers' CPUs and new containers, IRQs and CPU "
@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--web.config.file", dest="web_config", default=None, metavar="FILE",
                      help="TLS, client certificates, basic auth and headers, in the exporter-toolkit format "
                           "(see docs/security.md); re-read on SIGHUP")
-    web.add_argument("--web.max-requests", dest="max_requests", default=DEFAULT_MAX_REQUESTS, type=_non_negative_int,
+    web.add_argument("--web.max-requests", dest="max_requests", default=DEFAULT_MAX_REQUESTS, type=_whole_number(0),
                      metavar="N", help="requests in flight at once; more are answered 503 at once; 0: no limit "
                                        f"(default: {DEFAULT_MAX_REQUESTS})")
     web.add_argument("--web.read-timeout", dest="read_timeout", default=10.0, type=_positive_seconds,
@@ -205,24 +205,19 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text!r}")
-    return value
+def _whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum``."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {text!r}")
+        return value
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return value
+    return parse
 
 
 def _non_negative_seconds(text: str) -> float:
