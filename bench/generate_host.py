@@ -34,6 +34,11 @@ What the node looks like (2 sockets x ``cpus / 4`` cores x SMT2, one NUMA node p
   governor), per-node numastat; no irqbalance running and no uncore PMUs (the intersocket source reports itself
   down, as on a VM). ``/proc/{stat,meminfo,vmstat,loadavg}``, which numawatch does not read, are there for
   node_exporter, so bench/run.py can measure it on the same tree.
+- what node_exporter's cpu, cpufreq, meminfo_numa and vmstat collectors read, complete as on a real intel_pstate
+  node (bench/node_exporter_files.py): per CPU the intel_pstate policy files (frequencies, driver, governors,
+  ``scaling_setspeed``...) and ``thermal_throttle/``, /proc/stat with every IRQ number below ``nr_irqs``, /proc/vmstat
+  with a real kernel's 173 keys, complete ``nodeN/meminfo`` and ``numastat``. They come from a random stream of
+  their own, so everything else is byte for byte what the same seed gave before they were added.
 
 Planted drift (unless ``--clean``), so the checks do real work; ``GeneratedHost.planted`` lists the check IDs they
 must fire: a GPU pod's cpuset reset to every CPU (``container_cpuset_drift``), a GPU pod with most of its memory on
@@ -55,10 +60,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-_TESTS = Path(__file__).resolve().parent.parent / "tests"
-if str(_TESTS) not in sys.path:  # the fake-host builders live with the tests
-    sys.path.insert(0, str(_TESTS))
+_BENCH = Path(__file__).resolve().parent
+_TESTS = _BENCH.parent / "tests"
+for _directory in (_TESTS, _BENCH):  # the fake-host builders live with the tests, node_exporter's files here
+    if str(_directory) not in sys.path:
+        sys.path.insert(0, str(_directory))
 
+import node_exporter_files as nefiles  # noqa: E402
 from fakehost import FakeHost  # noqa: E402
 from fakehost.gpus import CLASS_ETHERNET, add_gpu, add_pci_device  # noqa: E402
 from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, add_numastat  # noqa: E402
@@ -543,8 +551,8 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
     for address, node in nvme_pci:
         add_pci_device(host, address, vendor_id=SAMSUNG, device_id=PM1743, class_code=CLASS_NVME, numa_node=node,
                        local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))  # fmt: skip
-    add_irqs(host, online, irq_rows, _named_rows(rng, online, housekeeping), default_affinity=housekeeping,
-             nr_cpu_ids=spec.cpus)  # fmt: skip
+    named_rows = _named_rows(rng, online, housekeeping)
+    add_irqs(host, online, irq_rows, named_rows, default_affinity=housekeeping, nr_cpu_ids=spec.cpus)
     interrupts_bytes = host.path("proc/interrupts").stat().st_size
 
     # -- kernel knobs, NUMA counters
@@ -552,9 +560,13 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
     if spec.drift:
         planted.append("thp_enabled")
     add_kernel_settings(host, thp_enabled=thp, governors="performance", cpus=online)
-    for node in nodes:
-        add_numastat(host, node, numa_hit=rng.randrange(10**9, 10**11), local_node=rng.randrange(10**9, 10**11),
-                     other_node=rng.randrange(10**5, 10**7), interleave_hit=rng.randrange(10**3, 10**5))  # fmt: skip
+    # (numa_hit, other_node, interleave_hit) per node, drawn as before the tree was made realistic for node_exporter,
+    # so that the main stream, and with it every pod, IRQ and process numawatch reads, stays what it was.
+    numa_drawn = {
+        node: (rng.randrange(10**9, 10**11) + rng.randrange(10**9, 10**11), rng.randrange(10**5, 10**7),
+               rng.randrange(10**3, 10**5))
+        for node in nodes
+    }  # fmt: skip
 
     # -- pods and their cgroups, bundles, logs and processes
     plans = _plan_pods(spec, rng, layout, housekeeping_cores, gpu_nodes, mem_per_node)
@@ -621,13 +633,10 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
     for proc in procs:
         _write_proc(root_text, proc, spec.cgroup_version, rng, full=not proc.in_pod)
     host.write("proc/1/net/unix", _unix_sockets(rng))
-    # Not read by numawatch; there so that node_exporter can be measured on the same tree (bench/run.py).
-    host.write("proc/stat", _proc_stat(rng, online, irq_rows, len(procs)))
     host.write("proc/meminfo", _proc_meminfo(mem_per_node * len(nodes), pages_1g * len(nodes)))
-    host.write("proc/vmstat", "".join(f"{key} {rng.randrange(10**3, 10**9)}\n" for key in (
-        "nr_free_pages", "nr_anon_pages", "nr_mapped", "numa_hit", "numa_miss", "numa_foreign", "numa_local",
-        "numa_other", "pgpgin", "pgpgout", "pswpin", "pswpout", "pgfault", "pgmajfault", "oom_kill")))
     host.write("proc/loadavg", f"3.12 2.98 2.87 4/{len(procs) + 400} {next_pid}")
+    _node_exporter_files(host, spec, layout, housekeeping, exclusive_all, irq_rows, named_rows, numa_drawn,
+                         mem_per_node, pages_1g)  # fmt: skip
 
     # -- kubelet: configuration and the three checkpoints
     reserved_memory = {node: {"memory": 2 * GiB} for node in nodes}
@@ -688,24 +697,52 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
     )
 
 
-def _proc_stat(rng: random.Random, online: list[int], irqs: list[FakeIrq], processes: int) -> str:
-    """/proc/stat (fs/proc/stat.c): numawatch does not read it, node_exporter's cpu and stat collectors do."""
-    lines = []
-    per_cpu = [[rng.randrange(10**5, 10**8) for _ in range(10)] for _ in online]
-    for column in range(8, 10):  # guest time is already in user
-        for row in per_cpu:
-            row[column] = 0
-    lines.append("cpu  " + " ".join(str(sum(row[i] for row in per_cpu)) for i in range(10)))
-    lines += [f"cpu{cpu} " + " ".join(map(str, row)) for cpu, row in zip(online, per_cpu, strict=True)]
-    per_irq = [0] * (max((irq.irq for irq in irqs), default=0) + 1)
-    for irq in irqs:
-        per_irq[irq.irq] = sum(irq.counts.values())
-    lines.append(f"intr {sum(per_irq)} " + " ".join(map(str, per_irq)))
-    lines += [f"ctxt {rng.randrange(10**9, 10**11)}", "btime 1761900000", f"processes {processes * 40}",
-              "procs_running 3", "procs_blocked 0"]  # fmt: skip
-    softirqs = [rng.randrange(10**6, 10**9) for _ in range(10)]
-    lines.append(f"softirq {sum(softirqs)} " + " ".join(map(str, softirqs)))
-    return "\n".join(lines)
+def _node_exporter_files(
+    host: FakeHost,
+    spec: HostSpec,
+    layout: TopologyLayout,
+    housekeeping: CPUSet,
+    pinned: CPUSet,
+    irq_rows: list[FakeIrq],
+    named_rows: Mapping[str, Mapping[int, int]],
+    numa_drawn: Mapping[int, tuple[int, int, int]],
+    mem_per_node: int,
+    pages_1g: int,
+) -> None:
+    """What node_exporter's cpu, cpufreq, meminfo_numa and vmstat collectors read, complete as on a real node
+    (bench/node_exporter_files.py says what and why), so bench/run.py measures it doing its real work. numastat and
+    nodeN/meminfo are numawatch's too (it reads MemTotal, which keeps its value, and the six counters); the rest is
+    there for node_exporter only. Drawn from a stream of its own: the main one, and all numawatch reads besides,
+    stays as it was."""
+    rng = random.Random(f"{spec.seed}/node_exporter")
+    root = str(host.root)
+    online = sorted(layout.online)
+    cpu_root = f"{root}/sys/devices/system/cpu"
+    # Each core and each package throttled now and then in 41 days; most cores never.
+    package_throttles = {socket: rng.randrange(0, 40) for socket in range(layout.sockets)}
+    core_throttles = {(socket, core): (rng.randrange(1, 20) if rng.random() < 0.1 else 0)
+                      for socket in range(layout.sockets) for core in range(layout.cores_per_socket)}  # fmt: skip
+    for cpu in online:
+        socket, core = layout.socket_of[cpu], layout.core_of[cpu]
+        nefiles.write_files(f"{cpu_root}/cpufreq/policy{cpu}",
+                            nefiles.cpufreq_policy(cpu, "performance", rng, busy=cpu in pinned))  # fmt: skip
+        throttle = nefiles.thermal_throttle(core_throttles[(socket, core)], package_throttles[socket])
+        nefiles.write_files(f"{cpu_root}/cpu{cpu}/thermal_throttle", throttle)
+
+    numa = nefiles.numastat(rng, numa_drawn)
+    nodes_kb = []
+    for node, counters in numa.items():
+        add_numastat(host, node, **counters)
+        text, values = nefiles.node_meminfo(node, mem_per_node // 1024, pages_1g, pages_1g, 1048576, rng)
+        host.write(f"sys/devices/system/node/node{node}/meminfo", text)  # default_hugepagesz=1G: 1 GiB pages
+        nodes_kb.append(values)
+    host.write("proc/vmstat", nefiles.proc_vmstat(rng, nodes_kb, numa, mem_per_node * len(numa) // 1024))
+
+    irq_counts = {row.irq: sum(row.counts.values()) for row in irq_rows}
+    arch_counts = sum(sum(counts.values()) for counts in named_rows.values())
+    nr_irqs = nefiles.nr_irqs(spec.cpus, max(irq_counts, default=0))
+    running = len(pinned) + rng.randrange(2, 12)  # the pinned workloads spin; a few others run
+    host.write("proc/stat", nefiles.proc_stat(rng, online, pinned, irq_counts, arch_counts, nr_irqs, running=running))
 
 
 def _proc_meminfo(total_bytes: int, hugepages_1g: int) -> str:
