@@ -273,3 +273,41 @@ def test_reads_this_machines_pci_bus_without_error():
     assert [gpu.pci_address for gpu in inventory.gpus] == sorted(nvidia, key=pci_sort_key)
     for gpu in inventory.gpus:
         assert gpu.numa_node is None or gpu.numa_node >= 0
+
+
+def test_a_warm_reader_reuses_the_inventory_until_a_pci_function_or_the_driver_comes_or_goes(fake_host):
+    add_gpu(fake_host, "0000:18:00.0", numa_node=0, local_cpus="0-7", nvidia_proc=False)
+    reader = HostReader(fake_host.paths, [gpus_sysfs.SOURCE])
+    assert reader.read().gpus.gpus[0].uuid is None
+    again = reader.read()
+    assert again.statuses["gpus_sysfs"].cached
+    assert [gpu.pci_address for gpu in again.gpus.gpus] == ["0000:18:00.0"]
+
+    add_gpu(fake_host, "0000:9a:00.0", numa_node=1, local_cpus="8-15")  # hotplug, with the driver's entry
+    after_hotplug = reader.read()
+    assert not after_hotplug.statuses["gpus_sysfs"].cached
+    assert [gpu.pci_address for gpu in after_hotplug.gpus.gpus] == ["0000:18:00.0", "0000:9a:00.0"]
+
+    fake_host.remove("sys/bus/pci/devices/0000:9a:00.0")  # unplugged
+    assert [gpu.pci_address for gpu in reader.read().gpus.gpus] == ["0000:18:00.0"]
+
+
+def test_the_fingerprint_is_the_pci_and_driver_listings_and_the_gpus_numa_nodes(gpu_host):
+    host, _ = gpu_host
+    before = gpus_sysfs.fingerprint(host.paths)
+    assert "0000:18:00.0" in before[0] and "0000:18:00.0" in dict(before[1])
+    host.remove("proc/driver/nvidia/gpus/0000:18:00.0")  # the driver's entry goes (module unloaded)
+    assert gpus_sysfs.fingerprint(host.paths) != before
+
+
+def test_a_numa_node_rewritten_by_an_administrator_shows_at_the_next_warm_reading(fake_host):
+    # echo 0 > .../numa_node is the usual fix for firmware that reports -1 (gpu_numa_unknown): it must clear at once.
+    add_gpu(fake_host, "0000:18:00.0", numa_node=-1, local_cpus="0-7")
+    reader = HostReader(fake_host.paths, [gpus_sysfs.SOURCE])
+    assert reader.read().gpus.gpus[0].numa_node is None
+    assert reader.read().statuses["gpus_sysfs"].cached
+
+    fake_host.write("sys/bus/pci/devices/0000:18:00.0/numa_node", "0\n")
+    fixed = reader.read()
+    assert not fixed.statuses["gpus_sysfs"].cached
+    assert fixed.gpus.gpus[0].numa_node == 0

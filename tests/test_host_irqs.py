@@ -10,7 +10,7 @@ from fakehost.kernel import FakeIrq, add_irqs
 from fakehost.kubelet import write_cpu_manager_state
 from fakehost.topology import add_topology
 from numawatch.checks import evaluate
-from numawatch.checks.host_irq import CHECK_BY_ID, device_key, spread_vectors
+from numawatch.checks.host_irq import CHECK_BY_ID, device_irqs, device_key, spread_vectors
 from numawatch.cpuset import parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, read_host
@@ -220,6 +220,28 @@ def test_irq_directories_without_a_handler_are_ignored(fake_host):
     fake_host.write("proc/irq/5/effective_affinity_list", "6")
 
     assert placement(fake_host) == ([], [])
+
+
+def test_device_irqs_joins_device_rows_with_their_irq_entry_in_row_order_once_per_host(fake_host):
+    eight_cpus(fake_host)
+    add_irqs(fake_host, CPUS, [FakeIrq(41, "nvme0q1", {5}), FakeIrq(40, "eth0", frozenset(range(8)), {6})])
+    fake_host.remove("proc/irq/41")  # in /proc/interrupts but its directory is gone: nothing to join
+    snapshot = HostReader(fake_host.paths, SOURCES).read()
+
+    joined = device_irqs(snapshot)
+
+    assert [(row.key, irq, found.irq, delivered) for row, irq, found, delivered in joined] == [
+        ("40", 40, 40, frozenset({6}))  # LOC, RES and other named rows are not device rows
+    ]
+    assert device_irqs(snapshot) is joined
+
+
+def test_device_irqs_is_empty_without_the_irqs_source(fake_host):
+    eight_cpus(fake_host)
+    add_irqs(fake_host, CPUS, [FakeIrq(40, "eth0", {6}, {6})])
+    fake_host.remove("proc/irq")
+
+    assert device_irqs(HostReader(fake_host.paths, SOURCES).read()) == ()
 
 
 def test_exclusive_cpus_of_pinned_containers_are_protected_on_a_node_without_isolcpus(fake_host):

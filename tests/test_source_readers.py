@@ -660,6 +660,28 @@ def test_a_staggered_cgroups_reader_sees_a_cpuset_change_at_once(fake_host):
     assert app.cpus_effective == frozenset({5, 6})
 
 
+def test_a_settled_staggered_cgroups_reader_sees_every_cpuset_change_at_once_and_reuses_unchanged_containers(
+    fake_host,
+):
+    pods = many_pods(fake_host)
+    reader = staggered(cgroups.CgroupsReader())
+    for _ in range(3):  # the second reading settles the sandbox verdicts: most containers then skip all but cpus
+        before = reader.read(fake_host.paths)
+
+    for pod in pods[:4]:
+        set_container_cpus(fake_host, pod, "app", "20-21")
+    found = reader.read(fake_host.paths)
+
+    assert found == cgroups.read(fake_host.paths)
+    moved = {pod.uid for pod in pods[:4]}
+    for pod, old in zip(found.pods, before.pods, strict=True):
+        for container, previous in zip(pod.containers, old.containers, strict=True):
+            if pod.uid in moved and not container.is_sandbox:
+                assert container.cpus_effective == frozenset({20, 21})
+            else:
+                assert container is previous  # same files: the previous (immutable) snapshot itself
+
+
 def test_a_container_whose_placement_was_unknown_is_read_again_at_once(fake_host):
     pods = many_pods(fake_host, count=4)
     app = pods[1].container("app")

@@ -183,6 +183,35 @@ def managed_irqs(host: Host) -> ManagedIrqs | None:
     return host.memo("managed_irqs", lambda: ManagedIrqs(found, host.get("interrupts"), all_cpus))
 
 
+# The device rows of /proc/interrupts joined with their /proc/irq entry: (row, IRQ number, entry, delivered-to CPUs).
+DeviceIrq = tuple[InterruptRow, int, IrqAffinity, CPUSet]
+
+
+def device_irqs(host: Host) -> tuple[DeviceIrq, ...]:
+    """Every device row that has a /proc/irq entry, in row order, computed once per Host: the placement check and the
+    ``numawatch_irq_affinity_info`` family both walk the ~2,000 rows of a large node only to keep the few delivered
+    to protected CPUs, so the key parsing and lookups are done once for both. Empty without either source."""
+
+    def join() -> tuple[DeviceIrq, ...]:
+        interrupts: Interrupts | None = host.get("interrupts")
+        irqs: Irqs | None = host.get("irqs")
+        if interrupts is None or irqs is None:
+            return ()
+        by_irq = irqs.irqs
+        joined = []
+        for row in interrupts.rows:
+            if row.kind != KIND_DEVICE:
+                continue
+            irq = row.irq
+            found = by_irq.get(irq) if irq is not None else None
+            if found is not None and irq is not None:
+                joined.append((row, irq, found, found.delivered_to))
+        return tuple(joined)
+
+    result: tuple[DeviceIrq, ...] = host.memo("device_irqs", join)
+    return result
+
+
 # --------------------------------------------------------------------------------------------- irq_on_isolated_cpu
 def check_irq_placement(host: Host, intent: Intent) -> Iterator[Finding]:
     isolated, exclusive = protected_cpus(host)
@@ -199,24 +228,21 @@ def check_irq_placement(host: Host, intent: Intent) -> Iterator[Finding]:
         return
     managed = managed_irqs(host) or ManagedIrqs(irqs, interrupts, frozenset(topology.cpus))
     flags = topology.isolation.isolcpus_flags
-    for row in interrupts.rows:
-        if row.kind != KIND_DEVICE or row.irq is None:
+    for row, irq, found, delivered in device_irqs(host):
+        if delivered.isdisjoint(protected):  # most rows: no intersection built
             continue
-        found = irqs.irqs.get(row.irq)
-        if found is None:
+        hit = delivered & protected
+        if exempt(row.name, intent.kernel.irq_exempt):
             continue
-        hit = found.delivered_to & protected
-        if not hit or exempt(row.name, intent.kernel.irq_exempt):
-            continue
-        is_managed = managed.managed(row.irq)
+        is_managed = managed.managed(irq)
         where = "effective affinity" if found.effective is not None else "affinity"
         message = (
-            f"IRQ {row.irq} ({row.name}) is delivered to {describe_cpus(hit, isolated, exclusive)}: its {where} is "
-            f"{format_cpulist(found.delivered_to)} (requested {format_cpulist(found.affinity or EMPTY)})"
+            f"IRQ {irq} ({row.name}) is delivered to {describe_cpus(hit, isolated, exclusive)}: its {where} is "
+            f"{format_cpulist(delivered)} (requested {format_cpulist(found.affinity or EMPTY)})"
         )
         yield IRQ_PLACEMENT.finding(
             intent,
-            {"irq": str(row.irq), "name": row.name, "cpus": format_cpulist(hit), "managed": str(is_managed).lower()},
+            {"irq": str(irq), "name": row.name, "cpus": format_cpulist(hit), "managed": str(is_managed).lower()},
             message + _placement_advice(found, is_managed, managed, protected, flags),
             _placement_remediation(found, is_managed, protected, topology, flags),
         )

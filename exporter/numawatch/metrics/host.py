@@ -11,20 +11,18 @@ depend on the host.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from numawatch import selfpin
 from numawatch.checks import Evaluation
-from numawatch.checks.host_irq import managed_irqs
+from numawatch.checks.host_irq import device_irqs, managed_irqs
 from numawatch.cpuset import format_cpulist
 from numawatch.metrics.core import safely
 from numawatch.metrics.exposition import CounterRows, GaugeRows
 from numawatch.model_host import (
     INTERRUPT_KINDS,
-    KIND_DEVICE,
-    InterruptRow,
     Interrupts,
     InterSocketTraffic,
     Irqbalance,
@@ -233,12 +231,10 @@ def irq_affinity(evaluation: Evaluation) -> Metric:
     managed = managed_irqs(host)
     if managed is None:  # None only without the irqs source, ruled out above
         return family
-    watched, by_irq = interrupts.watched, irqs.irqs
-    for row in _device_rows(interrupts):
-        irq = row.irq  # a property parsing the key: once per row
-        found = by_irq.get(irq) if irq is not None else None
+    watched = interrupts.watched
+    for row, _, found, delivered in device_irqs(host):  # joined once per Host with the placement check
         # isdisjoint: the same test as an empty intersection, without building one per IRQ (2,000 on a large node)
-        if found is None or found.delivered_to.isdisjoint(watched):
+        if delivered.isdisjoint(watched):
             continue
         family.add_metric(
             (
@@ -251,10 +247,6 @@ def irq_affinity(evaluation: Evaluation) -> Metric:
             1,
         )
     return family
-
-
-def _device_rows(interrupts: Interrupts) -> Iterator[InterruptRow]:
-    return (row for row in interrupts.rows if row.kind == KIND_DEVICE)
 
 
 def irqbalance(evaluation: Evaluation) -> Metric:

@@ -157,9 +157,27 @@ def read(paths: Paths) -> GpuInventory:
     return GpuInventory(gpus=tuple(gpus))
 
 
+def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | None], ...]]:
+    """The entries of ``sys/bus/pci/devices``, and each GPU of ``proc/driver/nvidia/gpus`` with its ``numa_node``.
+
+    What this source reads is fixed for a PCI function's lifetime (IDs, class, ``local_cpulist``) or for the
+    driver's (UUID, model), so a function coming or going (hotplug, a VF, the driver loading) changes the result —
+    and ``numa_node``, which the kernel lets an administrator rewrite to correct firmware that reports -1 (the very
+    fix for a ``gpu_numa_unknown`` finding), so it is part of the fingerprint for the driver's GPUs: two listings and
+    one small read per GPU instead of resolving ~20 device links and reading ~50 attributes every 15 s.
+    """
+    devices = paths.sysfs / "bus/pci/devices"
+    gpus = sorted(list_dir(paths.procfs / "driver/nvidia/gpus"))
+    return (
+        tuple(sorted(list_dir(devices))),
+        tuple((gpu, read_optional_text(devices / gpu / "numa_node", 64)) for gpu in gpus),
+    )
+
+
 SOURCE = SourceSpec(
     name="gpus_sysfs",
     read=read,
+    fingerprint=fingerprint,
     description="NVIDIA GPUs on the PCI bus with their NUMA node and local CPUs (sysfs, /proc/driver/nvidia)",
 )
 
@@ -167,6 +185,7 @@ __all__ = [
     "GPU_CLASSES",
     "NVIDIA_VENDOR",
     "SOURCE",
+    "fingerprint",
     "is_gpu_class",
     "parse_class",
     "parse_numa_node",
