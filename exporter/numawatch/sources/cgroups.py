@@ -424,21 +424,6 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     cpuset_dir = f"{layout.cpuset}/{rel}"
     carried = scan.carried(cid)
     settled = carried is not None and scan.settled(cid, carried[3])
-    if settled and carried is not None and carried[2] is not None and carried[3].cgroup_path == rel:
-        # Most containers at most readings (3 in 4 at serve's K = 4): not their turn, verdict settled, so only the
-        # CPUs are read. Bytes the same as last time make the previous snapshot this one, exactly as the general
-        # path below would conclude (procs, mems and placement are the carried ones), without its bookkeeping.
-        first_cpus = _read(cpuset_dir + layout.cpus_file)
-        if first_cpus is not None and first_cpus == carried[1]:
-            container = carried[3]
-            scan.keep(first_cpus, container.cpus_effective)
-            scan.keep(carried[2], container.mems_effective)
-            if scan.is_sandbox(cid, container.pids) != container.is_sandbox:  # settled: no comm read
-                container = replace(container, is_sandbox=not container.is_sandbox)
-            scan.containers[cid] = (carried[0], first_cpus, carried[2], container)
-            return container
-    else:
-        first_cpus = None
     procs_path = cpuset_dir + "/cgroup.procs"
     if settled and carried is not None:
         # Not its turn and nothing for cgroup.procs to decide: its previous bytes stand in (so an unchanged
@@ -454,7 +439,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
         procs_data = read_procs
     cpus_path = cpuset_dir + layout.cpus_file
     mems_path = cpuset_dir + layout.mems_file
-    cpus_data = first_cpus if first_cpus is not None else _read(cpus_path)  # read above when it changed
+    cpus_data = _read(cpus_path)
     # cpuset.mems.effective goes with memory.numa_stat: memory placement, whose alerts wait 30 minutes, and which
     # no other pod's admission rewrites (the Memory Manager does not reconcile shared containers' mems the way the
     # CPU Manager does their cpus). The CPUs are read every time.
