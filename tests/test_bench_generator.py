@@ -15,8 +15,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -29,6 +27,7 @@ from numawatch.paths import Paths
 from numawatch.sources.kernel import parse_affected_cpus, parse_governor
 from numawatch.sources.numastat import parse_numastat
 from numawatch.sources.topology import parse_meminfo_total
+from open_audit import FORBIDDEN_NAMES, recording
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "generate_host.py"
 
@@ -266,37 +265,16 @@ def test_numastat_counters_add_up_as_the_kernel_counts_them(drifted, drifted_hos
 
 
 # --------------------------------------------------------------------------------------------------- isolated CPUs
-_opened: list[str] | None = None
-
-
-def _audit(event: str, args: tuple) -> None:
-    if event == "open" and _opened is not None and args and isinstance(args[0], (str, bytes, os.PathLike)):
-        _opened.append(os.fsdecode(args[0]))
-
-
-sys.addaudithook(_audit)  # audit hooks cannot be removed; it records only inside _recording()
-
-
-@contextmanager
-def _recording() -> Iterator[list[str]]:
-    global _opened
-    _opened = []
-    try:
-        yield _opened
-    finally:
-        _opened = None
-
-
 def test_a_full_evaluation_of_the_generated_node_opens_no_frequency_file(drifted):
     root = Path(drifted.root)
     assert (root / "sys/devices/system/cpu/cpufreq/policy9/scaling_cur_freq").is_file()  # there to be avoided
     reader = HostReader(Paths.from_root(root))
-    with _recording() as opened:
+    with recording() as opened:
         reader.read()
         metrics.render(evaluate(reader.read(), REFERENCE))  # two readings, as serve: the rate checks run too
     assert any(path.endswith("/scaling_governor") for path in opened)  # the recorder saw cpufreq being read
     names = {Path(path).name for path in opened}
-    assert names.isdisjoint({"scaling_cur_freq", "cpuinfo_cur_freq", "numa_maps", "msr"})
+    assert names.isdisjoint(FORBIDDEN_NAMES)
 
 
 # --------------------------------------------------------------------------------------------------- node_exporter

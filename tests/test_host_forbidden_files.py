@@ -12,10 +12,6 @@ has all these files, on the real-kernel capture, and on this machine.
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,28 +23,7 @@ from numawatch.checks import evaluate
 from numawatch.host import HostReader
 from numawatch.intent import Intent
 from numawatch.paths import Paths
-
-FORBIDDEN_NAMES = ("scaling_cur_freq", "cpuinfo_cur_freq", "numa_maps", "msr")
-
-_opened: list[str] | None = None
-
-
-def _audit(event: str, args: tuple) -> None:
-    if event == "open" and _opened is not None and args and isinstance(args[0], (str, bytes, os.PathLike)):
-        _opened.append(os.fsdecode(args[0]))
-
-
-sys.addaudithook(_audit)  # audit hooks cannot be removed; it records only inside recording()
-
-
-@contextmanager
-def recording() -> Iterator[list[str]]:
-    global _opened
-    _opened = []
-    try:
-        yield _opened
-    finally:
-        _opened = None
+from open_audit import FORBIDDEN_NAMES, recording
 
 
 def full_evaluation(paths: Paths) -> None:
