@@ -25,7 +25,7 @@ import time
 import tracemalloc
 
 from numawatch.sources._files import read_bytes
-from numawatch.sources.interrupts import parse_interrupts, read_interrupts
+from numawatch.sources.interrupts import Remembered, parse_interrupts, read_interrupts
 
 NAMED_ROWS = (
     ("NMI", "Non-maskable interrupts"),
@@ -111,7 +111,7 @@ def measure_file(data: bytes, watched: frozenset[int], repeat: int) -> None:
         path = os.path.join(directory, "interrupts")
         with open(path, "wb") as handle:
             handle.write(data)
-        _, known = read_interrupts(path, watched, known={})
+        _, known = read_interrupts(path, watched, known=Remembered())
         ways = (
             ("whole file: read_bytes + parse_interrupts", lambda: parse_interrupts(read_bytes(path), watched)),
             ("in 1 MiB blocks: read_interrupts (check)", lambda: read_interrupts(path, watched)),

@@ -6,12 +6,15 @@ matters between readings. Also the block-wise /proc/interrupts reader against th
 from __future__ import annotations
 
 import os
+import random
 import tracemalloc
 
 import pytest
 from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, format_interrupts
 from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_container_cpus, set_numa_bytes
 from fakehost.topology import add_topology
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numawatch import host as host_module
 from numawatch.errors import MalformedFile
 from numawatch.host import HostReader, read_host_window
@@ -368,6 +371,113 @@ def test_the_interrupts_reader_reuses_unchanged_rows_and_sees_changed_counts_and
     assert dict(rows["LOC"].counts) == {2: 100, 3: 250}
     assert rows["41"] is {row.key: row for row in second.rows}["41"]
     assert third.rows == interrupts.read(fake_host.paths).rows
+
+
+def two_readings(tmp_path, first: bytes, second: bytes, watched, *, block: int = 1 << 20):
+    """What a reader's second reading gives (after reading ``first``), and the one-off parse of ``second``."""
+    path = tmp_path / "interrupts"
+    path.write_bytes(first)
+    before, known = interrupts.read_interrupts(str(path), watched, known=interrupts.Remembered(), block=block)
+    path.write_bytes(second)
+    after, _ = interrupts.read_interrupts(str(path), watched, known=known, block=block)
+    return before, after, interrupts.parse_interrupts(second, watched, read_at=after.read_at)
+
+
+def eight_cpu_rows(nic_counts: dict[int, int], loc: dict[int, int], *, name: str = "eth0") -> bytes:
+    cpus = list(range(8))
+    rows = [FakeIrq(40, name, frozenset({0}), counts=nic_counts), FakeIrq(41, "nvme0q1", frozenset({1}),
+                                                                          counts={1: 9})]  # fmt: skip
+    return format_interrupts(cpus, rows, {"LOC": loc, "RES": {4: 2}}).encode()
+
+
+def test_rows_counting_only_on_unwatched_cpus_are_the_previous_rows_without_being_searched(tmp_path, monkeypatch):
+    watched = {2, 3, 4, 5}  # 0-1 and 6-7 are housekeeping: two runs of watched cells
+    first = eight_cpu_rows({0: 100, 3: 1}, dict.fromkeys(range(8), 50))
+    second = eight_cpu_rows({0: 900, 6: 40, 3: 1}, dict.fromkeys(range(8), 50))  # traffic on housekeeping only
+    path = tmp_path / "interrupts"
+    path.write_bytes(first)
+    before, known = interrupts.read_interrupts(str(path), watched, known=interrupts.Remembered())
+    path.write_bytes(second)
+    converted = []
+    monkeypatch.setattr(interrupts, "_count", lambda cell, key, path: converted.append(key) or int(cell))
+    after, _ = interrupts.read_interrupts(str(path), watched, known=known)
+
+    assert converted == []  # LOC and row 40 have non-zero watched counts: they were not searched for them again
+    assert all(a is b for a, b in zip(before.rows, after.rows, strict=True))
+    assert after == interrupts.parse_interrupts(second, watched, read_at=after.read_at)
+
+
+def test_a_count_that_moves_on_a_watched_cpu_is_read_again(tmp_path):
+    watched = {2, 3, 4, 5}
+    first = eight_cpu_rows({0: 100}, dict.fromkeys(range(8), 50))
+    second = eight_cpu_rows({0: 100, 5: 1}, {**dict.fromkeys(range(8), 50), 2: 51})
+    before, after, expected = two_readings(tmp_path, first, second, watched)
+
+    assert after == expected
+    rows = {row.key: row for row in after.rows}
+    assert dict(rows["40"].counts) == {5: 1}
+    assert rows["LOC"].counts[2] == 51
+    assert rows["41"] is before.rows[1]  # nothing moved there
+
+
+def test_other_watched_cpus_read_every_row_again(tmp_path):
+    first = eight_cpu_rows({0: 100, 6: 3}, dict.fromkeys(range(8), 50))
+    path = tmp_path / "interrupts"
+    path.write_bytes(first)
+    _, known = interrupts.read_interrupts(str(path), {2, 3}, known=interrupts.Remembered())
+    # The same file, now with CPU 6 watched too (a container was pinned there): its counts must appear.
+    after, _ = interrupts.read_interrupts(str(path), {2, 3, 6}, known=known)
+
+    assert after == interrupts.parse_interrupts(first, {2, 3, 6}, read_at=after.read_at)
+    assert dict({row.key: row for row in after.rows}["40"].counts) == {6: 3}
+
+
+def test_a_count_widening_past_ten_digits_is_read_again_not_taken_for_the_previous_row(tmp_path):
+    watched = {2, 3, 4, 5}
+    first = eight_cpu_rows({0: 100, 3: 7}, dict.fromkeys(range(8), 50))
+    second = eight_cpu_rows({0: 10**11, 3: 7}, dict.fromkeys(range(8), 50))  # shifts the rest of row 40
+    _, after, expected = two_readings(tmp_path, first, second, watched)
+
+    assert after == expected
+    assert dict({row.key: row for row in after.rows}["40"].counts) == {3: 7}
+
+
+def test_a_row_repeated_in_the_next_reading_is_refused_even_when_unchanged(tmp_path):
+    first = eight_cpu_rows({0: 100}, dict.fromkeys(range(8), 50))
+    row_40 = next(line for line in first.split(b"\n") if line.lstrip().startswith(b"40:"))
+    second = first.replace(row_40, row_40 + b"\n" + row_40)
+
+    with pytest.raises(MalformedFile, match="row 40 appears twice"):
+        two_readings(tmp_path, first, second, {2, 3, 4, 5})
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    counts=st.lists(st.lists(st.integers(0, 10**11), min_size=8, max_size=8), min_size=2, max_size=2),
+    moves=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.integers(1, 10**6)), max_size=12),
+    watched=st.sets(st.integers(0, 7)),
+    block=st.sampled_from([13, 97, 1 << 20]),
+    rename=st.booleans(),
+)
+def test_a_readers_second_reading_equals_a_one_off_parse(tmp_path_factory, counts, moves, watched, block, rename):
+    """Whatever moved between two readings (counts anywhere, widths, names), the reader's second reading is what
+    parsing the second file alone gives."""
+    tmp_path = tmp_path_factory.mktemp("interrupts")
+    cpus = list(range(8))
+
+    def render(rows_counts, name):
+        rows = [FakeIrq(40 + index, f"{name}{index}", frozenset({0}), counts=dict(zip(cpus, values, strict=True)))
+                for index, values in enumerate(rows_counts)]  # fmt: skip
+        return format_interrupts(cpus, rows, {"LOC": dict(zip(cpus, rows_counts[0], strict=True))}).encode()
+
+    later = [list(values) for values in counts]
+    for row, cpu, step in moves:
+        later[row % 2][cpu] += step
+    _, after, expected = two_readings(
+        tmp_path, render(counts, "dev"), render(later, "nic" if rename else "dev"), watched, block=block
+    )
+
+    assert after == expected
 
 
 # --------------------------------------------------------------------------------------------------- kernel

@@ -32,7 +32,9 @@ The watched CPUs are worked out here from cheap files, because a source does not
 ``sys/devices/system/cpu/{isolated,nohz_full}``, ``isolcpus=``/``nohz_full=`` of ``proc/cmdline``, and the
 exclusive CPUs of the kubelet's ``cpu_manager_state`` (``<kubelet>/cpu_manager_state``; read tolerantly, the
 kubelet_state source reports its problems). Rates come from two readings (``Host.previous``); the only state serve
-keeps (``InterruptsReader``) is the previous reading's rows, reused for rows whose text did not change.
+keeps (``InterruptsReader``) is the previous reading's rows with a CRC-32 of each row's watched cells: a row whose
+watched cells and text read the same is the previous row without being searched (devices routed to housekeeping
+CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows are searched again).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -136,29 +139,55 @@ def _runs(columns: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-# What a reader remembers of a row between readings: the bytes after its counts and the row built from them.
-_Known = dict[str, tuple[bytes, InterruptRow]]
+# What a reader remembers of a row between readings, by its label as printed (`` 24``, ``LOC``): the bytes after its
+# counts, the row built from them and, for a row read by the fast path, the CRC-32 of its watched cells (else None).
+_Known = dict[bytes, tuple[bytes, InterruptRow, int | None]]
+# The layout the digests of a reading were taken with: the CPU of each column and the watched columns. A reading with
+# another layout (a CPU went offline, a container was pinned) cannot compare digests with it.
+_Layout = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+class Remembered:
+    """What a reading leaves for the next one (``read_interrupts``' ``known``): its rows by key and their layout."""
+
+    __slots__ = ("layout", "rows")
+
+    def __init__(self, layout: _Layout | None = None, rows: _Known | None = None) -> None:
+        self.layout = layout
+        self.rows: _Known = rows if rows is not None else {}
 
 
 class _RowParser:
     """The rows of one reading of /proc/interrupts, fed in blocks of whole lines (the whole file is one block).
 
     ``known`` (a reader's previous reading, or None) lets a row whose text after the counts is unchanged skip the
-    chip/name split, and a row whose watched counts are unchanged too be the previous (immutable) row itself: on a
-    real host most rows count nothing on isolated CPUs, so most rows are reused.
+    chip/name split, and a row whose watched counts are unchanged too be the previous (immutable) row itself. When
+    the previous reading had the same columns and watched CPUs, a fast-path row whose watched cells have the same
+    CRC-32 as then is that row without being searched at all: on a real node only the rows that count something new
+    on an isolated or pinned CPU (the tick and IPI rows, a misrouted device) are searched.
     """
 
-    def __init__(self, header: bytes, watched: Iterable[int], path: str, known: _Known | None = None) -> None:
+    def __init__(self, header: bytes, watched: Iterable[int], path: str, known: Remembered | None = None) -> None:
         self.path = path
         self.cpus = cpus = parse_header(header, path)
         self.ncols = ncols = len(cpus)
         column_of = {cpu: index for index, cpu in enumerate(cpus)}
         self.columns = columns = sorted(column_of[cpu] for cpu in set(watched) if cpu in column_of)
         self.span = CELL * ncols
-        # Marking a whole block costs ~0.4 ns/byte; worth it when many columns are watched, else mark each watched
-        # segment on its own.
-        self.mark_blocks = len(columns) * 4 >= ncols
         self.runs = _runs(columns)
+        # The byte ranges (from the row's ":") whose CRC stands for its watched counts: each run of watched columns,
+        # or, past _MAX_RUNS runs, the span from the first to the last (unwatched cells inside it then count too).
+        if len(self.runs) <= _MAX_RUNS:
+            self.digest_spans = [(CELL * start, CELL * stop) for start, stop in self.runs]
+        else:
+            self.digest_spans = [(CELL * columns[0], CELL * (columns[-1] + 1))]
+        self.layout: _Layout = (cpus, tuple(columns))
+        # The previous reading's digests are comparable only when it had the same columns and watched the same ones.
+        self.digests = known is not None and known.layout == self.layout and bool(columns)
+        # Marking a whole block costs ~0.4 ns/byte; worth it when many columns are watched and most rows are to be
+        # searched. With the previous digests most rows are not searched at all: mark only the segments of those
+        # that are.
+        self.mark_blocks = len(columns) * 4 >= ncols and not self.digests
         self.only: frozenset[int] | None = None
         # With the block marked, one find() over the span from the first to the last watched column and a membership
         # test per non-zero count beats one find() per run: most rows have no non-zero count there at all.
@@ -166,7 +195,7 @@ class _RowParser:
             self.runs, self.only = [(columns[0], columns[-1] + 1)], frozenset(columns)
         self.rows: list[InterruptRow] = []
         self.seen: set[str] = set()
-        self.known = known
+        self.known = known.rows if known is not None else None
         self.now: _Known = {}
 
     def feed(self, data: bytes, pos: int, length: int) -> None:
@@ -178,6 +207,12 @@ class _RowParser:
         digits = _DIGITS
         marked = data.translate(_MARK_NONZERO) if self.mark_blocks else None
         rows, seen, known, now = self.rows, self.seen, self.known, self.now
+        # Digests are taken when there is a next reading to compare with (a reader's), and used when the previous
+        # reading's can be compared with them.
+        digest_spans = self.digest_spans if known is not None and columns else None
+        compare = self.digests and digest_spans is not None
+        view = memoryview(data) if digest_spans is not None else None
+        crc32 = zlib.crc32
         while pos < length:
             eol = data.find(b"\n", pos, length)
             if eol < 0:
@@ -188,13 +223,43 @@ class _RowParser:
                     raise MalformedFile(path, f"line without ':': {data[pos:eol].strip()[:80]!r}")
                 pos = eol + 1
                 continue
-            raw_key = data[pos:colon].strip()
+            label = data[pos:colon]  # as printed, padding included: what the previous reading's rows are known by
+            base = colon + 1
+            end = base + span
+            if compare:
+                before = known.get(label)  # type: ignore[union-attr]  # compare implies known
+                if (
+                    before is not None
+                    and before[2] is not None
+                    and end <= eol
+                    and data[end:eol] == before[0]
+                    and data[base + CELL - 1] in digits
+                    and data[end - 1] in digits
+                ):
+                    # The previous reading took this row by the fast path, and the text after ``span`` bytes of
+                    # counts is that row's tail again: the tail began with no count cell (the fast path checked), so
+                    # the counts still fill exactly ``span`` bytes in 11-byte cells. The watched cells' CRC-32 then
+                    # says whether the row is the previous one: most rows are on a real node, since devices are
+                    # routed to housekeeping CPUs, whose cells are not in the digest. Different cells share a CRC-32
+                    # with odds of 2^-32: such a row would show its previous counts for one reading.
+                    same = 0
+                    for low, high in digest_spans:  # type: ignore[union-attr]  # compare implies digest_spans
+                        same = crc32(view[base + low : base + high], same)  # type: ignore[index]
+                    if same == before[2]:
+                        row = before[1]
+                        if row.key in seen or label in now:
+                            raise MalformedFile(path, f"row {row.key} appears twice")
+                        seen.add(row.key)
+                        now[label] = before
+                        rows.append(row)
+                        pos = eol + 1
+                        continue
+            raw_key = label.strip()
             if not raw_key or not raw_key.isascii() or b" " in raw_key:
                 raise MalformedFile(path, f"bad row label in {data[pos:eol].strip()[:80]!r}")
             key = raw_key.decode()
-            base = colon + 1
-            end = base + span
             counts: dict[int, int] = {}
+            digest: int | None = None
             if (
                 end <= eol
                 and data[base + CELL - 1] in digits
@@ -202,9 +267,13 @@ class _RowParser:
                 and (end == eol or data[end] not in digits)
                 and not _looks_like_a_count(data[end : end + CELL])
             ):
-                # Fast path: every count sits in its 11-byte cell. In the digit-marked copy a non-zero count is the
-                # only thing with an "x" in it, so memchr-speed find() skips the zeros; only non-zero watched counts
-                # are converted.
+                # Fast path: every count sits in its 11-byte cell.
+                if digest_spans is not None:
+                    digest = 0
+                    for low, high in digest_spans:
+                        digest = crc32(view[base + low : base + high], digest)  # type: ignore[index]
+                # In the digit-marked copy a non-zero count is the only thing with an "x" in it, so memchr-speed
+                # find() skips the zeros; only non-zero watched counts are converted.
                 for start, stop in runs:
                     low, high = base + CELL * start, base + CELL * stop
                     if marked is None:
@@ -237,10 +306,10 @@ class _RowParser:
                     if value:
                         counts[cpus[column]] = value
                 tail = parts[ncols] if len(parts) > ncols else b""
-            if key in seen:
+            if key in seen or label in now:
                 raise MalformedFile(path, f"row {key} appears twice")
             seen.add(key)
-            before = known.get(key) if known is not None else None
+            before = known.get(label) if known is not None else None
             if before is not None and before[0] == tail:
                 row = before[1]
                 if row.counts != counts:
@@ -255,9 +324,11 @@ class _RowParser:
                     counts=frozen_map(counts) if counts else _NO_COUNTS,
                 )
             if known is not None:
-                now[key] = (tail, row)
+                now[label] = (tail, row, digest)
             rows.append(row)
             pos = eol + 1
+        if view is not None:
+            view.release()  # data may be a block the caller reuses; do not keep it exported
 
     def result(self, read_at: float) -> Interrupts:
         return Interrupts(
@@ -286,8 +357,8 @@ def read_interrupts(
     *,
     block: int = BLOCK,
     limit: int = DEFAULT_READ_LIMIT,
-    known: _Known | None = None,
-) -> tuple[Interrupts, _Known]:
+    known: Remembered | None = None,
+) -> tuple[Interrupts, Remembered]:
     """Read and parse /proc/interrupts ``block`` bytes at a time: the same result as ``parse_interrupts`` of the
     whole file, without ever holding the whole file (8 MB on a 384-CPU host, and as much again digit-marked).
 
@@ -330,7 +401,7 @@ def read_interrupts(
             parser.feed(pending, 0, len(pending))
     finally:
         os.close(fd)
-    return parser.result(time.monotonic()), parser.now
+    return parser.result(time.monotonic()), Remembered(parser.layout, parser.now)
 
 
 _NO_COUNTS = frozen_map()  # shared by every row without a non-zero watched count
@@ -422,7 +493,7 @@ def watched_cpus(paths: Paths) -> CPUSet:
 
 
 # --------------------------------------------------------------------------------------------------- reader
-def _read(paths: Paths, known: _Known | None) -> tuple[Interrupts, _Known]:
+def _read(paths: Paths, known: Remembered | None) -> tuple[Interrupts, Remembered]:
     path = paths.procfs / "interrupts"
     watched = watched_cpus(paths)
     try:
@@ -440,7 +511,7 @@ class InterruptsReader:
     are not split and built again. Reads the same as ``read``."""
 
     def __init__(self) -> None:
-        self._known: _Known = {}
+        self._known = Remembered()
 
     def read(self, paths: Paths) -> Interrupts:
         result, self._known = _read(paths, self._known)
