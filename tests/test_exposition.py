@@ -300,3 +300,65 @@ def test_a_row_family_also_filled_through_add_metric_writes_both():
     written = assert_written_like_generate_latest([family])
 
     assert b'mixed{a="row"} 1.0' in written and b'mixed{a="sample"} 2.0' in written
+
+
+# ------------------------------------------------------------------------------------------------ line cache
+def row_family(rows, name: str = "cached", labels=("cpu", "kind")) -> exposition.GaugeRows:
+    family = exposition.GaugeRows(name, "help", labels=labels)
+    family.rows.extend(rows)
+    return family
+
+
+def test_a_cached_write_is_the_uncached_write_as_rows_change_come_and_go():
+    cache = exposition.LineCache()
+    sequence = [
+        [("0", "device", 5), ("1", "ipi", 0), ('q"uote', "x", 1)],
+        [("0", "device", 6), ("1", "ipi", 0), ('q"uote', "x", 1), ("2", "new", 2.5)],  # one moved, one came
+        [("1", "ipi", 0)],  # two went away
+        [("0", "device", 5), ("1", "ipi", 0), ("1", "ipi2", math.nan)],  # one came back
+    ]
+    for rows in sequence:
+        cached = exposition.write([row_family(rows), gauge(rows=[(("s",), len(rows))])], cache)
+        assert cached == exposition.write([row_family(rows), gauge(rows=[(("s",), len(rows))])])
+
+
+def test_an_unchanged_row_is_the_last_writes_line_and_a_gone_one_is_forgotten():
+    cache = exposition.LineCache()
+    exposition.write([row_family([("0", "device", 5), ("1", "ipi", 7)])], cache)
+    first = dict(cache.previous[("cached", ("cpu", "kind"))])
+
+    exposition.write([row_family([("0", "device", 5), ("1", "ipi", 8)])], cache)
+    second = cache.previous[("cached", ("cpu", "kind"))]
+
+    assert second[("0", "device", 5)] is first[("0", "device", 5)]  # not formatted again
+    assert set(second) == {("0", "device", 5), ("1", "ipi", 8)}  # the row with 7 is not kept
+
+
+def test_families_with_the_same_name_but_other_labels_do_not_share_lines():
+    cache = exposition.LineCache()
+    exposition.write([row_family([("a", 1)], labels=("x",))], cache)
+
+    written = exposition.write([row_family([("a", 1)], labels=("y",))], cache)
+
+    assert b'cached{y="a"} 1.0' in written
+
+
+def test_a_row_family_with_an_unhashable_value_is_written_uncached():
+    cache = exposition.LineCache()
+    rows = [("0", 1), (["not", "hashable"], 2)]  # a bug elsewhere must not break the exposition
+
+    written = exposition.write([row_family(rows, labels=("a",))], cache)
+
+    assert written == exposition.write([row_family(rows, labels=("a",))])
+
+
+def test_the_servers_renderer_renders_what_render_renders_evaluation_after_evaluation(tmp_path):
+    node = reference_node(FakeHost(tmp_path / "host"))
+    reader = HostReader(node.host.paths, stagger=2)
+    renderer = metrics.Renderer()
+    stats = EvaluationStats()
+    for step in range(4):
+        if step == 2:
+            node.split_across_nodes()  # drift appears: findings, flags and placement rows change
+        evaluation = evaluate(reader.read(), REFERENCE)
+        assert renderer.render(evaluation, stats) == metrics.render(evaluation, stats)

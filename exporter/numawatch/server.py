@@ -131,6 +131,7 @@ class Sampler:
         # Gate.metrics_text); one entry per part, so building a second app on this sampler never doubles a family.
         self.extra_metrics: dict[str, Callable[[], str]] = {}
         self.stats = metrics.EvaluationStats()
+        self.renderer = metrics.Renderer()  # used by evaluate_once only, which runs one at a time
         self.latest: Snapshot | None = None
         self.failures = 0
         self._wake: asyncio.Event | None = None
@@ -144,7 +145,7 @@ class Sampler:
         duration = time.perf_counter() - start
         finished = time.time()
         self.stats.observe(duration, finished)
-        body = metrics.render(evaluation, self.stats) + self.self_metrics_text().encode()
+        body = self.renderer.render(evaluation, self.stats) + self.self_metrics_text().encode()
         # Level 1: on a 384-CPU node's 580 KB body it takes 2.3 ms instead of level 6's 5.3 ms, for 74 KB instead of
         # 62 KB sent per scrape on the loopback or the node's network; compressed once per evaluation, not per scrape.
         return Snapshot(evaluation, body, gzip.compress(body, compresslevel=GZIP_LEVEL), finished, duration)

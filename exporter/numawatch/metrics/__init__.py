@@ -18,7 +18,7 @@ from numawatch.metrics.core import EvaluationStats
 # version=1.0.0) because what we render is exactly this format, and every Prometheus since 2.0 reads it.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-__all__ = ["CONTENT_TYPE", "EvaluationStats", "families", "render"]
+__all__ = ["CONTENT_TYPE", "EvaluationStats", "Renderer", "families", "render"]
 
 
 def families(evaluation: Evaluation, stats: EvaluationStats | None = None) -> list[Metric]:
@@ -37,3 +37,15 @@ def render(evaluation: Evaluation, stats: EvaluationStats | None = None) -> byte
     # Families are built fresh for every render and nothing outlives it, so no series can go stale between
     # evaluations.
     return exposition.write(families(evaluation, stats))
+
+
+class Renderer:
+    """``render`` for a sequence of evaluations (the server's): the lines of rows that did not change since the last
+    evaluation are reused instead of formatted again (most of a node's series are placement and configuration,
+    which stay put). The bytes are exactly ``render``'s."""
+
+    def __init__(self) -> None:
+        self._lines = exposition.LineCache()
+
+    def render(self, evaluation: Evaluation, stats: EvaluationStats | None = None) -> bytes:
+        return exposition.write(families(evaluation, stats), self._lines)

@@ -30,7 +30,7 @@ from typing import Any
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.samples import Sample
 
-__all__ = ["CounterRows", "GaugeRows", "format_value", "write"]
+__all__ = ["CounterRows", "GaugeRows", "LineCache", "format_value", "write"]
 
 # The legacy name sets, matched as client_python matches them (``$``, so a trailing newline passes as it does there).
 _LEGACY_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -176,7 +176,31 @@ class CounterRows(_Rows, CounterMetricFamily):
         super().__init__(name, documentation, labels=labels)
 
 
-def _write_rows(metric: _Rows, sample_name: str, out: list[str]) -> None:
+class LineCache:
+    """The lines the last ``write`` made of row families' rows, for the next one: a row that comes back unchanged
+    (same label values, same value) is the same line, found by one dict lookup instead of formatted again.
+
+    Only the last write's lines are kept (each write replaces them), so a series that went away is forgotten at
+    once and the cache never holds more than one exposition's rows. One cache serves one sequence of writes (the
+    server's); rows must be hashable (label strings and a number), a family whose rows are not is written uncached.
+    Rows equal as Python values are one line: 0 and -0.0 would both print as the first one seen (no family of ours
+    makes a negative zero; every other pair of equal numbers prints the same anyway).
+    """
+
+    def __init__(self) -> None:
+        self.previous: dict[tuple[str, tuple[str, ...]], dict[tuple[Any, ...], str]] = {}
+        self.current: dict[tuple[str, tuple[str, ...]], dict[tuple[Any, ...], str]] = {}
+
+    def lines(self, sample_name: str, labelnames: tuple[str, ...]) -> tuple[dict[tuple[Any, ...], str], dict]:
+        """(the last write's lines of this family, where this write's go)."""
+        key = (sample_name, labelnames)
+        return self.previous.get(key, {}), self.current.setdefault(key, {})
+
+    def done(self) -> None:
+        self.previous, self.current = self.current, {}
+
+
+def _write_rows(metric: _Rows, sample_name: str, out: list[str], cache: LineCache | None = None) -> None:
     """The rows of a row family, written as ``_family`` writes the samples they stand for."""
     names = metric._labelnames
     template = _Template(sample_name, names)
@@ -190,24 +214,37 @@ def _write_rows(metric: _Rows, sample_name: str, out: list[str]) -> None:
     else:
         pick = itemgetter(*order)
     text, quotes = template.text, template.quotes
+    known, kept = cache.lines(sample_name, tuple(names)) if cache is not None else ({}, None)
     for row in metric.rows:
+        if kept is not None:
+            try:
+                line = known.get(row)
+            except TypeError:  # an unhashable label value: nothing of this family can be kept
+                known, kept = {}, None
+                line = None
+            if line is not None:
+                kept[row] = line
+                out.append(line)
+                continue
         values = pick(row)
         value = row[-1]
         rendered = f"{value}.0" if type(value) is int and _INT_LOW < value < _INT_HIGH else format_value(value)
         line = text % (*values, rendered)
         if line.count('"') != quotes or "\\" in line or "\n" in line:
             line = text % (*(escape_label_value(item) for item in values), rendered)
+        if kept is not None:
+            kept[row] = line
         out.append(line)
 
 
-def _family(metric: Any, out: list[str]) -> None:
+def _family(metric: Any, out: list[str], cache: LineCache | None = None) -> None:
     name = metric.name
     suffix, shown = _EXPOSED.get(metric.type, ("", metric.type))
     exposed = metric_name(name + suffix)
     documentation = metric.documentation.replace("\\", "\\\\").replace("\n", "\\n")
     out.append(f"# HELP {exposed} {documentation}\n# TYPE {exposed} {shown}")
     if isinstance(metric, _Rows) and not metric._samples:  # filled through add_metric too: the general way
-        _write_rows(metric, name + metric.sample_suffix, out)
+        _write_rows(metric, name + metric.sample_suffix, out, cache)
         return
     special = {name + suffix: suffix for suffix in _OPENMETRICS_ONLY}
     deferred: dict[str, list[str]] = {}
@@ -246,15 +283,18 @@ def _family(metric: Any, out: list[str]) -> None:
         out.extend(deferred[extra])
 
 
-def write(families: Iterable[Any]) -> bytes:
-    """The text exposition of ``families``, in order, UTF-8."""
+def write(families: Iterable[Any], cache: LineCache | None = None) -> bytes:
+    """The text exposition of ``families``, in order, UTF-8. With ``cache`` (kept between writes by one caller),
+    rows of row families that the last write wrote too are not formatted again."""
     out: list[str] = []
     for metric in families:
         try:
-            _family(metric, out)
+            _family(metric, out, cache)
         except Exception as error:  # as generate_latest does: say which family could not be written
             error.args = (*(error.args or ("",)), metric)
             raise
+    if cache is not None:
+        cache.done()
     if not out:
         return b""
     out.append("")
