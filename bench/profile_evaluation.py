@@ -7,10 +7,15 @@
 
 What is profiled is what ``numawatch serve`` does per evaluation: ``HostReader.read()`` (warm: the fingerprinted
 sources come from the cache after the first reading, and the stateful readers are staggered as in serve:
-``--stagger K``, else serve's default), ``evaluate()``, ``metrics.render()`` and the gzip of the body,
+``--stagger K``, else serve's default), ``evaluate()``, serve's ``metrics.Renderer`` and the gzip of the body,
 ``--evaluations`` times; ``--cold`` profiles a fresh reader each time (what ``check`` does: it reads everything).
 pyinstrument is optional (``.venv/bin/pip install pyinstrument``; not a project dependency); cProfile and
 tracemalloc are in the standard library.
+
+``--churn`` (``--stray F``) moves the tree's counters on before each evaluation (bench/churn.py, in place), so that
+what serve reuses when its inputs did not change is not reused every time. cProfile is disabled around each
+``advance()``, and its CPU is taken out of the per-evaluation figure; pyinstrument and tracemalloc cannot be paused,
+so there the advances are in the profile (under ``Churn.advance``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import pstats
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 
 from numawatch import cli, metrics
 from numawatch.checks import evaluate
@@ -31,39 +38,69 @@ from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
 from numawatch.paths import Paths
 
+_BENCH = str(Path(__file__).resolve().parent)
+if _BENCH not in sys.path:  # run as a script it is there already; imported from elsewhere it may not be
+    sys.path.insert(0, _BENCH)
+import churn as bench_churn  # noqa: E402
 
-def evaluation_loop(root: str, evaluations: int, *, cold: bool, stagger: int | None = None) -> Callable[[], None]:
-    """A function running ``evaluations`` evaluations the way serve (or, with ``cold``, check) does."""
+Pause = Callable[[], AbstractContextManager[object]]  # what suspends profiling around an advance
+
+
+def evaluation_loop(
+    root: str, evaluations: int, *, cold: bool, stagger: int | None = None, churn: bench_churn.Churn | None = None
+) -> Callable[[Pause | None], None]:
+    """A function running ``evaluations`` evaluations the way serve (or, with ``cold``, check) does; with ``churn``,
+    ``churn.advance()`` before each, inside the ``pause`` it is given (what suspends the profiler, if it can be)."""
     paths = Paths.from_root(root)
     # serve's reader; code from before staggered readings existed (through PYTHONPATH) gets a plain one.
     share = stagger if stagger is not None else getattr(cli, "DEFAULT_STAGGER", 1)
     reader = HostReader(paths, **({"stagger": share} if share != 1 else {}))
     reader.read()
     stats = metrics.EvaluationStats()
+    # serve's renderer (reuses unchanged rows' lines); check, and code from before it existed, render from scratch.
+    render = metrics.Renderer().render if hasattr(metrics, "Renderer") and not cold else metrics.render
 
-    def loop() -> None:
+    def loop(pause: Pause | None = None) -> None:
         for _ in range(evaluations):
+            if churn is not None:
+                with (pause or nullcontext)():
+                    churn.advance()
             host = (HostReader(paths) if cold else reader).read()
             evaluation = evaluate(host, REFERENCE)
-            gzip.compress(metrics.render(evaluation, stats), compresslevel=1)
+            gzip.compress(render(evaluation, stats), compresslevel=1)
 
     return loop
 
 
-def profile_cprofile(loop: Callable[[], None], evaluations: int, top: int) -> str:
+def profile_cprofile(loop: Callable[[Pause | None], None], evaluations: int, top: int) -> str:
     profiler = cProfile.Profile()
+    paused = [0.0]  # CPU seconds spent with the profiler off (advancing the churn)
+
+    @contextmanager
+    def pause() -> Iterator[None]:
+        profiler.disable()
+        started = time.process_time()
+        try:
+            yield
+        finally:
+            paused[0] += time.process_time() - started
+            profiler.enable()
+
     start = time.process_time()
-    profiler.runcall(loop)
-    cpu = time.process_time() - start
+    profiler.runcall(loop, pause)
+    cpu = time.process_time() - start - paused[0]
     out = io.StringIO()
-    out.write(f"{evaluations} evaluations, {cpu / evaluations * 1000:.1f} ms CPU each under cProfile\n")
+    out.write(f"{evaluations} evaluations, {cpu / evaluations * 1000:.1f} ms CPU each under cProfile")
+    if paused[0]:
+        out.write(f" (counters moved before each, {paused[0] / evaluations * 1000:.1f} ms CPU each, not profiled)")
+    out.write("\n")
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("tottime").print_stats(top)
     return out.getvalue()
 
 
-def profile_pyinstrument(loop: Callable[[], None]) -> str:
+def profile_pyinstrument(loop: Callable[[Pause | None], None]) -> str:
     try:
         from pyinstrument import Profiler
     except ImportError:
@@ -75,7 +112,7 @@ def profile_pyinstrument(loop: Callable[[], None]) -> str:
     return profiler.output_text(unicode=False, color=False, show_all=False)
 
 
-def profile_memory(loop: Callable[[], None], top: int) -> str:
+def profile_memory(loop: Callable[[Pause | None], None], top: int) -> str:
     tracemalloc.start(25)
     loop()
     current, peak = tracemalloc.get_traced_memory()
@@ -94,11 +131,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stagger", type=int, default=None, metavar="K",
                         help="the warm reader's stagger (default: serve's; 1 reads everything every evaluation)")
     parser.add_argument("--top", type=int, default=30, help="rows of the cProfile tables (default: 30)")
+    parser.add_argument("--churn", action="store_true",
+                        help="move the tree's counters before each evaluation (bench/churn.py; changes the tree in "
+                        "place)")  # fmt: skip
+    parser.add_argument("--stray", type=float, default=0.0, metavar="F",
+                        help="with --churn, the fraction of device IRQ rows that also count on an isolated CPU "
+                        "(default: 0)")  # fmt: skip
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--pyinstrument", action="store_true", help="a pyinstrument call tree instead of cProfile")
     mode.add_argument("--memory", action="store_true", help="tracemalloc: the lines holding the most memory")
     args = parser.parse_args(argv)
-    loop = evaluation_loop(args.host_root, args.evaluations, cold=args.cold, stagger=args.stagger)
+    if args.stray and not args.churn:
+        parser.error("--stray needs --churn")
+    churn = bench_churn.Churn(args.host_root, stray=args.stray) if args.churn else None
+    loop = evaluation_loop(args.host_root, args.evaluations, cold=args.cold, stagger=args.stagger, churn=churn)
+    if churn is not None and (args.pyinstrument or args.memory):
+        print("note: --churn's advances cannot be left out of this profile: they are in it, under Churn.advance",
+              file=sys.stderr)  # fmt: skip
     if args.pyinstrument:
         sys.stdout.write(profile_pyinstrument(loop))
     elif args.memory:

@@ -34,6 +34,19 @@ For each size a fresh tree is generated (bench/generate_host.py, ``HostSpec.scal
    host of 128 CPUs or more (seconds of CPU and GBs of memory per scrape) gets ``--node-exporter-heavy-requests``
    scrapes (4) and at most 4 concurrent scrapers.
 
+With ``--churn`` (off by default, so earlier figures stay reproducible) the tree's counters move between
+evaluations as on a busy inference node (bench/churn.py says what moves: /proc/interrupts, every container's
+``memory.numa_stat``, /proc/stat, /proc/vmstat, numastat, meminfo, ``scaling_cur_freq``), so that what numawatch
+reuses when its inputs did not change is not reused every time: in (3) ``Churn.advance()`` runs before each
+evaluation, outside the timed region; for (2) and (4) bench/churn.py runs as a child process advancing the tree every
+``SERVE_INTERVAL`` while the program is measured (its CPU is its own: theirs comes from their /proc/<pid>/stat).
+One advance stands for ``SERVE_INTERVAL`` of the node (not churn's default 15 s), so serve's rate checks see a
+node's rates over their 1 s window and fire as they would there (the planted misrouted NIC vector does, the tick on
+nohz_full CPUs does not). In (3) the two readings are only an evaluation apart, so rates there are inflated.
+``--stray F`` makes that fraction of device IRQ rows also count on an isolated CPU at each advance. The churn changes
+the tree in place (a ``--host`` tree too). ``numawatch check`` is a fresh process every time and is measured on the
+tree as it stands.
+
 The report is markdown tables, ending with issue 7's side-by-side table (docs/performance.md records it with the
 command line and the machine).
 """
@@ -57,7 +70,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -66,6 +79,7 @@ if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
 import aiohttp  # noqa: E402
+import churn as bench_churn  # noqa: E402
 import generate_host  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -457,19 +471,48 @@ async def _measure_serve(
     }
 
 
+@contextlib.contextmanager
+def churning(root: str, churn: bool, stray: float = 0.0) -> Iterator[None]:
+    """With ``churn``, bench/churn.py in a child process advancing the tree under ``root`` every ``SERVE_INTERVAL``
+    until the block ends (a child, not a thread: this harness's GIL would slow the scrapers' event loop, and its CPU
+    shows in no measured program's /proc/<pid>/stat). The block starts once the child has read the tree."""
+    if not churn:
+        yield
+        return
+    argv = [sys.executable, str(BENCH / "churn.py"), "--root", root, "--every", str(SERVE_INTERVAL),
+            "--seconds", str(SERVE_INTERVAL), "--stray", str(stray)]  # fmt: skip
+    with Server(argv, 0) as mover:  # no port: Server is only the start / wait-for-a-line / SIGTERM here
+        mover.wait_for_line(b"churning", 300)
+        yield
+        if mover.process is not None and mover.process.poll() is not None:
+            raise RuntimeError(f"bench/churn.py stopped while measuring: {mover.stderr()}")
+
+
 def measure_serve(
-    binary: str, root: str, *, warmup: int, evaluations: int, requests: int, concurrency: int, stagger: int | None
+    binary: str,
+    root: str,
+    *,
+    warmup: int,
+    evaluations: int,
+    requests: int,
+    concurrency: int,
+    stagger: int | None,
+    churn: bool = False,
+    stray: float = 0.0,
 ) -> dict:
+    """serve's CPU per evaluation, memory, series and scrape latency; with ``churn`` the tree's counters move every
+    ``SERVE_INTERVAL`` meanwhile (``churning``)."""
     port = free_port()
     argv = [binary, "serve", "--host-root", root, "--interval", str(SERVE_INTERVAL), "--listen", f"127.0.0.1:{port}",
             "--log-level", "warning"]  # fmt: skip
     if stagger is not None:
         argv += ["--stagger", str(stagger)]
-    with Server(argv, port) as server:
+    with churning(root, churn, stray), Server(argv, port) as server:
         server.wait_for_line(b"listening", 60)
         result = asyncio.run(_measure_serve(server, SERVE_INTERVAL, warmup, evaluations, requests, concurrency))
         result["errors"] = logged_errors(server.stderr(limit=1 << 24))
-        return result
+    result["churn"], result["stray"] = churn, stray if churn else 0.0
+    return result
 
 
 async def _measure_node_exporter(server: Server, scrapes: int, requests: int, concurrency: int) -> dict:
@@ -506,8 +549,18 @@ async def _measure_node_exporter(server: Server, scrapes: int, requests: int, co
 
 
 def measure_node_exporter(
-    binary: str, root: str, collectors: Sequence[str], *, scrapes: int, requests: int, concurrency: int
+    binary: str,
+    root: str,
+    collectors: Sequence[str],
+    *,
+    scrapes: int,
+    requests: int,
+    concurrency: int,
+    churn: bool = False,
+    stray: float = 0.0,
 ) -> dict:
+    """node_exporter's CPU per scrape, memory, series and scrape latency; with ``churn`` the tree's counters move
+    every ``SERVE_INTERVAL`` meanwhile (``churning``)."""
     port = free_port()
     argv = [
         binary,
@@ -518,9 +571,10 @@ def measure_node_exporter(
         "--collector.disable-defaults",
         *(f"--collector.{name}" for name in collectors),
     ]
-    with Server(argv, port) as server:
+    with churning(root, churn, stray), Server(argv, port) as server:
         result = asyncio.run(_measure_node_exporter(server, scrapes, requests, concurrency))
     result["collectors"] = list(collectors)
+    result["churn"], result["stray"] = churn, stray if churn else 0.0
     return result
 
 
@@ -536,25 +590,35 @@ def serve_reader(root: str, stagger: int | None = None):
     return HostReader(Paths.from_root(root), **({"stagger": share} if share != 1 else {}))
 
 
-def measure_in_process(root: str, evaluations: int, stagger: int | None = None) -> dict[str, object]:
-    """Median milliseconds per source (warm HostReader, as serve keeps it), checks, render and gzip."""
+def measure_in_process(
+    root: str, evaluations: int, stagger: int | None = None, churn: bool = False, stray: float = 0.0
+) -> dict[str, object]:
+    """Median milliseconds per source (warm HostReader, as serve keeps it), checks, render and gzip. With ``churn``,
+    ``Churn.advance()`` moves the tree's counters on by ``SERVE_INTERVAL`` of the node before each evaluation,
+    outside the timed region (its own wall time is ``advance_ms``)."""
     from numawatch import metrics
     from numawatch.checks import evaluate
     from numawatch.intent import REFERENCE
 
+    mover = bench_churn.Churn(root, stray=stray, seconds=SERVE_INTERVAL) if churn else None
+    advances: list[float] = []
     reader = serve_reader(root, stagger)
     reader.read()  # fill the fingerprint caches, as serve's first evaluation does
     stats = metrics.EvaluationStats()
+    # serve's renderer (reuses unchanged rows' lines); code from before it existed renders from scratch.
+    render = metrics.Renderer().render if hasattr(metrics, "Renderer") else metrics.render
     phases: dict[str, list[float]] = {}
     sources: dict[str, list[float]] = {}
     cached: dict[str, bool] = {}
     for _ in range(evaluations):
+        if mover is not None:
+            advances.append(mover.advance().seconds)
         t0 = time.process_time()
         host = reader.read()
         t1 = time.process_time()
         evaluation = evaluate(host, REFERENCE)
         t2 = time.process_time()
-        body = metrics.render(evaluation, stats)
+        body = render(evaluation, stats)
         t3 = time.process_time()
         gzip.compress(body, compresslevel=1)
         t4 = time.process_time()
@@ -570,6 +634,9 @@ def measure_in_process(root: str, evaluations: int, stagger: int | None = None) 
         "phase_ms": {name: round(median(values) * 1000, 2) for name, values in phases.items()},
         "source_ms": {name: round(median(values) * 1000, 2) for name, values in sources.items()},
         "source_cached": cached,
+        "churn": churn,
+        "stray": stray if churn else 0.0,
+        "advance_ms": round(median(advances) * 1000, 2) if advances else None,
     }
 
 
@@ -582,6 +649,7 @@ class SizeResult:
     serve: dict[str, object] = field(default_factory=dict)
     in_process: dict[str, object] = field(default_factory=dict)
     node_exporter: dict[str, dict[str, object]] = field(default_factory=dict)  # by NODE_EXPORTER_CONFIGS name
+    churn: dict[str, object] = field(default_factory=dict)  # churn_settings(): whether the counters moved
 
 
 def host_summary(root: str) -> dict[str, object]:
@@ -599,6 +667,14 @@ def host_summary(root: str) -> dict[str, object]:
     }
 
 
+def churn_settings(churn: bool, stray: float) -> dict[str, object]:
+    """What the JSON and markdown say about the counters moving (bench/churn.py) or not."""
+    if not churn:
+        return {"enabled": False, "stray": 0.0}
+    return {"enabled": True, "stray": stray, "every_seconds": SERVE_INTERVAL,
+            "node_seconds_per_advance": SERVE_INTERVAL}  # fmt: skip
+
+
 def run_size(args: argparse.Namespace, binary: str, cpus: int | None, work: str) -> SizeResult:
     if args.host:
         root = args.host
@@ -611,15 +687,16 @@ def run_size(args: argparse.Namespace, binary: str, cpus: int | None, work: str)
         summary["planted"] = list(found.planted)
     size = int(summary.get("online_cpus") or cpus or 0)
     log(f"[{size} CPUs] host at {root}: {json.dumps({k: v for k, v in summary.items() if k != 'root'})}")
-    result = SizeResult(size, summary)
+    result = SizeResult(size, summary, churn=churn_settings(args.churn, args.stray))
     log(f"[{size} CPUs] check x{args.checks}")
     result.check = measure_check(binary, root, args.checks)
-    log(f"[{size} CPUs] serve: {args.warmup} warm-up + {args.evaluations} evaluations, scrapes")
+    moving = f", counters moving (stray {args.stray})" if args.churn else ""
+    log(f"[{size} CPUs] serve: {args.warmup} warm-up + {args.evaluations} evaluations, scrapes{moving}")
     result.serve = measure_serve(binary, root, warmup=args.warmup, evaluations=args.evaluations,
                                  requests=args.requests, concurrency=args.concurrency,
-                                 stagger=args.stagger)  # fmt: skip
-    log(f"[{size} CPUs] in-process breakdown x{args.evaluations}")
-    result.in_process = measure_in_process(root, args.evaluations, args.stagger)
+                                 stagger=args.stagger, churn=args.churn, stray=args.stray)  # fmt: skip
+    log(f"[{size} CPUs] in-process breakdown x{args.evaluations}{moving}")
+    result.in_process = measure_in_process(root, args.evaluations, args.stagger, args.churn, args.stray)
     if args.node_exporter:
         for config, collectors in NODE_EXPORTER_CONFIGS.items():
             if config == "interrupts" and size >= NODE_EXPORTER_HEAVY_CPUS:
@@ -633,10 +710,11 @@ def run_size(args: argparse.Namespace, binary: str, cpus: int | None, work: str)
             # scrape costs a few ms.
             scrapes = requests
             log(f"[{size} CPUs] node_exporter {config} ({','.join(collectors)}): {scrapes} scrapes for CPU, "
-                f"{requests} with 1 and {max(requests, concurrency)} with {concurrency} concurrent scrapers")
+                f"{requests} with 1 and {max(requests, concurrency)} with {concurrency} concurrent scrapers{moving}")
             result.node_exporter[config] = measure_node_exporter(
-                args.node_exporter, root, collectors, scrapes=scrapes, requests=requests, concurrency=concurrency
-            )
+                args.node_exporter, root, collectors, scrapes=scrapes, requests=requests, concurrency=concurrency,
+                churn=args.churn, stray=args.stray,
+            )  # fmt: skip
     return result
 
 
@@ -721,12 +799,28 @@ def _side_row(cpus: int, label: str, e: dict) -> str:
     )
 
 
+def churn_line(results: list[SizeResult]) -> str:
+    """Which mode ran: counters moving between evaluations (bench/churn.py) or a static tree."""
+    settings = results[0].churn if results else {}
+    if not settings.get("enabled"):
+        return ("Counters moving between evaluations: **no** (the tree is static: whatever numawatch reuses when its "
+                "inputs did not change is reused at every evaluation; `--churn` moves them).")  # fmt: skip
+    return (
+        f"Counters moving between evaluations: **yes** (bench/churn.py: {settings['node_seconds_per_advance']:g} s "
+        f"of a busy inference node per advance, before each in-process evaluation and every "
+        f"{settings['every_seconds']:g} s in a child process while serve and node_exporter are measured; device "
+        f"IRQ rows also counting on an isolated CPU: {float(settings['stray']):.0%})."
+    )
+
+
 def markdown(results: list[SizeResult], machine: dict[str, object], command: str, concurrency: int) -> str:
     lines = [
         f"Command: `{command}`",
         "",
         f"Machine: {machine['cpus']} vCPU {machine['cpu_model']}, {machine['os']}, Linux {machine['kernel']}, "
         f"Python {machine['python']}; load average {machine['load_average']}. numawatch at {machine['revision']}.",
+        "",
+        churn_line(results),
         "",
         "| host | online CPUs | pods | container cgroups | IRQs | processes | /proc/interrupts |",
         "|---|---|---|---|---|---|---|",
@@ -850,9 +944,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"the same for the interrupts configuration on hosts of {NODE_EXPORTER_HEAVY_CPUS} "
                         f"CPUs or more, where a scrape takes seconds (default: 4, at most "
                         f"{NODE_EXPORTER_HEAVY_CONCURRENCY} concurrent)")
+    parser.add_argument("--churn", action="store_true",
+                        help="move the tree's counters between evaluations as a busy node would (bench/churn.py; "
+                        "changes the tree in place; default: a static tree)")  # fmt: skip
+    parser.add_argument("--stray", type=float, default=0.0, metavar="F",
+                        help="with --churn, the fraction of device IRQ rows that also count on an isolated CPU at "
+                        "each advance (default: 0, the well-configured node)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of markdown")
     parser.add_argument("--json-out", metavar="FILE", help="also write the JSON results to FILE")
     args = parser.parse_args(argv)
+    if not 0.0 <= args.stray <= 1.0:
+        parser.error(f"--stray {args.stray}: a fraction between 0 and 1")
+    if args.stray and not args.churn:
+        parser.error("--stray needs --churn")
     sizes = [None] if args.host else [int(size) for size in args.sizes.split(",") if size.strip()]
     binary = numawatch_binary()
     if args.node_exporter == DEFAULT_NODE_EXPORTER and not Path(DEFAULT_NODE_EXPORTER).exists():
@@ -872,7 +976,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for cpus in sizes:  # a --work directory given by the user stays; the trees made in it go
                 shutil.rmtree(f"{work}/host-{cpus}", ignore_errors=True)
     machine = machine_description() | {"load_average": f"{load_before} before, {load_average()} after"}
-    document = json.dumps({"machine": machine, "argv": sys.argv, "results": [asdict(r) for r in results]}, indent=2)
+    document = json.dumps({"machine": machine, "argv": sys.argv, "churn": churn_settings(args.churn, args.stray),
+                           "results": [asdict(r) for r in results]}, indent=2)  # fmt: skip
     if args.json_out:
         Path(args.json_out).write_text(document + "\n")
     if args.json:
