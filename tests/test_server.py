@@ -140,7 +140,7 @@ async def test_a_failed_evaluation_keeps_the_previous_exposition(aiohttp_client,
     def broken(*args, **kwargs):
         raise RuntimeError("render exploded")
 
-    monkeypatch.setattr(server.metrics, "render", broken)
+    monkeypatch.setattr(sampler.renderer, "render", broken)
     assert await sampler.refresh() is None
 
     assert good == await (await client.get("/metrics")).read()

@@ -219,13 +219,13 @@ def _write_rows(metric: _Rows, sample_name: str, out: list[str], cache: LineCach
         if kept is not None:
             try:
                 line = known.get(row)
-            except TypeError:  # an unhashable label value: nothing of this family can be kept
-                known, kept = {}, None
-                line = None
-            if line is not None:
-                kept[row] = line
-                out.append(line)
-                continue
+            except TypeError:  # an unhashable label value: nothing more of this family can be kept
+                kept = None
+            else:
+                if line is not None:
+                    kept[row] = line
+                    out.append(line)
+                    continue
         values = pick(row)
         value = row[-1]
         rendered = f"{value}.0" if type(value) is int and _INT_LOW < value < _INT_HIGH else format_value(value)
