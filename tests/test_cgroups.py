@@ -433,7 +433,7 @@ def test_a_container_removed_between_listing_and_reading_is_skipped(fake_host, m
         containers=[vllm(), ContainerSpec("sidecar", cpus="0-1", mems="0")],
     )
     doomed = fake_host.path(f"sys/fs/cgroup/{pod.container('sidecar').cgroup_path}")
-    listing = cgroups._subdirs
+    listing = cgroups._container_entries
 
     def list_then_remove(path):
         names = listing(path)
@@ -441,7 +441,7 @@ def test_a_container_removed_between_listing_and_reading_is_skipped(fake_host, m
             shutil.rmtree(doomed)  # the runtime removed it right after we listed the pod
         return names
 
-    monkeypatch.setattr(cgroups, "_subdirs", list_then_remove)
+    monkeypatch.setattr(cgroups, "_container_entries", list_then_remove)
     found = only_pod(cgroups.read(fake_host.paths))
     assert container_id_for(UID, "sidecar") not in {c.container_id for c in found.containers}
     assert container_id_for(UID, "vllm") in {c.container_id for c in found.containers}

@@ -30,10 +30,11 @@ from fakehost.reference import (
 )
 from fakehost.topology import add_topology
 from numawatch.checks import all_checks, evaluate
+from numawatch.checks import pinning as pinning_checks
 from numawatch.cpuset import format_cpulist, parse_cpulist
 from numawatch.host import read_host
 from numawatch.intent import REFERENCE, Intent, PodSelector
-from numawatch.model import frozen_map
+from numawatch.model import Cpu, IsolationParams, NumaNode, Topology, frozen_map
 from numawatch.paths import Paths
 
 VLLM_ID = VLLM.container.container_id
@@ -608,3 +609,56 @@ def test_a_real_cgroup_on_its_assigned_cpus_does_not_drift(real_guaranteed_pod):
     assert evaluation.host.statuses["cgroups"].up, evaluation.host.statuses["cgroups"].reason
     assert [f for f in evaluation.findings if f.check == "container_cpuset_drift"] == []
     assert "container_cpuset_drift" not in {n.check for n in evaluation.not_evaluated}
+
+
+# ------------------------------------------------------------------------------------------- work shared in one check
+def with_exporter_sidecar(host, cpus):
+    """The node-exporter pod with a second container (unnamed: the pod's one log directory names it node-exporter too);
+    both on ``cpus``, one object, as the cgroups reader shares one parsed list between containers that read the same."""
+    pod = host.cgroups.pod(NODE_EXPORTER.uid)
+    exporter = next(c for c in pod.containers if c.container_id == EXPORTER_ID)
+    sidecar = replace(exporter, container_id="5" * 64, pids=(9191,), cpus_effective=cpus)
+    host = replace_pod(host, NODE_EXPORTER.uid, containers=(*pod.containers, sidecar))
+    return replace_container(host, EXPORTER_ID, cpus_effective=cpus)
+
+
+def test_every_container_on_the_same_drifted_cpuset_drifts():
+    host = with_exporter_sidecar(reference_snapshot(), frozenset({0, 8}))
+
+    found = findings("container_cpuset_drift", host)
+
+    assert [(f.labels["container"], f.labels["cpus"]) for f in found] == [("node-exporter", "0,8")] * 2
+
+
+def test_a_cpuset_equal_to_the_shared_pool_but_parsed_apart_does_not_drift():
+    copy = frozenset(set(DEFAULT_CPUSET))
+    assert copy is not DEFAULT_CPUSET
+    assert findings("container_cpuset_drift", with_exporter_sidecar(reference_snapshot(), copy)) == ()
+
+
+def test_every_container_on_the_same_intruding_cpuset_overlaps():
+    host = with_exporter_sidecar(reference_snapshot(), DEFAULT_CPUSET | {9, 10})
+
+    found = findings("exclusive_cpu_overlap", host)
+
+    assert [(f.labels["container"], f.labels["cpus"]) for f in found] == [("node-exporter", "9-10")] * 2
+
+
+def odd_topology():
+    """Two nodes, an offline CPU still on node 1, and a CPU that no node lists."""
+    cpus = {i: Cpu(i, online=i != 6, socket=0, core=i, numa_node=0 if i < 4 else 1) for i in range(8)}
+    cpus[7] = Cpu(7, online=True, socket=0, core=7, numa_node=None)
+    nodes = {0: NumaNode(0, frozenset(range(4))), 1: NumaNode(1, frozenset({4, 5}))}
+    return Topology(cpus=frozen_map(cpus), online=frozenset(range(8)) - {6}, nodes=frozen_map(nodes),
+                    isolation=IsolationParams())  # fmt: skip
+
+
+@pytest.mark.parametrize("topology", [reference_snapshot().topology, odd_topology()], ids=["reference", "odd"])
+def test_the_checks_node_finder_answers_what_the_topology_answers(topology):
+    host = with_results(reference_snapshot(), topology=topology)
+    nodes_of = pinning_checks.node_finder(host, topology)
+    sets = [frozenset(), frozenset({99}), frozenset({7}), frozenset({6}), frozenset({3, 4}), frozenset(topology.cpus)]
+    sets += [frozenset({cpu}) for cpu in topology.cpus] + [frozenset(range(n)) for n in range(0, 40, 3)]
+
+    for cpus in sets * 2:  # the second time from what it remembered
+        assert nodes_of(cpus) == topology.nodes_of(cpus), sorted(cpus)

@@ -199,7 +199,7 @@ def test_a_pod_cgroup_removed_while_its_containers_are_listed_is_skipped(node, c
     fired = vanishing_before(
         monkeypatch,
         cgroups,
-        "_subdirs",
+        "_container_entries",
         lambda path: path.endswith(pod.cgroup_path),
         lambda: remove_cgroup(node, pod.cgroup_path),
     )

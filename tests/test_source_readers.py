@@ -865,6 +865,76 @@ def test_a_settled_container_removed_between_readings_drops_out_at_once(fake_hos
     assert not any(path.endswith("/cgroup.procs") for path in reads)
 
 
+def test_a_container_whose_mems_could_not_be_read_has_them_read_again_at_every_reading(fake_host):
+    pods = many_pods(fake_host, count=4)
+    app = pods[1].container("app")
+    fake_host.remove(f"sys/fs/cgroup/{app.cgroup_path}/cpuset.mems.effective")
+    reader = staggered(cgroups.CgroupsReader())
+    for _ in range(3):  # settled, and its memory placement known: only an unknown mems keeps it off the short path
+        found = reader.read(fake_host.paths)
+    assert next(c for c in found.pod(pods[1].uid).containers if not c.is_sandbox).mems_effective is None
+
+    fake_host.write(f"sys/fs/cgroup/{app.cgroup_path}/cpuset.mems.effective", "0-1\n")
+    found = reader.read(fake_host.paths)
+
+    assert next(c for c in found.pod(pods[1].uid).containers if not c.is_sandbox).mems_effective == {0, 1}
+
+
+def test_a_staggered_reader_recognises_a_sandbox_caught_in_its_runtime_init_at_the_next_reading(fake_host):
+    pods = many_pods(fake_host, count=8)
+    sandboxes = {pod.sandbox.container_id: pod.sandbox.pids[0] for pod in pods}
+    for pid in sandboxes.values():
+        fake_host.write(f"proc/{pid}/comm", "runc:[2:INIT]")
+    reader = staggered(cgroups.CgroupsReader())
+    first = reader.read(fake_host.paths)
+    assert not any(c.is_sandbox for pod in first.pods for c in pod.containers)
+
+    for pid in sandboxes.values():
+        fake_host.write(f"proc/{pid}/comm", "pause")
+    second = reader.read(fake_host.paths)
+
+    # "not pause" seen once is not settled: every one of them is asked again, whatever its turn
+    assert {c.container_id for pod in second.pods for c in pod.containers if c.is_sandbox} == set(sandboxes)
+
+
+def _plant_a_change(fake_host, rng, pods, step):
+    """One random change of the kind serve meets between readings (see the test below)."""
+    pod = rng.choice(pods)
+    app = pod.container("app")
+    change = rng.choice(["cpus", "numa", "procs", "comm", "none", "none"])
+    if change == "cpus":
+        set_container_cpus(fake_host, pod, "app", rng.choice(["0-1", "2", "3-7", f"{step % 8}"]))
+    elif change == "numa":
+        set_numa_bytes(fake_host, pod, "app", rng.choice([NODES_0, NODES_1]))
+    elif change == "procs":
+        fake_host.write(f"sys/fs/cgroup/{app.cgroup_path}/cgroup.procs", f"{app.pids[0]}\n{9000 + step}\n")
+    elif change == "comm":
+        fake_host.write(f"proc/{pod.sandbox.pids[0]}/comm", rng.choice(["pause", "runc:[2:INIT]"]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_settled_containers_short_path_reads_what_the_general_path_reads(fake_host, monkeypatch, seed):
+    rng = random.Random(seed)
+    pods = many_pods(fake_host, count=6)
+    fast, general = staggered(cgroups.CgroupsReader()), staggered(cgroups.CgroupsReader())
+
+    def read_general():
+        with monkeypatch.context() as patch:
+            patch.setattr(cgroups, "_settled_unchanged", lambda *args: None)
+            return general.read(fake_host.paths)
+
+    for step in range(24):
+        if step == 12:
+            remove_pod(fake_host, pods.pop(rng.randrange(len(pods))))
+            pods += many_pods(fake_host, count=1, first=6)
+        elif step > 2:
+            _plant_a_change(fake_host, rng, pods, step)
+        assert fast.read(fake_host.paths) == read_general(), f"reading {step}"
+        assert fast.containers == general.containers
+        assert fast.sandboxes == general.sandboxes
+        assert fast.lists == general.lists  # the parsed lists the next reading shares
+
+
 def test_the_stagger_must_be_at_least_one():
     for reader in (cgroups.CgroupsReader(), irqs.IrqsReader(), kernel.KernelReader()):
         with pytest.raises(ValueError, match="at least 1"):

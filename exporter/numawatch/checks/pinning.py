@@ -8,7 +8,7 @@ the kubelet never reads cgroups back and a cpuset rewritten by someone else stay
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from numawatch.checks import Check, Finding, NotEvaluated
 from numawatch.checks.kubelet import kubelet_root, require, restart_steps, set_setting
@@ -44,6 +44,32 @@ def nodes_text(nodes: Iterable[int]) -> str:
 
 def qos_name(qos: str) -> str:
     return _QOS_NAMES.get(qos, qos)
+
+
+def node_finder(host: Host, topology: Topology) -> Callable[[CPUSet], frozenset[int]]:
+    """``topology.nodes_of`` for the checks of one Host: the same answer from each node's CPU set, one set test per
+    node instead of a lookup per CPU (a shared pool holds hundreds), and remembered per CPU set, since the ~860
+    containers hold a handful of distinct sets."""
+    memo_topology, by_node, found = host.memo("pinning.cpus_by_node", lambda: (topology, _cpus_by_node(topology), {}))
+    if memo_topology is not topology:  # not this Host's own topology (never, in the checks here): nothing shared
+        by_node, found = _cpus_by_node(topology), {}
+
+    def nodes_of(cpus: CPUSet) -> frozenset[int]:
+        nodes = found.get(cpus)
+        if nodes is None:
+            nodes = found[cpus] = frozenset(node for node, members in by_node if not members.isdisjoint(cpus))
+        return nodes
+
+    return nodes_of
+
+
+def _cpus_by_node(topology: Topology) -> tuple[tuple[int, CPUSet], ...]:
+    """(node, its CPUs) for every node some CPU of the topology says it sits on (``Cpu.numa_node``, as node_of)."""
+    members: dict[int, set[int]] = defaultdict(set)
+    for cpu_id, cpu in topology.cpus.items():
+        if cpu.numa_node is not None:
+            members[cpu.numa_node].add(cpu_id)
+    return tuple((node, frozenset(cpus)) for node, cpus in members.items())
 
 
 def _pin_reason(workload: Workload, intent: Intent) -> str:
@@ -132,8 +158,12 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
     policy = config.cpu_manager_policy if config is not None else cpu_state.policy_name
     if policy != "static" or cpu_state.policy_name != "static":
         raise NotEvaluated(f'the CPU Manager policy is "{policy}": the kubelet assigns no cpusets to compare with')
+    # Comparing two equal sets of hundreds of CPUs walks them all, and ~860 containers hold a handful of distinct
+    # sets (mostly the shared pool): compare each pair once.
+    same: dict[tuple[CPUSet, CPUSet], bool] = {}
     for workload in found:
-        if workload.cpus is None:
+        cpus = workload.cpus
+        if cpus is None:
             continue
         if workload.container_name is None and workload.pod_uid in cpu_state.entries:
             continue  # the pod has exclusive entries but we cannot tell which is this container's
@@ -141,9 +171,13 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
             expected, what = workload.exclusive_cpus, "its exclusive CPUs"
         else:
             expected, what = cpu_state.default_cpuset, "the shared pool (defaultCpuSet)"
-        if workload.cpus == expected:
+        pair = (cpus, expected)
+        equal = same.get(pair)
+        if equal is None:
+            equal = same[pair] = cpus == expected
+        if equal:
             continue
-        extra, missing = workload.cpus - expected, expected - workload.cpus
+        extra, missing = cpus - expected, expected - cpus
         detail = []
         if extra:
             detail.append(f"{format_cpulist(extra)} not assigned to it")
@@ -151,8 +185,8 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
             detail.append(f"{format_cpulist(missing)} missing")
         yield CPUSET_DRIFT.finding(
             intent,
-            {**workload.labels, "cpus": format_cpulist(workload.cpus), "expected": format_cpulist(expected)},
-            f"container {workload.display} runs on CPUs {format_cpulist(workload.cpus)} but the kubelet assigned "
+            {**workload.labels, "cpus": format_cpulist(cpus), "expected": format_cpulist(expected)},
+            f"container {workload.display} runs on CPUs {format_cpulist(cpus)} but the kubelet assigned "
             f"{what} {format_cpulist(expected)} ({', '.join(detail)})",
         )
 
@@ -165,11 +199,17 @@ def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
     if not owners:
         return
     everything: CPUSet = frozenset().union(*(w.exclusive_cpus or frozenset() for w in owners))
+    # Most containers hold one of a handful of CPU sets (the shared pool): test each (cpus, own) pair once.
+    intrudes: dict[tuple[CPUSet, CPUSet], bool] = {}
     for workload in found:
         if workload.cpus is None:
             continue
         own = workload.exclusive_cpus or frozenset()
-        if not (workload.cpus & everything) - own:
+        pair = (workload.cpus, own)
+        intruding = intrudes.get(pair)
+        if intruding is None:
+            intruding = intrudes[pair] = bool((workload.cpus & everything) - own)
+        if not intruding:
             continue
         intruded = []
         overlap: set[int] = set()
@@ -195,19 +235,17 @@ def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
     found = workloads(host, intent)
     topology: Topology = require(host, "topology")
     require_cpu_state(host)
+    nodes_of = node_finder(host, topology)
     pinned = [w for w in found if w.pinned]
     if intent.topology_manager_scope == "pod":
         by_pod: dict[str, list[Workload]] = defaultdict(list)
         for workload in pinned:
             by_pod[workload.pod_uid].append(workload)
         for members in by_pod.values():
-            nodes = topology.nodes_of(frozenset().union(*(_cpus(w) for w in members)))
+            nodes = nodes_of(frozenset().union(*(_cpus(w) for w in members)))
             if len(nodes) < 2:
                 continue
-            parts = [
-                f"{w.container_name or w.container_id[:12]} on {nodes_text(topology.nodes_of(_cpus(w)))}"
-                for w in members
-            ]
+            parts = [f"{w.container_name or w.container_id[:12]} on {nodes_text(nodes_of(_cpus(w)))}" for w in members]
             yield NUMA_SPLIT.finding(
                 intent,
                 {**members[0].pod_labels, "numa_node": nodes_text(nodes)},
@@ -217,7 +255,7 @@ def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
         return
     for workload in pinned:
         cpus = _cpus(workload)
-        nodes = topology.nodes_of(cpus)
+        nodes = nodes_of(cpus)
         if len(nodes) < 2:
             continue
         yield NUMA_SPLIT.finding(
@@ -242,10 +280,11 @@ def check_gpu_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
         raise NotEvaluated("the kubelet has no readable device-plugin checkpoint, so GPU assignments are unknown")
     if len(topology.nodes) < 2:
         return
+    nodes_of = node_finder(host, topology)
     for workload in found:
         if not workload.gpus or workload.cpus is None:
             continue
-        cpu_nodes = topology.nodes_of(workload.cpus)
+        cpu_nodes = nodes_of(workload.cpus)
         for gpu in workload.gpus:
             node = gpu.numa_node
             if node is None or cpu_nodes <= {node}:
@@ -265,10 +304,11 @@ def check_memory_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
     topology: Topology = require(host, "topology")
     if intent.memory_manager_policy != "Static":
         raise NotEvaluated(f'intent does not bind memory (memoryManagerPolicy "{intent.memory_manager_policy}")')
+    nodes_of = node_finder(host, topology)
     for workload in found:
         if not (workload.pinned or workload.memory_blocks) or workload.mems is None or workload.cpus is None:
             continue
-        cpu_nodes = topology.nodes_of(workload.cpus)
+        cpu_nodes = nodes_of(workload.cpus)
         problems = []
         # Only exclusive CPUs must share the memory's nodes. A shared-pool container of a Guaranteed pod (a
         # fractional-CPU sidecar) legitimately runs anywhere while the Memory Manager binds its memory to one node.
@@ -302,8 +342,9 @@ def check_memory_remote(host: Host, intent: Intent) -> Iterator[Finding]:
     measured = [w for w in candidates if w.numa_bytes is not None]
     if candidates and not measured:
         raise NotEvaluated("no pinned container's memory.numa_stat could be read")
+    nodes_of = node_finder(host, topology)
     for workload in measured:
-        local = topology.nodes_of(_cpus(workload))
+        local = nodes_of(_cpus(workload))
         numa_bytes = workload.numa_bytes or {}
         total = sum(numa_bytes.values())
         remote_nodes = {n: b for n, b in numa_bytes.items() if n not in local and b > 0}

@@ -14,11 +14,12 @@ Layouts: the systemd driver (``kubepods.slice/kubepods-burstable.slice/kubepods-
 the cgroupfs driver (``kubepods/burstable/pod<uid>``); Guaranteed pods sit directly under kubepods. Leaves are
 containerd (``cri-containerd-<id>.scope`` / ``<id>``) or CRI-O (``crio-<id>.scope`` / ``crio-<id>``).
 
-This runs every 15 s over ~860 containers, so it uses ``os.scandir`` (no stat per entry), raw ``os.open``/``os.read``
-into bytes and string paths instead of pathlib. ``serve`` keeps a ``CgroupsReader`` (``SourceSpec.factory``) that
-remembers which containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain), shares
-parsed CPU lists between readings and hands out a container's previous (immutable) snapshot again while its files
-read the same bytes. The cpusets are read every time: pinning drift is the point.
+This runs every 15 s over ~860 containers, so it lists directories without a stat per entry (``os.scandir``; a pod's
+directory by ``os.listdir`` and the names' length), reads with raw ``os.open``/``os.read`` into bytes and builds
+string paths instead of pathlib. ``serve`` keeps a ``CgroupsReader`` (``SourceSpec.factory``) that remembers which
+containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain), shares parsed CPU lists
+between readings and hands out a container's previous (immutable) snapshot again while its files read the same
+bytes. The cpusets are read every time: pinning drift is the point.
 With ``set_stagger(k)`` (serve only, see ``HostReader``'s ``stagger``) it re-reads ``memory.numa_stat`` of a rotating
 1/k of the containers per reading (a container's turn comes every k-th reading; a new one is read at once) and
 carries the others' placement over from the previous reading: memory placement drifts over minutes, and the alerts
@@ -299,6 +300,24 @@ def _subdirs(path: str) -> list[str]:
         return []
 
 
+# The shortest container directory name: a bare 64-hex containerd ID (cgroupfs driver).
+_CONTAINER_NAME_MIN = 64
+
+
+def _container_entries(path: str) -> list[str]:
+    """Names in a pod cgroup directory long enough to be container directories, [] when it vanished mid-scan.
+
+    A pod cgroup holds its ~3 containers and 60-80 interface files (``cpuset.cpus``, ``memory.stat``...), none of
+    them 64 characters long, so the name's length sorts them without asking each entry whether it is a directory
+    (``os.listdir`` makes no ``DirEntry`` per file). ``parse_container_dir`` then checks the name's shape; an entry
+    of that shape that is not a directory fails its reads and is skipped, as a vanished container is.
+    """
+    try:
+        return [name for name in os.listdir(path) if len(name) >= _CONTAINER_NAME_MIN]
+    except OSError:
+        return []
+
+
 # What a CgroupsReader keeps of a container: the bytes of its cgroup.procs and two cpusets, and its snapshot.
 _Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup]
 
@@ -418,6 +437,47 @@ class _Scan:
         return verdict == _PAUSE
 
 
+def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | None:
+    """A staggered reading's short path for a container outside its turn whose sandbox verdict is settled.
+
+    That is most containers at most of serve's readings (3 in 4 at K = 4), and for them only the CPUs are read.
+    When their bytes are the previous ones, the previous snapshot is this one: the general path
+    (``_read_container``) reaches the same answer, since the container's ``cgroup.procs``, mems and placement are
+    then the carried ones, but through its path building and comparisons. Returns that snapshot, or None: take
+    the general path (which reads the CPUs again: they changed, or the container went away, both rare).
+    """
+    known = scan.old_containers.get(cid)
+    if known is None or scan.share <= 1 or int(cid[:8], 16) % scan.share == scan.turn:
+        return None  # as ``_Scan.carried``: new, unstaggered, or its turn: read in full
+    _procs, old_cpus, mems_data, container = known
+    verdict = scan.sandboxes.get(cid)
+    pids = container.pids
+    if (
+        verdict is None
+        or verdict[1] == _NOT_PAUSE_ONCE
+        or not pids
+        or verdict[0] != pids[0]
+        or (verdict[1] == _PAUSE) != container.is_sandbox
+        or mems_data is None
+        or container.cgroup_path != rel
+    ):
+        return None  # as ``_Scan.settled``: the verdict is not final for this snapshot; or its mems must be read
+    layout = scan.layout
+    cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file)
+    if cpus_data is None or cpus_data != old_cpus:
+        return None
+    # What the general path would do with a reused snapshot: share its parsed lists with the rest of this reading,
+    # keep its (settled) verdict and carry its record over.
+    lists = scan.lists
+    if container.cpus_effective is not None:
+        lists.setdefault(cpus_data, container.cpus_effective)
+    if container.mems_effective is not None:
+        lists.setdefault(mems_data, container.mems_effective)
+    scan.verdicts[cid] = verdict
+    scan.containers[cid] = known
+    return container
+
+
 def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerCgroup | None:
     """One container leaf, or None when it vanished while we read it."""
     layout = scan.layout
@@ -489,16 +549,17 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
 
 
 def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
-    cpuset = scan.layout.cpuset
-    names = _subdirs(f"{cpuset}/{rel}")
-    if not names and not os.path.isdir(f"{cpuset}/{rel}"):
+    pod_dir = f"{scan.layout.cpuset}/{rel}"
+    names = _container_entries(pod_dir)
+    if not names and not os.path.isdir(pod_dir):
         return None  # the pod went away
     containers = []
     for name in sorted(names):
         parsed = scan.container_dir(name)
         if parsed is None:
             continue
-        container = _read_container(scan, f"{rel}/{name}", *parsed)
+        container_rel = f"{rel}/{name}"
+        container = _settled_unchanged(scan, container_rel, parsed[1]) or _read_container(scan, container_rel, *parsed)
         if container is not None:
             containers.append(container)
     return PodCgroup(uid=uid, qos=qos, cgroup_path=rel, containers=tuple(containers))
