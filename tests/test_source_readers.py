@@ -11,6 +11,7 @@ import tracemalloc
 
 import pytest
 from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, format_interrupts
+from fakehost.kubelet import write_cpu_manager_state
 from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_container_cpus, set_numa_bytes
 from fakehost.topology import add_topology
 from hypothesis import given, settings
@@ -1072,3 +1073,134 @@ def test_a_changed_cpuset_mems_shows_within_k_staggered_readings_and_cpus_at_onc
     assert all(c.cpus_effective == {2, 3} for c in containers(seen[0]))  # the CPUs at once
     assert 0 < sum(c.mems_effective == {0, 1} for c in containers(seen[0])) < len(containers(seen[0]))
     assert seen[-1] == cgroups.read(fake_host.paths)
+
+
+# ------------------------------------------------------------------------------------ cgroups: pods carried over
+def shared_pods(fake_host, count: int = 8, first: int = 100):
+    """``count`` Burstable pods of one container each on the shared pool (never exclusive CPUs), and a kubelet
+    state file to watch."""
+    write_cpu_manager_state(fake_host, default_cpuset="0-15")
+    pods = []
+    for index in range(first, first + count):
+        app = ContainerSpec("app", cpus="0-15", mems="0", numa_bytes=NODES_0, pids=(7000 + index,))
+        pods.append(add_pod(
+            fake_host, uid=f"00000000-0000-4000-8000-{index:012d}", qos=QOS_BURSTABLE, namespace="ns",
+            name=f"b{index}", containers=[app],
+        ))  # fmt: skip
+    return pods
+
+
+def settled_reader(fake_host):
+    """A staggered reader past the readings that follow its first look at the kubelet's state."""
+    reader = staggered(cgroups.CgroupsReader())
+    for _ in range(K + 1):
+        last = reader.read(fake_host.paths)
+    return reader, last
+
+
+def app_cpus(result, uid: str):
+    return next(c for c in result.pod(uid).containers if not c.is_sandbox).cpus_effective
+
+
+def test_a_burstable_pod_outside_its_turn_is_its_previous_snapshot_and_none_of_its_files_are_read(
+    fake_host, monkeypatch
+):
+    shared_pods(fake_host)
+    reader, before = settled_reader(fake_host)
+    reads = recording(monkeypatch, cgroups, "_read")
+
+    found = reader.read(fake_host.paths)
+
+    unread = [pod for pod in found.pods if not any(f"/{pod.cgroup_path}/" in path for path in reads)]
+    assert 0 < len(unread) < len(found.pods)  # some pods are in their turn, most are not
+    assert all(any(pod is old for old in before.pods) for pod in unread)  # handed out again, whole
+    assert found == cgroups.read(fake_host.paths)  # nothing changed: the same answer as reading everything
+
+
+def test_a_burstable_pods_rewritten_cpuset_shows_within_the_stagger_and_a_guaranteed_ones_at_once(fake_host):
+    burstable = shared_pods(fake_host)
+    guaranteed = many_pods(fake_host, count=2)
+    reader, _ = settled_reader(fake_host)
+    for pod in burstable:
+        set_container_cpus(fake_host, pod, "app", "0-7")  # someone rewrote the shared containers' cpusets
+    set_container_cpus(fake_host, guaranteed[0], "app", "9")
+
+    first = reader.read(fake_host.paths)
+    assert app_cpus(first, guaranteed[0].uid) == {9}
+    seen_at = {}
+    for reading in range(K):
+        found = first if reading == 0 else reader.read(fake_host.paths)
+        for pod in burstable:
+            if app_cpus(found, pod.uid) == frozenset(range(8)):
+                seen_at.setdefault(pod.uid, reading)
+    assert set(seen_at) == {pod.uid for pod in burstable}  # every one within K readings
+    assert found == cgroups.read(fake_host.paths)
+
+
+def test_after_the_kubelets_cpu_state_changes_every_pod_is_read_at_every_reading_for_a_while(fake_host):
+    burstable = shared_pods(fake_host)
+    reader, _ = settled_reader(fake_host)
+    write_cpu_manager_state(fake_host, default_cpuset="0-11")  # a Guaranteed pod took CPUs 12-15
+    for pod in burstable:
+        set_container_cpus(fake_host, pod, "app", "0-11")  # the kubelet's reconcile follows
+
+    for _ in range(K):
+        assert reader.read(fake_host.paths) == cgroups.read(fake_host.paths)
+
+
+def test_a_restarted_container_of_a_carried_pod_shows_at_the_next_reading(fake_host):
+    burstable = shared_pods(fake_host)
+    reader, _ = settled_reader(fake_host)
+    pod = burstable[3]
+    old = pod.container("app")
+    new_id = "f" * 64
+    old_dir = fake_host.root / "sys/fs/cgroup" / old.cgroup_path
+    os.rename(old_dir, old_dir.with_name(old_dir.name.replace(old.container_id, new_id)))
+
+    found = reader.read(fake_host.paths)
+
+    ids = {c.container_id for c in found.pod(pod.uid).containers}
+    assert new_id in ids and old.container_id not in ids
+
+
+def test_a_removed_burstable_pod_is_gone_at_the_next_reading(fake_host):
+    burstable = shared_pods(fake_host)
+    reader, _ = settled_reader(fake_host)
+    for pod in burstable[:4]:
+        remove_pod(fake_host, pod)
+
+    found = reader.read(fake_host.paths)
+
+    assert {pod.uid for pod in found.pods} == {pod.uid for pod in burstable[4:]}
+
+
+def test_a_refresh_reads_every_pod_at_once(fake_host):
+    burstable = shared_pods(fake_host)
+    reader, _ = settled_reader(fake_host)
+    for pod in burstable:
+        set_container_cpus(fake_host, pod, "app", "0-7")
+
+    reader.refresh_all()  # SIGHUP, or a CPU came or went
+
+    assert reader.read(fake_host.paths) == cgroups.read(fake_host.paths)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_staggered_reader_settles_on_what_reading_everything_gives_within_the_stagger(fake_host, seed):
+    """Random changes (cpusets, memory, pods coming and going), then K quiet readings: the reader's answer is the
+    one-off reading's, whichever pods were carried over in between."""
+    rng = random.Random(seed)
+    burstable = shared_pods(fake_host, count=12)
+    many_pods(fake_host, count=3)
+    reader, _ = settled_reader(fake_host)
+    alive = list(burstable)
+    for step in range(6):
+        for pod in rng.sample(alive, 3):
+            set_container_cpus(fake_host, pod, "app", rng.choice(["0-7", "0-15", "8-15"]))
+            set_numa_bytes(fake_host, pod, "app", {0: rng.randrange(1, 1 << 30)})
+        if step == 2:
+            remove_pod(fake_host, alive.pop(rng.randrange(len(alive))))
+        reader.read(fake_host.paths)
+    for _ in range(K):
+        found = reader.read(fake_host.paths)
+    assert found == cgroups.read(fake_host.paths)

@@ -19,14 +19,22 @@ directory by ``os.listdir`` and the names' length), reads with raw ``os.open``/`
 string paths instead of pathlib. ``serve`` keeps a ``CgroupsReader`` (``SourceSpec.factory``) that remembers which
 containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain), shares parsed CPU lists
 between readings and hands out a container's previous (immutable) snapshot again while its files read the same
-bytes. The cpusets are read every time: pinning drift is the point.
+bytes. The cpusets of Guaranteed pods (the only ones the CPU Manager can pin) are read every time: pinning drift is
+the point.
 With ``set_stagger(k)`` (serve only, see ``HostReader``'s ``stagger``) it re-reads ``memory.numa_stat`` of a rotating
 1/k of the containers per reading (a container's turn comes every k-th reading; a new one is read at once) and
 carries the others' placement over from the previous reading: memory placement drifts over minutes, and the alerts
 on it wait 30 minutes. ``cgroup.procs`` is read here only for the sandbox verdict (the process-level sources read it
 themselves), so a staggered reading also skips it outside the container's turn once the verdict is settled: its
-PIDs may then be up to k-1 readings old, and a removed container shows as its cpusets failing to read. Unstaggered
-(``check``, ``capture``) everything is read every time. Cgroups vanish while we walk them: that is normal and
+PIDs may then be up to k-1 readings old, and a removed container shows as its cpusets failing to read.
+Burstable and BestEffort pods, which never hold exclusive CPUs, are staggered whole: each is read completely in its
+turn (every k-th reading) and handed out again between turns without a read, as long as its directory lists the
+same containers (the pod directories are listed at every reading, so a restarted or added container, and a pod
+coming or going, show at once) and everything about it was known. Their cpusets run on the shared pool, which the
+kubelet rewrites when its CPU Manager state changes: for k readings after ``cpu_manager_state`` changes (a stat per
+reading), every pod is read at every reading. A shared container whose cpuset someone else rewrote shows within k
+readings (a minute at serve's defaults; the drift alerts wait 10-15 minutes). Unstaggered (``check``, ``capture``)
+everything is read every time. Cgroups vanish while we walk them: that is normal and
 skipped.
 A malformed file in one container makes that field ``None`` (unknown) and is logged once, not fatal.
 """
@@ -320,6 +328,9 @@ def _container_entries(path: str) -> list[str]:
 
 # What a CgroupsReader keeps of a container: the bytes of its cgroup.procs and two cpusets, and its snapshot.
 _Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup]
+# What it keeps of a pod: the container directory names its listing showed, its snapshot, and whether that snapshot
+# may be handed out again without reading (every container in it fully known: recorded, verdict settled).
+_Pod = tuple[tuple[str, ...], PodCgroup, bool]
 
 # Sandbox verdicts remembered per container ID, with the first PID they were made for.
 _PAUSE = 0  # that PID's comm was "pause": a sandbox (pause never execs anything else)
@@ -359,6 +370,10 @@ class _Scan:
         self.containers: dict[str, _Seen] = {}
         self.old_dirs: dict[str, tuple[str, str] | None] = {}
         self.dirs: dict[str, tuple[str, str] | None] = {}
+        # Pod-level staggering (``_carried_pod``): off unless the reader turns it on for this reading.
+        self.skip_pods = False
+        self.old_pods: dict[str, _Pod] = {}
+        self.pods: dict[str, _Pod] = {}
 
     def container_dir(self, name: str) -> tuple[str, str] | None:
         """``parse_container_dir`` of a pod's subdirectory, remembered from the previous reading: the same ~860
@@ -478,11 +493,12 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
     return container
 
 
-def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerCgroup | None:
-    """One container leaf, or None when it vanished while we read it."""
+def _read_container(scan: _Scan, rel: str, runtime: str, cid: str, whole: bool = False) -> ContainerCgroup | None:
+    """One container leaf, or None when it vanished while we read it. ``whole``: read every file of it now
+    (its pod's turn under pod-level staggering), whatever the container's own turn."""
     layout = scan.layout
     cpuset_dir = f"{layout.cpuset}/{rel}"
-    carried = scan.carried(cid)
+    carried = None if whole else scan.carried(cid)
     settled = carried is not None and scan.settled(cid, carried[3])
     procs_path = cpuset_dir + "/cgroup.procs"
     if settled and carried is not None:
@@ -550,19 +566,76 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
 
 def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     pod_dir = f"{scan.layout.cpuset}/{rel}"
-    names = _container_entries(pod_dir)
+    names = tuple(sorted(_container_entries(pod_dir)))
     if not names and not os.path.isdir(pod_dir):
         return None  # the pod went away
+    # Pod-level staggering: a Burstable or BestEffort pod is read whole in its turn and handed out again between
+    # its turns (see CgroupsReader.set_stagger); Guaranteed pods, which may hold exclusive CPUs, take the
+    # container-level path every reading.
+    whole = False
+    if scan.skip_pods and qos != QOS_GUARANTEED:
+        if hash(uid) % scan.share != scan.turn:
+            carried = _carried_pod(scan, rel, uid, qos, names)
+            if carried is not None:
+                return carried
+        whole = True
     containers = []
-    for name in sorted(names):
+    complete = True
+    for name in names:
         parsed = scan.container_dir(name)
         if parsed is None:
             continue
         container_rel = f"{rel}/{name}"
-        container = _settled_unchanged(scan, container_rel, parsed[1]) or _read_container(scan, container_rel, *parsed)
-        if container is not None:
-            containers.append(container)
-    return PodCgroup(uid=uid, qos=qos, cgroup_path=rel, containers=tuple(containers))
+        container = (None if whole else _settled_unchanged(scan, container_rel, parsed[1])) or _read_container(
+            scan, container_rel, *parsed, whole=whole
+        )
+        if container is None:
+            complete = False  # vanished mid-read: the next reading lists the pod again
+            continue
+        containers.append(container)
+        verdict = scan.verdicts.get(container.container_id)
+        if container.container_id not in scan.containers or (
+            container.pids and (verdict is None or verdict[1] == _NOT_PAUSE_ONCE)
+        ):
+            complete = False  # something about it is still unknown (placement, sandbox or not): read it next time
+    found = tuple(containers)
+    old = scan.old_pods.get(rel)
+    # The previous (immutable) pod snapshot when it holds the same containers (compared by identity first): an
+    # unchanged pod stays one object from reading to reading, which later stages (the workloads join) recognise.
+    if old is not None and old[1].uid == uid and old[1].qos == qos and old[1].containers == found:
+        pod = old[1]
+    else:
+        pod = PodCgroup(uid=uid, qos=qos, cgroup_path=rel, containers=found)
+    scan.pods[rel] = (names, pod, complete)
+    return pod
+
+
+def _carried_pod(scan: _Scan, rel: str, uid: str, qos: str, names: tuple[str, ...]) -> PodCgroup | None:
+    """The previous reading's snapshot of a pod outside its turn, carried over with its containers' records, when
+    its directory lists the same containers and every one of them was fully known; else None (read it now)."""
+    old = scan.old_pods.get(rel)
+    if old is None or not old[2] or old[0] != names or old[1].uid != uid or old[1].qos != qos:
+        return None
+    pod = old[1]
+    records = []
+    for container in pod.containers:
+        cid = container.container_id
+        record, verdict = scan.old_containers.get(cid), scan.sandboxes.get(cid)
+        if record is None or (verdict is None and container.pids):
+            return None
+        records.append((cid, record, verdict))
+    for cid, record, verdict in records:
+        scan.containers[cid] = record
+        if verdict is not None:  # none for a container without processes: nothing was asked
+            scan.verdicts[cid] = verdict
+        scan.keep(record[1], record[3].cpus_effective)
+        scan.keep(record[2], record[3].mems_effective)
+    old_dirs, dirs = scan.old_dirs, scan.dirs
+    for name in names:
+        if name in old_dirs:
+            dirs[name] = old_dirs[name]
+    scan.pods[rel] = old
+    return pod
 
 
 def _pod_dirs(layout: _Layout, driver: str, kubepods: str) -> list[tuple[str, str, str]]:
@@ -595,7 +668,8 @@ def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
         scan = _Scan(layout)
     else:
         scan = _Scan(layout, reader.lists, reader.sandboxes, reader.containers, *reader.next_turn())
-        scan.old_dirs = reader.dirs
+        scan.old_dirs, scan.old_pods = reader.dirs, reader.pods
+        scan.skip_pods = reader.pods_may_be_carried(paths, scan.share)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
         pod = _read_pod(scan, rel, uid, qos)
@@ -611,7 +685,7 @@ def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
     )
     if reader is not None:
         reader.lists, reader.sandboxes, reader.containers = scan.lists, scan.verdicts, scan.containers
-        reader.dirs = scan.dirs
+        reader.dirs, reader.pods = scan.dirs, scan.pods
     return result
 
 
@@ -631,13 +705,37 @@ class CgroupsReader(Staggered):
         self.sandboxes: dict[str, tuple[int, int]] = {}
         self.containers: dict[str, _Seen] = {}
         self.dirs: dict[str, tuple[str, str] | None] = {}
+        self.pods: dict[str, _Pod] = {}
+        self._state_key: tuple[int, int, int] | None = None
+        self._whole_readings_left = 0
+
+    def pods_may_be_carried(self, paths: Paths, share: int) -> bool:
+        """Whether this reading may carry Burstable and BestEffort pods over between their turns: staggered, and not
+        within ``share`` readings of a change of the kubelet's ``cpu_manager_state``. When the CPU Manager changes
+        its assignments (a Guaranteed pod admitted or gone) it rewrites every shared container's cpuset within its
+        reconcile period (10 s), and those cpusets must then be read at every reading until they have all moved."""
+        try:
+            info = os.stat(paths.kubelet / "cpu_manager_state")
+            key: tuple[int, int, int] | None = (info.st_ino, info.st_size, info.st_mtime_ns)
+        except OSError:
+            key = None
+        if key != self._state_key:
+            self._state_key = key
+            self._whole_readings_left = self.stagger
+        if share <= 1:
+            return False
+        if self._whole_readings_left > 0:
+            self._whole_readings_left -= 1
+            return False
+        return True
 
     def set_stagger(self, share: int) -> None:
         """Re-read ``memory.numa_stat`` (and, once its sandbox verdict is settled, ``cgroup.procs``) of 1/``share``
         of the containers per reading (1: all of them, the default).
 
-        A container's placement and PIDs are then at most ``share - 1`` readings old; cpusets are still read every
-        time, and new containers at once."""
+        A container's placement and PIDs are then at most ``share - 1`` readings old, and so are the cpusets of
+        Burstable and BestEffort pods outside the ``share`` readings after a ``cpu_manager_state`` change (see
+        ``pods_may_be_carried``); Guaranteed pods' cpusets are read every time, new containers and pods at once."""
         super().set_stagger(share)
 
     def read(self, paths: Paths) -> Cgroups:
