@@ -362,6 +362,36 @@ def test_serve_style_reader_keeps_the_previous_reading_one_deep(fake_host):
     assert [f.labels["cpus"] for f in evaluate(second, Intent(), [CHECK_BY_ID["tick_on_nohz_full"]]).findings] == ["4"]
 
 
+def test_the_previous_reading_carries_what_was_memoised_on_it_and_stays_one_deep(fake_host):
+    add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
+    write_interrupts(fake_host, CPUS, named={"LOC": {4: 10}})
+    reader = HostReader(fake_host.paths, SOURCES)
+    first = reader.read()
+    assert first.memo("derived", lambda: "from the first reading") == "from the first reading"
+
+    second = reader.read()
+    second.memo("derived", lambda: "from the second reading")
+    third = reader.read()
+
+    assert first.memoized("derived") == "from the first reading"
+    assert second.previous.memoized("derived") == "from the first reading"
+    assert third.previous.memoized("derived") == "from the second reading"
+    assert third.previous.memoized("never computed") is None
+    assert third.previous.previous is None
+    assert second.memoized("derived") == "from the second reading"
+
+
+def test_a_fresh_reader_and_a_copied_host_start_with_nothing_memoised(fake_host):
+    add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
+    write_interrupts(fake_host, CPUS, named={"LOC": {4: 10}})
+    reader = HostReader(fake_host.paths, SOURCES)
+    host = reader.read()
+    host.memo("derived", lambda: 1)
+
+    assert HostReader(fake_host.paths, SOURCES).read().previous is None
+    assert replace(host, previous=None).memoized("derived") is None  # a copy starts empty
+
+
 def test_read_host_window_takes_two_readings_that_far_apart(fake_host):
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1, cmdline="isolcpus=4-7")
     write_interrupts(fake_host, CPUS, named={"LOC": {4: 10}})

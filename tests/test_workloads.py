@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import replace
 
 import pytest
 from fakehost.kubelet import kubelet_memory_machine_state
+from fakehost.pods import set_container_cpus
 from fakehost.reference import (
     DEFAULT_CPUSET,
     GPU_RESOURCE,
@@ -23,9 +26,12 @@ from fakehost.reference import (
     with_results,
     with_source_down,
 )
+from numawatch import metrics
+from numawatch.checks import evaluate
 from numawatch.checks import gpus as gpu_checks
 from numawatch.checks import kubelet as kubelet_checks
 from numawatch.checks import pinning as pinning_checks
+from numawatch.host import Host, HostReader, read_host
 from numawatch.intent import REFERENCE, Intent, PodSelector
 from numawatch.model import DeviceAssignment, GpuInventory, frozen_map
 from numawatch.workloads import build_workloads
@@ -307,3 +313,192 @@ def test_the_join_is_reused_for_the_same_host_and_intent_and_redone_for_another_
     other = build_workloads(host, Intent(pin_gpu_containers=False))
     assert other is not first
     assert not any(w.must_pin for w in other)
+
+
+# --------------------------------------------------------------------------------------------- reuse across readings
+def next_reading(previous: Host, **results) -> Host:
+    """A reading after ``previous`` (which has been evaluated) holding the same snapshot objects unless replaced."""
+    merged = {**previous.results, **results}
+    return Host(paths=previous.paths, results=frozen_map(merged), statuses=previous.statuses, previous=previous)
+
+
+def from_scratch(host: Host, intent: Intent = REFERENCE):
+    return build_workloads(replace(host, previous=None), intent)  # a copy: no previous, an empty memo
+
+
+def reused(workloads, earlier) -> set[str]:
+    """Container IDs whose Workload is the very object of the earlier join."""
+    earlier_ids = {id(w) for w in earlier}
+    return {w.container_id for w in workloads if id(w) in earlier_ids}
+
+
+ALL_CONTAINERS = {VLLM.container.container_id, TRTLLM.container.container_id, NODE_EXPORTER.container.container_id}
+
+
+def test_a_reading_with_the_same_pod_and_input_objects_reuses_every_workload_of_the_previous_join():
+    first = reference_snapshot()
+    earlier = build_workloads(first, REFERENCE)
+    second = next_reading(first)
+
+    workloads = build_workloads(second, REFERENCE)
+
+    assert reused(workloads, earlier) == ALL_CONTAINERS
+    assert workloads == from_scratch(second)
+
+
+def test_a_changed_pod_is_joined_again_and_the_unchanged_pods_are_reused():
+    first = reference_snapshot()
+    earlier = build_workloads(first, REFERENCE)
+    changed = replace_container(first, VLLM.container.container_id, cpus_effective=DEFAULT_CPUSET)  # drift
+    second = next_reading(first, cgroups=changed.cgroups)
+
+    workloads = build_workloads(second, REFERENCE)
+
+    # replace_container copies every pod: equal to the previous ones, but none is the same object.
+    assert reused(workloads, earlier) == set()
+    # The cgroups reader keeps an unchanged pod the same object: only the drifted one is joined again.
+    pods = tuple(
+        new if new.uid == VLLM.uid else old for old, new in zip(first.cgroups.pods, changed.cgroups.pods, strict=True)
+    )
+    third = next_reading(first, cgroups=replace(changed.cgroups, pods=pods))
+    workloads = build_workloads(third, REFERENCE)
+    assert reused(workloads, earlier) == ALL_CONTAINERS - {VLLM.container.container_id}
+    assert by_name(workloads)["vllm"].cpus == DEFAULT_CPUSET
+    assert workloads == from_scratch(third)
+
+
+def changed_names(host: Host):
+    names = host.names
+    containers = dict(names.containers)
+    cid = VLLM.container.container_id
+    containers[cid] = replace(containers[cid], pod_name="vllm-llama-1")
+    return replace(names, containers=frozen_map(containers))
+
+
+def changed_state(host: Host):
+    cpu = host.kubelet_state.cpu
+    entries = dict(cpu.entries)
+    entries[VLLM.uid] = frozen_map({"vllm": TRTLLM.exclusive})
+    return replace(host.kubelet_state, cpu=replace(cpu, entries=frozen_map(entries)))
+
+
+@pytest.mark.parametrize(
+    ("source", "change"),
+    [
+        pytest.param("names", changed_names, id="names"),
+        pytest.param("kubelet_state", changed_state, id="kubelet-state"),
+        pytest.param("gpus_sysfs", lambda host: GpuInventory(gpus=()), id="gpus"),
+        # Equal but not the same object: only identity says the join would be the same.
+        pytest.param("names", lambda host: replace(host.names), id="names-equal-copy"),
+    ],
+)
+def test_a_new_names_kubelet_state_or_gpu_snapshot_joins_every_pod_again(source, change):
+    first = reference_snapshot()
+    earlier = build_workloads(first, REFERENCE)
+    second = next_reading(first, **{source: change(first)})
+
+    workloads = build_workloads(second, REFERENCE)
+
+    assert reused(workloads, earlier) == set()
+    assert workloads == from_scratch(second)
+
+
+def test_the_changed_inputs_show_in_the_new_join():
+    first = reference_snapshot()
+    build_workloads(first, REFERENCE)
+
+    names = by_name(build_workloads(next_reading(first, names=changed_names(first)), REFERENCE))
+    state = by_name(build_workloads(next_reading(first, kubelet_state=changed_state(first)), REFERENCE))
+    gpus = by_name(build_workloads(next_reading(first, gpus_sysfs=GpuInventory(gpus=())), REFERENCE))
+
+    assert names["vllm"].pod_name == "vllm-llama-1"
+    assert state["vllm"].exclusive_cpus == TRTLLM.exclusive
+    assert all(g.pci_address is None for g in gpus["vllm"].gpus)
+
+
+def test_another_intent_joins_every_pod_again():
+    first = reference_snapshot()
+    earlier = build_workloads(first, REFERENCE)
+    second = next_reading(first)
+    intent = Intent(pin_gpu_containers=False)
+
+    workloads = build_workloads(second, intent)
+
+    assert reused(workloads, earlier) == set()
+    assert not any(w.must_pin for w in workloads)
+    assert workloads == from_scratch(second, intent)
+
+
+def test_a_previous_reading_that_was_not_joined_or_had_no_cgroups_gives_nothing_to_reuse():
+    unjoined = reference_snapshot()
+    down = with_source_down(reference_snapshot(), "cgroups")
+    assert build_workloads(down, REFERENCE) == ()
+
+    for previous in (unjoined, down):
+        second = next_reading(previous, cgroups=unjoined.cgroups)
+        workloads = build_workloads(second, REFERENCE)
+        assert {w.container_id for w in workloads} == ALL_CONTAINERS
+        assert workloads == from_scratch(second)
+
+
+def test_a_staggered_reader_hands_unchanged_pods_the_previous_readings_workloads(fake_host):
+    node = reference_node(fake_host)
+    reader = HostReader(node.paths, stagger=4)
+    first = reader.read()
+    earlier = build_workloads(first, REFERENCE)
+
+    for _ in range(4):  # every pod's turn comes once in four readings: reuse must survive a re-read turn
+        host = reader.read()
+        workloads = build_workloads(host, REFERENCE)
+        assert {w.container_id for w in workloads} == reused(workloads, earlier) == ALL_CONTAINERS
+        assert workloads == from_scratch(host)
+        earlier = workloads
+
+
+def test_a_staggered_reader_joins_a_drifted_container_again(fake_host):
+    node = reference_node(fake_host)
+    reader = HostReader(node.paths, stagger=4)
+    earlier = build_workloads(reader.read(), REFERENCE)
+    set_container_cpus(fake_host, node.pod(VLLM), "vllm", DEFAULT_CPUSET)
+
+    host = reader.read()
+    workloads = build_workloads(host, REFERENCE)
+
+    assert by_name(workloads)["vllm"].cpus == DEFAULT_CPUSET
+    assert VLLM.container.container_id not in reused(workloads, earlier)
+    assert workloads == from_scratch(host)
+
+
+def test_a_fresh_reader_has_no_previous_reading_and_joins_everything(fake_host):
+    node = reference_node(fake_host)
+    reader = HostReader(node.paths, stagger=4)
+    earlier = build_workloads(reader.read(), REFERENCE)
+
+    host = read_host(node.paths)  # numawatch check
+    workloads = build_workloads(host, REFERENCE)
+
+    assert host.previous is None
+    assert reused(workloads, earlier) == set()
+    assert workloads == earlier
+
+
+def test_keeping_the_previous_readings_join_does_not_keep_older_readings_alive(fake_host):
+    node = reference_node(fake_host)
+    reader = HostReader(node.paths, stagger=4)
+    renderer = metrics.Renderer()
+
+    def serve_once() -> Host:
+        host = reader.read()
+        renderer.render(evaluate(host, REFERENCE))  # every check and family: everything they memoise
+        return host
+
+    first = serve_once()
+    second = serve_once()
+    gone = [weakref.ref(first), weakref.ref(second.previous)]
+    assert second.previous.memoized(("workloads", id(REFERENCE))) is not None
+    del first, second
+    third = serve_once()
+    gc.collect()
+
+    assert [ref() for ref in gone] == [None, None]
+    assert third.previous is not None and third.previous.previous is None

@@ -57,7 +57,9 @@ class Host:
     # host never has a previous of its own.
     previous: Host | None = None
     # Values derived from this snapshot that several checks and the metrics need (the workloads join): computed
-    # once per Host, dropped with it. Not part of equality or of a replace() copy.
+    # once per Host, dropped with it. Not part of equality or of a replace() copy. A HostReader's next reading
+    # sees them as its ``previous``'s (``memoized``), so a value must never hold the Host itself: through the
+    # Host's own ``previous`` that would chain every reading ever made.
     _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
@@ -67,6 +69,11 @@ class Host:
         except KeyError:
             value = self._memo[key] = compute()
             return value
+
+    def memoized(self, key: Hashable) -> Any | None:
+        """The value ``memo`` computed for ``key``, or None when none was: computes nothing. The next reading asks
+        its ``previous`` this to reuse the parts of a derived value whose inputs are the same objects."""
+        return self._memo.get(key)
 
     def get(self, name: str) -> Any | None:
         return self.results.get(name)
@@ -188,7 +195,11 @@ class HostReader:
                 results[spec.name] = result
             statuses[spec.name] = status
         host = Host(paths=self.paths, results=results, statuses=statuses, previous=self._last)
-        self._last = replace(host, previous=None)
+        last = replace(host, previous=None)  # one deep: the next reading's previous has no previous
+        # The copy shares the memo dict (replace() would start an empty one), so what the evaluation of this
+        # reading memoises is there for the next reading to reuse (the workloads join of unchanged pods).
+        object.__setattr__(last, "_memo", host._memo)
+        self._last = last
         return host
 
 

@@ -132,72 +132,144 @@ def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
     cgroups source there are no containers to join and the result is empty. Pure: the same host and intent always
     give the same tuple. About ten checks and the metrics ask for it in one evaluation, and on a node with ~860
     containers each join costs milliseconds, so it is memoised on the Host (and dropped with it).
+
+    In serve most pods are the very ``PodCgroup`` object of the previous reading (the cgroups reader hands an
+    unchanged pod out again) and names, kubelet state and GPUs are the same objects while their files are
+    unchanged (fingerprinted sources), so such a pod's workloads are taken from ``host.previous``'s join instead
+    of being joined again: the join of a pod depends on nothing else.
     """
     # Intent holds mappings and is not hashable: key on its identity, and keep it in the entry so a recycled id()
     # of a collected intent can never match.
-    cached_intent, workloads = host.memo(("workloads", id(intent)), lambda: (intent, _join(host, intent)))
-    if cached_intent is intent:
-        return workloads
-    return _join(host, intent)
+    key = ("workloads", id(intent))
+    joined: _Join = host.memo(key, lambda: _join(host, intent, _reusable(host, key, intent)))
+    if joined.intent is intent:
+        return joined.workloads
+    return _join(host, intent, None).workloads
 
 
-def _join(host: Host, intent: Intent) -> tuple[Workload, ...]:
+# A pod's workloads by the pod's id(), with the pod itself: holding it keeps the id its own (never a recycled one).
+_PodJoins = dict[int, tuple[PodCgroup, tuple[Workload, ...]]]
+
+
+@dataclass(frozen=True, eq=False)
+class _Join:
+    """One Host's join (in its memo) with the inputs it was made from, which the next reading compares by identity."""
+
+    intent: Intent
+    names: Names | None
+    state: KubeletState | None
+    inventory: GpuInventory | None
+    pods: _PodJoins
+    workloads: tuple[Workload, ...]
+
+
+def _reusable(host: Host, key: tuple[str, int], intent: Intent) -> _PodJoins | None:
+    """The previous reading's per-pod joins when they were made from the same names, kubelet state, GPU inventory
+    and intent objects as this host's (then a pod that is the same object joins to the same workloads); else None."""
+    previous = host.previous
+    if previous is None:
+        return None
+    prior = previous.memoized(key)
+    if (
+        not isinstance(prior, _Join)
+        or prior.intent is not intent
+        or prior.names is not host.names
+        or prior.state is not host.kubelet_state
+        or prior.inventory is not host.gpus
+    ):
+        return None
+    return prior.pods
+
+
+def _join(host: Host, intent: Intent, reusable: _PodJoins | None) -> _Join:
+    names, state, inventory = host.names, host.kubelet_state, host.gpus
     cgroups = host.cgroups
+    pods: _PodJoins = {}
     if cgroups is None:
-        return ()
-    names = host.names
-    state = host.kubelet_state
-    cpu_state = state.cpu if state else None
-    memory_state = state.memory if state else None
-    devices = _devices_by_container(state.devices.entries if state and state.devices else ())
-    inventory = host.gpus
-    gpu_resources = frozenset(intent.gpu_resources)
-    has_selectors = bool(intent.pinned)
-
+        return _Join(intent, names, state, inventory, pods, ())
+    shared: _Shared | None = None  # built on the first pod that is joined: none when every pod is reused
     workloads: list[Workload] = []
     for pod in cgroups.pods:
-        containers = [c for c in pod.containers if not _is_sandbox(c, names)]
-        fallback_name = _pod_log_fallback(pod, containers, names) or _checkpoint_fallback(pod, containers, names, state)
-        for container in containers:
-            identity = names.containers.get(container.container_id) if names else None
-            namespace, pod_name = _pod_identity(pod.uid, identity, names)
-            container_name = identity.container_name if identity and identity.container_name else fallback_name
+        prior = reusable.get(id(pod)) if reusable is not None else None
+        if prior is not None and prior[0] is pod:
+            joined = prior[1]
+        else:
+            if shared is None:
+                shared = _Shared(names, state, inventory, intent)
+            joined = _join_pod(pod, shared)
+        pods[id(pod)] = (pod, joined)
+        workloads.extend(joined)
+    return _Join(intent, names, state, inventory, pods, tuple(workloads))
 
-            exclusive: CPUSet | None = None
-            if cpu_state is not None:
-                if container_name is not None:
-                    exclusive = cpu_state.entries.get(pod.uid, {}).get(container_name)
-                if exclusive is None:
-                    exclusive = cpu_state.entries_v1.get(container.container_id)
 
-            blocks: tuple[MemoryBlock, ...] = ()
-            if memory_state is not None and container_name is not None:
-                blocks = tuple(memory_state.entries.get(pod.uid, {}).get(container_name, ()))
+class _Shared:
+    """What every pod's join looks up, derived once per join."""
 
-            gpus: tuple[GpuAssignment, ...] = ()
+    __slots__ = ("cpu_state", "devices", "gpu_resources", "intent", "inventory", "memory_state", "names", "state")
+
+    def __init__(
+        self, names: Names | None, state: KubeletState | None, inventory: GpuInventory | None, intent: Intent
+    ) -> None:
+        self.names = names
+        self.state = state
+        self.cpu_state = state.cpu if state else None
+        self.memory_state = state.memory if state else None
+        self.devices = _devices_by_container(state.devices.entries if state and state.devices else ())
+        self.inventory = inventory
+        self.intent = intent
+        self.gpu_resources = frozenset(intent.gpu_resources)
+
+
+def _join_pod(pod: PodCgroup, shared: _Shared) -> tuple[Workload, ...]:
+    """The workloads of one pod's non-sandbox containers."""
+    names, state, intent = shared.names, shared.state, shared.intent
+    cpu_state, memory_state = shared.cpu_state, shared.memory_state
+    has_selectors = bool(intent.pinned)
+    containers = [c for c in pod.containers if not _is_sandbox(c, names)]
+    fallback_name = _pod_log_fallback(pod, containers, names) or _checkpoint_fallback(pod, containers, names, state)
+    workloads: list[Workload] = []
+    for container in containers:
+        identity = names.containers.get(container.container_id) if names else None
+        namespace, pod_name = _pod_identity(pod.uid, identity, names)
+        container_name = identity.container_name if identity and identity.container_name else fallback_name
+
+        exclusive: CPUSet | None = None
+        if cpu_state is not None:
             if container_name is not None:
-                assigned = devices.get((pod.uid, container_name))
-                if assigned:  # most containers hold no device: skip the work for them (~860 on a large node)
-                    gpus = _gpu_assignments([a for a in assigned if a.resource_name in gpu_resources], inventory)
+                exclusive = cpu_state.entries.get(pod.uid, {}).get(container_name)
+            if exclusive is None:
+                exclusive = cpu_state.entries_v1.get(container.container_id)
 
-            must_pin = (intent.pin_gpu_containers and bool(gpus)) or (
-                has_selectors and intent.must_pin(namespace, pod_name, container_name)
-            )
-            workloads.append(
-                Workload(
-                    pod_uid=pod.uid,
-                    qos=pod.qos,
-                    namespace=namespace,
-                    pod_name=pod_name or pod.uid,
-                    container_name=container_name,
-                    container_id=container.container_id,
-                    cgroup=container,
-                    exclusive_cpus=exclusive or None,
-                    gpus=gpus,
-                    memory_blocks=blocks,
-                    must_pin=must_pin,
+        blocks: tuple[MemoryBlock, ...] = ()
+        if memory_state is not None and container_name is not None:
+            blocks = tuple(memory_state.entries.get(pod.uid, {}).get(container_name, ()))
+
+        gpus: tuple[GpuAssignment, ...] = ()
+        if container_name is not None:
+            assigned = shared.devices.get((pod.uid, container_name))
+            if assigned:  # most containers hold no device: skip the work for them (~860 on a large node)
+                gpus = _gpu_assignments(
+                    [a for a in assigned if a.resource_name in shared.gpu_resources], shared.inventory
                 )
+
+        must_pin = (intent.pin_gpu_containers and bool(gpus)) or (
+            has_selectors and intent.must_pin(namespace, pod_name, container_name)
+        )
+        workloads.append(
+            Workload(
+                pod_uid=pod.uid,
+                qos=pod.qos,
+                namespace=namespace,
+                pod_name=pod_name or pod.uid,
+                container_name=container_name,
+                container_id=container.container_id,
+                cgroup=container,
+                exclusive_cpus=exclusive or None,
+                gpus=gpus,
+                memory_blocks=blocks,
+                must_pin=must_pin,
             )
+        )
     return tuple(workloads)
 
 
