@@ -833,6 +833,16 @@ class Churn:
 
 
 # --------------------------------------------------------------------------------------------------- CLI
+def add_churn_arguments(parser: argparse.ArgumentParser, when: str) -> None:
+    """``--churn`` and ``--stray`` as the harnesses take them (``when``: when the tree moves)."""
+    parser.add_argument("--churn", action="store_true",
+                        help=f"move the tree's counters {when} as a busy node would (bench/churn.py; changes the tree "
+                        "in place; default: a static tree)")  # fmt: skip
+    parser.add_argument("--stray", type=float, default=0.0, metavar="F",
+                        help="with --churn, the fraction of device IRQ rows that also count on an isolated CPU at "
+                        "each advance (default: 0, the well-configured node)")  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, help="a host tree written by bench/generate_host.py (changed in "

@@ -131,12 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stagger", type=int, default=None, metavar="K",
                         help="the warm reader's stagger (default: serve's; 1 reads everything every evaluation)")
     parser.add_argument("--top", type=int, default=30, help="rows of the cProfile tables (default: 30)")
-    parser.add_argument("--churn", action="store_true",
-                        help="move the tree's counters before each evaluation (bench/churn.py; changes the tree in "
-                        "place)")  # fmt: skip
-    parser.add_argument("--stray", type=float, default=0.0, metavar="F",
-                        help="with --churn, the fraction of device IRQ rows that also count on an isolated CPU "
-                        "(default: 0)")  # fmt: skip
+    bench_churn.add_churn_arguments(parser, "before each evaluation")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--pyinstrument", action="store_true", help="a pyinstrument call tree instead of cProfile")
     mode.add_argument("--memory", action="store_true", help="tracemalloc: the lines holding the most memory")

@@ -944,12 +944,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"the same for the interrupts configuration on hosts of {NODE_EXPORTER_HEAVY_CPUS} "
                         f"CPUs or more, where a scrape takes seconds (default: 4, at most "
                         f"{NODE_EXPORTER_HEAVY_CONCURRENCY} concurrent)")
-    parser.add_argument("--churn", action="store_true",
-                        help="move the tree's counters between evaluations as a busy node would (bench/churn.py; "
-                        "changes the tree in place; default: a static tree)")  # fmt: skip
-    parser.add_argument("--stray", type=float, default=0.0, metavar="F",
-                        help="with --churn, the fraction of device IRQ rows that also count on an isolated CPU at "
-                        "each advance (default: 0, the well-configured node)")  # fmt: skip
+    bench_churn.add_churn_arguments(parser, "between evaluations")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of markdown")
     parser.add_argument("--json-out", metavar="FILE", help="also write the JSON results to FILE")
     args = parser.parse_args(argv)
