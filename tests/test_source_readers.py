@@ -1108,13 +1108,19 @@ def test_a_burstable_pod_outside_its_turn_is_its_previous_snapshot_and_none_of_i
     shared_pods(fake_host)
     reader, before = settled_reader(fake_host)
     reads = recording(monkeypatch, cgroups, "_read")
+    turns: dict[str, int] = {}
 
-    found = reader.read(fake_host.paths)
+    for _ in range(K):
+        reads.clear()
+        found = reader.read(fake_host.paths)
+        for pod in found.pods:
+            if any(f"/{pod.cgroup_path}/" in path for path in reads):
+                turns[pod.uid] = turns.get(pod.uid, 0) + 1
+            else:
+                assert any(pod is old for old in before.pods)  # not its turn: handed out again, whole
+        assert found == cgroups.read(fake_host.paths)  # nothing changed: the same answer as reading everything
 
-    unread = [pod for pod in found.pods if not any(f"/{pod.cgroup_path}/" in path for path in reads)]
-    assert 0 < len(unread) < len(found.pods)  # some pods are in their turn, most are not
-    assert all(any(pod is old for old in before.pods) for pod in unread)  # handed out again, whole
-    assert found == cgroups.read(fake_host.paths)  # nothing changed: the same answer as reading everything
+    assert turns == {pod.uid: 1 for pod in found.pods}  # each pod is read in one reading of every K
 
 
 def test_a_burstable_pods_rewritten_cpuset_shows_within_the_stagger_and_a_guaranteed_ones_at_once(fake_host):

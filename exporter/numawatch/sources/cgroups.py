@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import zlib
 from dataclasses import replace
 
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
@@ -574,7 +575,8 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     # container-level path every reading.
     whole = False
     if scan.skip_pods and qos != QOS_GUARANTEED:
-        if hash(uid) % scan.share != scan.turn:
+        # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
+        if zlib.crc32(uid.encode()) % scan.share != scan.turn:
             carried = _carried_pod(scan, rel, uid, qos, names)
             if carried is not None:
                 return carried
