@@ -991,6 +991,209 @@ def test_a_staggered_irqs_reader_reads_new_irqs_at_once_and_drops_removed_ones_a
     assert {n: found.irqs[n].affinity for n in (90, 91, 92, 93)} == {n: {3} for n in (90, 91, 92, 93)}
 
 
+# The staggered irqs reader's fast path (the listing unchanged: carried IRQs copied in bulk) against the general path.
+def failing_reads(monkeypatch) -> set[int]:
+    """IRQs whose smp_affinity_list reads fail (vanished mid-read) while their number is in the returned set."""
+    failing: set[int] = set()
+    real = irqs._read_small
+
+    def read_small(path: str) -> bytes | None:
+        if path.endswith("/smp_affinity_list") and int(path.rsplit("/", 2)[1]) in failing:
+            return None
+        return real(path)
+
+    monkeypatch.setattr(irqs, "_read_small", read_small)
+    return failing
+
+
+def fast_readings(monkeypatch) -> list[int]:
+    """Count the readings that take the fast path."""
+    taken: list[int] = []
+    real = irqs.IrqsReader._read_turn
+
+    def read_turn(self, *args):
+        taken.append(self.readings)
+        return real(self, *args)
+
+    monkeypatch.setattr(irqs.IrqsReader, "_read_turn", read_turn)
+    return taken
+
+
+def outcome(reader, paths):
+    try:
+        return reader.read(paths)
+    except MalformedFile as error:
+        return str(error)
+
+
+def random_irq(rng: random.Random, number: int, managed: float) -> FakeIrq:
+    cpus = frozenset(rng.sample(IRQ_CPUS, rng.randint(1, 3)))
+    return FakeIrq(number, f"q{number}", cpus, frozenset({min(cpus)}), managed=rng.random() < managed)
+
+
+@pytest.mark.parametrize(("seed", "managed"), [(0, 1.0), (1, 0.9), (2, 0.9), (3, 0.3), (4, 0.0), (5, 0.5)])
+def test_the_fast_path_reads_what_the_general_path_reads_on_the_same_history(fake_host, monkeypatch, seed, managed):
+    rng = random.Random(seed)
+    present = set(rng.sample(range(120), 30))
+    add_irqs(fake_host, IRQ_CPUS, [random_irq(rng, n, managed) for n in sorted(present)])
+    failing = failing_reads(monkeypatch)
+    taken = fast_readings(monkeypatch)
+    fast, general = staggered(irqs.IrqsReader()), staggered(irqs.IrqsReader())
+    broken: int | None = None
+
+    for step in range(60):
+        if broken is not None:  # a malformed file lasts one reading
+            fake_host.write(f"proc/irq/{broken}/smp_affinity_list", "1")
+            broken = None
+        if rng.random() < 0.6:  # else the failing reads fail again
+            failing.clear()
+        action = rng.choice(["quiet", "move", "move", "fail", "fail", "add", "remove", "no effective", "malformed",
+                             "refresh"])  # fmt: skip
+        if action == "move":
+            for n in rng.sample(sorted(present), 3):
+                cpus = rng.sample(IRQ_CPUS, rng.randint(1, 3))
+                fake_host.write(f"proc/irq/{n}/smp_affinity_list", ",".join(map(str, cpus)))
+                if fake_host.path(f"proc/irq/{n}/effective_affinity_list").exists():  # the kernel never adds it
+                    fake_host.write(f"proc/irq/{n}/effective_affinity_list", str(cpus[0]))
+        elif action == "fail":
+            failing.update(rng.sample(sorted(present), rng.randint(1, 4)))
+        elif action == "add":
+            new = rng.choice([n for n in range(120) if n not in present])
+            add_irqs(fake_host, IRQ_CPUS, [random_irq(rng, new, managed)])
+            present.add(new)
+        elif action == "remove" and len(present) > 5:
+            gone = rng.choice(sorted(present))
+            fake_host.remove(f"proc/irq/{gone}")
+            present.discard(gone)
+        elif action == "no effective":
+            fake_host.remove(f"proc/irq/{rng.choice(sorted(present))}/effective_affinity_list")
+        elif action == "malformed":
+            broken = rng.choice(sorted(present))
+            fake_host.write(f"proc/irq/{broken}/smp_affinity_list", "3-x")
+        elif action == "refresh":
+            fast.refresh_all()
+            general.refresh_all()
+
+        found = outcome(fast, fake_host.paths)
+        general._listing = None  # no previous listing to match: the general path, on the same history
+        expected = outcome(general, fake_host.paths)
+
+        assert found == expected, f"reading {step} ({action})"
+        if not isinstance(found, str):
+            assert list(found.irqs) == sorted(found.irqs), f"reading {step} ({action})"
+        assert fast._seen == general._seen
+
+    assert len(taken) > 20  # most readings kept the listing: the fast path was exercised
+    failing.clear()
+    if broken is not None:
+        fake_host.write(f"proc/irq/{broken}/smp_affinity_list", "1")
+    for _ in range(K):  # a full round of quiet readings: every IRQ read again
+        found = fast.read(fake_host.paths)
+    assert found == irqs.read(fake_host.paths)
+
+
+def warm_staggered_irqs(fake_host, numbers=range(40, 56)):
+    many_irqs(fake_host, numbers=numbers)
+    reader = staggered(irqs.IrqsReader())
+    reader.read(fake_host.paths)
+    return reader
+
+
+def test_the_fast_path_reads_only_the_irqs_in_their_turn(fake_host, monkeypatch):
+    reader = warm_staggered_irqs(fake_host)
+    taken = fast_readings(monkeypatch)
+    reads = recording(monkeypatch, irqs, "_read_small")
+
+    for _ in range(K):
+        reads.clear()
+        turn = reader.readings % K
+        found = reader.read(fake_host.paths)
+        read_irqs = {int(path.rsplit("/", 2)[1]) for path in reads if "/default_smp_affinity" not in path}
+        assert read_irqs == {n for n in range(40, 56) if n % K == turn}
+        assert found == irqs.read(fake_host.paths)
+    assert len(taken) == K
+
+
+def test_an_irq_unreadable_at_some_readings_is_read_at_the_next_and_shows_in_sorted_order(fake_host, monkeypatch):
+    reader = warm_staggered_irqs(fake_host)
+    failing = failing_reads(monkeypatch)
+    taken = fast_readings(monkeypatch)
+    reads = recording(monkeypatch, irqs, "_read_small")
+    vanishing = next(n for n in range(40, 56) if n % K == reader.readings % K)  # in this reading's turn
+
+    failing.add(vanishing)
+    for _ in range(2):  # vanished mid-read: drops out at once, and is not carried while unreadable
+        assert vanishing not in reader.read(fake_host.paths).irqs
+    failing.clear()
+    reads.clear()
+    found = reader.read(fake_host.paths)  # no longer its turn, but not carried: there is nothing to carry
+
+    assert f"{fake_host.paths.procfs}/irq/{vanishing}/smp_affinity_list" in reads
+    assert found.irqs[vanishing].affinity == {0, 1}
+    assert list(found.irqs) == list(range(40, 56))
+    assert found == irqs.read(fake_host.paths)
+    assert len(taken) == 3
+
+
+def test_an_irq_whose_files_vanish_in_its_turn_drops_out_at_once_while_its_directory_is_listed(fake_host):
+    reader = warm_staggered_irqs(fake_host)
+    turn = reader.readings % K
+    in_turn, carried = (next(n for n in range(40, 56) if (n % K == turn) == wanted) for wanted in (True, False))
+    fake_host.remove(f"proc/irq/{in_turn}/smp_affinity_list")
+    fake_host.write(f"proc/irq/{carried}/smp_affinity_list", "7")
+
+    found = reader.read(fake_host.paths)
+
+    assert in_turn not in found.irqs
+    assert found.irqs[carried].affinity == {0, 1}  # not its turn: the previous reading's entry
+    assert list(found.irqs) == sorted(found.irqs)
+
+
+def test_an_added_irq_directory_shows_at_once_in_sorted_order(fake_host):
+    reader = warm_staggered_irqs(fake_host, numbers=[40, 50, 60])
+
+    many_irqs(fake_host, affinity=frozenset({5}), numbers=[45])
+    found = reader.read(fake_host.paths)
+
+    assert list(found.irqs) == [40, 45, 50, 60]
+    assert found.irqs[45].affinity == {5}
+
+
+@pytest.mark.parametrize("odd_one_managed", [False, True])
+def test_the_fast_path_keeps_the_mode_rules_when_the_only_irq_of_its_kind_vanishes(
+    fake_host, monkeypatch, odd_one_managed
+):
+    add_irqs(
+        fake_host,
+        IRQ_CPUS,
+        [
+            FakeIrq(n, f"q{n}", frozenset({n % 8}), frozenset({n % 8}), managed=(n == 41) == odd_one_managed)
+            for n in range(40, 48)
+        ],
+    )
+    reader = staggered(irqs.IrqsReader())
+    assert reader.read(fake_host.paths).read_only_modes_seen
+    failing = failing_reads(monkeypatch)
+    taken = fast_readings(monkeypatch)
+    while reader.readings % K != 41 % K:
+        reader.read(fake_host.paths)
+
+    failing.add(41)  # vanishes mid-read, in its turn
+    found = reader.read(fake_host.paths)
+    assert not found.read_only_modes_seen
+    if odd_one_managed:
+        assert {entry.writable for entry in found.irqs.values()} == {True}
+    else:  # no IRQ writable: the rest look like a capture that lost its modes
+        assert {entry.writable for entry in found.irqs.values()} == {None}
+
+    failing.clear()
+    found = reader.read(fake_host.paths)
+    assert found.irqs[41].writable is not odd_one_managed and found.irqs[40].writable is odd_one_managed
+    assert found.read_only_modes_seen
+    assert found == irqs.read(fake_host.paths)
+    assert len(taken) == 2
+
+
 def test_only_a_host_reader_asked_to_stagger_staggers_its_readers(fake_host):
     many_pods(fake_host, count=2)
     many_irqs(fake_host)

@@ -25,7 +25,9 @@ every time. With ``set_stagger(k)`` (serve only, see ``HostReader``'s ``stagger`
 number is congruent to the reading counter modulo k, about 1/k of them, and carries the other IRQs' entries over
 from the previous reading: an IRQ's placement is then at most k - 1 readings old, while the alerts on IRQ placement
 wait 30 minutes. The directory listing is still taken every reading, so a new IRQ is read at once and a vanished one
-drops out at once.
+drops out at once. While the listing names the same entries as at the previous reading (the usual case), a staggered
+reading copies the previous reading's entries in bulk and runs Python only for the IRQs in its turn (plus any the
+previous reading could not read); see ``IrqsReader``.
 IRQs appear and vanish with drivers and hotplug: a directory gone mid-scan is skipped.
 """
 
@@ -34,11 +36,12 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import replace
+from types import MappingProxyType
+from typing import NamedTuple
 
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
-from numawatch.model import frozen_map
 from numawatch.model_host import IrqAffinity, Irqs
 from numawatch.paths import Paths
 from numawatch.sources._stagger import Staggered
@@ -104,89 +107,215 @@ def read_irq(directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None)
 _Seen = tuple[bytes, bytes | None, IrqAffinity]
 
 
-def _read_all(
-    paths: Paths, seen: dict[int, _Seen] | None, share: int = 1, turn: int = 0
-) -> tuple[Irqs, dict[int, _Seen]]:
-    """Every IRQ; with ``share`` > 1, the ones seen before whose number is not ``turn`` modulo ``share`` are carried
-    over from ``seen`` instead of read."""
+def _list_irq_root(paths: Paths) -> tuple[str, list[str]]:
+    """``proc/irq``'s path and its entries (numbered IRQ directories plus ``default_smp_affinity``)."""
     irq_root = paths.procfs / "irq"
     try:
-        entries = os.listdir(irq_root)
+        return str(irq_root), os.listdir(irq_root)
     except (FileNotFoundError, NotADirectoryError):
         raise SourceUnavailable(f"{irq_root} does not exist") from None
-    root = str(irq_root)
+
+
+def _read_one(root: str, entry: str, irq: int, known: _Seen | None, cache: dict[bytes, CPUSet]) -> _Seen | None:
+    """Read IRQ ``irq`` (directory ``entry``) again; ``known``: what the previous reading kept of it, returned as is
+    when its files read the same bytes. None when the IRQ vanished."""
+    directory = f"{root}/{entry}"
+    affinity_path = f"{directory}/smp_affinity_list"
+    affinity_data = _read_small(affinity_path)
+    if affinity_data is None:
+        return None  # vanished
+    effective_path = f"{directory}/effective_affinity_list"
+    # An IRQ's directory gets all its files when the IRQ is set up (register_irq_proc): one that had no
+    # effective_affinity_list at the last reading has none now (kernels without GENERIC_IRQ_EFFECTIVE_AFF_MASK).
+    effective_data = None if known is not None and known[1] is None else _read_small(effective_path)
+    if known is not None and known[0] == affinity_data and known[1] == effective_data:
+        return known  # same bytes as last time: the same (immutable) entry
+    # The mode is set when the directory is created: an IRQ present in the previous reading keeps it.
+    writable = known[2].writable if known is not None else None
+    found = IrqAffinity(
+        irq=irq,
+        affinity=parse_cpulist_file(affinity_data, affinity_path, cache),
+        effective=None if effective_data is None else parse_cpulist_file(effective_data, effective_path, cache),
+        writable=writable if writable is not None else _mode_writable(directory),
+    )
+    return affinity_data, effective_data, found
+
+
+def _read_default(root: str) -> CPUSet | None:
+    """``proc/irq/default_smp_affinity`` (a hex mask); None when absent."""
+    default_path = f"{root}/default_smp_affinity"
+    default_data = _read_small(default_path)
+    if default_data is None:
+        return None
+    try:
+        return parse_cpumask(default_data.decode("ascii", errors="replace"))
+    except CPUListError as error:
+        raise MalformedFile(default_path, str(error)) from None
+
+
+def _snapshot(entries: dict[int, IrqAffinity], default: CPUSet | None, any_writable: bool, any_read_only: bool) -> Irqs:
+    """The Irqs of ``entries`` (sorted by IRQ, modes as read). The snapshot wraps ``entries`` itself, as frozen_map
+    would a copy of it: nobody changes it afterwards (the next reading works on a copy).
+    Not one IRQ whose affinity may be set: a real kernel always has some (the legacy and timer lines), so this is
+    a copy of /proc that lost the modes (a capture made with cat); the modes then mean nothing."""
+    if entries and not any_writable:
+        return Irqs(
+            irqs=MappingProxyType({irq: replace(found, writable=None) for irq, found in entries.items()}),
+            default_affinity=default,
+            read_only_modes_seen=False,
+        )
+    return Irqs(irqs=MappingProxyType(entries), default_affinity=default, read_only_modes_seen=any_read_only)
+
+
+class _Reading(NamedTuple):
+    """A reading's snapshot and what an IrqsReader keeps of it for the next one."""
+
+    result: Irqs
+    seen: dict[int, _Seen]  # per IRQ read or carried
+    entries: dict[int, IrqAffinity]  # sorted by IRQ, modes as read (the snapshot may have dropped them)
+    listing: list[str]  # proc/irq's names
+    missed: list[tuple[int, str]]  # numbered entries that could not be read (vanished mid-read)
+
+
+def _read_all(
+    paths: Paths,
+    seen: dict[int, _Seen] | None,
+    share: int = 1,
+    turn: int = 0,
+    listed: tuple[str, list[str]] | None = None,
+) -> _Reading:
+    """Every IRQ; with ``share`` > 1, the ones seen before whose number is not ``turn`` modulo ``share`` are carried
+    over from ``seen`` instead of read. ``listed``: ``proc/irq`` already listed by the caller."""
+    root, listing = listed or _list_irq_root(paths)
     previous = seen or {}
     now: dict[int, _Seen] = {}
-    irqs: dict[int, IrqAffinity] = {}
+    missed: list[tuple[int, str]] = []
     cache: dict[bytes, CPUSet] = {}
-    for entry in entries:
+    for entry in listing:
         if not entry.isdigit():
             continue
         irq = int(entry)
         known = previous.get(irq)
         if known is not None and share > 1 and irq % share != turn:
-            irqs[irq] = known[2]  # not its turn: the previous reading's (immutable) entry
-            now[irq] = known
+            now[irq] = known  # not its turn: the previous reading's (immutable) entry
             continue
-        directory = f"{root}/{entry}"
-        affinity_path = f"{directory}/smp_affinity_list"
-        affinity_data = _read_small(affinity_path)
-        if affinity_data is None:
-            continue  # vanished
-        effective_path = f"{directory}/effective_affinity_list"
-        # An IRQ's directory gets all its files when the IRQ is set up (register_irq_proc): one that had no
-        # effective_affinity_list at the last reading has none now (kernels without GENERIC_IRQ_EFFECTIVE_AFF_MASK).
-        effective_data = None if known is not None and known[1] is None else _read_small(effective_path)
-        if known is not None and known[0] == affinity_data and known[1] == effective_data:
-            found = known[2]  # same bytes as last time: the same (immutable) entry
+        fresh = _read_one(root, entry, irq, known, cache)
+        if fresh is None:
+            missed.append((irq, entry))
         else:
-            # The mode is set when the directory is created: an IRQ present in the previous reading keeps it.
-            writable = known[2].writable if known is not None and known[2].writable is not None else None
-            found = IrqAffinity(
-                irq=irq,
-                affinity=parse_cpulist_file(affinity_data, affinity_path, cache),
-                effective=None if effective_data is None else parse_cpulist_file(effective_data, effective_path, cache),
-                writable=writable if writable is not None else _mode_writable(directory),
-            )
-        irqs[irq] = found
-        now[irq] = (affinity_data, effective_data, found)
-    if irqs and not any(found.writable for found in irqs.values()):
-        # Not one IRQ whose affinity may be set: a real kernel always has some (the legacy and timer lines), so
-        # this is a copy of /proc that lost the modes (a capture made with cat); the modes then mean nothing.
-        irqs = {irq: replace(found, writable=None) for irq, found in irqs.items()}
-    default: CPUSet | None = None
-    default_path = f"{root}/default_smp_affinity"
-    default_data = _read_small(default_path)
-    if default_data is not None:
-        try:
-            default = parse_cpumask(default_data.decode("ascii", errors="replace"))
-        except CPUListError as error:
-            raise MalformedFile(default_path, str(error)) from None
-    result = Irqs(
-        irqs=frozen_map(dict(sorted(irqs.items()))),
-        default_affinity=default,
-        read_only_modes_seen=any(found.writable is False for found in irqs.values()),
+            now[irq] = fresh
+    entries = {irq: now[irq][2] for irq in sorted(now)}
+    result = _snapshot(
+        entries,
+        _read_default(root),
+        any(found.writable for found in entries.values()),
+        any(found.writable is False for found in entries.values()),
     )
-    return result, now
+    return _Reading(result, now, entries, listing, missed)
 
 
 def read(paths: Paths) -> Irqs:
     """Every IRQ's requested and effective affinity and whether user space may set it."""
-    return _read_all(paths, None)[0]
+    return _read_all(paths, None).result
 
 
 class IrqsReader(Staggered):
     """The irqs source as serve runs it (one per HostReader): remembers each IRQ's files and entry between readings,
     so an IRQ seen before is not stat'ed again and unchanged files are not parsed again. Reads the same as ``read``
-    unless staggered (``set_stagger``)."""
+    unless staggered (``set_stagger``).
+
+    Staggered, while ``proc/irq`` lists the same names as at the previous reading, a reading starts from copies of
+    the previous reading's entries and memory (C-level dict copies, already sorted) and runs Python only for the
+    IRQs in this turn, the IRQs the previous reading could not read (they are tried again, as a first sighting is)
+    and the default affinity; it gives exactly what the general path (``_read_all``) gives on the same history.
+    The counts of writable and read-only IRQs keep the "no IRQ writable" rule and ``read_only_modes_seen`` right
+    without scanning every IRQ. Any other listing, an unstaggered reading or one after ``refresh_all`` takes the
+    general path."""
 
     def __init__(self) -> None:
         super().__init__()
         self._seen: dict[int, _Seen] = {}
+        self._entries: dict[int, IrqAffinity] = {}  # the previous reading's, sorted, modes as read
+        self._listing: list[str] | None = None  # proc/irq's names at the previous reading; None: no fast path
+        # (share, the numbered entries of each turn), built on the first fast reading of a listing.
+        self._plan: tuple[int, list[list[tuple[int, str]]]] | None = None
+        self._missed: list[tuple[int, str]] = []  # numbered entries the previous reading could not read
+        # IRQs among _entries with a writable and with a read-only smp_affinity; None: count them when needed.
+        self._modes: tuple[int, int] | None = None
 
     def read(self, paths: Paths) -> Irqs:
-        result, self._seen = _read_all(paths, self._seen, *self.next_turn())
+        share, turn = self.next_turn()
+        listed = None
+        if share > 1 and self._listing is not None:
+            listed = _list_irq_root(paths)
+            if listed[1] == self._listing:  # one C comparison of the names
+                return self._read_turn(listed[0], share, turn)
+        reading = _read_all(paths, self._seen, share, turn, listed)
+        if reading.listing != self._listing:
+            self._plan = None
+        self._seen, self._entries, self._listing, self._missed = (
+            reading.seen,
+            reading.entries,
+            reading.listing,
+            reading.missed,
+        )
+        self._modes = None
+        return reading.result
+
+    def _read_turn(self, root: str, share: int, turn: int) -> Irqs:
+        """A staggered reading over the same listing as the previous one (see the class docstring)."""
+        plan = self._plan
+        if plan is None or plan[0] != share:
+            turns: list[list[tuple[int, str]]] = [[] for _ in range(share)]
+            for irq, entry in _numbered(self._listing or []):
+                turns[irq % share].append((irq, entry))
+            plan = self._plan = (share, turns)
+        modes = self._modes
+        if modes is None:
+            modes = (
+                sum(1 for found in self._entries.values() if found.writable),
+                sum(1 for found in self._entries.values() if found.writable is False),
+            )
+        writable, read_only = modes
+        todo = plan[1][turn]
+        if self._missed:
+            todo = todo + [item for item in self._missed if item[0] % share != turn]
+        seen = dict(self._seen)
+        entries = dict(self._entries)
+        cache: dict[bytes, CPUSet] = {}
+        added = False
+        missed: list[tuple[int, str]] = []
+        for irq, entry in todo:
+            known = seen.get(irq)
+            fresh = _read_one(root, entry, irq, known, cache)
+            if fresh is known:
+                if fresh is None:
+                    missed.append((irq, entry))  # still unreadable: tried again next time
+                continue  # the same bytes: the same entry, in its place
+            if known is not None:
+                writable -= known[2].writable is True
+                read_only -= known[2].writable is False
+            if fresh is None:
+                del seen[irq], entries[irq]  # vanished: drops out at once
+                missed.append((irq, entry))
+                continue
+            if known is None:
+                added = True
+            found = fresh[2]
+            writable += found.writable is True
+            read_only += found.writable is False
+            seen[irq] = fresh
+            entries[irq] = found  # a carried IRQ keeps its place; an added one goes last, sorted below
+        if added:
+            entries = dict(sorted(entries.items()))
+        result = _snapshot(entries, _read_default(root), writable > 0, read_only > 0)
+        self._seen, self._entries, self._modes, self._missed = seen, entries, (writable, read_only), missed
         return result
+
+
+def _numbered(listing: list[str]) -> list[tuple[int, str]]:
+    """The IRQ directories of a ``proc/irq`` listing, with their numbers."""
+    return [(int(entry), entry) for entry in listing if entry.isdigit()]
 
 
 SOURCE = SourceSpec(
