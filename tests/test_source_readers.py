@@ -1357,21 +1357,6 @@ def test_after_the_kubelets_cpu_state_changes_every_pod_is_read_at_every_reading
         assert reader.read(fake_host.paths) == cgroups.read(fake_host.paths)
 
 
-def test_a_restarted_container_of_a_carried_pod_shows_at_the_next_reading(fake_host):
-    burstable = shared_pods(fake_host)
-    reader, _ = settled_reader(fake_host)
-    pod = burstable[3]
-    old = pod.container("app")
-    new_id = "f" * 64
-    old_dir = fake_host.root / "sys/fs/cgroup" / old.cgroup_path
-    os.rename(old_dir, old_dir.with_name(old_dir.name.replace(old.container_id, new_id)))
-
-    found = reader.read(fake_host.paths)
-
-    ids = {c.container_id for c in found.pod(pod.uid).containers}
-    assert new_id in ids and old.container_id not in ids
-
-
 def test_a_removed_burstable_pod_is_gone_at_the_next_reading(fake_host):
     burstable = shared_pods(fake_host)
     reader, _ = settled_reader(fake_host)

@@ -28,14 +28,16 @@ on it wait 30 minutes. ``cgroup.procs`` is read here only for the sandbox verdic
 themselves), so a staggered reading also skips it outside the container's turn once the verdict is settled: its
 PIDs may then be up to k-1 readings old, and a removed container shows as its cpusets failing to read.
 Burstable and BestEffort pods, which never hold exclusive CPUs, are staggered whole: each is read completely in its
-turn (every k-th reading) and handed out again between turns without a read, as long as its directory lists the
-same containers (the pod directories are listed at every reading, so a restarted or added container, and a pod
-coming or going, show at once) and everything about it was known. Their cpusets run on the shared pool, which the
+turn (every k-th reading), its directory listed then, and handed out again between turns as it was, without a read
+or even a listing of its directory, as long as everything about it was known. The QoS slices are listed at every
+reading, so a pod coming or going shows at once; a container started, restarted or removed inside such a pod
+shows at the pod's turn, within k readings, like its other values. Their cpusets run on the shared pool, which the
 kubelet rewrites when its CPU Manager state changes: for k readings after ``cpu_manager_state`` changes (a stat per
-reading), every pod is read at every reading. A shared container whose cpuset someone else rewrote shows within k
-readings (a minute at serve's defaults; the drift alerts wait 10-15 minutes). Unstaggered (``check``, ``capture``)
-everything is read every time. Cgroups vanish while we walk them: that is normal and
-skipped.
+reading), every pod is listed and read at every reading. A shared container whose cpuset someone else rewrote shows
+within k readings (a minute at serve's defaults; the drift alerts wait 10-15 minutes). Carrying a pod over costs
+the same whatever its size: the reader keeps each pod's state (its listing, its containers' records and verdicts,
+its snapshot) in one object, handed on as it is. Unstaggered (``check``, ``capture``) everything is listed and
+read every time. Cgroups vanish while we walk them: that is normal and skipped.
 A malformed file in one container makes that field ``None`` (unknown) and is logged once, not fatal.
 """
 
@@ -45,7 +47,6 @@ import logging
 import os
 import re
 import zlib
-from dataclasses import replace
 
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -126,7 +127,6 @@ def parse_pod_dir(name: str, driver: str, qos: str) -> str | None:
 _NODE_LINE = re.compile(rb"(?:N[0-9]+=[0-9]+ )*N[0-9]+=[0-9]+")
 _NODE_FIELD = re.compile(rb"N([0-9]+)=([0-9]+)")
 _NUMA_STAT_V2_HEAD = re.compile(rb"anon (%s)\nfile (%s)\n" % (_NODE_LINE.pattern, _NODE_LINE.pattern))
-_NUMBER = re.compile(rb"[0-9]+")
 
 
 def _node_values(rest: bytes, what: str) -> dict[int, int]:
@@ -153,12 +153,11 @@ def parse_numa_stat_v2(data: bytes) -> dict[int, int]:
     # both, and their numbers come out in node/value pairs. Any other layout takes the search by key below.
     head = _NUMA_STAT_V2_HEAD.match(data)
     if head is not None:
-        # zip() of one iterator with itself pairs its items: N0=1 N1=2 -> (0, 1), (1, 2).
-        numbers = map(int, _NUMBER.findall(head[1]))
-        resident = dict(zip(numbers, numbers, strict=False))
-        numbers = map(int, _NUMBER.findall(head[2]))
-        for node, value in zip(numbers, numbers, strict=False):
-            resident[node] = resident.get(node, 0) + value
+        # findall() hands out (node, value) pairs; this is a third cheaper than pairing up the bare numbers.
+        resident = {int(node): int(value) for node, value in _NODE_FIELD.findall(head[1])}
+        for node_text, value in _NODE_FIELD.findall(head[2]):
+            node = int(node_text)
+            resident[node] = resident.get(node, 0) + int(value)
         return resident
     resident = {}
     for key in (b"anon ", b"file "):
@@ -329,9 +328,6 @@ def _container_entries(path: str) -> list[str]:
 
 # What a CgroupsReader keeps of a container: the bytes of its cgroup.procs and two cpusets, and its snapshot.
 _Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup]
-# What it keeps of a pod: the container directory names its listing showed, its snapshot, and whether that snapshot
-# may be handed out again without reading (every container in it fully known: recorded, verdict settled).
-_Pod = tuple[tuple[str, ...], PodCgroup, bool]
 
 # Sandbox verdicts remembered per container ID, with the first PID they were made for.
 _PAUSE = 0  # that PID's comm was "pause": a sandbox (pause never execs anything else)
@@ -339,49 +335,73 @@ _NOT_PAUSE_ONCE = 1  # not pause at one reading: maybe a runtime's init (runc:[2
 _NOT_PAUSE = 2  # not pause at two readings in a row: an application container
 
 
+class _PodState:
+    """What a CgroupsReader keeps of one pod from one reading to the next.
+
+    ``names``: the container-sized names its directory listed (sorted); ``entries``: (relative path, runtime,
+    container ID) of those that are container directories, which depend on ``names`` alone, so an unchanged listing
+    reuses them (the same ~860 names come back every 15 s: each is matched against the regex once). ``records``:
+    container ID -> the container's ``_Seen``, for those whose memory placement is known; ``verdicts``: container
+    ID -> its sandbox verdict. ``pod``: the snapshot. ``complete``: every container in it fully known (recorded,
+    verdict settled), so a staggered reading may hand the pod out again outside its turn: the state is then carried
+    over as it is, one object, however many containers the pod has.
+    """
+
+    __slots__ = ("complete", "entries", "names", "pod", "records", "verdicts")
+
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        entries: tuple[tuple[str, str, str], ...],
+        records: dict[str, _Seen],
+        verdicts: dict[str, tuple[int, int]],
+        pod: PodCgroup,
+        complete: bool,
+    ) -> None:
+        self.names = names
+        self.entries = entries
+        self.records = records
+        self.verdicts = verdicts
+        self.pod = pod
+        self.complete = complete
+
+
 class _Scan:
     """What one reading of the kubepods tree carries along: where files are, parsed values to share, verdicts.
 
     ``lists`` maps file contents to their parsed value: most containers repeat a handful of CPU lists (every sandbox
     and Burstable container holds the same shared pool), and the values are immutable, so one object serves them
-    all. ``sandboxes`` is the previous reading's verdicts (empty for a one-off reading); the verdicts of this one are
-    collected in ``verdicts``. ``containers`` is the previous reading's snapshot of each container with the bytes of
-    its ``cgroup.procs`` and cpusets: a container whose files read the same is that (immutable) snapshot again, and
-    a staggered reading (``share`` > 1) carries its memory placement over when it is not the container's turn.
-    Everything is rebuilt from what this reading saw, so nothing grows with containers that are gone.
+    all. ``old_pods`` is the previous reading's state of each pod (``_PodState``, by relative path; empty for a
+    one-off reading), ``pods`` this reading's. While a pod is read (``_read_pod`` points them at it), ``sandboxes``
+    and ``old_containers`` are its previous verdicts and container records, and this reading's are collected in
+    ``verdicts`` and ``containers``: a container whose files read the same is its previous (immutable) snapshot
+    again, and a staggered reading (``share`` > 1) carries its memory placement over when it is not the container's
+    turn. Everything is rebuilt from what this reading saw (a carried pod is what the previous one saw of it), so
+    nothing grows with containers or pods that are gone.
     """
 
     def __init__(
         self,
         layout: _Layout,
         lists: dict[bytes, CPUSet] | None = None,
-        sandboxes: dict[str, tuple[int, int]] | None = None,
-        containers: dict[str, _Seen] | None = None,
+        pods: dict[str, _PodState] | None = None,
         share: int = 1,
         turn: int = 0,
     ) -> None:
         self.layout = layout
         self.old_lists = lists or {}
-        self.sandboxes = sandboxes or {}
-        self.old_containers = containers or {}
+        self.old_pods = pods or {}
         self.share = share
         self.turn = turn
         self.lists: dict[bytes, CPUSet] = {}
+        self.pods: dict[str, _PodState] = {}
+        # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reader turns it on.
+        self.skip_pods = False
+        # The pod being read (see above).
+        self.sandboxes: dict[str, tuple[int, int]] = {}
+        self.old_containers: dict[str, _Seen] = {}
         self.verdicts: dict[str, tuple[int, int]] = {}
         self.containers: dict[str, _Seen] = {}
-        self.old_dirs: dict[str, tuple[str, str] | None] = {}
-        self.dirs: dict[str, tuple[str, str] | None] = {}
-        # Pod-level staggering (``_carried_pod``): off unless the reader turns it on for this reading.
-        self.skip_pods = False
-        self.old_pods: dict[str, _Pod] = {}
-        self.pods: dict[str, _Pod] = {}
-
-    def container_dir(self, name: str) -> tuple[str, str] | None:
-        """``parse_container_dir`` of a pod's subdirectory, remembered from the previous reading: the same ~860
-        names come back every 15 s, so each is matched against the regex once, not at every reading."""
-        parsed = self.old_dirs[name] if name in self.old_dirs else parse_container_dir(name)
-        self.dirs[name] = parsed
-        return parsed
 
     def cpus(self, path: str, data: bytes | None) -> CPUSet | None:
         if data is None:
@@ -533,31 +553,45 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str, whole: bool =
     if (numa_missing or cpus_data is None or mems_data is None) and not os.path.isdir(cpuset_dir):
         return None  # removed after we read cgroup.procs (or, when that was skipped, since the last reading)
     known = scan.old_containers.get(cid)
-    if (
-        known is not None
-        and known[0] == procs_data
-        and known[1] == cpus_data
-        and known[2] == mems_data
-        and known[3].cgroup_path == rel
-        and known[3].numa_bytes == numa
-    ):
-        # Same files as last time (the usual case): the previous snapshot is this one, once the sandbox verdict,
-        # which may still need a second look at comm, agrees.
-        container = known[3]
-        scan.keep(cpus_data, container.cpus_effective)
-        scan.keep(mems_data, container.mems_effective)
-        if scan.is_sandbox(cid, container.pids) != container.is_sandbox:
-            container = replace(container, is_sandbox=not container.is_sandbox)
+    if known is not None and known[3].cgroup_path != rel:
+        known = None  # another directory: nothing of it applies here
+    # A file that reads the bytes it read last time has the value the previous snapshot holds (parsing is
+    # deterministic): only what changed is parsed, which under moving counters is memory.numa_stat alone.
+    if known is not None and known[0] == procs_data:
+        pids = known[3].pids
     else:
         pids = _parsed(procs_path, procs_data, parse_procs) or ()
+    if known is not None and known[1] == cpus_data:
+        cpus = known[3].cpus_effective
+        scan.keep(cpus_data, cpus)
+    else:
+        cpus = scan.cpus(cpus_path, cpus_data)
+    if known is not None and known[2] == mems_data:
+        mems = known[3].mems_effective
+        scan.keep(mems_data, mems)
+    else:
+        mems = scan.cpus(mems_path, mems_data)
+    previous = known[3] if known is not None else None
+    is_sandbox = scan.is_sandbox(cid, pids)
+    if (
+        previous is not None
+        and pids is previous.pids
+        and cpus is previous.cpus_effective
+        and mems is previous.mems_effective
+        and is_sandbox == previous.is_sandbox
+        and (numa is previous.numa_bytes or numa == previous.numa_bytes)  # a carried placement is the same object
+    ):
+        # Nothing changed (the usual case): the previous snapshot is this one.
+        container = previous
+    else:
         container = ContainerCgroup(
             container_id=cid,
             runtime=runtime,
             cgroup_path=rel,
-            cpus_effective=scan.cpus(cpus_path, cpus_data),
-            mems_effective=scan.cpus(mems_path, mems_data),
+            cpus_effective=cpus,
+            mems_effective=mems,
             numa_bytes=numa,
-            is_sandbox=scan.is_sandbox(cid, pids),
+            is_sandbox=is_sandbox,
             pids=pids,
         )
     if numa is not None:  # an unknown placement is not worth carrying over: the next reading asks again
@@ -565,78 +599,67 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str, whole: bool =
     return container
 
 
+def _container_dirs(rel: str, names: tuple[str, ...]) -> tuple[tuple[str, str, str], ...]:
+    """(relative path, runtime, container ID) of the names in a pod's listing that are container directories."""
+    entries = []
+    for name in names:
+        parsed = parse_container_dir(name)
+        if parsed is not None:
+            entries.append((f"{rel}/{name}", *parsed))
+    return tuple(entries)
+
+
 def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
+    """One pod cgroup and its containers, or None when it went away; records its state in ``scan.pods``."""
+    old = scan.old_pods.get(rel)
+    if old is not None and (old.pod.uid != uid or old.pod.qos != qos):
+        old = None
+    # Pod-level staggering: a Burstable or BestEffort pod is read whole in its turn and, between its turns, handed
+    # out again as the previous reading saw it, without even listing its directory (see CgroupsReader.set_stagger);
+    # Guaranteed pods, which may hold exclusive CPUs, take the container-level path every reading.
+    whole = False
+    if scan.skip_pods and qos != QOS_GUARANTEED:
+        # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
+        if old is not None and old.complete and zlib.crc32(uid.encode()) % scan.share != scan.turn:
+            # Its parsed CPU lists are not added to ``scan.lists``: that is a cache of parses, and a list that only
+            # carried pods hold is at worst parsed once more, by another container that comes to read those bytes.
+            scan.pods[rel] = old
+            return old.pod
+        whole = True
     pod_dir = f"{scan.layout.cpuset}/{rel}"
     names = tuple(sorted(_container_entries(pod_dir)))
     if not names and not os.path.isdir(pod_dir):
         return None  # the pod went away
-    # Pod-level staggering: a Burstable or BestEffort pod is read whole in its turn and handed out again between
-    # its turns (see CgroupsReader.set_stagger); Guaranteed pods, which may hold exclusive CPUs, take the
-    # container-level path every reading.
-    whole = False
-    if scan.skip_pods and qos != QOS_GUARANTEED:
-        # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
-        if zlib.crc32(uid.encode()) % scan.share != scan.turn:
-            carried = _carried_pod(scan, rel, uid, qos, names)
-            if carried is not None:
-                return carried
-        whole = True
+    entries = old.entries if old is not None and old.names == names else _container_dirs(rel, names)
+    # What the container-level functions look up and fill in (see _Scan): this pod's part of either reading.
+    if old is not None:
+        scan.old_containers, scan.sandboxes = old.records, old.verdicts
+    else:
+        scan.old_containers, scan.sandboxes = {}, {}
+    records: dict[str, _Seen] = {}
+    verdicts: dict[str, tuple[int, int]] = {}
+    scan.containers, scan.verdicts = records, verdicts
     containers = []
     complete = True
-    for name in names:
-        parsed = scan.container_dir(name)
-        if parsed is None:
-            continue
-        container_rel = f"{rel}/{name}"
-        container = (None if whole else _settled_unchanged(scan, container_rel, parsed[1])) or _read_container(
-            scan, container_rel, *parsed, whole=whole
+    for container_rel, runtime, cid in entries:
+        container = (None if whole else _settled_unchanged(scan, container_rel, cid)) or _read_container(
+            scan, container_rel, runtime, cid, whole=whole
         )
         if container is None:
             complete = False  # vanished mid-read: the next reading lists the pod again
             continue
         containers.append(container)
-        verdict = scan.verdicts.get(container.container_id)
-        if container.container_id not in scan.containers or (
-            container.pids and (verdict is None or verdict[1] == _NOT_PAUSE_ONCE)
-        ):
+        verdict = verdicts.get(cid)
+        if cid not in records or (container.pids and (verdict is None or verdict[1] == _NOT_PAUSE_ONCE)):
             complete = False  # something about it is still unknown (placement, sandbox or not): read it next time
     found = tuple(containers)
-    old = scan.old_pods.get(rel)
     # The previous (immutable) pod snapshot when it holds the same containers (compared by identity first): an
     # unchanged pod stays one object from reading to reading, which later stages (the workloads join) recognise.
-    if old is not None and old[1].uid == uid and old[1].qos == qos and old[1].containers == found:
-        pod = old[1]
+    if old is not None and old.pod.containers == found:
+        pod = old.pod
     else:
         pod = PodCgroup(uid=uid, qos=qos, cgroup_path=rel, containers=found)
-    scan.pods[rel] = (names, pod, complete)
-    return pod
-
-
-def _carried_pod(scan: _Scan, rel: str, uid: str, qos: str, names: tuple[str, ...]) -> PodCgroup | None:
-    """The previous reading's snapshot of a pod outside its turn, carried over with its containers' records, when
-    its directory lists the same containers and every one of them was fully known; else None (read it now)."""
-    old = scan.old_pods.get(rel)
-    if old is None or not old[2] or old[0] != names or old[1].uid != uid or old[1].qos != qos:
-        return None
-    pod = old[1]
-    records = []
-    for container in pod.containers:
-        cid = container.container_id
-        record, verdict = scan.old_containers.get(cid), scan.sandboxes.get(cid)
-        if record is None or (verdict is None and container.pids):
-            return None
-        records.append((cid, record, verdict))
-    for cid, record, verdict in records:
-        scan.containers[cid] = record
-        if verdict is not None:  # none for a container without processes: nothing was asked
-            scan.verdicts[cid] = verdict
-        scan.keep(record[1], record[3].cpus_effective)
-        scan.keep(record[2], record[3].mems_effective)
-    old_dirs, dirs = scan.old_dirs, scan.dirs
-    for name in names:
-        if name in old_dirs:
-            dirs[name] = old_dirs[name]
-    scan.pods[rel] = old
+    scan.pods[rel] = _PodState(names, entries, records, verdicts, pod, complete)
     return pod
 
 
@@ -669,8 +692,7 @@ def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
     if reader is None:
         scan = _Scan(layout)
     else:
-        scan = _Scan(layout, reader.lists, reader.sandboxes, reader.containers, *reader.next_turn())
-        scan.old_dirs, scan.old_pods = reader.dirs, reader.pods
+        scan = _Scan(layout, reader.lists, reader.pods, *reader.next_turn())
         scan.skip_pods = reader.pods_may_be_carried(paths, scan.share)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
@@ -686,8 +708,7 @@ def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
         root_cpus_effective=scan.cpus(root_cpus_path, _read(root_cpus_path)),
     )
     if reader is not None:
-        reader.lists, reader.sandboxes, reader.containers = scan.lists, scan.verdicts, scan.containers
-        reader.dirs, reader.pods = scan.dirs, scan.pods
+        reader.lists, reader.pods = scan.lists, scan.pods
     return result
 
 
@@ -704,18 +725,26 @@ class CgroupsReader(Staggered):
     def __init__(self) -> None:
         super().__init__()
         self.lists: dict[bytes, CPUSet] = {}
-        self.sandboxes: dict[str, tuple[int, int]] = {}
-        self.containers: dict[str, _Seen] = {}
-        self.dirs: dict[str, tuple[str, str] | None] = {}
-        self.pods: dict[str, _Pod] = {}
+        self.pods: dict[str, _PodState] = {}
         self._state_key: tuple[int, int, int] | None = None
         self._whole_readings_left = 0
 
+    @property
+    def containers(self) -> dict[str, _Seen]:
+        """Every container's record, gathered from the pods that keep them (for tests and debugging)."""
+        return {cid: record for state in self.pods.values() for cid, record in state.records.items()}
+
+    @property
+    def sandboxes(self) -> dict[str, tuple[int, int]]:
+        """Every container's sandbox verdict, gathered from the pods that keep them (for tests and debugging)."""
+        return {cid: verdict for state in self.pods.values() for cid, verdict in state.verdicts.items()}
+
     def pods_may_be_carried(self, paths: Paths, share: int) -> bool:
-        """Whether this reading may carry Burstable and BestEffort pods over between their turns: staggered, and not
-        within ``share`` readings of a change of the kubelet's ``cpu_manager_state``. When the CPU Manager changes
-        its assignments (a Guaranteed pod admitted or gone) it rewrites every shared container's cpuset within its
-        reconcile period (10 s), and those cpusets must then be read at every reading until they have all moved."""
+        """Whether this reading may carry Burstable and BestEffort pods over between their turns (neither listed nor
+        read): staggered, and not within ``share`` readings of a change of the kubelet's ``cpu_manager_state``.
+        When the CPU Manager changes its assignments (a Guaranteed pod admitted or gone) it rewrites every shared
+        container's cpuset within its reconcile period (10 s), and those cpusets must then be read at every reading
+        until they have all moved."""
         try:
             info = os.stat(paths.kubelet / "cpu_manager_state")
             key: tuple[int, int, int] | None = (info.st_ino, info.st_size, info.st_mtime_ns)
@@ -737,7 +766,9 @@ class CgroupsReader(Staggered):
 
         A container's placement and PIDs are then at most ``share - 1`` readings old, and so are the cpusets of
         Burstable and BestEffort pods outside the ``share`` readings after a ``cpu_manager_state`` change (see
-        ``pods_may_be_carried``); Guaranteed pods' cpusets are read every time, new containers and pods at once."""
+        ``pods_may_be_carried``), and the list of containers in such a pod: a container started or removed in it
+        shows at the pod's turn. Guaranteed pods' cpusets and containers are read every time, new pods at once, and
+        a removed pod is gone at once."""
         super().set_stagger(share)
 
     def read(self, paths: Paths) -> Cgroups:

@@ -1,0 +1,280 @@
+"""The cgroups source as serve staggers it (CgroupsReader.set_stagger): Burstable and BestEffort pods outside their
+turn are handed out again as the previous reading saw them, without even a listing of their directories, so a
+container started or removed inside such a pod shows at the pod's turn (within K readings); pods coming and going
+show at once; and a container read again is parsed only where its files changed."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+
+import pytest
+from fakehost.kubelet import write_cpu_manager_state
+from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_numa_bytes
+from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.sources import cgroups
+
+K = 4
+NEW_ID = "e" * 64
+
+
+def shared_pods(fake_host, count: int = 8, qos: str = QOS_BURSTABLE, first: int = 100):
+    """``count`` pods of an application container and a sidecar each on the shared pool, and (the first time) a
+    kubelet state file to watch (its changes make every pod be read at every reading for a while)."""
+    if not (fake_host.paths.kubelet / "cpu_manager_state").exists():
+        write_cpu_manager_state(fake_host, default_cpuset="0-15")
+    pods = []
+    for index in range(first, first + count):
+        containers = [
+            ContainerSpec("app", cpus="0-15", mems="0", numa_bytes={0: 1 << 20}, pids=(7000 + index,)),
+            ContainerSpec("sidecar", cpus="0-15", mems="0", numa_bytes={0: 1 << 16}, pids=(8000 + index,)),
+        ]
+        uid = f"00000000-0000-4000-8000-{index:012d}"
+        pods.append(add_pod(fake_host, uid=uid, qos=qos, namespace="ns", name=f"b{index}", containers=containers))
+    return pods
+
+
+def settled_reader(fake_host):
+    """A staggered reader past the readings that follow its first look at the kubelet's state: pods are carried."""
+    reader = cgroups.CgroupsReader()
+    reader.set_stagger(K)
+    for _ in range(K + 1):
+        reader.read(fake_host.paths)
+    return reader
+
+
+def listed(monkeypatch) -> list[str]:
+    """The pod directories listed from now on (``_container_entries`` is the pod listing)."""
+    paths: list[str] = []
+    real = cgroups._container_entries
+
+    def recording(path):
+        paths.append(path)
+        return real(path)
+
+    monkeypatch.setattr(cgroups, "_container_entries", recording)
+    return paths
+
+
+def pod_dir(fake_host, pod) -> str:
+    return str(fake_host.root / "sys/fs/cgroup" / pod.cgroup_path)
+
+
+def ids(result, pod) -> set[str]:
+    return {container.container_id for container in result.pod(pod.uid).containers}
+
+
+def add_container_like(fake_host, pod, name: str, new_id: str = NEW_ID) -> None:
+    """A new container directory in the pod, a copy of one of its containers' (the runtime started another)."""
+    source = fake_host.root / "sys/fs/cgroup" / pod.container(name).cgroup_path
+    shutil.copytree(source, source.with_name(source.name.replace(pod.container(name).container_id, new_id)))
+
+
+# --------------------------------------------------------------------------------------------------- no listing
+def test_a_carried_pods_directory_is_listed_only_in_its_turn_and_a_guaranteed_pods_at_every_reading(
+    fake_host, monkeypatch
+):
+    burstable = shared_pods(fake_host)
+    burstable += shared_pods(fake_host, count=4, qos=QOS_BESTEFFORT, first=200)
+    guaranteed = add_pod(
+        fake_host, uid="0b9e8d7c-6a5f-4e3d-8c2b-a1b2c3d4e5f6", qos=QOS_GUARANTEED, namespace="ns", name="g",
+        containers=[ContainerSpec("app", cpus="4-7", mems="0", numa_bytes={0: 1 << 20}, pids=(9000,))],
+    )  # fmt: skip
+    reader = settled_reader(fake_host)
+    listings = listed(monkeypatch)
+    by_reader: list[str] = []
+
+    for _ in range(K):
+        listings.clear()
+        found = reader.read(fake_host.paths)
+        by_reader += listings
+        assert listings.count(pod_dir(fake_host, guaranteed)) == 1
+        assert found == cgroups.read(fake_host.paths)  # nothing changed: the same answer as reading everything
+
+    assert {pod.uid: by_reader.count(pod_dir(fake_host, pod)) for pod in burstable} == {pod.uid: 1 for pod in burstable}
+
+
+def test_carrying_a_pod_hands_its_state_on_as_one_object(fake_host, monkeypatch):
+    shared_pods(fake_host)
+    reader = settled_reader(fake_host)
+    listings = listed(monkeypatch)
+    states = dict(reader.pods)
+
+    reader.read(fake_host.paths)
+
+    carried = [rel for rel, state in reader.pods.items() if state is states[rel]]
+    assert carried  # some pods were outside their turn ...
+    assert len(carried) < len(states)  # ... and some in it
+    assert not any(path.endswith(rel) for rel in carried for path in listings)
+
+
+# --------------------------------------------------------------------------------------------------- containers
+def last_in_turn(monkeypatch, reader, fake_host, pods):
+    """The pod whose turn comes last in the reader's next K readings (learnt from a round of K readings), so a
+    change made to it now stays unseen for K-1 readings."""
+    listings = listed(monkeypatch)
+    for _ in range(K):
+        listings.clear()
+        reader.read(fake_host.paths)
+    return next(pod for pod in pods if pod_dir(fake_host, pod) in listings)
+
+
+def read_round(monkeypatch, reader, fake_host, pod) -> list:
+    """K readings, checking that ``pod``'s directory is listed at the last one only (its turn)."""
+    listings = listed(monkeypatch)
+    readings = []
+    for index in range(K):
+        listings.clear()
+        readings.append(reader.read(fake_host.paths))
+        assert (pod_dir(fake_host, pod) in listings) == (index == K - 1)
+    return readings
+
+
+def test_a_container_started_in_a_carried_pod_shows_at_the_pods_turn_and_not_before(fake_host, monkeypatch):
+    pods = shared_pods(fake_host)
+    reader = settled_reader(fake_host)
+    pod = last_in_turn(monkeypatch, reader, fake_host, pods)
+
+    add_container_like(fake_host, pod, "app")
+    readings = read_round(monkeypatch, reader, fake_host, pod)
+
+    assert [NEW_ID in ids(found, pod) for found in readings] == [False] * (K - 1) + [True]
+    assert readings[-1] == cgroups.read(fake_host.paths)
+
+
+def test_a_container_started_in_a_pod_is_seen_at_once_by_an_unstaggered_reader(fake_host):
+    pods = shared_pods(fake_host)
+    reader = cgroups.CgroupsReader()  # check and capture: no stagger
+    reader.read(fake_host.paths)
+
+    add_container_like(fake_host, pods[3], "app")
+
+    assert NEW_ID in ids(reader.read(fake_host.paths), pods[3])
+    assert NEW_ID in ids(cgroups.read(fake_host.paths), pods[3])
+
+
+def test_a_container_removed_from_a_carried_pod_drops_out_at_the_pods_turn(fake_host, monkeypatch):
+    pods = shared_pods(fake_host)
+    reader = settled_reader(fake_host)
+    pod = last_in_turn(monkeypatch, reader, fake_host, pods)
+    sidecar = pod.container("sidecar")
+
+    shutil.rmtree(fake_host.root / "sys/fs/cgroup" / sidecar.cgroup_path)
+    readings = read_round(monkeypatch, reader, fake_host, pod)
+
+    assert [sidecar.container_id in ids(found, pod) for found in readings] == [True] * (K - 1) + [False]
+    assert sidecar.container_id not in reader.containers
+    assert readings[-1] == cgroups.read(fake_host.paths)
+
+
+def test_a_restarted_container_of_a_carried_pod_shows_at_the_pods_turn(fake_host, monkeypatch):
+    pods = shared_pods(fake_host)
+    reader = settled_reader(fake_host)
+    pod = last_in_turn(monkeypatch, reader, fake_host, pods)
+    old = pod.container("app")
+    old_dir = fake_host.root / "sys/fs/cgroup" / old.cgroup_path
+
+    os.rename(old_dir, old_dir.with_name(old_dir.name.replace(old.container_id, NEW_ID)))
+    readings = read_round(monkeypatch, reader, fake_host, pod)
+
+    seen = [(NEW_ID in ids(found, pod), old.container_id in ids(found, pod)) for found in readings]
+    assert seen == [(False, True)] * (K - 1) + [(True, False)]
+
+
+def test_while_pods_may_not_be_carried_every_pod_is_listed_and_a_new_container_shows_at_once(fake_host, monkeypatch):
+    pods = shared_pods(fake_host)
+    reader = settled_reader(fake_host)
+    write_cpu_manager_state(fake_host, default_cpuset="0-11")  # the CPU Manager moved: every shared cpuset follows
+    listings = listed(monkeypatch)
+
+    reader.read(fake_host.paths)  # notices the change
+    add_container_like(fake_host, pods[6], "sidecar")
+    before = len(listings)
+    found = reader.read(fake_host.paths)
+
+    assert NEW_ID in ids(found, pods[6])
+    assert sorted(listings[before:]) == sorted(pod_dir(fake_host, pod) for pod in pods)
+
+
+# --------------------------------------------------------------------------------------------------- pods
+def test_pods_removed_outside_their_turn_are_gone_at_once_and_forgotten(fake_host):
+    pods = shared_pods(fake_host)
+    reader = settled_reader(fake_host)
+    gone, kept = pods[:5], pods[5:]
+    for pod in gone:
+        remove_pod(fake_host, pod)
+
+    found = reader.read(fake_host.paths)
+
+    assert {pod.uid for pod in found.pods} == {pod.uid for pod in kept}
+    assert not {pod.cgroup_path for pod in gone} & set(reader.pods)
+    assert not {c.container_id for pod in gone for c in pod.containers} & set(reader.containers)
+
+
+def test_a_pod_added_between_turns_is_read_at_once(fake_host, monkeypatch):
+    pods = shared_pods(fake_host)
+    reader = settled_reader(fake_host)
+    (new,) = shared_pods(fake_host, count=1, qos=QOS_BESTEFFORT, first=200)
+    listings = listed(monkeypatch)
+
+    found = reader.read(fake_host.paths)
+
+    assert pod_dir(fake_host, new) in listings
+    assert len(listings) < len(pods)  # the others were carried over (the new pod is read whatever its turn)
+    assert found.pod(new.uid) == cgroups.read(fake_host.paths).pod(new.uid)
+
+
+# --------------------------------------------------------------------------------------------------- parsing
+@pytest.mark.parametrize("stagger", [1, K])
+def test_a_container_whose_only_change_is_its_memory_placement_has_nothing_else_parsed_again(
+    fake_host, monkeypatch, stagger
+):
+    pods = shared_pods(fake_host, count=2)
+    reader = cgroups.CgroupsReader()
+    reader.set_stagger(stagger)
+    for _ in range(K + 1):
+        before = reader.read(fake_host.paths)
+    parsed: list[bytes] = []
+    for name in ("parse_procs", "_parse_cpus"):
+        real = getattr(cgroups, name)
+        monkeypatch.setattr(cgroups, name, lambda data, real=real: parsed.append(data) or real(data))
+    for pod in pods:
+        set_numa_bytes(fake_host, pod, "app", {0: 1 << 10, 1: 1 << 30})
+
+    for _ in range(K):  # every pod's turn comes
+        found = reader.read(fake_host.paths)
+
+    assert parsed == []  # cgroup.procs and the cpusets read the same bytes: their previous values stand
+    assert found == cgroups.read(fake_host.paths)
+    for pod in pods:
+        (app,) = (c for c in found.pod(pod.uid).containers if c.pids == pod.container("app").pids)
+        (old,) = (c for c in before.pod(pod.uid).containers if c.container_id == app.container_id)
+        assert dict(app.numa_bytes) == {0: 1 << 10, 1: 1 << 30}
+        assert (app.cpus_effective, app.mems_effective, app.pids) == (old.cpus_effective, old.mems_effective, old.pids)
+        assert app.cpus_effective is old.cpus_effective
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_containers_started_and_removed_in_carried_pods_settle_within_the_stagger(fake_host, seed):
+    """Containers come and go inside pods (with pods, cpusets and placement changing too), then K quiet readings:
+    the reader's answer is the one-off reading's."""
+    rng = random.Random(seed)
+    pods = shared_pods(fake_host, count=10)
+    reader = settled_reader(fake_host)
+    for step in range(8):
+        pod = rng.choice(pods)
+        change = rng.choice(["start", "remove", "numa", "pod"])
+        if change == "start":
+            add_container_like(fake_host, pod, "app", new_id=f"{step:x}" * 64)
+        elif change == "remove":
+            shutil.rmtree(fake_host.root / "sys/fs/cgroup" / pod.container("sidecar").cgroup_path, ignore_errors=True)
+        elif change == "numa":
+            set_numa_bytes(fake_host, pod, "app", {0: rng.randrange(1, 1 << 30)})
+        else:
+            remove_pod(fake_host, pod)
+            pods.remove(pod)
+        reader.read(fake_host.paths)
+    for _ in range(K):
+        found = reader.read(fake_host.paths)
+    assert found == cgroups.read(fake_host.paths)
