@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import random
 import tracemalloc
+import types
+import zlib
 
 import pytest
 from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, format_interrupts
@@ -374,6 +376,34 @@ def test_the_interrupts_reader_reuses_unchanged_rows_and_sees_changed_counts_and
     assert third.rows == interrupts.read(fake_host.paths).rows
 
 
+def test_the_interrupts_reader_reuses_its_columns_and_follows_a_newly_pinned_cpu_and_an_offline_one(
+    fake_host, monkeypatch
+):
+    irq_rows = [FakeIrq(40, "eth0", frozenset({0}), counts={1: 5, 2: 7})]
+    add_irqs(fake_host, [0, 1, 2, 3], irq_rows, {"LOC": dict.fromkeys(range(4), 100)})
+    add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1, cmdline="isolcpus=2-3 nohz_full=2-3")
+    reader = interrupts.InterruptsReader()
+    reader.read(fake_host.paths)
+    headers = recording(monkeypatch, interrupts, "parse_header")
+    cmdlines = recording(monkeypatch, interrupts, "cmdline_isolated_cpus")
+
+    found = reader.read(fake_host.paths)
+    assert (headers, cmdlines) == ([], [])  # same header, same files: the columns and watched CPUs of last time
+    assert found.watched == {2, 3}
+
+    write_cpu_manager_state(fake_host, default_cpuset="0,2-3", entries={UID: {"app": "1"}})  # pinned to CPU 1
+    found = reader.read(fake_host.paths)
+    assert found.watched == {1, 2, 3}
+    assert dict({row.key: row for row in found.rows}["40"].counts) == {1: 5, 2: 7}
+    assert found.rows == interrupts.read(fake_host.paths).rows
+
+    add_irqs(fake_host, [0, 2, 3], irq_rows, {"LOC": dict.fromkeys(range(4), 100)})  # CPU 1 went offline
+    found = reader.read(fake_host.paths)
+    assert (found.cpus, found.watched) == ((0, 2, 3), {2, 3})
+    assert dict({row.key: row for row in found.rows}["40"].counts) == {2: 7}
+    assert found.rows == interrupts.read(fake_host.paths).rows
+
+
 def two_readings(tmp_path, first: bytes, second: bytes, watched, *, block: int = 1 << 20):
     """What a reader's second reading gives (after reading ``first``), and the one-off parse of ``second``."""
     path = tmp_path / "interrupts"
@@ -479,6 +509,172 @@ def test_a_readers_second_reading_equals_a_one_off_parse(tmp_path_factory, count
     )
 
     assert after == expected
+
+
+# A row counting on most watched CPUs (the tick, the IPIs) is converted run by run in C loops; a row whose cells
+# are all unchanged is taken with one CRC-32 over its whole watched span, and one whose housekeeping cells between
+# two runs of watched cells move is then checked run by run.
+def loc_rows(loc: dict[int, int], nic_counts: dict[int, int]) -> bytes:
+    cpus = list(range(8))
+    rows = [FakeIrq(40, "eth0", frozenset({4}), counts=nic_counts), FakeIrq(41, "nvme0q1", frozenset({1}))]
+    return format_interrupts(cpus, rows, {"LOC": loc, "RES": {}}).encode()
+
+
+def counted(monkeypatch) -> list[str]:
+    """The rows whose counts are converted one at a time (``_count``), by key."""
+    converted: list[str] = []
+    real = interrupts._count
+    monkeypatch.setattr(interrupts, "_count", lambda cell, key, path: converted.append(key) or real(cell, key, path))
+    return converted
+
+
+def test_a_row_counting_on_every_watched_cpu_is_converted_run_by_run_as_a_one_off_parse_converts_it(
+    tmp_path, monkeypatch
+):
+    watched = {2, 3, 5, 6}  # two runs of watched columns, 4 between them
+    first = loc_rows({cpu: 1000 + cpu for cpu in range(8)}, {0: 5})
+    second = loc_rows({**{cpu: 2000 + cpu for cpu in range(8)}, 3: 0, 6: 4_000_000_000}, {0: 5})
+    path = tmp_path / "interrupts"
+    path.write_bytes(first)
+    _, known = interrupts.read_interrupts(str(path), watched, known=interrupts.Remembered())
+    path.write_bytes(second)
+    converted = counted(monkeypatch)
+
+    after, _ = interrupts.read_interrupts(str(path), watched, known=known)
+
+    assert converted == []  # LOC had a count on every watched CPU: its runs were converted whole
+    expected = interrupts.parse_interrupts(second, watched, read_at=after.read_at)
+    assert after == expected
+    loc = {row.key: row for row in after.rows}["LOC"]
+    assert list(loc.counts.items()) == [(2, 2002), (5, 2005), (6, 4_000_000_000)]  # zeros left out, in CPU order
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [b"        -5", b"  12    3", b"       abc1", b"12345678901", b"         1 "],
+    ids=["negative", "two-numbers", "letters", "no-space", "ends-in-space"],
+)
+def test_run_by_run_conversion_leaves_a_cell_that_is_not_a_plain_count_to_the_cell_by_cell_search(cell):
+    good = b"       1234"
+    data = b"LOC:" + good + cell.rjust(11)[:11] + good + b"   Local timer interrupts"
+    counts: dict[int, int] = {}
+    runs = [(0, 33, (0, 1, 2), b"   ")]
+
+    assert not interrupts._dense_counts(data, 4, runs, counts)
+    assert counts == {}
+
+    assert interrupts._dense_counts(b"LOC:" + good + b"          0" + good, 4, runs, counts)
+    assert counts == {0: 1234, 2: 1234}
+
+
+def test_a_malformed_cell_in_a_row_converted_run_by_run_is_refused_as_a_one_off_parse_refuses_it(tmp_path):
+    watched = {2, 3, 5, 6}
+    first = loc_rows({cpu: 1000 + cpu for cpu in range(8)}, {0: 5})
+    second = loc_rows({**{cpu: 1000 + cpu for cpu in range(8)}, 5: -7}, {0: 5})  # "        -7": not a count
+
+    with pytest.raises(MalformedFile, match="row LOC: bad count b'-7'"):
+        two_readings(tmp_path, first, second, watched)
+    with pytest.raises(MalformedFile, match="row LOC: bad count b'-7'"):
+        interrupts.parse_interrupts(second, watched)
+
+
+def crc_calls(monkeypatch) -> list[int]:
+    """The sizes of the buffers the interrupts parser takes a CRC-32 of."""
+    sizes: list[int] = []
+    real = zlib.crc32
+
+    def crc32(data, value=0):
+        sizes.append(len(data))
+        return real(data, value)
+
+    monkeypatch.setattr(interrupts, "zlib", types.SimpleNamespace(crc32=crc32))
+    return sizes
+
+
+def test_unchanged_rows_take_one_crc_of_their_span_and_a_device_busy_between_watched_runs_is_checked_by_runs(
+    tmp_path, monkeypatch
+):
+    watched = {2, 3, 5, 6}  # runs of columns 2-3 and 5-6; CPU 4 between them is housekeeping
+    loc = {cpu: 1000 + cpu for cpu in range(8)}
+    path = tmp_path / "interrupts"
+    path.write_bytes(loc_rows(loc, {4: 100}))
+    sizes = crc_calls(monkeypatch)
+    first, known = interrupts.read_interrupts(str(path), watched, known=interrupts.Remembered())
+    span, run = 5 * interrupts.CELL, 2 * interrupts.CELL
+    assert sorted(sizes) == [run] * 8 + [span] * 4  # each of 4 rows searched: runs and span taken for next time
+
+    readings = []
+    for nic in (200, 300, 300):  # eth0 counts on CPU 4 twice, then is idle
+        sizes.clear()
+        path.write_bytes(loc_rows(loc, {4: nic}))
+        after, known = interrupts.read_interrupts(str(path), watched, known=known)
+        readings.append(sorted(sizes))
+        assert all(a is b for a, b in zip(first.rows, after.rows, strict=True))  # no watched count moved
+        assert after == interrupts.parse_interrupts(loc_rows(loc, {4: nic}), watched, read_at=after.read_at)
+
+    assert readings == [
+        [run, run, span, span, span, span],  # eth0's span moved, its runs did not: from now on only they are checked
+        [run, run, span, span, span],
+        [run, run, span, span, span],  # idle again, eth0 is still checked run by run until it is searched again
+    ]
+
+
+def test_a_row_checked_run_by_run_sees_its_watched_count_move_and_is_checked_by_its_span_again(tmp_path, monkeypatch):
+    watched = {2, 3, 5, 6}
+    loc = {cpu: 1000 + cpu for cpu in range(8)}
+    path = tmp_path / "interrupts"
+    known = interrupts.Remembered()
+    for nic in ({4: 100}, {4: 200}):
+        path.write_bytes(loc_rows(loc, nic))
+        _, known = interrupts.read_interrupts(str(path), watched, known=known)
+    sizes = crc_calls(monkeypatch)
+    span = 5 * interrupts.CELL
+
+    moved = loc_rows(loc, {4: 300, 5: 7})  # a misrouted interrupt on CPU 5
+    path.write_bytes(moved)
+    after, known = interrupts.read_interrupts(str(path), watched, known=known)
+    assert after == interrupts.parse_interrupts(moved, watched, read_at=after.read_at)
+    assert dict({row.key: row for row in after.rows}["40"].counts) == {5: 7}
+
+    sizes.clear()
+    after, _ = interrupts.read_interrupts(str(path), watched, known=known)
+    assert sorted(sizes) == [span] * 4  # eth0 was searched and had its span taken again: one CRC-32 per row
+    assert after == interrupts.parse_interrupts(moved, watched, read_at=after.read_at)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    start=st.lists(st.integers(0, 10**6), min_size=8, max_size=8),
+    moves=st.lists(
+        st.lists(st.tuples(st.integers(0, 2), st.integers(0, 7), st.integers(1, 10**10)), max_size=6),
+        min_size=2,
+        max_size=5,
+    ),
+    watched=st.sets(st.integers(0, 7)),
+    block=st.sampled_from([13, 97, 1 << 20]),
+)
+def test_a_readers_every_reading_equals_a_one_off_parse(tmp_path_factory, start, moves, watched, block):
+    """Over several readings (rows taken by their span, by their runs, searched, dense or not, counts widening past
+    ten digits), each of a reader's readings is what parsing that file alone gives."""
+    path = tmp_path_factory.mktemp("interrupts") / "interrupts"
+    cpus = list(range(8))
+    counts = [list(start), [value % 7 for value in start], [0] * 8]  # a dense row, a sparse one, an empty one
+
+    def render() -> bytes:
+        rows = [FakeIrq(40 + index, f"q{index}", frozenset({0}), counts=dict(zip(cpus, values, strict=True)))
+                for index, values in enumerate(counts[1:])]  # fmt: skip
+        return format_interrupts(cpus, rows, {"LOC": dict(zip(cpus, counts[0], strict=True))}).encode()
+
+    known = interrupts.Remembered()
+    for step in [[], *moves]:
+        for row, cpu, amount in step:
+            counts[row][cpu] += amount
+        data = render()
+        path.write_bytes(data)
+        found, known = interrupts.read_interrupts(str(path), watched, known=known, block=block)
+        expected = interrupts.parse_interrupts(data, watched, read_at=found.read_at)
+        assert found == expected
+        assert [list(row.counts.items()) for row in found.rows] == [list(row.counts.items()) for row in expected.rows]
 
 
 # --------------------------------------------------------------------------------------------------- kernel

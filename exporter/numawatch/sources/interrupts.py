@@ -31,10 +31,17 @@ copy is ever held whole (~2.5 MiB peak instead of ~18). See bench/bench_interrup
 The watched CPUs are worked out here from cheap files, because a source does not see the others' results:
 ``sys/devices/system/cpu/{isolated,nohz_full}``, ``isolcpus=``/``nohz_full=`` of ``proc/cmdline``, and the
 exclusive CPUs of the kubelet's ``cpu_manager_state`` (``<kubelet>/cpu_manager_state``; read tolerantly, the
-kubelet_state source reports its problems). Rates come from two readings (``Host.previous``); the only state serve
-keeps (``InterruptsReader``) is the previous reading's rows with a CRC-32 of each row's watched cells: a row whose
-watched cells and text read the same is the previous row without being searched (devices routed to housekeeping
-CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows are searched again).
+kubelet_state source reports its problems). Rates come from two readings (``Host.previous``); the state serve keeps
+(``InterruptsReader``) is the columns worked out from the last header and watched CPUs (with the texts those came
+from: used again while all read the same) and the previous reading's rows with a CRC-32 of each row's watched cells:
+a row whose watched cells and text read the same is the previous row without being searched (devices routed to
+housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows are searched again).
+With several runs of watched columns, a row also keeps one CRC-32 of the whole span from its first to its last
+watched cell, which is checked first: one zlib call per row instead of one per run (each costs ~150 ns before its
+first byte; ~1 ms a reading on the 384-CPU benchmark host). A row whose unwatched cells inside that span move (a busy
+device on a housekeeping CPU between isolated ones) is checked run by run instead until it is searched again. The
+tick and IPI rows, which count on nearly every watched CPU, are converted run by run in C loops (``_dense_counts``)
+rather than one count at a time.
 """
 
 from __future__ import annotations
@@ -44,7 +51,6 @@ import os
 import time
 import zlib
 from collections.abc import Iterable
-from pathlib import Path
 
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -69,6 +75,10 @@ CELL = 11  # bytes per count: " %10u" (or "%10u " on older kernels); both end ea
 _MARK_NONZERO = bytes.maketrans(b"123456789", b"xxxxxxxxx")
 _DIGITS = frozenset(b"0123456789")
 _MAX_RUNS = 8  # beyond this many separate runs of watched columns, one span with a membership test is cheaper
+# A row whose previous reading had at least 1/_DENSE_SHARE of the watched counts non-zero is converted run by run
+# (``_dense_counts``): ~25 us for 368 watched cells in 4 runs, what finding and converting ~50 counts one at a time
+# costs.
+_DENSE_SHARE = 4
 
 IPI_KEYS = frozenset({"RES", "CAL", "TLB", "IWI"})
 # Per-CPU timer IRQs that are printed as numeric rows (arm64 arch timer, RISC-V): the tick, not a device.
@@ -139,22 +149,98 @@ def _runs(columns: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
+def _dense_counts(
+    data: bytes, base: int, runs: list[tuple[int, int, tuple[int, ...], bytes]], counts: dict[int, int]
+) -> bool:
+    """Add the non-zero counts of a fast-path row's watched ``runs`` (cells ``base + low`` to ``base + high``, their
+    CPUs, one space per cell) to ``counts``, each run converted by ``split`` and ``int`` in C loops.
+
+    When every cell of a run starts with a space and ends with a digit, every cell boundary ends a token and every
+    cell holds one, so a run of n cells splits into n tokens exactly when each cell holds one token: that cell's
+    number, which ``int`` converts as it would the whole cell. Anything else (a cell such as ``  12 3``, ``-5``,
+    ``x``) returns False with ``counts`` untouched: the cell-by-cell search then converts or refuses it.
+    """
+    found: dict[int, int] = {}
+    for low, high, run_cpus, spaces in runs:
+        segment = data[base + low : base + high]
+        if segment[::CELL] != spaces or not segment[CELL - 1 :: CELL].isdigit():
+            return False
+        tokens = segment.split()
+        if len(tokens) != len(run_cpus):
+            return False
+        try:
+            values = list(map(int, tokens))
+        except ValueError:
+            return False
+        if min(values) < 0:
+            return False
+        found.update({cpu: value for cpu, value in zip(run_cpus, values, strict=True) if value})
+    counts.update(found)
+    return True
+
+
 # What a reader remembers of a row between readings, by its label as printed (`` 24``, ``LOC``): the bytes after its
-# counts, the row built from them and, for a row read by the fast path, the CRC-32 of its watched cells (else None).
-_Known = dict[bytes, tuple[bytes, InterruptRow, int | None]]
+# counts, the row built from them and, for a row read by the fast path, the CRC-32 of its watched cells (else None)
+# and the CRC-32 of all its cells from the first to the last watched one (None when there is one run of watched cells,
+# or while unwatched cells inside that span move: see ``_RowParser``).
+_Known = dict[bytes, tuple[bytes, InterruptRow, int | None, int | None]]
 # The layout the digests of a reading were taken with: the CPU of each column and the watched columns. A reading with
 # another layout (a CPU went offline, a container was pinned) cannot compare digests with it.
 _Layout = tuple[tuple[int, ...], tuple[int, ...]]
 
 
+class _Columns:
+    """What a reading's header and watched CPUs decide: the CPU of each column, the watched columns and their runs,
+    and the byte ranges (from a row's ":") that the digests and the run-by-run conversion use. A reader's next
+    reading reuses it while the header and the watched CPUs are the same (working it out costs ~0.15 ms with 384
+    CPUs, parsing the header most of it)."""
+
+    __slots__ = (
+        "columns", "cpus", "dense_at", "dense_runs", "digest_spans", "header", "layout", "ncols", "runs", "span",
+        "watched", "watched_cpus", "whole_span",
+    )  # fmt: skip
+
+    def __init__(self, header: bytes, watched: frozenset[int], path: str) -> None:
+        self.header, self.watched = header, watched
+        self.cpus = cpus = parse_header(header, path)
+        self.ncols = len(cpus)
+        column_of = {cpu: index for index, cpu in enumerate(cpus)}
+        self.columns = columns = sorted(column_of[cpu] for cpu in watched if cpu in column_of)
+        self.watched_cpus = frozenset(cpus[column] for column in columns)
+        self.span = CELL * self.ncols
+        self.runs = runs = _runs(columns)
+        # The byte ranges whose CRC stands for a row's watched counts: each run of watched columns, or, past
+        # _MAX_RUNS runs, the span from the first to the last (unwatched cells inside it then count too).
+        if len(runs) <= _MAX_RUNS:
+            self.digest_spans = [(CELL * start, CELL * stop) for start, stop in runs]
+        else:
+            self.digest_spans = [(CELL * columns[0], CELL * (columns[-1] + 1))]
+        # With several runs, one CRC-32 over the whole span from the first to the last watched cell is checked first:
+        # one call instead of one per run, each of which costs ~150 ns before its first byte (zlib.crc32's setup).
+        self.whole_span = (CELL * columns[0], CELL * (columns[-1] + 1)) if len(self.digest_spans) > 1 else None
+        # A row with many non-zero watched counts (the tick and IPI rows count on every CPU) converts each run of
+        # watched cells in one go (``_dense_counts``): the runs, their CPUs and the space every cell starts with.
+        self.dense_runs = (
+            [(CELL * start, CELL * stop, cpus[start:stop], b" " * (stop - start)) for start, stop in runs]
+            if len(runs) <= _MAX_RUNS
+            else None
+        )
+        self.dense_at = max(1, len(columns) // _DENSE_SHARE)
+        self.layout: _Layout = (cpus, tuple(columns))
+
+
 class Remembered:
-    """What a reading leaves for the next one (``read_interrupts``' ``known``): its rows by key and their layout."""
+    """What a reading leaves for the next one (``read_interrupts``' ``known``): its rows by key and their layout, and
+    the columns worked out from its header and watched CPUs."""
 
-    __slots__ = ("layout", "rows")
+    __slots__ = ("columns", "layout", "rows")
 
-    def __init__(self, layout: _Layout | None = None, rows: _Known | None = None) -> None:
+    def __init__(
+        self, layout: _Layout | None = None, rows: _Known | None = None, columns: _Columns | None = None
+    ) -> None:
         self.layout = layout
         self.rows: _Known = rows if rows is not None else {}
+        self.columns = columns
 
 
 class _RowParser:
@@ -169,25 +255,22 @@ class _RowParser:
 
     def __init__(self, header: bytes, watched: Iterable[int], path: str, known: Remembered | None = None) -> None:
         self.path = path
-        self.cpus = cpus = parse_header(header, path)
-        self.ncols = ncols = len(cpus)
-        column_of = {cpu: index for index, cpu in enumerate(cpus)}
-        self.columns = columns = sorted(column_of[cpu] for cpu in set(watched) if cpu in column_of)
-        self.span = CELL * ncols
-        self.runs = _runs(columns)
-        # The byte ranges (from the row's ":") whose CRC stands for its watched counts: each run of watched columns,
-        # or, past _MAX_RUNS runs, the span from the first to the last (unwatched cells inside it then count too).
-        if len(self.runs) <= _MAX_RUNS:
-            self.digest_spans = [(CELL * start, CELL * stop) for start, stop in self.runs]
-        else:
-            self.digest_spans = [(CELL * columns[0], CELL * (columns[-1] + 1))]
-        self.layout: _Layout = (cpus, tuple(columns))
+        watched = frozenset(watched)
+        # The previous reading's columns while the header and the watched CPUs are the same (shared, never changed).
+        shape = known.columns if known is not None else None
+        if shape is None or shape.header != header or shape.watched != watched:
+            shape = _Columns(header, watched, path)
+        self.shape = shape
+        self.cpus, self.ncols, self.span, self.runs, self.layout = (
+            shape.cpus, shape.ncols, shape.span, shape.runs, shape.layout
+        )  # fmt: skip
+        self.columns = columns = shape.columns
         # The previous reading's digests are comparable only when it had the same columns and watched the same ones.
         self.digests = known is not None and known.layout == self.layout and bool(columns)
         # Marking a whole block costs ~0.4 ns/byte; worth it when many columns are watched and most rows are to be
         # searched. With the previous digests most rows are not searched at all: mark only the segments of those
         # that are.
-        self.mark_blocks = len(columns) * 4 >= ncols and not self.digests
+        self.mark_blocks = len(columns) * 4 >= self.ncols and not self.digests
         self.only: frozenset[int] | None = None
         # With the block marked, one find() over the span from the first to the last watched column and a membership
         # test per non-zero count beats one find() per run: most rows have no non-zero count there at all.
@@ -209,8 +292,11 @@ class _RowParser:
         rows, seen, known, now = self.rows, self.seen, self.known, self.now
         # Digests are taken when there is a next reading to compare with (a reader's), and used when the previous
         # reading's can be compared with them.
-        digest_spans = self.digest_spans if known is not None and columns else None
+        shape = self.shape
+        digest_spans = shape.digest_spans if known is not None and columns else None
         compare = self.digests and digest_spans is not None
+        whole_span = shape.whole_span if digest_spans is not None else None
+        dense_runs, dense_at = shape.dense_runs, shape.dense_at
         view = memoryview(data) if digest_spans is not None else None
         crc32 = zlib.crc32
         while pos < length:
@@ -226,40 +312,53 @@ class _RowParser:
             label = data[pos:colon]  # as printed, padding included: what the previous reading's rows are known by
             base = colon + 1
             end = base + span
-            if compare:
-                before = known.get(label)  # type: ignore[union-attr]  # compare implies known
-                if (
-                    before is not None
-                    and before[2] is not None
-                    and end <= eol
-                    and data[end:eol] == before[0]
-                    and data[base + CELL - 1] in digits
-                    and data[end - 1] in digits
-                ):
-                    # The previous reading took this row by the fast path, and the text after ``span`` bytes of
-                    # counts is that row's tail again: the tail began with no count cell (the fast path checked), so
-                    # the counts still fill exactly ``span`` bytes in 11-byte cells. The watched cells' CRC-32 then
-                    # says whether the row is the previous one: most rows are on a real node, since devices are
-                    # routed to housekeeping CPUs, whose cells are not in the digest. Different cells share a CRC-32
-                    # with odds of 2^-32: such a row would show its previous counts for one reading.
-                    same = 0
+            before = known.get(label) if known is not None else None
+            digest = whole = None  # this row's CRC-32s (watched runs, whole span), once computed
+            if (
+                compare
+                and before is not None
+                and before[2] is not None
+                and end <= eol
+                and data[end:eol] == before[0]
+                and data[base + CELL - 1] in digits
+                and data[end - 1] in digits
+            ):
+                # The previous reading took this row by the fast path, and the text after ``span`` bytes of
+                # counts is that row's tail again: the tail began with no count cell (the fast path checked), so
+                # the counts still fill exactly ``span`` bytes in 11-byte cells. The watched cells' CRC-32 then
+                # says whether the row is the previous one: most rows are on a real node, since devices are
+                # routed to housekeeping CPUs, whose cells are not in the digest. Different cells share a CRC-32
+                # with odds of 2^-32: such a row would show its previous counts for one reading.
+                # First the whole span's CRC-32, when the row has one: all its cells the same, watched ones included.
+                # A row whose unwatched cells inside the span moved (a device on a housekeeping CPU between two
+                # runs of watched ones) is then checked run by run, and from then on only run by run (its span
+                # CRC is dropped) until it is searched again: a busy device keeps counting there.
+                if before[3] is not None:
+                    whole = crc32(view[base + whole_span[0] : base + whole_span[1]])  # type: ignore[index]
+                if whole is not None and whole == before[3]:
+                    kept = before
+                else:
+                    digest = 0
                     for low, high in digest_spans:  # type: ignore[union-attr]  # compare implies digest_spans
-                        same = crc32(view[base + low : base + high], same)  # type: ignore[index]
-                    if same == before[2]:
-                        row = before[1]
-                        if row.key in seen or label in now:
-                            raise MalformedFile(path, f"row {row.key} appears twice")
-                        seen.add(row.key)
-                        now[label] = before
-                        rows.append(row)
-                        pos = eol + 1
-                        continue
+                        digest = crc32(view[base + low : base + high], digest)  # type: ignore[index]
+                    if digest != before[2]:
+                        kept = None
+                    else:
+                        kept = before if before[3] is None else (before[0], before[1], digest, None)
+                if kept is not None:
+                    row = kept[1]
+                    if row.key in seen or label in now:
+                        raise MalformedFile(path, f"row {row.key} appears twice")
+                    seen.add(row.key)
+                    now[label] = kept
+                    rows.append(row)
+                    pos = eol + 1
+                    continue
             raw_key = label.strip()
             if not raw_key or not raw_key.isascii() or b" " in raw_key:
                 raise MalformedFile(path, f"bad row label in {data[pos:eol].strip()[:80]!r}")
             key = raw_key.decode()
             counts: dict[int, int] = {}
-            digest: int | None = None
             if (
                 end <= eol
                 and data[base + CELL - 1] in digits
@@ -267,30 +366,43 @@ class _RowParser:
                 and (end == eol or data[end] not in digits)
                 and not _looks_like_a_count(data[end : end + CELL])
             ):
-                # Fast path: every count sits in its 11-byte cell.
+                # Fast path: every count sits in its 11-byte cell. The CRC-32s the matched checks above computed
+                # (this row's watched cells moved) are this row's.
                 if digest_spans is not None:
-                    digest = 0
-                    for low, high in digest_spans:
-                        digest = crc32(view[base + low : base + high], digest)  # type: ignore[index]
-                # In the digit-marked copy a non-zero count is the only thing with an "x" in it, so memchr-speed
-                # find() skips the zeros; only non-zero watched counts are converted.
-                for start, stop in runs:
-                    low, high = base + CELL * start, base + CELL * stop
-                    if marked is None:
-                        segment, offset = data[low:high].translate(_MARK_NONZERO), low
-                        found = segment.find(b"x")
-                    else:
-                        segment, offset = marked, 0
-                        found = segment.find(b"x", low, high)
-                    limit = high - offset
-                    while found >= 0:
-                        column = (found + offset - base) // CELL
-                        cell_end = base + CELL * (column + 1)
-                        if only is None or column in only:
-                            counts[cpus[column]] = _count(data[cell_end - CELL : cell_end], key, path)
-                        found = segment.find(b"x", cell_end - offset, limit)
+                    if digest is None:
+                        digest = 0
+                        for low, high in digest_spans:
+                            digest = crc32(view[base + low : base + high], digest)  # type: ignore[index]
+                    if whole is None and whole_span is not None:
+                        whole = crc32(view[base + whole_span[0] : base + whole_span[1]])  # type: ignore[index]
+                # A row that had many non-zero watched counts last time (the tick, the IPIs) has them again: its
+                # runs of cells are converted in C loops rather than one count at a time.
+                if (
+                    dense_runs is None
+                    or before is None
+                    or len(before[1].counts) < dense_at
+                    or not _dense_counts(data, base, dense_runs, counts)
+                ):
+                    # In the digit-marked copy a non-zero count is the only thing with an "x" in it, so
+                    # memchr-speed find() skips the zeros; only non-zero watched counts are converted.
+                    for start, stop in runs:
+                        low, high = base + CELL * start, base + CELL * stop
+                        if marked is None:
+                            segment, offset = data[low:high].translate(_MARK_NONZERO), low
+                            found = segment.find(b"x")
+                        else:
+                            segment, offset = marked, 0
+                            found = segment.find(b"x", low, high)
+                        limit = high - offset
+                        while found >= 0:
+                            column = (found + offset - base) // CELL
+                            cell_end = base + CELL * (column + 1)
+                            if only is None or column in only:
+                                counts[cpus[column]] = _count(data[cell_end - CELL : cell_end], key, path)
+                            found = segment.find(b"x", cell_end - offset, limit)
                 tail = data[end:eol]
             else:
+                digest = whole = None  # a row split the slow way keeps no digest: the next reading searches it again
                 parts = data[base:eol].split(None, ncols)
                 leading = 0
                 while leading < min(len(parts), ncols) and parts[leading].isdigit() and len(parts[leading]) <= 20:
@@ -309,7 +421,6 @@ class _RowParser:
             if key in seen or label in now:
                 raise MalformedFile(path, f"row {key} appears twice")
             seen.add(key)
-            before = known.get(label) if known is not None else None
             if before is not None and before[0] == tail:
                 row = before[1]
                 if row.counts != counts:
@@ -324,7 +435,7 @@ class _RowParser:
                     counts=frozen_map(counts) if counts else _NO_COUNTS,
                 )
             if known is not None:
-                now[label] = (tail, row, digest)
+                now[label] = (tail, row, digest, whole)
             rows.append(row)
             pos = eol + 1
         if view is not None:
@@ -333,7 +444,7 @@ class _RowParser:
     def result(self, read_at: float) -> Interrupts:
         return Interrupts(
             cpus=self.cpus,
-            watched=frozenset(self.cpus[column] for column in self.columns),
+            watched=self.shape.watched_cpus,
             rows=tuple(self.rows),
             read_at=read_at,
         )
@@ -401,7 +512,7 @@ def read_interrupts(
             parser.feed(pending, 0, len(pending))
     finally:
         os.close(fd)
-    return parser.result(time.monotonic()), Remembered(parser.layout, parser.now)
+    return parser.result(time.monotonic()), Remembered(parser.layout, parser.now, parser.shape)
 
 
 _NO_COUNTS = frozen_map()  # shared by every row without a non-zero watched count
@@ -451,8 +562,8 @@ def exclusive_cpus_from_state(text: str) -> CPUSet:
     return frozenset(cpus)
 
 
-def _sys_cpus(path: Path) -> CPUSet:
-    text = read_optional_text(path, 1 << 16)
+def _sys_cpus(text: str | None) -> CPUSet:
+    """A sysfs CPU list file's text (None: absent) -> CPUs; a bad list contributes nothing."""
     if text is None:
         return EMPTY
     try:
@@ -475,27 +586,44 @@ def cmdline_isolated_cpus(cmdline: str, last_cpu: int | None = None) -> CPUSet:
     return frozenset(cpus)
 
 
-def watched_cpus(paths: Paths) -> CPUSet:
-    """Isolated, nohz_full and exclusively pinned CPUs: whose interrupts numawatch counts."""
+# The texts the watched CPUs are worked out from (None: absent): ``possible``, ``isolated`` and ``nohz_full`` of
+# sys/devices/system/cpu, proc/cmdline and the kubelet's cpu_manager_state.
+_WatchedInputs = tuple[str | None, str | None, str | None, str | None, str | None]
+
+
+def _watched_inputs(paths: Paths) -> _WatchedInputs:
     cpu_root = paths.sysfs / "devices/system/cpu"
-    possible = _sys_cpus(cpu_root / "possible")
-    cpus = set(_sys_cpus(cpu_root / "isolated") | _sys_cpus(cpu_root / "nohz_full"))
-    cpus |= cmdline_isolated_cpus(
-        read_optional_text(paths.procfs / "cmdline", 1 << 16) or "", max(possible) if possible else None
-    )
+    possible = read_optional_text(cpu_root / "possible", 1 << 16)
+    isolated = read_optional_text(cpu_root / "isolated", 1 << 16)
+    nohz_full = read_optional_text(cpu_root / "nohz_full", 1 << 16)
+    cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16)
     try:
         state = read_optional_text(paths.kubelet / "cpu_manager_state", 4 << 20)
     except (OSError, MalformedFile):  # unreadable or oversized: the kubelet_state source reports it, not this one
         state = None
+    return possible, isolated, nohz_full, cmdline, state
+
+
+def _watched_from(inputs: _WatchedInputs) -> CPUSet:
+    possible_text, isolated, nohz_full, cmdline, state = inputs
+    possible = _sys_cpus(possible_text)
+    cpus = set(_sys_cpus(isolated) | _sys_cpus(nohz_full))
+    cpus |= cmdline_isolated_cpus(cmdline or "", max(possible) if possible else None)
     if state is not None:
         cpus |= exclusive_cpus_from_state(state)
     return frozenset(cpus)
 
 
+def watched_cpus(paths: Paths) -> CPUSet:
+    """Isolated, nohz_full and exclusively pinned CPUs: whose interrupts numawatch counts."""
+    return _watched_from(_watched_inputs(paths))
+
+
 # --------------------------------------------------------------------------------------------------- reader
-def _read(paths: Paths, known: Remembered | None) -> tuple[Interrupts, Remembered]:
+def _read(paths: Paths, known: Remembered | None, watched: CPUSet | None = None) -> tuple[Interrupts, Remembered]:
     path = paths.procfs / "interrupts"
-    watched = watched_cpus(paths)
+    if watched is None:
+        watched = watched_cpus(paths)
     try:
         return read_interrupts(str(path), watched, known=known)
     except FileNotFoundError:
@@ -508,13 +636,18 @@ def read(paths: Paths) -> Interrupts:
 
 class InterruptsReader:
     """The interrupts source as serve runs it (one per HostReader): the previous reading's rows, so unchanged rows
-    are not split and built again. Reads the same as ``read``."""
+    are not split and built again, and the columns and watched CPUs worked out from the previous reading's header
+    and files, used again while those read the same. Reads the same as ``read``."""
 
     def __init__(self) -> None:
         self._known = Remembered()
+        self._watched: tuple[_WatchedInputs, CPUSet] | None = None  # the texts read last time and their CPUs
 
     def read(self, paths: Paths) -> Interrupts:
-        result, self._known = _read(paths, self._known)
+        inputs = _watched_inputs(paths)  # read every time: a container pinned since is watched at once
+        if self._watched is None or self._watched[0] != inputs:
+            self._watched = (inputs, _watched_from(inputs))
+        result, self._known = _read(paths, self._known, self._watched[1])
         return result
 
 
