@@ -138,13 +138,25 @@ def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
     unchanged (fingerprinted sources), so such a pod's workloads are taken from ``host.previous``'s join instead
     of being joined again: the join of a pod depends on nothing else.
     """
+    return _joined(host, intent).workloads
+
+
+def workloads_by_pod(host: Host, intent: Intent) -> tuple[tuple[Workload, ...], ...]:
+    """``build_workloads`` pod by pod: one tuple per pod cgroup, in the cgroups source's order (empty for a pod of
+    sandboxes only), whose concatenation is ``build_workloads``. A pod reused from ``host.previous``'s join keeps the
+    very tuple object of that join, so a consumer may reuse what it derived from an unchanged pod by its identity
+    (the per-container metric rows)."""
+    return _joined(host, intent).per_pod
+
+
+def _joined(host: Host, intent: Intent) -> _Join:
     # Intent holds mappings and is not hashable: key on its identity, and keep it in the entry so a recycled id()
     # of a collected intent can never match.
     key = ("workloads", id(intent))
     joined: _Join = host.memo(key, lambda: _join(host, intent, _reusable(host, key, intent)))
     if joined.intent is intent:
-        return joined.workloads
-    return _join(host, intent, None).workloads
+        return joined
+    return _join(host, intent, None)
 
 
 # A pod's workloads by the pod's id(), with the pod itself: holding it keeps the id its own (never a recycled one).
@@ -161,6 +173,7 @@ class _Join:
     inventory: GpuInventory | None
     pods: _PodJoins
     workloads: tuple[Workload, ...]
+    per_pod: tuple[tuple[Workload, ...], ...]  # the workloads of each pod in cgroups.pods, in order
 
 
 def _reusable(host: Host, key: tuple[str, int], intent: Intent) -> _PodJoins | None:
@@ -186,9 +199,10 @@ def _join(host: Host, intent: Intent, reusable: _PodJoins | None) -> _Join:
     cgroups = host.cgroups
     pods: _PodJoins = {}
     if cgroups is None:
-        return _Join(intent, names, state, inventory, pods, ())
+        return _Join(intent, names, state, inventory, pods, (), ())
     shared: _Shared | None = None  # built on the first pod that is joined: none when every pod is reused
     workloads: list[Workload] = []
+    per_pod: list[tuple[Workload, ...]] = []
     for pod in cgroups.pods:
         prior = reusable.get(id(pod)) if reusable is not None else None
         if prior is not None and prior[0] is pod:
@@ -198,8 +212,9 @@ def _join(host: Host, intent: Intent, reusable: _PodJoins | None) -> _Join:
                 shared = _Shared(names, state, inventory, intent)
             joined = _join_pod(pod, shared)
         pods[id(pod)] = (pod, joined)
+        per_pod.append(joined)
         workloads.extend(joined)
-    return _Join(intent, names, state, inventory, pods, tuple(workloads))
+    return _Join(intent, names, state, inventory, pods, tuple(workloads), tuple(per_pod))
 
 
 class _Shared:

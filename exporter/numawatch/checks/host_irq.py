@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import compress
+from operator import eq, is_, is_not
 from typing import Any
 
 from numawatch.checks import Check, Finding, NotEvaluated
@@ -187,29 +190,74 @@ def managed_irqs(host: Host) -> ManagedIrqs | None:
 DeviceIrq = tuple[InterruptRow, int, IrqAffinity, CPUSet]
 
 
+def changed_positions(new: Sequence[object], old: Sequence[object]) -> list[int] | None:
+    """The positions where ``new`` holds another object than ``old``; None when their lengths differ.
+
+    The readers hand out the previous reading's object for every row or entry that did not change, so between two
+    readings a few of /proc/interrupts' ~2,000 rows differ; map and compress find them without a Python step per row.
+    """
+    if len(new) != len(old):
+        return None
+    return list(compress(range(len(new)), map(is_not, new, old)))
+
+
+def same_entries(new: Mapping[int, IrqAffinity], old: Mapping[int, IrqAffinity]) -> bool:
+    """Whether two readings' /proc/irq entries are the same objects under the same IRQs, in the same order."""
+    return new is old or (
+        len(new) == len(old) and all(map(eq, new, old)) and all(map(is_, new.values(), old.values()))
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _DeviceIrqJoin:
+    """``device_irqs`` of one Host (in its memo), with what it was made from for the next reading to reuse."""
+
+    rows: tuple[InterruptRow, ...]  # /proc/interrupts' rows
+    irqs: Mapping[int, IrqAffinity]  # the /proc/irq entries
+    aligned: tuple[DeviceIrq | None, ...]  # each row's join, None for a row that has none
+    joined: tuple[DeviceIrq, ...]
+
+
 def device_irqs(host: Host) -> tuple[DeviceIrq, ...]:
     """Every device row that has a /proc/irq entry, in row order, computed once per Host: the placement check and the
     ``numawatch_irq_affinity_info`` family both walk the ~2,000 rows of a large node only to keep the few delivered
-    to protected CPUs, so the key parsing and lookups are done once for both. Empty without either source."""
+    to protected CPUs, so the key parsing and lookups are done once for both. Empty without either source.
 
-    def join() -> tuple[DeviceIrq, ...]:
+    In serve nearly every row and /proc/irq entry is the very object of the previous reading (the interrupts and
+    irqs readers hand out unchanged ones again): when every entry is, only the rows that are not the same objects
+    are joined again, and the others keep the previous reading's join."""
+    key = "device_irqs"
+
+    def join() -> _DeviceIrqJoin:
         interrupts: Interrupts | None = host.get("interrupts")
         irqs: Irqs | None = host.get("irqs")
         if interrupts is None or irqs is None:
-            return ()
-        by_irq = irqs.irqs
-        joined = []
-        for row in interrupts.rows:
-            if row.kind != KIND_DEVICE:
-                continue
-            irq = row.irq
-            found = by_irq.get(irq) if irq is not None else None
-            if found is not None and irq is not None:
-                joined.append((row, irq, found, found.delivered_to))
-        return tuple(joined)
+            return _DeviceIrqJoin((), {}, (), ())
+        rows, by_irq = interrupts.rows, irqs.irqs
+        prior = host.previous.memoized(key) if host.previous is not None else None
+        positions = None
+        if isinstance(prior, _DeviceIrqJoin) and same_entries(by_irq, prior.irqs):
+            positions = changed_positions(rows, prior.rows)
+        if positions is None or not isinstance(prior, _DeviceIrqJoin):
+            aligned = [_join_row(row, by_irq) for row in rows]
+        else:
+            aligned = list(prior.aligned)
+            for index in positions:
+                aligned[index] = _join_row(rows[index], by_irq)
+        return _DeviceIrqJoin(rows, by_irq, tuple(aligned), tuple(entry for entry in aligned if entry is not None))
 
-    result: tuple[DeviceIrq, ...] = host.memo("device_irqs", join)
-    return result
+    result: _DeviceIrqJoin = host.memo(key, join)
+    return result.joined
+
+
+def _join_row(row: InterruptRow, by_irq: Mapping[int, IrqAffinity]) -> DeviceIrq | None:
+    if row.kind != KIND_DEVICE:
+        return None
+    irq = row.irq
+    found = by_irq.get(irq) if irq is not None else None
+    if found is None or irq is None:
+        return None
+    return (row, irq, found, found.delivered_to)
 
 
 # --------------------------------------------------------------------------------------------- irq_on_isolated_cpu
@@ -312,23 +360,42 @@ def deltas(previous: Interrupts, current: Interrupts, cpus: CPUSet, kinds: Itera
     if not watched:
         return
     wanted = frozenset(kinds)
-    before = previous.by_key()
-    for row in current.rows:
+    for row, old in _changed_rows(previous, current):
         if row.kind not in wanted or not row.counts:
             continue
-        old = before.get(row.key)
         if old is not None and old.name != row.name:
             old = None
         changed: dict[int, int] = {}
+        before = old.counts if old is not None else {}
         for cpu, count in row.counts.items():
             if cpu not in watched:
                 continue
-            prior = old.count(cpu) if old is not None else 0
+            prior = before.get(cpu, 0)
             delta = count - prior if count >= prior else count
             if delta:
                 changed[cpu] = delta
         if changed:
             yield row, changed
+
+
+def _changed_rows(previous: Interrupts, current: Interrupts) -> list[tuple[InterruptRow, InterruptRow | None]]:
+    """(row, the previous reading's row of its key or None) for the rows of ``current`` that may have counted since
+    ``previous``: a row that is the very object of the previous reading's row of its key counted nothing.
+
+    The interrupts reader hands out an unchanged row again, so between two serve readings a handful of ~2,000 rows
+    differ (the architecture rows, the IRQs firing on watched CPUs): those are found by position, since keys are
+    unique within a reading (the reader rejects a row that appears twice). Rows that moved (an IRQ came or went) are
+    paired by key."""
+    rows = current.rows
+    positions = changed_positions(rows, previous.rows)
+    if positions is not None:
+        pairs: list[tuple[InterruptRow, InterruptRow | None]] = [
+            (rows[index], previous.rows[index]) for index in positions
+        ]
+        if all(old is not None and row.key == old.key for row, old in pairs):
+            return pairs
+    before = previous.by_key()
+    return [(row, before.get(row.key)) for row in rows]
 
 
 def check_irq_activity(host: Host, intent: Intent) -> Iterator[Finding]:

@@ -11,7 +11,7 @@ depend on the host.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -19,7 +19,7 @@ from numawatch import selfpin
 from numawatch.checks import Evaluation
 from numawatch.checks.host_irq import device_irqs, managed_irqs
 from numawatch.cpuset import format_cpulist
-from numawatch.metrics.core import safely
+from numawatch.metrics.core import pod_rows, safely
 from numawatch.metrics.exposition import CounterRows, GaugeRows
 from numawatch.model_host import (
     INTERRUPT_KINDS,
@@ -30,7 +30,7 @@ from numawatch.model_host import (
     KernelSettings,
     NumaCounters,
 )
-from numawatch.workloads import build_workloads
+from numawatch.workloads import Workload
 
 
 def _size(size_kb: int) -> str:
@@ -158,9 +158,14 @@ def container_numa_memory(evaluation: Evaluation) -> Metric:
         "on cgroup v2, total on v1), in bytes.",
         labels=("namespace", "pod", "pod_uid", "container", "numa_node"),
     )
+    family.rows.extend(pod_rows(evaluation, "container_numa_memory", (), _numa_memory_rows))
+    return family
+
+
+def _numa_memory_rows(workloads: tuple[Workload, ...]) -> Iterator[tuple]:
+    """(namespace, pod, pod_uid, container, numa_node, bytes) for the containers of one pod (``pod_rows``)."""
     seen: set[tuple[str, ...]] = set()
-    rows = family.rows
-    for workload in build_workloads(evaluation.host, evaluation.intent):
+    for workload in workloads:
         numa_bytes = workload.numa_bytes
         if numa_bytes is None:
             continue
@@ -175,8 +180,7 @@ def container_numa_memory(evaluation: Evaluation) -> Metric:
             if key in seen:
                 continue  # a restarted container's old cgroup under the same name: one series per label set
             seen.add(key)
-            rows.append((*key, value))  # a row, not a Sample (~1,100 on a 384-CPU node)
-    return family
+            yield (*key, value)  # a row, not a Sample (~1,100 on a 384-CPU node)
 
 
 def intersocket(evaluation: Evaluation) -> Metric:
@@ -206,14 +210,36 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
     )
     interrupts: Interrupts | None = evaluation.host.get("interrupts")
     if interrupts is not None:
-        totals = interrupts.totals_by_kind()
+        totals = _totals_per_kind(interrupts)
+        per_kind = [(kind, totals.get(kind, {})) for kind in INTERRUPT_KINDS]
         # Rows, not Samples: 4 per watched CPU, ~1,500 on a 384-CPU node.
         rows = family.rows
         for cpu in sorted(interrupts.watched):
             cpu_label = str(cpu)
-            for kind in INTERRUPT_KINDS:
-                rows.append((cpu_label, kind, totals[(cpu, kind)]))
+            for kind, of_kind in per_kind:
+                rows.append((cpu_label, kind, of_kind.get(cpu, 0)))
     return family
+
+
+def _totals_per_kind(interrupts: Interrupts) -> dict[str, dict[int, int]]:
+    """kind -> {watched CPU: interrupts since boot}, CPUs that counted none of the kind left out: the sums of
+    ``Interrupts.totals_by_kind``, made per kind with the CPU alone as key.
+
+    A few architecture rows hold most counts (LOC, RES, CAL, TLB, NMI...: one per watched CPU each, ~3,000 on a
+    384-CPU node) and each is the only or the first row of its kind, so a kind's sums start as a copy of its first
+    row's counts (one C call) and only the rows after it are added CPU by CPU."""
+    totals: dict[str, dict[int, int]] = {}
+    for row in interrupts.rows:
+        counts = row.counts
+        if not counts:
+            continue
+        into = totals.get(row.kind)
+        if into is None:
+            totals[row.kind] = dict(counts)
+            continue
+        for cpu, count in counts.items():
+            into[cpu] = into.get(cpu, 0) + count
+    return totals
 
 
 def irq_affinity(evaluation: Evaluation) -> Metric:

@@ -1,0 +1,215 @@
+"""The IRQ checks' use of what the readers hand out again: the device IRQ join re-joins only the rows that are not the
+previous reading's objects, and the interrupt deltas look only at such rows; both give exactly what joining or
+comparing everything gives."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+from numawatch.checks.host_irq import changed_positions, deltas, device_irqs, same_entries
+from numawatch.host import Host
+from numawatch.model import frozen_map
+from numawatch.model_host import (
+    INTERRUPT_KINDS,
+    KIND_DEVICE,
+    KIND_IPI,
+    KIND_LOCAL_TIMER,
+    InterruptRow,
+    Interrupts,
+    IrqAffinity,
+    Irqs,
+)
+from numawatch.paths import Paths
+
+CPUS = tuple(range(8))
+WATCHED = frozenset({2, 3, 6, 7})
+
+
+def row(key: str, kind: str = KIND_DEVICE, counts: dict[int, int] | None = None, name: str = "") -> InterruptRow:
+    return InterruptRow(key=key, kind=kind, name=name or f"dev{key}", chip="PCI-MSI 1-edge",
+                        counts=frozen_map(counts or {}))  # fmt: skip
+
+
+def interrupts(rows, read_at: float = 1.0) -> Interrupts:
+    return Interrupts(cpus=CPUS, watched=WATCHED, rows=tuple(rows), read_at=read_at)
+
+
+def irqs(entries) -> Irqs:
+    return Irqs(irqs=frozen_map({entry.irq: entry for entry in entries}))
+
+
+def entry(irq: int, *cpus: int) -> IrqAffinity:
+    return IrqAffinity(irq=irq, affinity=frozenset(cpus), effective=frozenset(cpus[:1]))
+
+
+def reading(rows, entries, previous: Host | None = None) -> Host:
+    results = {"interrupts": interrupts(rows), "irqs": irqs(entries)}
+    return Host(paths=Paths.from_root("/nonexistent"), results=frozen_map(results), statuses=frozen_map({}),
+                previous=previous)  # fmt: skip
+
+
+def from_scratch(host: Host) -> Host:
+    return replace(host, previous=None if host.previous is None else replace(host.previous))
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def test_changed_positions_are_where_another_object_sits():
+    a, b, c = object(), object(), object()
+
+    assert changed_positions((a, b, c), (a, b, c)) == []
+    assert changed_positions([a, c, c], (a, b, c)) == [1]
+    assert changed_positions((), ()) == []
+
+
+def test_changed_positions_count_an_equal_copy_as_changed_and_other_lengths_as_unknown():
+    first = row("1", counts={2: 5})
+
+    assert changed_positions((replace(first),), (first,)) == [0]
+    assert changed_positions((first,), (first, first)) is None
+
+
+def test_same_entries_needs_the_same_objects_under_the_same_irqs_in_the_same_order():
+    one, two = entry(1, 0), entry(2, 1)
+    entries = frozen_map({1: one, 2: two})
+
+    assert same_entries(entries, entries)
+    assert same_entries(frozen_map({1: one, 2: two}), entries)
+    assert not same_entries(frozen_map({1: one, 2: replace(two)}), entries)  # equal, but re-read
+    assert not same_entries(frozen_map({2: two, 1: one}), entries)
+    assert not same_entries(frozen_map({1: one}), entries)
+    assert not same_entries(frozen_map({1: one, 3: two}), entries)
+
+
+# ------------------------------------------------------------------------------------------------ device_irqs
+ROWS = (row("10", counts={2: 1}), row("11"), row("12", counts={6: 4}), row("LOC", KIND_LOCAL_TIMER, {2: 9}))
+ENTRIES = (entry(10, 2), entry(11, 0, 1), entry(12, 6, 7))
+
+
+def test_unchanged_rows_keep_the_previous_readings_join():
+    first = reading(ROWS, ENTRIES)
+    before = device_irqs(first)
+    moved = row("12", counts={6: 40})
+    second = reading((*ROWS[:2], moved, ROWS[3]), ENTRIES, previous=first)
+
+    after = device_irqs(second)
+
+    assert after == device_irqs(from_scratch(second))
+    assert [joined[0] for joined in after] == [ROWS[0], ROWS[1], moved]
+    assert after[0] is before[0] and after[1] is before[1] and after[2] is not before[2]
+
+
+def test_a_changed_irq_entry_joins_every_row_again():
+    first = reading(ROWS, ENTRIES)
+    device_irqs(first)
+    moved = entry(11, 3)  # the IRQ was moved onto a watched CPU
+    second = reading(ROWS, (ENTRIES[0], moved, ENTRIES[2]), previous=first)
+
+    after = device_irqs(second)
+
+    assert after == device_irqs(from_scratch(second))
+    assert after[1][2] is moved and after[1][3] == frozenset({3})
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        pytest.param((*ROWS[:2], row("13"), *ROWS[2:]), id="an-irq-came"),
+        pytest.param((ROWS[0], *ROWS[2:]), id="an-irq-went"),
+        pytest.param((ROWS[1], ROWS[0], *ROWS[2:]), id="reordered"),
+        pytest.param((*ROWS[:3], row("LOC", KIND_LOCAL_TIMER, {2: 10})), id="a-named-row-moved"),
+    ],
+)
+def test_any_other_reading_joins_as_from_scratch(rows):
+    first = reading(ROWS, ENTRIES)
+    device_irqs(first)
+    second = reading(rows, (*ENTRIES, entry(13, 5)), previous=reading(ROWS, ENTRIES))
+    third = reading(rows, ENTRIES, previous=first)
+
+    for host in (second, third):
+        assert device_irqs(host) == device_irqs(from_scratch(host))
+
+
+def test_a_row_that_lost_its_irq_entry_leaves_the_join():
+    first = reading(ROWS, ENTRIES)
+    device_irqs(first)
+    second = reading(ROWS, (ENTRIES[0], ENTRIES[2]), previous=first)
+
+    assert [joined[1] for joined in device_irqs(second)] == [10, 12]
+
+
+# ------------------------------------------------------------------------------------------------ deltas
+def deltas_by_key(previous: Interrupts, current: Interrupts, cpus, kinds) -> list:
+    """The interrupt deltas compared row by row through the previous reading's rows by key: the oracle."""
+    watched = cpus & current.watched & previous.watched
+    if not watched:
+        return []
+    before = previous.by_key()
+    found = []
+    for current_row in current.rows:
+        if current_row.kind not in kinds or not current_row.counts:
+            continue
+        old = before.get(current_row.key)
+        if old is not None and old.name != current_row.name:
+            old = None
+        changed = {}
+        for cpu, count in current_row.counts.items():
+            prior = old.count(cpu) if old is not None else 0
+            delta = count - prior if count >= prior else count
+            if cpu in watched and delta:
+                changed[cpu] = delta
+        if changed:
+            found.append((current_row, changed))
+    return found
+
+
+def next_rows(rng: random.Random, rows: list[InterruptRow], step: int) -> list[InterruptRow]:
+    """A later reading: most rows the very objects, some counted more, restarted (lower), renamed, came or went."""
+    result = []
+    for old in rows:
+        fate = rng.random()
+        if fate < 0.6:
+            result.append(old)  # handed out again
+        elif fate < 0.75:
+            counts = {cpu: count + rng.randint(0, 50) for cpu, count in old.counts.items()}
+            counts.update({cpu: rng.randint(1, 9) for cpu in WATCHED if rng.random() < 0.2})
+            result.append(replace(old, counts=frozen_map(counts)))
+        elif fate < 0.8:
+            result.append(replace(old, counts=frozen_map({cpu: 1 for cpu in old.counts})))  # restarted
+        elif fate < 0.85:
+            result.append(replace(old, name=old.name + "-reused"))  # the number went to another device
+        elif fate < 0.9:
+            continue  # gone
+        else:
+            result.append(old)
+            result.append(row(f"new{step}-{len(result)}", rng.choice(INTERRUPT_KINDS), {2: rng.randint(1, 9)}))
+    if rng.random() < 0.2:
+        rng.shuffle(result)
+    return result
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_deltas_are_what_comparing_every_row_by_key_gives(seed):
+    rng = random.Random(seed)
+    rows = [
+        row(str(index), rng.choice(INTERRUPT_KINDS), {cpu: rng.randint(1, 1000) for cpu in CPUS if rng.random() < 0.4})
+        for index in range(rng.randint(0, 30))
+    ]
+    previous = interrupts(rows)
+    for step in range(4):
+        rows = next_rows(rng, rows, step)
+        current = interrupts(rows, read_at=2.0 + step)
+        for cpus, kinds in ((WATCHED, (KIND_DEVICE,)), (frozenset({2, 7}), (KIND_LOCAL_TIMER, KIND_IPI))):
+            assert list(deltas(previous, current, cpus, kinds)) == deltas_by_key(previous, current, cpus, kinds)
+        previous = current
+
+
+def test_rows_handed_out_again_count_nothing():
+    rows = [row("1", counts={2: 5, 3: 7}), row("LOC", KIND_LOCAL_TIMER, {2: 100})]
+    moved = row("LOC", KIND_LOCAL_TIMER, {2: 130})
+
+    assert list(deltas(interrupts(rows), interrupts(rows), WATCHED, INTERRUPT_KINDS)) == []
+    assert list(deltas(interrupts(rows), interrupts([rows[0], moved]), WATCHED, INTERRUPT_KINDS)) == [
+        (moved, {2: 30})
+    ]

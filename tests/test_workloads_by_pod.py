@@ -1,0 +1,64 @@
+"""workloads_by_pod: the workload join pod by pod, keeping an unchanged pod's very tuple from one reading to the next
+(the per-container metric families reuse what they made of it by that identity)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fakehost.reference import (
+    DEFAULT_CPUSET,
+    VLLM,
+    reference_snapshot,
+    replace_container,
+    with_source_down,
+)
+from numawatch.host import Host
+from numawatch.intent import REFERENCE, Intent
+from numawatch.model import frozen_map
+from numawatch.workloads import build_workloads, workloads_by_pod
+
+
+def next_reading(previous: Host, **results) -> Host:
+    """A reading after ``previous`` holding the same snapshot objects unless replaced."""
+    merged = {**previous.results, **results}
+    return Host(paths=previous.paths, results=frozen_map(merged), statuses=previous.statuses, previous=previous)
+
+
+def test_the_pods_workloads_concatenate_to_the_join_in_cgroup_order():
+    host = reference_snapshot()
+
+    per_pod = workloads_by_pod(host, REFERENCE)
+
+    assert len(per_pod) == len(host.cgroups.pods)
+    assert tuple(w for pod in per_pod for w in pod) == build_workloads(host, REFERENCE)
+    for pod, workloads in zip(host.cgroups.pods, per_pod, strict=True):
+        assert {w.pod_uid for w in workloads} <= {pod.uid}
+
+
+def test_an_unchanged_pod_keeps_its_tuple_and_a_changed_one_gets_a_new_one():
+    first = reference_snapshot()
+    before = workloads_by_pod(first, REFERENCE)
+    drifted = replace_container(first, VLLM.container.container_id, cpus_effective=DEFAULT_CPUSET)
+    # The cgroups reader hands out unchanged pods again: only the drifted pod is a new object.
+    pods = tuple(
+        new if new.uid == VLLM.uid else old for old, new in zip(first.cgroups.pods, drifted.cgroups.pods, strict=True)
+    )
+    second = next_reading(first, cgroups=replace(drifted.cgroups, pods=pods))
+
+    after = workloads_by_pod(second, REFERENCE)
+
+    for pod, old, new in zip(pods, before, after, strict=True):
+        assert (new is old) == (pod.uid != VLLM.uid)
+    assert after == workloads_by_pod(replace(second, previous=None), REFERENCE)  # equal to a join from scratch
+
+
+def test_another_intent_has_its_own_per_pod_join():
+    host = reference_snapshot()
+    intent = Intent(pin_gpu_containers=False)
+
+    assert workloads_by_pod(host, intent) is not workloads_by_pod(host, REFERENCE)
+    assert not any(w.must_pin for pod in workloads_by_pod(host, intent) for w in pod)
+
+
+def test_without_cgroups_there_are_no_pods():
+    assert workloads_by_pod(with_source_down(reference_snapshot(), "cgroups"), REFERENCE) == ()
