@@ -391,3 +391,14 @@ def test_check_watches_three_seconds_by_default_unless_the_environment_says_othe
     monkeypatch.setenv(cli.WINDOW_ENV, "soon")
     with pytest.raises(cli.UsageError, match=cli.WINDOW_ENV):
         cli._window(args)
+
+
+def test_serve_freezes_what_it_started_with_and_collects_young_objects_less_often():
+    # In a child process: gc.freeze() in the test runner would keep every test's objects from the collector.
+    code = (
+        "import gc, json; from numawatch import cli; before = gc.get_freeze_count(); cli.tune_gc_for_serve(); "
+        "print(json.dumps([before, gc.get_freeze_count(), gc.get_threshold()]))"
+    )
+    before, after, thresholds = json.loads(subprocess.check_output([sys.executable, "-c", code], text=True))
+    assert before == 0 and after > 1000  # the modules and tables imported so far
+    assert tuple(thresholds) == cli.SERVE_GC_THRESHOLDS != (700, 10, 10)

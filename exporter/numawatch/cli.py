@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -383,6 +384,24 @@ def web_config_from(path: str | None) -> WebConfig | None:
         raise UsageError(_one_line(str(error))) from None
 
 
+# Young collections every 5,000 net container allocations instead of CPython's 700 (see tune_gc_for_serve).
+SERVE_GC_THRESHOLDS = (5000, 10, 10)
+
+
+def tune_gc_for_serve() -> None:
+    """Set the cyclic garbage collector up for a long-running daemon, once everything serve starts with is built.
+
+    What is imported and built by now (modules, the sources' tables, the app) lives as long as the process:
+    ``gc.freeze()`` keeps the collector from walking it again at every full collection. An evaluation allocates tens
+    of thousands of short-lived objects that reference counting frees; with young collections every 5,000 net
+    allocations instead of 700 few of them are still alive when one runs. Measured on the 384-CPU benchmark host
+    (docs/performance.md, round 6): the collector's time per evaluation fell from ~2.3 ms to ~0.25 ms. Cycles are
+    still collected, only less often.
+    """
+    gc.freeze()
+    gc.set_threshold(*SERVE_GC_THRESHOLDS)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from numawatch import server
     from numawatch.host import HostReader
@@ -431,6 +450,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # SIGHUP's default action ends the process; until the server installs its handler, a reload asked for too
     # early is ignored rather than fatal.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    tune_gc_for_serve()
     try:
         asyncio.run(server.serve(app, listen.host, listen.port, on_listening=announce))
     except OSError as error:
