@@ -1151,13 +1151,45 @@ def test_a_staggered_irqs_reader_reads_each_irq_once_in_k_readings(fake_host, mo
     reader.read(fake_host.paths)
     assert sum(path.endswith("/smp_affinity_list") for path in reads) == 16
 
+    effective_reads: list[str] = []
     affinity_reads: list[str] = []
-    for _ in range(K):
+    for reading in range(2 * K):
         reads.clear()
         found = reader.read(fake_host.paths)
+        effective_reads += [path for path in reads if path.endswith("/effective_affinity_list")]
         affinity_reads += [path for path in reads if path.endswith("/smp_affinity_list")]
         assert found == irqs.read(fake_host.paths)  # nothing changed: carrying over gives the same snapshot
+        if reading == K - 1:  # each IRQ's effective affinity once in K readings, half of the requested masks
+            assert len(effective_reads) == len(set(effective_reads)) == 16
+            assert len(affinity_reads) == len(set(affinity_reads)) == 8
+    # ... and in 2K readings each effective affinity twice, each requested mask once
+    assert len(effective_reads) == 32 and len(set(effective_reads)) == 16
     assert len(affinity_reads) == len(set(affinity_reads)) == 16
+
+
+def test_a_changed_requested_mask_alone_shows_within_2k_staggered_readings(fake_host):
+    many_irqs(fake_host, affinity=frozenset({0, 1}))
+    reader = staggered(irqs.IrqsReader())
+    reader.read(fake_host.paths)
+
+    many_irqs(fake_host, affinity=frozenset({0, 1, 2}))  # requested 0-2, still delivered to CPU 0
+    truth = irqs.read(fake_host.paths)
+    seen = [reader.read(fake_host.paths) for _ in range(2 * K)]
+
+    assert sum(seen[K - 1].irqs[n].affinity == {0, 1, 2} for n in range(40, 56)) == 8  # half within K
+    assert seen[-1] == truth
+
+
+def test_an_irq_whose_effective_affinity_moved_has_its_requested_mask_read_in_the_same_turn(fake_host):
+    many_irqs(fake_host)
+    reader = staggered(irqs.IrqsReader())
+    reader.read(fake_host.paths)
+
+    many_irqs(fake_host, affinity=frozenset({6, 7}))
+    seen = [reader.read(fake_host.paths) for _ in range(K)]
+
+    for n in range(40, 56):  # within K readings every IRQ shows both files moved, whatever the turn of its mask
+        assert (seen[-1].irqs[n].affinity, seen[-1].irqs[n].effective) == ({6, 7}, {6})
 
 
 def test_a_moved_irq_shows_within_k_staggered_readings_but_not_necessarily_at_once(fake_host):
@@ -1283,7 +1315,7 @@ def test_the_fast_path_reads_what_the_general_path_reads_on_the_same_history(fak
     failing.clear()
     if broken is not None:
         fake_host.write(f"proc/irq/{broken}/smp_affinity_list", "1")
-    for _ in range(K):  # a full round of quiet readings: every IRQ read again
+    for _ in range(2 * K):  # two full rounds of quiet readings: every IRQ's requested mask read again too
         found = fast.read(fake_host.paths)
     assert found == irqs.read(fake_host.paths)
 

@@ -48,9 +48,10 @@ DEFAULT_MAX_REQUESTS = 40  # node_exporter's --web.max-requests default
 DEFAULT_WINDOW = 3.0
 WINDOW_ENV = "NUMAWATCH_CHECK_WINDOW"
 # serve re-reads the slow-drifting files (containers' memory.numa_stat, cpuset.mems.effective and, once their sandbox
-# verdict is settled, cgroup.procs; IRQ affinities; cpufreq governors) for a rotating 1/4 of them per evaluation
-# (HostReader's stagger): at the 15 s interval a change there shows within 60 s, far inside the 15-30 minutes the
-# alerts on them wait (docs/performance.md). check and capture read everything.
+# verdict is settled, cgroup.procs; Burstable and BestEffort pods whole; IRQ affinities, the requested masks every
+# other turn; cpufreq governors) for a rotating 1/4 of them per evaluation (HostReader's stagger): at the 15 s
+# interval a change there shows within 60 s (a requested IRQ mask that did not move the IRQ within 2 minutes), far
+# inside the 15-30 minutes the alerts on them wait (docs/performance.md). check and capture read everything.
 DEFAULT_STAGGER = 4
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -136,10 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--interval", default=15.0, type=_positive_seconds, metavar="SECONDS",
                        help="seconds between evaluations (default: 15)")
     serve.add_argument("--stagger", default=DEFAULT_STAGGER, type=_whole_number(1), metavar="K",
-                       help="re-read containers' memory.numa_stat, cpuset.mems.effective and cgroup.procs, IRQ "
-                            "affinities and cpufreq governors for a rotating 1/K of them per evaluation, so a change "
-                            "there shows within K evaluations; containers' CPUs and new containers, IRQs and CPU "
-                            f"policies are read every time; 1: read everything (default: {DEFAULT_STAGGER})")
+                       help="re-read slow-drifting files for a rotating 1/K of their objects per evaluation, so a "
+                            "change there shows within K evaluations: containers' memory.numa_stat, "
+                            "cpuset.mems.effective and cgroup.procs, Burstable and BestEffort pods whole, IRQs' "
+                            "effective affinities (their requested masks within 2K) and cpufreq governors; Guaranteed "
+                            "pods' CPUs and new pods, IRQs and CPU policies are read every time; 1: read everything "
+                            f"(default: {DEFAULT_STAGGER})")
     web = serve.add_argument_group("web server")
     web.add_argument("--web.config.file", dest="web_config", default=None, metavar="FILE",
                      help="TLS, client certificates, basic auth and headers, in the exporter-toolkit format "
