@@ -1,0 +1,126 @@
+"""numawatch serve and node_exporter at the same pace, at the same time, interleaved: the cold-against-cold pair.
+
+    python bench/generate_host.py --out /tmp/host384 --cpus 384
+    python bench/interleaved_side_by_side.py --host /tmp/host384 --pace 1 --window 60 --rounds 3
+    python bench/interleaved_side_by_side.py --host /tmp/host384 --pace 15 --window 300   # production's pace
+
+Why: after an idle second an evaluation (or a scrape) on this benchmark VM costs 2-4 times what one run back to back
+costs, and how much more moves from one minute to the next (other tenants, the host's caches), so two cold figures
+taken a minute apart (bench/paced_side_by_side.py) can differ by half. Here both run in the same minutes: serve
+evaluates every ``--pace`` seconds (``--interval``) and node_exporter (Debian's 1.5.0, the small configuration:
+cpu, cpufreq, meminfo_numa, vmstat; gzip asked for) is scraped every ``--pace`` seconds, half a pace after each
+evaluation starts, so they seldom overlap and see the same conditions. CPU seconds (``/proc/<pid>/stat``
+utime+stime) over the window, divided by serve's ``numawatch_evaluations_total`` delta and by the scrapes taken.
+Each round starts both processes afresh.
+
+A bench, not a test: the figures go to docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+from paced_side_by_side import NODE_EXPORTER, NUMAWATCH, SMALL, cpu_seconds  # noqa: E402
+
+
+def _wait_for(url: str, headers: dict[str, str] | None = None, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=30).read()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _evaluations(url: str) -> float:
+    text = urllib.request.urlopen(url, timeout=30).read().decode()
+    match = re.search(r"^numawatch_evaluations_total (\S+)", text, re.M)
+    if match is None:
+        raise SystemExit("no numawatch_evaluations_total in serve's exposition")
+    return float(match.group(1))
+
+
+def interleaved(numawatch: str, node_exporter: str, root: str, pace: float, window: float, warmup: float,
+                ports: tuple[int, int] = (19918, 19919)) -> tuple[float, float, int, int]:
+    """(serve CPU seconds per evaluation, node_exporter CPU seconds per scrape, evaluations, scrapes)."""
+    serve_port, exporter_port = ports
+    serve_argv = [numawatch, "--log-level", "error", "serve", "--host-root", root, "--interval", str(pace),
+                  "--listen", f"127.0.0.1:{serve_port}"]  # fmt: skip
+    exporter_argv = [node_exporter, f"--path.procfs={root}/proc", f"--path.sysfs={root}/sys",
+                     f"--path.rootfs={root}", f"--web.listen-address=127.0.0.1:{exporter_port}",
+                     "--collector.disable-defaults", *(f"--collector.{name}" for name in SMALL)]  # fmt: skip
+    exporter = subprocess.Popen(exporter_argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    serve = None
+    try:
+        scrape_url = f"http://127.0.0.1:{exporter_port}/metrics"
+        gzip_header = {"Accept-Encoding": "gzip"}
+        _wait_for(scrape_url, gzip_header)
+        serve_started = time.monotonic()  # serve evaluates at about this instant plus whole paces
+        serve = subprocess.Popen(serve_argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        serve_url = f"http://127.0.0.1:{serve_port}/metrics"
+        _wait_for(serve_url)
+        time.sleep(warmup)  # start-up, then serve's first staggered readings (complete ones) are over
+        first_evaluations = _evaluations(serve_url)
+        serve_start, exporter_start = cpu_seconds(serve.pid), cpu_seconds(exporter.pid)
+        scrapes = 0
+        end = time.monotonic() + window
+        request = urllib.request.Request(scrape_url, headers=gzip_header)
+        while True:
+            # Half a pace after serve's next evaluation starts.
+            elapsed = time.monotonic() - serve_started
+            next_at = serve_started + (int(elapsed / pace) + 1) * pace + pace / 2
+            if next_at > end:
+                break
+            time.sleep(max(0.0, next_at - time.monotonic()))
+            urllib.request.urlopen(request, timeout=30).read()
+            scrapes += 1
+        time.sleep(max(0.0, end - time.monotonic()))
+        serve_cpu, exporter_cpu = cpu_seconds(serve.pid) - serve_start, cpu_seconds(exporter.pid) - exporter_start
+        evaluations = _evaluations(serve_url) - first_evaluations
+        return serve_cpu / evaluations, exporter_cpu / scrapes, int(evaluations), scrapes
+    finally:
+        for process in (serve, exporter):
+            if process is not None:
+                process.terminate()
+                process.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", required=True, metavar="DIR", help="host root (bench/generate_host.py output)")
+    parser.add_argument("--pace", type=float, default=1.0, help="seconds between evaluations and between scrapes")
+    parser.add_argument("--window", type=float, default=60.0, help="seconds measured per round")
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds serve runs before it is measured")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--node-exporter", default=NODE_EXPORTER, metavar="BINARY")
+    parser.add_argument("--numawatch", default=str(NUMAWATCH), metavar="BINARY")
+    args = parser.parse_args(argv)
+    if not os.access(args.node_exporter, os.X_OK):
+        raise SystemExit(f"{args.node_exporter}: not found; `python bench/run.py --node-exporter` unpacks it")
+    print(f"host {args.host}; pace {args.pace:g} s; window {args.window:g} s; load average {os.getloadavg()[0]:.2f}")
+    for round_number in range(1, args.rounds + 1):
+        serve_cpu, exporter_cpu, evaluations, scrapes = interleaved(
+            args.numawatch, args.node_exporter, args.host, args.pace, args.window, args.warmup
+        )
+        print(f"round {round_number}  serve {serve_cpu * 1000:6.1f} ms per evaluation ({evaluations}), "
+              f"node_exporter {exporter_cpu * 1000:6.1f} ms per scrape ({scrapes}), "
+              f"ratio {serve_cpu / exporter_cpu:.2f}")  # fmt: skip
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
