@@ -124,12 +124,23 @@ class Interrupts:
     def by_key(self) -> dict[str, InterruptRow]:
         return {row.key: row for row in self.rows}
 
-    def totals_by_kind(self) -> dict[tuple[int, str], int]:
-        """(watched CPU, kind) -> interrupts since boot; every watched CPU and kind is present, zeros included."""
-        totals = {(cpu, kind): 0 for cpu in self.watched for kind in INTERRUPT_KINDS}
+    def totals_per_kind(self) -> dict[str, dict[int, int]]:
+        """kind -> {watched CPU: interrupts since boot}; kinds and CPUs that counted nothing are left out.
+
+        A few architecture rows hold most counts (LOC, RES, CAL, TLB, NMI...: one per watched CPU each, ~3,000 on a
+        384-CPU node) and each is the only or the first row of its kind, so a kind's sums start as a copy of its
+        first row's counts (one C call) and only the rows after it are added CPU by CPU."""
+        totals: dict[str, dict[int, int]] = {}
         for row in self.rows:
-            for cpu, count in row.counts.items():
-                totals[(cpu, row.kind)] += count
+            counts = row.counts
+            if not counts:
+                continue
+            into = totals.get(row.kind)
+            if into is None:
+                totals[row.kind] = dict(counts)
+                continue
+            for cpu, count in counts.items():
+                into[cpu] = into.get(cpu, 0) + count
         return totals
 
 

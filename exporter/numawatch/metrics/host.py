@@ -210,7 +210,7 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
     )
     interrupts: Interrupts | None = evaluation.host.get("interrupts")
     if interrupts is not None:
-        totals = _totals_per_kind(interrupts)
+        totals = interrupts.totals_per_kind()
         per_kind = [(kind, totals.get(kind, {})) for kind in INTERRUPT_KINDS]
         # Rows, not Samples: 4 per watched CPU, ~1,500 on a 384-CPU node.
         rows = family.rows
@@ -219,27 +219,6 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
             for kind, of_kind in per_kind:
                 rows.append((cpu_label, kind, of_kind.get(cpu, 0)))
     return family
-
-
-def _totals_per_kind(interrupts: Interrupts) -> dict[str, dict[int, int]]:
-    """kind -> {watched CPU: interrupts since boot}, CPUs that counted none of the kind left out: the sums of
-    ``Interrupts.totals_by_kind``, made per kind with the CPU alone as key.
-
-    A few architecture rows hold most counts (LOC, RES, CAL, TLB, NMI...: one per watched CPU each, ~3,000 on a
-    384-CPU node) and each is the only or the first row of its kind, so a kind's sums start as a copy of its first
-    row's counts (one C call) and only the rows after it are added CPU by CPU."""
-    totals: dict[str, dict[int, int]] = {}
-    for row in interrupts.rows:
-        counts = row.counts
-        if not counts:
-            continue
-        into = totals.get(row.kind)
-        if into is None:
-            totals[row.kind] = dict(counts)
-            continue
-        for cpu, count in counts.items():
-            into[cpu] = into.get(cpu, 0) + count
-    return totals
 
 
 def irq_affinity(evaluation: Evaluation) -> Metric:
