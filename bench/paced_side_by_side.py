@@ -6,8 +6,8 @@
 
 Why: on this benchmark VM an evaluation (or a scrape) that follows an idle second costs several times what one run
 back to back costs (caches and kernel state go cold; see "A whole evaluation on a large node" in
-docs/performance.md). bench/run.py measures node_exporter back to back and serve at its 1 s interval, which holds a
-cold numawatch against a warm node_exporter. Here both are measured both ways, alternately, minutes apart at most:
+docs/performance.md). bench/run.py compares serve at its 1 s interval with node_exporter scraped once a second (and
+shows the back-to-back scrape beside it). Here both are measured both ways, alternately, minutes apart at most:
 
 - node_exporter (Debian's 1.5.0, the small configuration: cpu, cpufreq, meminfo_numa, vmstat; gzip asked for):
   CPU seconds (``/proc/<pid>/stat`` utime+stime) over N scrapes, divided by N; back to back, then one a second;

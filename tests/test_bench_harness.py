@@ -1,0 +1,66 @@
+"""The benchmark harness's own logic: bench/run.py's closing verdict (serve's CPU per evaluation against
+node_exporter's per scrape at the same pace) and the tree reading of bench/interleaved_side_by_side.py --hot-files."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _load(name: str, filename: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, BENCH / filename)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look the module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+run = _load("bench_run", "run.py")
+interleaved = _load("bench_interleaved", "interleaved_side_by_side.py")
+
+
+def test_the_verdict_compares_with_node_exporter_scraped_at_serves_pace():
+    small = {"cpu_seconds_per_scrape": 0.048, "cpu_seconds_per_paced_scrape": 0.080}
+    line = run.headline(384, 0.060, small)
+    assert "at or under node_exporter's 0.080 s per scrape" in line
+    assert "one scrape per 1 s" in line and "(ratio 0.75)" in line
+    assert "back to back node_exporter costs 0.048 s per scrape" in line
+
+
+def test_serve_above_the_paced_scrape_is_called_above():
+    small = {"cpu_seconds_per_scrape": 0.048, "cpu_seconds_per_paced_scrape": 0.050}
+    line = run.headline(384, 0.060, small)
+    assert "ABOVE node_exporter's 0.050 s" in line and "(ratio 1.20)" in line
+
+
+def test_results_without_a_paced_figure_compare_with_back_to_back_and_say_so():
+    for small in ({"cpu_seconds_per_scrape": 0.048}, {"cpu_seconds_per_scrape": 0.048,
+                                                      "cpu_seconds_per_paced_scrape": None}):  # fmt: skip
+        line = run.headline(32, 0.030, small)
+        assert "at or under node_exporter's 0.048 s per scrape" in line and "back to back (ratio 0.62)" in line
+        assert "back to back node_exporter costs" not in line
+
+
+def test_hot_files_are_the_trees_regular_files_outside_proc_pid(tmp_path):
+    root = tmp_path / "host"
+    for relative in ("proc/interrupts", "proc/irq/24/smp_affinity_list", "proc/1234/stat", "proc/1234/task/1/stat",
+                     "sys/fs/cgroup/kubepods.slice/cpuset.cpus.effective", "var/lib/kubelet/cpu_manager_state"):
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x\n")
+    (root / "proc" / "self").symlink_to("1234")
+    (root / "sys" / "link").symlink_to(root / "proc" / "interrupts")
+    found = {str(Path(path).relative_to(root)) for path in interleaved.tree_files(str(root))}
+    assert found == {"proc/interrupts", "proc/irq/24/smp_affinity_list",
+                     "sys/fs/cgroup/kubepods.slice/cpuset.cpus.effective", "var/lib/kubelet/cpu_manager_state"}
+
+
+def test_reading_the_tree_skips_a_file_gone_since_it_was_listed(tmp_path):
+    kept = tmp_path / "kept"
+    kept.write_bytes(b"1" * (3 << 20))  # more than one read of 1 MiB
+    assert interleaved.read_all([str(tmp_path / "gone"), str(kept)]) >= 0.0
