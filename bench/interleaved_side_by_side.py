@@ -13,6 +13,16 @@ evaluation starts, so they seldom overlap and see the same conditions. CPU secon
 utime+stime) over the window, divided by serve's ``numawatch_evaluations_total`` delta and by the scrapes taken.
 Each round starts both processes afresh.
 
+``--hot-files``: the tree's files are regular page-cache files, and on this VM a page-cache page left idle for 15 s
+costs ~20 us to touch again (the host takes idle guest memory back), so at a 15 s pace both exporters mostly pay for
+the tree rather than for their own work: on the 384-CPU tree an in-process evaluation after 15 s idle costs ~210 ms
+with the tree cold and ~52 ms with it freshly read by another process (29 ms back to back). A real node's /proc, /sys
+and cgroupfs have no page cache; the kernel generates them on each read. With ``--hot-files`` this script reads every
+file of the tree outside /proc/<pid> (34k on the 384-CPU tree) just before each evaluation and each scrape, in its own
+process, whose CPU counts for neither: what is left of the idle penalty is each exporter's own memory. Serve's
+evaluations are placed from ``numawatch_last_evaluation_timestamp_seconds`` and its mean evaluation time, so both
+exporters meet files read ``--lead`` seconds before.
+
 A bench, not a test: the figures go to docs/performance.md.
 """
 
@@ -53,9 +63,57 @@ def _evaluations(url: str) -> float:
     return float(match.group(1))
 
 
+def tree_files(root: str) -> list[str]:
+    """Every regular file of the tree outside /proc/<pid>: what the two exporters read, and more."""
+    found = []
+    for directory, subdirectories, names in os.walk(root):
+        if os.path.relpath(directory, root) == "proc":
+            subdirectories[:] = [name for name in subdirectories if not name.isdigit()]
+        for name in names:
+            path = os.path.join(directory, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                found.append(path)
+    return found
+
+
+def read_all(paths: list[str]) -> float:
+    """Read every file of ``paths`` (their page-cache pages made recent); the seconds it took."""
+    began = time.monotonic()
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            while os.read(fd, 1 << 20):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return time.monotonic() - began
+
+
+def _serve_timing(url: str) -> tuple[float, float]:
+    """(wall-clock end of serve's last evaluation, its mean evaluation wall time so far)."""
+    text = urllib.request.urlopen(url, timeout=30).read().decode()
+    values = {}
+    for name in ("numawatch_last_evaluation_timestamp_seconds", "numawatch_evaluation_duration_seconds_sum",
+                 "numawatch_evaluation_duration_seconds_count"):  # fmt: skip
+        match = re.search(rf"^{name} (\S+)", text, re.M)
+        if match is None:
+            raise SystemExit(f"no {name} in serve's exposition")
+        values[name] = float(match.group(1))
+    count = values["numawatch_evaluation_duration_seconds_count"] or 1.0
+    mean = values["numawatch_evaluation_duration_seconds_sum"] / count
+    return values["numawatch_last_evaluation_timestamp_seconds"], mean
+
+
 def interleaved(numawatch: str, node_exporter: str, root: str, pace: float, window: float, warmup: float,
-                ports: tuple[int, int] = (19918, 19919)) -> tuple[float, float, int, int]:
-    """(serve CPU seconds per evaluation, node_exporter CPU seconds per scrape, evaluations, scrapes)."""
+                ports: tuple[int, int] = (19918, 19919), hot: list[str] | None = None,
+                lead: float = 0.3) -> tuple[float, float, int, int]:
+    """(serve CPU seconds per evaluation, node_exporter CPU seconds per scrape, evaluations, scrapes). With ``hot``,
+    those files are read ``lead`` seconds before each evaluation and each scrape (see ``--hot-files``)."""
     serve_port, exporter_port = ports
     serve_argv = [numawatch, "--log-level", "error", "serve", "--host-root", root, "--interval", str(pace),
                   "--listen", f"127.0.0.1:{serve_port}"]  # fmt: skip
@@ -78,15 +136,34 @@ def interleaved(numawatch: str, node_exporter: str, root: str, pace: float, wind
         scrapes = 0
         end = time.monotonic() + window
         request = urllib.request.Request(scrape_url, headers=gzip_header)
-        while True:
-            # Half a pace after serve's next evaluation starts.
-            elapsed = time.monotonic() - serve_started
-            next_at = serve_started + (int(elapsed / pace) + 1) * pace + pace / 2
-            if next_at > end:
-                break
-            time.sleep(max(0.0, next_at - time.monotonic()))
-            urllib.request.urlopen(request, timeout=30).read()
-            scrapes += 1
+        if hot is None:
+            while True:
+                # Half a pace after serve's next evaluation starts.
+                elapsed = time.monotonic() - serve_started
+                next_at = serve_started + (int(elapsed / pace) + 1) * pace + pace / 2
+                if next_at > end:
+                    break
+                time.sleep(max(0.0, next_at - time.monotonic()))
+                urllib.request.urlopen(request, timeout=30).read()
+                scrapes += 1
+        else:
+            finished, took = _serve_timing(serve_url)
+            # serve's evaluations start a pace apart (start to start), the last one ``took`` before ``finished``.
+            started = time.monotonic() - (time.time() - finished) - took
+            reading = read_all(hot)  # also how long a reading of the tree takes
+            while True:
+                elapsed = time.monotonic() - started
+                evaluation_at = started + (int(elapsed / pace) + 1) * pace
+                scrape_at = evaluation_at + pace / 2
+                if scrape_at > end:
+                    break
+                for event in (evaluation_at, scrape_at):
+                    time.sleep(max(0.0, event - lead - reading - time.monotonic()))
+                    reading = read_all(hot)
+                    if event == scrape_at:
+                        time.sleep(max(0.0, event - time.monotonic()))
+                        urllib.request.urlopen(request, timeout=30).read()
+                        scrapes += 1
         time.sleep(max(0.0, end - time.monotonic()))
         serve_cpu, exporter_cpu = cpu_seconds(serve.pid) - serve_start, cpu_seconds(exporter.pid) - exporter_start
         evaluations = _evaluations(serve_url) - first_evaluations
@@ -105,15 +182,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=60.0, help="seconds measured per round")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds serve runs before it is measured")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--hot-files", action="store_true",
+                        help="read the tree's files just before each evaluation and scrape (see the docstring)")
+    parser.add_argument("--lead", type=float, default=0.3,
+                        help="with --hot-files: seconds between the reading and the evaluation or scrape")
     parser.add_argument("--node-exporter", default=NODE_EXPORTER, metavar="BINARY")
     parser.add_argument("--numawatch", default=str(NUMAWATCH), metavar="BINARY")
     args = parser.parse_args(argv)
     if not os.access(args.node_exporter, os.X_OK):
         raise SystemExit(f"{args.node_exporter}: not found; `python bench/run.py --node-exporter` unpacks it")
-    print(f"host {args.host}; pace {args.pace:g} s; window {args.window:g} s; load average {os.getloadavg()[0]:.2f}")
+    hot = tree_files(args.host) if args.hot_files else None
+    files = f"; tree files read {args.lead:g} s before each run ({len(hot)})" if hot is not None else ""
+    print(f"host {args.host}; pace {args.pace:g} s; window {args.window:g} s; load average "
+          f"{os.getloadavg()[0]:.2f}{files}")
     for round_number in range(1, args.rounds + 1):
         serve_cpu, exporter_cpu, evaluations, scrapes = interleaved(
-            args.numawatch, args.node_exporter, args.host, args.pace, args.window, args.warmup
+            args.numawatch, args.node_exporter, args.host, args.pace, args.window, args.warmup, hot=hot, lead=args.lead
         )
         print(f"round {round_number}  serve {serve_cpu * 1000:6.1f} ms per evaluation ({evaluations}), "
               f"node_exporter {exporter_cpu * 1000:6.1f} ms per scrape ({scrapes}), "
