@@ -7,7 +7,6 @@ place.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import re
 import shutil
@@ -15,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_modules import load_bench
 from fakehost.kernel import FakeIrq, format_interrupts
 from numawatch.checks import evaluate
 from numawatch.host import HostReader
@@ -25,21 +25,8 @@ from numawatch.sources.cgroups import parse_numa_stat_v1, parse_numa_stat_v2
 from numawatch.sources.interrupts import parse_interrupts
 from numawatch.sources.numastat import parse_numastat
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
-
-def _load(name: str, filename: str):
-    if name in sys.modules:  # test_bench_generator.py may have loaded the generator already
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, BENCH / filename)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look the module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-gen = _load("bench_generate_host", "generate_host.py")
-churn = _load("bench_churn", "churn.py")
+gen = load_bench("bench_generate_host", "generate_host.py")
+churn = load_bench("bench_churn", "churn.py")
 nefiles = sys.modules["node_exporter_files"]
 SMALL = gen.HostSpec(cpus=32, gpus=4, pods=12, irqs=80, processes=200)
 

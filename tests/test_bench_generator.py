@@ -6,7 +6,6 @@ A small size (32 CPUs, 12 pods, 80 IRQs, 200 processes) keeps this fast; the ben
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import socket
@@ -18,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from bench_modules import load_bench
 from numawatch import metrics
 from numawatch.checks import evaluate
 from numawatch.host import HostReader, read_host
@@ -29,18 +29,7 @@ from numawatch.sources.numastat import parse_numastat
 from numawatch.sources.topology import parse_meminfo_total
 from open_audit import FORBIDDEN_NAMES, recording
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "generate_host.py"
-
-
-def _load_generator():
-    spec = importlib.util.spec_from_file_location("bench_generate_host", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look the module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-gen = _load_generator()
+gen = load_bench("bench_generate_host", "generate_host.py")
 nefiles = sys.modules["node_exporter_files"]  # the generator's helper, imported from bench/ by the generator
 SMALL = gen.HostSpec(cpus=32, gpus=4, pods=12, irqs=80, processes=200)
 NODE_EXPORTER = Path(os.environ.get("NODE_EXPORTER", "/tmp/nodeexp/root/usr/bin/prometheus-node-exporter"))

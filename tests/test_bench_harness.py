@@ -3,25 +3,12 @@ node_exporter's per scrape at the same pace) and the tree reading of bench/inter
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from bench_modules import load_bench
 
-
-def _load(name: str, filename: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, BENCH / filename)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look the module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-run = _load("bench_run", "run.py")
-interleaved = _load("bench_interleaved", "interleaved_side_by_side.py")
+run = load_bench("bench_run", "run.py")
+interleaved = load_bench("bench_interleaved", "interleaved_side_by_side.py")
 
 
 def test_the_verdict_compares_with_node_exporter_scraped_at_serves_pace():
