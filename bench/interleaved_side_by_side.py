@@ -15,8 +15,9 @@ Each round starts both processes afresh.
 
 ``--hot-files``: the tree's files are regular page-cache files, and on this VM a page-cache page left idle for 15 s
 costs ~20 us to touch again (the host takes idle guest memory back), so at a 15 s pace both exporters mostly pay for
-the tree rather than for their own work: on the 384-CPU tree an in-process evaluation after 15 s idle costs ~210 ms
-with the tree cold and ~52 ms with it freshly read by another process (29 ms back to back). A real node's /proc, /sys
+the tree rather than for their own work: on the 384-CPU tree an in-process evaluation after 15 s idle cost 81-277 ms
+with the tree cold and 29-62 ms with it freshly read by another process (26-33 ms back to back; see
+bench/idle_file_pages.py). A real node's /proc, /sys
 and cgroupfs have no page cache; the kernel generates them on each read. With ``--hot-files`` this script reads every
 file of the tree outside /proc/<pid> (34k on the 384-CPU tree) just before each evaluation and each scrape, in its own
 process, whose CPU counts for neither: what is left of the idle penalty is each exporter's own memory. Serve's
