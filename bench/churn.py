@@ -76,6 +76,7 @@ kernel's); reading the tree first takes ~0.5 s.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import random
 import re
@@ -863,9 +864,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         churn = Churn(args.root, seed=args.seed, stray=args.stray, seconds=args.seconds)
+        lock = lock_tree(args.root)
     except (ValueError, OSError) as error:
         print(f"churn: error: {error}", file=sys.stderr)
         return 2
+    try:
+        return _churn(churn, args.every, args.count)
+    finally:
+        os.close(lock)
+
+
+def lock_tree(root: str) -> int:
+    """An exclusive lock on the tree's root directory while this churner runs (released when the process ends):
+    two churners advancing one tree at once undo each other's advances, and two such runs once left a
+    ``memory.numa_stat`` with a stray newline, so a second one is refused. Returns the locked descriptor; OSError naming
+    the tree when another churner holds it."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise OSError(f"{root}: another bench/churn.py is moving this tree; run one churner per tree") from None
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _churn(churn: Churn, every: float, count: int | None) -> int:
     stopping = []
 
     def stop(_signum: int, _frame: object) -> None:
@@ -876,12 +902,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"churning {churn.describe()}", flush=True)  # bench/run.py waits for this line
     timings: list[float] = []
     due = time.monotonic()
-    while not stopping and (args.count is None or len(timings) < args.count):
+    while not stopping and (count is None or len(timings) < count):
         timings.append(churn.advance().seconds)
-        due += args.every
+        due += every
         while not stopping and time.monotonic() < due:
             time.sleep(min(0.05, max(0.0, due - time.monotonic())))
-        due = max(due, time.monotonic() - args.every)  # fell behind: do not burst to catch up
+        due = max(due, time.monotonic() - every)  # fell behind: do not burst to catch up
     if timings:
         print(f"{len(timings)} advances, median {statistics.median(timings) * 1000:.1f} ms, "
               f"max {max(timings) * 1000:.1f} ms", file=sys.stderr)  # fmt: skip

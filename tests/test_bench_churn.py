@@ -8,6 +8,7 @@ place.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shutil
 import sys
@@ -478,3 +479,14 @@ def test_the_command_line_advances_a_given_number_of_times(tree, capsys):
 def test_the_command_line_reports_a_tree_it_cannot_move(tmp_path, capsys):
     assert churn.main(["--root", str(tmp_path)]) == 2
     assert "nothing to churn" in capsys.readouterr().err
+
+
+def test_a_second_churner_on_the_same_tree_is_refused_naming_the_tree(tree, capsys):
+    held = churn.lock_tree(str(tree))
+    try:
+        assert churn.main(["--root", str(tree), "--every", "0", "--count", "1"]) == 2
+        error = capsys.readouterr().err
+        assert str(tree) in error and "another bench/churn.py is moving this tree" in error
+    finally:
+        os.close(held)
+    assert churn.main(["--root", str(tree), "--every", "0", "--count", "1"]) == 0  # free again once released
