@@ -314,6 +314,18 @@ def drift_alerts() -> list[Alert]:
         ),
         *gpu_holder_alerts(),
         Alert(
+            name="NumawatchNUMATopologyInconsistent",
+            expr=per_node(("numa_topology_inconsistent",)),
+            severity="warning",
+            for_="30m",
+            keep_firing_for="15m",
+            summary="The firmware's NUMA topology contradicts itself, so every placement judgement rests on a guess.",
+            description=f"{ON_NODE}: {{{{ $value }}}} inconsistencies in the NUMA map (node CPU lists that overlap, "
+            "an online CPU in no node, a GPU's numa_node against its local_cpulist, or an asymmetric distance "
+            f"table). {SEE_CHECK}",
+            checks=("numa_topology_inconsistent",),
+        ),
+        Alert(
             name="NumawatchHostTuningDrift",
             expr=per_node(HOST_TUNING_CHECKS),
             severity="warning",

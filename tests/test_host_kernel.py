@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -146,11 +147,61 @@ def test_numa_balancing_on_fires_with_its_value(fake_host):
     assert [dict(f.labels) for f in findings] == [{"setting": "kernel.numa_balancing", "value": "1", "expected": "0"}]
 
 
-def test_numa_balancing_off_or_absent_is_clean(fake_host):
+def not_applicable(host: FakeHost, check_id: str) -> list[str]:
+    """The reasons one check gave for not applying to a fake host."""
+    snapshot = HostReader(host.paths, HOST_SOURCES).read()
+    return [item.reason for item in evaluate(snapshot, Intent(), [CHECK_BY_ID[check_id]]).not_applicable]
+
+
+def test_numa_balancing_off_is_clean(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, numa_balancing=0)
+
+    assert run_check(fake_host, "kernel_numa_balancing") == ([], [])
+    assert not_applicable(fake_host, "kernel_numa_balancing") == []
+
+
+def test_a_kernel_without_numa_balancing_is_not_applicable_not_clean_and_not_drift(fake_host):
     add_topology(fake_host)
     add_kernel_settings(fake_host, numa_balancing=None)
 
     assert run_check(fake_host, "kernel_numa_balancing") == ([], [])
+    (reason,) = not_applicable(fake_host, "kernel_numa_balancing")
+    assert "the kernel has no NUMA balancing" in reason
+    assert kernel.read(fake_host.paths).absent_features == {kernel.NUMA_BALANCING}
+
+
+def test_numa_balancing_missing_with_its_whole_directory_is_not_evaluated(fake_host):
+    """A tree without proc/sys/kernel (a partial capture) cannot tell whether the kernel has NUMA balancing."""
+    add_topology(fake_host)
+    fake_host.write("proc/sys/vm/swappiness", "0")
+
+    findings, reasons = run_check(fake_host, "kernel_numa_balancing")
+
+    assert findings == [] and not_applicable(fake_host, "kernel_numa_balancing") == []
+    assert reasons == ["kernel.numa_balancing could not be read: proc/sys/kernel/numa_balancing is missing"]
+
+
+def test_a_kernel_without_thp_makes_both_thp_checks_not_applicable(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host, thp_enabled=None, thp_defrag=None)
+
+    for check_id in ("thp_enabled", "thp_defrag"):
+        assert run_check(fake_host, check_id) == ([], [])
+        (reason,) = not_applicable(fake_host, check_id)
+        assert "the kernel has no THP" in reason
+    assert kernel.read(fake_host.paths).absent_features == {kernel.THP}
+
+
+def test_thp_missing_with_sys_kernel_mm_missing_is_not_evaluated(fake_host):
+    add_topology(fake_host)
+    add_kernel_settings(fake_host)
+    shutil.rmtree(fake_host.path("sys/kernel/mm"))
+
+    findings, reasons = run_check(fake_host, "thp_enabled")
+
+    assert findings == [] and not_applicable(fake_host, "thp_enabled") == []
+    assert reasons == ["transparent_hugepage/enabled could not be read: the file is missing"]
 
 
 def test_thp_always_fires_and_madvise_is_clean(fake_host, tmp_path):
@@ -220,11 +271,14 @@ def test_governor_everywhere_performance_is_clean(fake_host):
     assert run_check(fake_host, "cpufreq_governor") == ([], [])
 
 
-def test_governor_is_silent_without_cpufreq(fake_host):
+def test_governor_is_not_applicable_without_cpufreq(fake_host):
     add_topology(fake_host)
     add_kernel_settings(fake_host, governors=None)
 
     assert run_check(fake_host, "cpufreq_governor") == ([], [])
+    assert not_applicable(fake_host, "cpufreq_governor") == [
+        "no cpufreq policy on this host (no sys/devices/system/cpu/cpufreq/policy*)"
+    ]
 
 
 def test_kernel_checks_are_not_evaluated_when_the_source_is_down(tmp_path):

@@ -468,15 +468,9 @@ def test_a_package_id_of_minus_one_is_unknown(fake_host):
     [
         ("sys/devices/system/node/node1/cpulist", "4-x", "bad element"),
         ("sys/devices/system/cpu/online", "0-", "bad element"),
-        ("sys/devices/system/cpu/cpu2/topology/core_id", "two", "expected an integer"),
-        ("sys/devices/system/cpu/cpu2/topology/thread_siblings_list", "2,,10", "empty element"),
-        ("sys/devices/system/node/node0/distance", "10 twenty", "expected decimal distances"),
-        ("sys/devices/system/node/node0/meminfo", "Node 0 MemTotal: many kB", "bad MemTotal line"),
-        ("sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages", "x", "expected an integer"),
-        ("sys/devices/system/cpu/isolated", "garbage", "bad element"),
     ],
 )
-def test_malformed_files_name_the_file_and_what_was_wrong(fake_host, rel, content, what):
+def test_a_malformed_essential_file_takes_the_source_down_naming_the_file(fake_host, rel, content, what):
     add_topology(fake_host, sockets=2, cores_per_socket=2, threads_per_core=2)
     fake_host.write(rel, content)
     with pytest.raises(MalformedFile) as raised:
@@ -486,6 +480,41 @@ def test_malformed_files_name_the_file_and_what_was_wrong(fake_host, rel, conten
     status = HostReader(fake_host.paths, [topology.SOURCE]).read().statuses["topology"]
     assert not status.up
     assert str(fake_host.path(rel)) in status.reason
+
+
+@pytest.mark.parametrize(
+    ("rel", "content", "key", "what"),
+    [
+        ("sys/devices/system/cpu/cpu2/topology/core_id", "two", "cpu_topology", "expected an integer"),
+        ("sys/devices/system/cpu/cpu2/topology/thread_siblings_list", "2,,10", "cpu_topology", "empty element"),
+        ("sys/devices/system/node/node0/distance", "10 twenty", "distance", "expected decimal distances"),
+        ("sys/devices/system/node/node0/meminfo", "Node 0 MemTotal: many kB", "meminfo", "bad MemTotal line"),
+        (
+            "sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
+            "x",
+            "hugepages",
+            "expected an integer",
+        ),
+        ("sys/devices/system/cpu/isolated", "garbage", "isolated", "bad element"),
+        ("sys/devices/system/cpu/nohz_full", "1-", "nohz_full", "bad element"),
+        ("sys/devices/system/cpu/present", "0-x", "present", "bad element"),
+        ("sys/devices/system/cpu/possible", "?", "possible", "bad element"),
+    ],
+)
+def test_a_malformed_optional_file_leaves_the_source_up_and_says_which_file(fake_host, rel, content, key, what):
+    add_topology(fake_host, sockets=2, cores_per_socket=2, threads_per_core=2)
+    clean = topology.read(fake_host.paths)
+    fake_host.write(rel, content)
+
+    result = topology.read(fake_host.paths)
+
+    assert set(result.problems) == {key}
+    assert result.problems[key].startswith(str(fake_host.path(rel)) + ": ") and what in result.problems[key]
+    assert "\n" not in result.problems[key]
+    # The CPU-to-node map, the rest of the topology, stays what it was.
+    assert {cpu: c.numa_node for cpu, c in result.cpus.items()} == {cpu: c.numa_node for cpu, c in clean.cpus.items()}
+    assert result.online == clean.online
+    assert HostReader(fake_host.paths, [topology.SOURCE]).read().statuses["topology"].up
 
 
 def test_layout_helpers_name_cpus_by_role(fake_host):

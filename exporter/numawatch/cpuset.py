@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from numawatch.kernel_text import strip_value
+
 CPUSet = frozenset[int]
 EMPTY: CPUSet = frozenset()
 
@@ -24,8 +26,11 @@ class CPUListError(ValueError):
 
 
 def parse_cpulist(text: str) -> CPUSet:
-    """Parse a kernel CPU list (``0-3,8,10-11``) into a frozenset; raise CPUListError on bad input."""
-    text = text.strip()
+    """Parse a kernel CPU list (``0-3,8,10-11``) into a frozenset; raise CPUListError on bad input.
+
+    White space and NUL bytes around the list are what kernels print around values (kernel_text.py), not part of it.
+    """
+    text = strip_value(text)
     if not text:
         return EMPTY
     cpus: set[int] = set()
@@ -92,7 +97,7 @@ def parse_cpumask(text: str) -> CPUSet:
     Each comma-separated group is one 32-bit word; the kernel pads every group but the first to 8 digits, but the
     groups are decoded one by one so that a short group (``1,0``: CPU 32) is not silently shifted.
     """
-    stripped = text.strip()
+    stripped = strip_value(text)
     if not stripped:
         return EMPTY
     groups = stripped.split(",")

@@ -33,11 +33,20 @@ class Cpu:
 @dataclass(frozen=True)
 class NumaNode:
     id: int
-    cpus: CPUSet  # nodeN/cpulist (online CPUs only, as the kernel reports)
-    distances: tuple[int, ...] = ()  # nodeN/distance, indexed by node position in Topology.node_ids
+    # The online CPUs numawatch maps to this node: nodeN/cpulist, less the CPUs a lower node's cpulist claims too
+    # (firmware that makes nodes overlap; a CPU belongs to the lowest node that claims it, as hwloc decides).
+    cpus: CPUSet
+    distances: tuple[int, ...] = ()  # nodeN/distance, indexed by node position in Topology.node_ids; () unknown
     mem_total_bytes: int | None = None  # nodeN/meminfo MemTotal
     # huge page size in kB -> number of pages reserved on this node (nodeN/hugepages/hugepages-<kB>kB/nr_hugepages)
     hugepages_total: Mapping[int, int] = field(default_factory=frozen_map)
+    # nodeN/cpulist as the file says it; None when it equals ``cpus`` (the usual case), so snapshots stay small.
+    listed_cpus: CPUSet | None = None
+
+    @property
+    def claimed_cpus(self) -> CPUSet:
+        """Every CPU nodeN/cpulist names, including those a lower node claims as well."""
+        return self.cpus if self.listed_cpus is None else self.listed_cpus
 
 
 @dataclass(frozen=True)
@@ -59,12 +68,43 @@ class IsolationParams:
     problems: tuple[str, ...] = ()
 
 
+# Keys of Topology.problems: the optional topology files that can be unreadable on their own (see the topology
+# source's docstring for which file is which).
+TOPOLOGY_OPTIONAL_FILES = (
+    "present",
+    "possible",
+    "cpu_topology",
+    "distance",
+    "meminfo",
+    "hugepages",
+    "isolated",
+    "nohz_full",
+)
+
+
 @dataclass(frozen=True)
 class Topology:
     cpus: Mapping[int, Cpu]  # every present CPU, online or not
     online: CPUSet
     nodes: Mapping[int, NumaNode]
     isolation: IsolationParams
+    # An optional file (a key of TOPOLOGY_OPTIONAL_FILES) that was malformed -> one line naming the file and what was
+    # wrong. What it would have told is unknown (None) and only what depends on it is not evaluated.
+    problems: Mapping[str, str] = field(default_factory=frozen_map)
+    # Whether the kernel has NUMA at all (a node/ directory); False: one synthetic node 0 holding every CPU.
+    numa: bool = True
+
+    def problem(self, key: str) -> str | None:
+        """Why what the optional file ``key`` tells is unknown, or None when it is known.
+
+        The isolated and nohz_full CPUs stay known with their sysfs file unreadable when the command line says them
+        (``isolcpus=``, ``nohz_full=``): that is what numawatch uses first.
+        """
+        if key == "isolated" and self.isolation.isolcpus is not None:
+            return None
+        if key == "nohz_full" and self.isolation.nohz_full is not None:
+            return None
+        return self.problems.get(key)
 
     @property
     def offline(self) -> CPUSet:

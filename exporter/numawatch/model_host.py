@@ -43,6 +43,10 @@ class KernelSettings:
     cmdline_hugepages_per_node: Mapping[int, Mapping[int, int]] = field(default_factory=frozen_map)
     # setting -> one line naming the file and what was wrong with it; that setting's field is then None
     problems: Mapping[str, str] = field(default_factory=frozen_map)
+    # Features the kernel was built without, seen as a file missing from a directory that is there (THP: no
+    # transparent_hugepage under sys/kernel/mm; NUMA balancing: no numa_balancing under proc/sys/kernel). A file
+    # missing because its whole directory is (a partial capture) is unknown instead, and not listed here.
+    absent_features: frozenset[str] = frozenset()
 
 
 # --------------------------------------------------------------------------------------------------- NUMA counters

@@ -49,6 +49,7 @@ def as_dict(evaluation: Evaluation, host_root: str) -> dict[str, Any]:
     return {
         "findings": [finding.as_dict() for finding in evaluation.findings],
         "not_evaluated": [{"check": item.check, "reason": item.reason} for item in evaluation.not_evaluated],
+        "not_applicable": [{"check": item.check, "reason": item.reason} for item in evaluation.not_applicable],
         "sources": [
             {
                 "name": status.name,
@@ -133,6 +134,12 @@ def render_table(evaluation: Evaluation, host_root: str) -> str:
         out.append(f"Not evaluated ({len(evaluation.not_evaluated)})")
         width = max(len(item.check) for item in evaluation.not_evaluated)
         out += [f"  {item.check:<{width}}  {item.reason}" for item in evaluation.not_evaluated]
+        out.append("")
+
+    if evaluation.not_applicable:
+        out.append(f"Not applicable on this host ({len(evaluation.not_applicable)})")
+        width = max(len(item.check) for item in evaluation.not_applicable)
+        out += [f"  {item.check:<{width}}  {item.reason}" for item in evaluation.not_applicable]
         out.append("")
 
     out.append("Sources")

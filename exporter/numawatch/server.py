@@ -571,6 +571,11 @@ def render_landing_page(snapshot: Snapshot | None) -> str:
         for item in evaluation.not_evaluated:
             parts.append(f"<tr><td>{_cell(item.check)}</td><td>{_cell(item.reason)}</td></tr>\n")
         parts.append("</table>\n")
+    if evaluation.not_applicable:
+        parts.append("<h2>Not applicable on this host</h2>\n<table>\n")
+        for absent in evaluation.not_applicable:
+            parts.append(f"<tr><td>{_cell(absent.check)}</td><td>{_cell(absent.reason)}</td></tr>\n")
+        parts.append("</table>\n")
     parts.append("<h2>Sources</h2>\n<table>\n")
     for status in evaluation.host.statuses.values():
         state = "up" if status.up else "down"

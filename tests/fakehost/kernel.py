@@ -67,6 +67,10 @@ def add_kernel_settings(
     ``governors``: None writes no cpufreq at all (a VM); a string gives every CPU of ``cpus`` that governor; a
     mapping gives each CPU its own (CPUs not named get no cpufreq directory).
     """
+    # What every kernel has beside these knobs, so a knob left out reads as a kernel without the feature, as on a
+    # real one (PREEMPT_RT: no transparent_hugepage beside hugepages/), not as a tree that was never captured.
+    host.write("proc/sys/kernel/pid_max", "4194304")
+    host.mkdir("sys/kernel/mm/hugepages")
     if numa_balancing is not None:
         host.write("proc/sys/kernel/numa_balancing", str(numa_balancing))
     if swappiness is not None:

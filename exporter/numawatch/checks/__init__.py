@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import frozen_map
+from numawatch.model import Topology, frozen_map
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -43,6 +43,21 @@ SUBJECT_LABELS = (
 
 class NotEvaluated(Exception):
     """The check's inputs are missing; the message says which and why."""
+
+
+class NotApplicable(Exception):
+    """The host lacks what the check protects (a kernel without THP has no THP mode to get wrong); the message says
+    what is absent. The check was evaluated and found nothing: unlike NotEvaluated, this is not "could not look"."""
+
+
+def require_known(topology: Topology, *keys: str) -> Topology:
+    """The topology, or NotEvaluated naming the malformed optional file (a key of Topology.problems) that one of
+    ``keys`` needs: a bad optional file makes only the checks that use it not evaluated."""
+    for key in keys:
+        problem = topology.problem(key)
+        if problem is not None:
+            raise NotEvaluated(problem)
+    return topology
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,12 @@ class NotEvaluatedCheck:
 
 
 @dataclass(frozen=True)
+class NotApplicableCheck:
+    check: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Evaluation:
     host: Host
     intent: Intent
@@ -107,6 +128,8 @@ class Evaluation:
     checks: tuple[str, ...]  # every known check id (enabled or not)
     started: float = field(default_factory=time.time)
     duration_seconds: float = 0.0
+    # Checks that looked and found the host without what they protect; they count as evaluated with no finding.
+    not_applicable: tuple[NotApplicableCheck, ...] = ()
 
     def findings_per_check(self) -> dict[str, int]:
         counts = dict.fromkeys(self.checks, 0)
@@ -128,6 +151,7 @@ def evaluate(host: Host, intent: Intent, checks: Iterable[Check] | None = None) 
     selected = tuple(checks if checks is not None else all_checks())
     findings: list[Finding] = []
     not_evaluated: list[NotEvaluatedCheck] = []
+    not_applicable: list[NotApplicableCheck] = []
     for check in selected:
         if not intent.check_enabled(check.id):
             not_evaluated.append(NotEvaluatedCheck(check.id, "disabled by intent"))
@@ -136,6 +160,8 @@ def evaluate(host: Host, intent: Intent, checks: Iterable[Check] | None = None) 
             findings.extend(check.run(host, intent))
         except NotEvaluated as reason:
             not_evaluated.append(NotEvaluatedCheck(check.id, str(reason)))
+        except NotApplicable as reason:
+            not_applicable.append(NotApplicableCheck(check.id, str(reason)))
         except Exception as error:  # a bug in one check must not hide the others' findings
             not_evaluated.append(NotEvaluatedCheck(check.id, f"internal error: {type(error).__name__}: {error}"))
     findings.sort(key=lambda f: (SEVERITIES.index(f.severity), f.check, sorted(f.labels.items())))
@@ -146,4 +172,5 @@ def evaluate(host: Host, intent: Intent, checks: Iterable[Check] | None = None) 
         not_evaluated=tuple(not_evaluated),
         checks=tuple(c.id for c in selected),
         duration_seconds=time.perf_counter() - start,
+        not_applicable=tuple(not_applicable),
     )

@@ -1,7 +1,8 @@
-"""Host-layer checks (issue 3): kernel tuning drift (host_kernel) and interrupts on protected CPUs (host_irq)."""
+"""Host-layer checks: the firmware's NUMA map (numa_topology), kernel tuning drift (host_kernel) and interrupts on
+protected CPUs (host_irq)."""
 
 from __future__ import annotations
 
-from numawatch.checks import Check, host_irq, host_kernel
+from numawatch.checks import Check, host_irq, host_kernel, numa_topology
 
-CHECKS: tuple[Check, ...] = (*host_kernel.CHECKS, *host_irq.CHECKS)
+CHECKS: tuple[Check, ...] = (*numa_topology.CHECKS, *host_kernel.CHECKS, *host_irq.CHECKS)

@@ -28,7 +28,7 @@ from itertools import compress
 from operator import eq, is_, is_not
 from typing import Any
 
-from numawatch.checks import Check, Finding, NotEvaluated
+from numawatch.checks import Check, Finding, NotEvaluated, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -72,7 +72,7 @@ def exclusive_cpus(state: KubeletState | None) -> CPUSet:
 
 def protected_cpus(host: Host) -> tuple[CPUSet, CPUSet]:
     """(isolated CPUs, exclusive CPUs) that interrupts must stay off; needs the topology source."""
-    topology: Topology = require(host, "topology")
+    topology: Topology = require_known(require(host, "topology"), "isolated")
     return topology.isolated, exclusive_cpus(host.kubelet_state) & topology.online
 
 
@@ -430,7 +430,7 @@ def nohz_full_cpus(topology: Topology) -> CPUSet:
 
 
 def check_tick(host: Host, intent: Intent) -> Iterator[Finding]:
-    topology: Topology = require(host, "topology")
+    topology: Topology = require_known(require(host, "topology"), "nohz_full")
     nohz = nohz_full_cpus(topology)
     if not nohz:
         return
@@ -460,7 +460,7 @@ def check_irqbalance(host: Host, intent: Intent) -> Iterator[Finding]:
     state: Irqbalance = require(host, "irqbalance")
     if not state.running:
         return
-    topology: Topology = require(host, "topology")
+    topology: Topology = require_known(require(host, "topology"), "isolated")
     isolated = topology.isolated
     if not isolated:
         return
@@ -483,6 +483,10 @@ def check_irqbalance(host: Host, intent: Intent) -> Iterator[Finding]:
             "ban of isolated and nohz_full CPUs"
         )
     else:
+        # irqbalance reads these two files itself, so an unreadable one leaves its ban unknown.
+        for key in ("isolated", "nohz_full"):
+            if key in topology.problems:
+                raise NotEvaluated(topology.problems[key])
         banned = (isolation.sys_isolated or EMPTY) | (isolation.sys_nohz_full or EMPTY)
         reason = "automatic_ban"
         how = (

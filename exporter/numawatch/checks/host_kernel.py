@@ -1,9 +1,10 @@
 """Checks of kernel tuning against intent: NUMA balancing, THP, swappiness, cpufreq, isolation, huge pages.
 
 Knobs h3, h4/8, h5, h6/h7, h9 and h10 of the reference profile (DOMAIN.md). Each compares what the kernel reports
-(the kernel, topology and numastat sources) with ``intent.kernel``; a setting the kernel does not expose at all (no
-THP, no NUMA balancing, no cpufreq in a VM) cannot be wrong and is clean, while a setting that could not be read
-makes the check "not evaluated" with the file and the reason.
+(the kernel, topology and numastat sources) with ``intent.kernel``; a feature the kernel does not have at all (no
+THP, no NUMA balancing, no cpufreq in a VM) cannot be wrong: the check is "not applicable" and says what is absent.
+A setting that could not be read (malformed, or missing from a partial tree) makes the check "not evaluated" with
+the file and the reason.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from numawatch.checks import Check, Finding, NotEvaluated
+from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
 from numawatch.model import Topology
 from numawatch.model_host import KernelSettings, NumaCounters
+from numawatch.sources.kernel import NUMA_BALANCING as NO_NUMA_BALANCING
+from numawatch.sources.kernel import THP as NO_THP
 
 
 def require(host: Host, name: str) -> Any:
@@ -48,8 +51,13 @@ def check_numa_balancing(host: Host, intent: Intent) -> Iterator[Finding]:
     expected = intent.kernel.numa_balancing
     value = settings.numa_balancing
     if value is None:
+        if NO_NUMA_BALANCING not in settings.absent_features:
+            raise NotEvaluated("kernel.numa_balancing could not be read: proc/sys/kernel/numa_balancing is missing")
         if expected == 0:
-            return  # a kernel without NUMA balancing cannot migrate anything
+            raise NotApplicable(
+                "the kernel has no NUMA balancing (no kernel.numa_balancing: built without CONFIG_NUMA_BALANCING), so "
+                "it cannot migrate pages of pinned workloads"
+            )
         raise NotEvaluated("kernel.numa_balancing does not exist (kernel built without NUMA balancing)")
     if value == expected:
         return
@@ -72,7 +80,12 @@ def _thp_check(setting: str, attr: str, allowed_attr: str, why: str) -> Check:
         _unreadable(settings, attr)
         value = getattr(settings, attr)
         if value is None:
-            return  # no transparent_hugepage directory: a kernel without THP has nothing to misconfigure
+            if NO_THP in settings.absent_features:
+                raise NotApplicable(
+                    "the kernel has no THP (no sys/kernel/mm/transparent_hugepage: built without "
+                    "CONFIG_TRANSPARENT_HUGEPAGE, as PREEMPT_RT kernels are)"
+                )
+            raise NotEvaluated(f"transparent_hugepage/{setting} could not be read: the file is missing")
         allowed: frozenset[str] = getattr(intent.kernel, allowed_attr)
         if value in allowed:
             return
@@ -121,7 +134,8 @@ def check_governor(host: Host, intent: Intent) -> Iterator[Finding]:
     settings: KernelSettings = require(host, "kernel")
     _unreadable(settings, "cpufreq_governor")
     if settings.governors is None:
-        return  # no cpufreq on this host (virtual machines): the hypervisor decides, nothing to check here
+        # Virtual machines and kernels without cpufreq: the hypervisor or the firmware decides the clocks.
+        raise NotApplicable("no cpufreq policy on this host (no sys/devices/system/cpu/cpufreq/policy*)")
     expected = intent.kernel.cpufreq_governor
     by_governor: dict[str, set[int]] = {}
     for cpu, governor in settings.governors.items():
@@ -159,7 +173,7 @@ def isolation_sets(topology: Topology) -> tuple[CPUSet, CPUSet, CPUSet, CPUSet]:
 
 
 def check_isolation_params(host: Host, intent: Intent) -> Iterator[Finding]:
-    topology: Topology = require(host, "topology")
+    topology: Topology = require_known(require(host, "topology"), "isolated", "nohz_full")
     isolcpus, nohz, rcu, offloaded = isolation_sets(topology)
     if not (isolcpus or nohz or rcu):
         return  # no isolation asked at all: nothing to disagree
@@ -240,6 +254,7 @@ def _reserved_total(host: Host, size: int) -> int | None:
         return settings.hugepages[size].total
     topology = host.topology
     if topology is not None and topology.nodes:
+        require_known(topology, "hugepages")
         return sum(node.hugepages_total.get(size, 0) for node in topology.nodes.values())
     if settings is not None and settings.hugepages:
         return 0  # the kernel lists its sizes and this one is not among them
@@ -253,6 +268,7 @@ def _reserved_on_node(host: Host, node: int, size: int) -> int | None:
         return pool.total if pool is not None else 0
     topology = host.topology
     if topology is not None and node in topology.nodes:
+        require_known(topology, "hugepages")
         return topology.nodes[node].hugepages_total.get(size, 0)
     return None
 

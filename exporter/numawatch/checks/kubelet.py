@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numawatch.checks import Check, Finding, NotEvaluated
+from numawatch.checks import Check, Finding, NotEvaluated, require_known
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import REFERENCE, Intent
@@ -171,7 +171,7 @@ def check_reserved_cpus(host: Host, intent: Intent) -> Iterator[Finding]:
         expected = intent.reserved_cpus
         expected_what = f"the intent's reserved CPUs ({intent.source})"
     else:
-        topology = require(host, "topology")
+        topology = require_known(require(host, "topology"), "isolated")
         if not topology.isolated:
             raise NotEvaluated(
                 "the node isolates no CPU (isolcpus= is absent), so there are no housekeeping CPUs to compare "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 
-from numawatch.checks import Check, Finding, NotEvaluated
+from numawatch.checks import Check, Finding, NotEvaluated, require_known
 from numawatch.checks.kubelet import kubelet_root, require, restart_steps, set_setting
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
@@ -369,7 +369,7 @@ def _size(value: int) -> str:
 
 def check_outside_isolated(host: Host, intent: Intent) -> Iterator[Finding]:
     found = workloads(host, intent)
-    topology: Topology = require(host, "topology")
+    topology: Topology = require_known(require(host, "topology"), "isolated")
     require_cpu_state(host)
     isolated = topology.isolated
     if not isolated:

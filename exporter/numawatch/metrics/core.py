@@ -223,7 +223,8 @@ def cpu_info(evaluation: Evaluation) -> Metric:
     topology = host.topology
     if topology is None:
         return family
-    isolated = topology.isolated
+    # Unknown (empty label) when isolcpus= is absent and cpu/isolated was unreadable.
+    isolated = None if topology.problem("isolated") else topology.isolated
     config = host.kubelet_config
     reserved = None if config is None else (config.reserved_cpus or frozenset())
     rows = family.rows
@@ -235,7 +236,7 @@ def cpu_info(evaluation: Evaluation) -> Metric:
                 _text(cpu.socket),
                 _text(cpu.core),
                 _text(cpu.numa_node),
-                flag(cpu_id in isolated),
+                flag(None if isolated is None else cpu_id in isolated),
                 flag(None if reserved is None else cpu_id in reserved),
                 flag(cpu.online),
                 1,

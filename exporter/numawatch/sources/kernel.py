@@ -33,6 +33,7 @@ from pathlib import Path
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.kernel_text import strip_value
 from numawatch.model import frozen_map
 from numawatch.model_host import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
@@ -41,6 +42,10 @@ from numawatch.sources._stagger import Staggered
 from numawatch.sources.topology import hugepage_requests, hugepage_size_kb, parse_cmdline
 
 _SMALL = 4096  # every file here is a line or two
+
+# KernelSettings.absent_features
+THP = "thp"
+NUMA_BALANCING = "numa_balancing"
 
 
 # --------------------------------------------------------------------------------------------------- parsers
@@ -51,7 +56,7 @@ def parse_bracketed(text: str) -> tuple[str, tuple[str, ...]]:
     """
     modes: list[str] = []
     active: list[str] = []
-    for word in text.split():
+    for word in strip_value(text).split():
         if word.startswith("[") and word.endswith("]") and len(word) > 2:
             word = word[1:-1]
             active.append(word)
@@ -64,7 +69,7 @@ def parse_bracketed(text: str) -> tuple[str, tuple[str, ...]]:
 
 
 def parse_sysctl_int(text: str) -> int:
-    stripped = text.strip()
+    stripped = strip_value(text)
     body = stripped[1:] if stripped.startswith("-") else stripped
     if not body or not body.isascii() or not body.isdigit():
         raise ValueError(f"expected an integer, got {stripped[:60]!r}")
@@ -73,7 +78,7 @@ def parse_sysctl_int(text: str) -> int:
 
 def parse_governor(text: str) -> str:
     """A governor name: one word of letters, digits, ``_`` or ``-``."""
-    stripped = text.strip()
+    stripped = strip_value(text)
     if not stripped or not stripped.isascii() or not all(c.isalnum() or c in "_-" for c in stripped):
         raise ValueError(f"expected a governor name, got {stripped[:60]!r}")
     return stripped
@@ -170,7 +175,7 @@ def _read_small(path: str) -> str | None:
 
 def parse_affected_cpus(text: str) -> frozenset[int]:
     """cpufreq ``affected_cpus``: the online CPUs of a policy, space-separated (``0 1 2 3``)."""
-    words = text.split()
+    words = strip_value(text).split()
     if not all(word.isascii() and word.isdigit() and len(word) <= 9 for word in words):
         raise ValueError(f"expected CPU numbers separated by spaces, got {text.strip()[:60]!r}")
     return frozenset(int(word) for word in words)
@@ -298,6 +303,12 @@ def _read_settings(
     hugepages = _read_pool(paths.sysfs / "kernel/mm/hugepages", problems, "hugepages")
     cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
     per_node = parse_cmdline_hugepages_per_node(cmdline)
+    absent = set()
+    if enabled is None and "thp_enabled" not in problems.lines and _lacks(thp.parent, thp.name):
+        absent.add(THP)
+    balancing = sysctl / "kernel/numa_balancing"
+    if numa_balancing is None and "numa_balancing" not in problems.lines and _lacks(balancing.parent, balancing.name):
+        absent.add(NUMA_BALANCING)
     return KernelSettings(
         numa_balancing=numa_balancing,
         swappiness=swappiness,
@@ -309,7 +320,14 @@ def _read_settings(
         hugepages=frozen_map(hugepages),
         cmdline_hugepages_per_node=frozen_map({node: frozen_map(sizes) for node, sizes in per_node.items()}),
         problems=frozen_map(problems.lines),
+        absent_features=frozenset(absent),
     )
+
+
+def _lacks(directory: Path, name: str) -> bool:
+    """The directory is there (so the kernel could have put ``name`` in it) and has no ``name``."""
+    entries = list_dir(directory)
+    return bool(entries) and name not in entries
 
 
 def read(paths: Paths) -> KernelSettings:

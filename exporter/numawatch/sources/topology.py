@@ -3,13 +3,18 @@
 Files read (every path from ``Paths``):
 
 - ``sys/devices/system/cpu/{present,online,possible}``: CPU lists (Documentation/ABI/testing/sysfs-devices-system-cpu).
-  ``possible`` only gives the value of ``N`` in command-line CPU lists.
-- ``sys/devices/system/cpu/cpuN/topology/{physical_package_id,core_id,thread_siblings_list}`` for online CPUs. The
-  kernel removes ``topology/`` when a CPU goes offline, so an offline CPU has no socket, core or siblings.
-- ``sys/devices/system/node/nodeN/cpulist`` (online CPUs only), ``distance`` (``10 21``), ``meminfo``
-  (``Node 0 MemTotal:   524288 kB``) and ``hugepages/hugepages-<kB>kB/nr_hugepages``
-  (Documentation/ABI/stable/sysfs-devices-node). A CPU no cpulist names (an offline one) gets its node from the
-  ``cpuN/nodeM`` link, which the kernel keeps while the CPU is present.
+  ``possible`` only gives the value of ``N`` in command-line CPU lists. A kernel without ``online`` (before 2.6.26)
+  says per CPU in ``cpuN/online`` (``0`` offline; the boot CPU has no such file).
+- ``sys/devices/system/cpu/cpuN/topology/{physical_package_id,core_id,thread_siblings_list}`` for online CPUs
+  (``thread_siblings``, the mask, on kernels before the list). The kernel removes ``topology/`` when a CPU goes
+  offline, so an offline CPU has no socket, core or siblings.
+- ``sys/devices/system/node/nodeN/cpulist`` (online CPUs only; ``cpumap`` or the ``cpuM`` links on old kernels),
+  ``distance`` (``10 21``), ``meminfo`` (``Node 0 MemTotal:   524288 kB``) and
+  ``hugepages/hugepages-<kB>kB/nr_hugepages`` (Documentation/ABI/stable/sysfs-devices-node). A CPU no cpulist names
+  (an offline one) gets its node from the ``cpuN/nodeM`` link, which the kernel keeps while the CPU is present.
+
+Values may carry the padding real kernels print (trailing NULs, ``(null)``: kernel_text.py). Which files are
+essential and which optional is in ``read``'s docstring.
 - ``proc/cmdline``: ``isolcpus=``, ``nohz_full=``, ``rcu_nocbs=``, ``irqaffinity=`` and the
   ``default_hugepagesz=`` / ``hugepagesz=`` / ``hugepages=`` pairs (Documentation/admin-guide/kernel-parameters.txt).
 - ``sys/devices/system/cpu/{isolated,nohz_full}``: what the kernel says took effect.
@@ -27,9 +32,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
+from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.kernel_text import is_null, strip_value
 from numawatch.model import Cpu, IsolationParams, NumaNode, Topology, frozen_map
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
@@ -292,17 +298,17 @@ def parse_isolation(
 
 
 def parse_sys_cpulist(text: str) -> CPUSet:
-    """``cpu/isolated`` or ``cpu/nohz_full``: a CPU list, empty, or ``(null)`` (printk of a never-allocated mask,
-    what ``nohz_full`` reads when the parameter was not given)."""
-    stripped = text.strip()
-    if stripped == "(null)":
+    """``cpu/isolated`` or ``cpu/nohz_full``: a CPU list, or nothing when none (kernel_text.py: ``(null)``, the
+    printk of a never-allocated mask on Debian's 6.1, and ``\\0\\n`` on RHEL/CentOS 7 when the parameter was not
+    given)."""
+    if is_null(text):
         return EMPTY
-    return parse_cpulist(stripped)
+    return parse_cpulist(text)
 
 
 def parse_meminfo_total(text: str) -> int:
     """MemTotal in bytes from ``nodeN/meminfo`` (``Node 0 MemTotal:   524288 kB``) or ``/proc/meminfo``."""
-    for line in text.splitlines():
+    for line in strip_value(text).splitlines():
         name, colon, rest = line.partition(":")
         if not colon or not name.endswith("MemTotal"):
             continue
@@ -318,14 +324,14 @@ def parse_meminfo_total(text: str) -> int:
 
 def parse_distance(text: str) -> tuple[int, ...]:
     """``nodeN/distance``: one distance per online node, in node order (``10 21``)."""
-    fields = text.split()
+    fields = strip_value(text).split()
     if not fields or not all(field.isascii() and field.isdigit() for field in fields):
         raise ValueError(f"expected decimal distances, got {text.strip()[:60]!r}")
     return tuple(int(field) for field in fields)
 
 
 def parse_int_attribute(text: str) -> int:
-    stripped = text.strip()
+    stripped = strip_value(text)
     try:
         return int(stripped)
     except ValueError:
@@ -352,26 +358,56 @@ def _numbered(names: Iterable[str], prefix: str) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------------- readers
-def _optional(path: Path, parse: Callable[[str], T]) -> T | None:
+def _essential(path: Path, parse: Callable[[str], T]) -> T | None:
+    """An essential file's value, None when it does not exist; malformed, it takes the source down (MalformedFile)."""
     text = read_optional_text(path, 1 << 20)
     return None if text is None else _apply(path, parse, text)
 
 
-def _read_hugepages(directory: Path) -> dict[int, int]:
+def _optional(path: Path, parse: Callable[[str], T], problems: dict[str, str], key: str) -> T | None:
+    """An optional file's value, None when it does not exist or is malformed; the first malformed file of each
+    ``key`` is described in ``problems`` so that only what depends on it is not evaluated."""
+    text = read_optional_text(path, 1 << 20)
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as error:
+        problems.setdefault(key, str(MalformedFile(path, str(error))))
+        return None
+
+
+def _read_hugepages(directory: Path, problems: dict[str, str]) -> dict[int, int]:
     """``<dir>/hugepages-<kB>kB/nr_hugepages`` for every size -> {kB: pages}."""
     pages: dict[int, int] = {}
     for name in list_dir(directory):
         size = hugepage_size_kb(name)
         if size is None:
             continue
-        count = _optional(directory / name / "nr_hugepages", parse_int_attribute)
+        count = _optional(directory / name / "nr_hugepages", parse_int_attribute, problems, "hugepages")
         if count is not None:
             pages[size] = count
     return pages
 
 
-def _read_nodes(paths: Paths, online: CPUSet) -> tuple[dict[int, NumaNode], bool]:
-    """The NUMA nodes, and whether the kernel has any (False: no ``node/`` directory, one synthetic node 0)."""
+def _listed_cpus(directory: Path) -> CPUSet:
+    """The CPUs a node directory names: ``cpulist``, else the ``cpumap`` mask (kernels before 2.6.26 have no
+    cpulist), else its ``cpuM`` links (the oldest kernels have neither file). Essential: a malformed one raises."""
+    cpus = _essential(directory / "cpulist", parse_cpulist)
+    if cpus is None:
+        cpus = _essential(directory / "cpumap", parse_cpumask)
+    if cpus is None:
+        cpus = frozenset(_numbered(list_dir(directory), "cpu"))
+    return cpus
+
+
+def _read_nodes(paths: Paths, online: CPUSet, problems: dict[str, str]) -> tuple[dict[int, NumaNode], bool]:
+    """The NUMA nodes, and whether the kernel has any (False: no ``node/`` directory, one synthetic node 0).
+
+    Each online CPU belongs to the lowest node whose list names it. Firmware with a broken SRAT can make several
+    nodes claim the same CPUs; hwloc then keeps the CPU in the first node, and so does numawatch (the node's
+    ``listed_cpus`` keeps what the file said, for the numa_topology_inconsistent check).
+    """
     node_dir = paths.sysfs / "devices/system/node"
     node_ids = _numbered(list_dir(node_dir), "node")
     if not node_ids:
@@ -380,19 +416,28 @@ def _read_nodes(paths: Paths, online: CPUSet) -> tuple[dict[int, NumaNode], bool
             id=0,
             cpus=online,
             distances=(10,),
-            mem_total_bytes=_optional(paths.procfs / "meminfo", parse_meminfo_total),
-            hugepages_total=frozen_map(_read_hugepages(paths.sysfs / "kernel/mm/hugepages")),
+            mem_total_bytes=_optional(paths.procfs / "meminfo", parse_meminfo_total, problems, "meminfo"),
+            hugepages_total=frozen_map(_read_hugepages(paths.sysfs / "kernel/mm/hugepages", problems)),
         )
         return {0: node}, False
+    owner: dict[int, int] = {}
+    listed: dict[int, CPUSet] = {}
+    for node_id in node_ids:
+        # Old kernels' cpumap names offline CPUs too; the node's CPUs are its online ones, as cpulist says today.
+        listed[node_id] = _listed_cpus(node_dir / f"node{node_id}") & online
+        for cpu in listed[node_id]:
+            owner.setdefault(cpu, node_id)
     nodes: dict[int, NumaNode] = {}
     for node_id in node_ids:
         directory = node_dir / f"node{node_id}"
+        cpus = frozenset(cpu for cpu in listed[node_id] if owner[cpu] == node_id)
         nodes[node_id] = NumaNode(
             id=node_id,
-            cpus=_optional(directory / "cpulist", parse_cpulist) or EMPTY,
-            distances=_optional(directory / "distance", parse_distance) or (),
-            mem_total_bytes=_optional(directory / "meminfo", parse_meminfo_total),
-            hugepages_total=frozen_map(_read_hugepages(directory / "hugepages")),
+            cpus=cpus,
+            distances=_optional(directory / "distance", parse_distance, problems, "distance") or (),
+            mem_total_bytes=_optional(directory / "meminfo", parse_meminfo_total, problems, "meminfo"),
+            hugepages_total=frozen_map(_read_hugepages(directory / "hugepages", problems)),
+            listed_cpus=None if cpus == listed[node_id] else listed[node_id],
         )
     return nodes, True
 
@@ -403,14 +448,17 @@ def _node_from_link(cpu_dir: Path) -> int | None:
     return numbers[0] if numbers else None
 
 
-def _read_cpu(cpu_dir: Path, cpu: int, online: bool, node: int | None) -> Cpu:
+def _read_cpu(cpu_dir: Path, cpu: int, online: bool, node: int | None, problems: dict[str, str]) -> Cpu:
     if not online:
         return Cpu(id=cpu, online=False, socket=None, core=None, numa_node=node)
     topology = cpu_dir / "topology"
     # A CPU that goes offline during the scan loses topology/: its fields are then unknown, not an error.
-    socket = _optional(topology / "physical_package_id", parse_int_attribute)
-    core = _optional(topology / "core_id", parse_int_attribute)
-    siblings = _optional(topology / "thread_siblings_list", parse_cpulist)
+    socket = _optional(topology / "physical_package_id", parse_int_attribute, problems, "cpu_topology")
+    core = _optional(topology / "core_id", parse_int_attribute, problems, "cpu_topology")
+    siblings = _optional(topology / "thread_siblings_list", parse_cpulist, problems, "cpu_topology")
+    if siblings is None and not (topology / "thread_siblings_list").exists():
+        # Kernels before 2.6.32 print only the mask.
+        siblings = _optional(topology / "thread_siblings", parse_cpumask, problems, "cpu_topology")
     return Cpu(
         id=cpu,
         online=True,
@@ -421,20 +469,39 @@ def _read_cpu(cpu_dir: Path, cpu: int, online: bool, node: int | None) -> Cpu:
     )
 
 
+def _online_without_list(cpu_root: Path, present: CPUSet, problems: dict[str, str]) -> CPUSet:
+    """Online CPUs of a kernel without ``cpu/online``: each CPU's ``cpuN/online`` (the boot CPU has none)."""
+    online = set()
+    for cpu in present:
+        flag = _optional(cpu_root / f"cpu{cpu}/online", parse_int_attribute, problems, "present")
+        if flag != 0:
+            online.add(cpu)
+    return frozenset(online)
+
+
 def read(paths: Paths) -> Topology:
-    """Read the CPU/NUMA topology and isolation parameters of the host under ``paths``."""
+    """Read the CPU/NUMA topology and isolation parameters of the host under ``paths``.
+
+    Essential (malformed: the source is down, naming the file): ``cpu/online`` and each node's CPU list, since
+    every CPU-to-node judgement rests on them. Everything else is optional: malformed, its value is unknown and the
+    reason is kept in ``Topology.problems`` under its key (model.TOPOLOGY_OPTIONAL_FILES), so only the checks that
+    use it are not evaluated: ``present`` and ``possible`` (and the per-CPU ``online`` flags of kernels without
+    ``cpu/online``), ``cpu_topology`` (socket, core, siblings), ``distance``, ``meminfo``, ``hugepages``,
+    ``isolated`` and ``nohz_full``. Command-line values the kernel would reject are in ``isolation.problems``.
+    """
     cpu_root = paths.sysfs / "devices/system/cpu"
     if not cpu_root.is_dir():
         raise SourceUnavailable(f"{cpu_root} does not exist")
-    present = _optional(cpu_root / "present", parse_cpulist)
+    problems: dict[str, str] = {}
+    present = _optional(cpu_root / "present", parse_cpulist, problems, "present")
     if present is None:
         present = frozenset(_numbered(list_dir(cpu_root), "cpu"))
-    online = _optional(cpu_root / "online", parse_cpulist)
-    if online is None:  # very old or stripped sysfs: without the file, every present CPU is taken as online
-        online = present
-    possible = _optional(cpu_root / "possible", parse_cpulist)
+    online = _essential(cpu_root / "online", parse_cpulist)
+    if online is None:  # very old or stripped sysfs
+        online = _online_without_list(cpu_root, present, problems)
+    possible = _optional(cpu_root / "possible", parse_cpulist, problems, "possible")
 
-    nodes, numa = _read_nodes(paths, online)
+    nodes, numa = _read_nodes(paths, online, problems)
     node_of: dict[int, int] = {}
     for node in nodes.values():
         for cpu in node.cpus:
@@ -443,10 +510,12 @@ def read(paths: Paths) -> Topology:
     cpus: dict[int, Cpu] = {}
     for cpu in sorted(present | online):
         cpu_dir = cpu_root / f"cpu{cpu}"
-        node_id = node_of.get(cpu)
-        if node_id is None:
-            node_id = _node_from_link(cpu_dir) if numa else 0
-        cpus[cpu] = _read_cpu(cpu_dir, cpu, cpu in online, node_id)
+        node_id = node_of.get(cpu) if numa else 0
+        if node_id is None and cpu not in online:
+            # Only for offline CPUs: an online CPU that no node lists (a node the kernel left offline, firmware
+            # that forgot it) has no node, as hwloc says too; numa_topology_inconsistent reports it.
+            node_id = _node_from_link(cpu_dir)
+        cpus[cpu] = _read_cpu(cpu_dir, cpu, cpu in online, node_id, problems)
 
     every = possible or present | online
     last_cpu = max(every) if every else None
@@ -454,11 +523,18 @@ def read(paths: Paths) -> Topology:
     isolation = parse_isolation(
         read_optional_text(cmdline_path, 1 << 20) or "",
         last_cpu=last_cpu,
-        sys_isolated=_optional(cpu_root / "isolated", parse_sys_cpulist),
-        sys_nohz_full=_optional(cpu_root / "nohz_full", parse_sys_cpulist),
+        sys_isolated=_optional(cpu_root / "isolated", parse_sys_cpulist, problems, "isolated"),
+        sys_nohz_full=_optional(cpu_root / "nohz_full", parse_sys_cpulist, problems, "nohz_full"),
         path=str(cmdline_path),
     )
-    return Topology(cpus=frozen_map(cpus), online=online, nodes=frozen_map(nodes), isolation=isolation)
+    return Topology(
+        cpus=frozen_map(cpus),
+        online=online,
+        nodes=frozen_map(nodes),
+        isolation=isolation,
+        problems=frozen_map(problems),
+        numa=numa,
+    )
 
 
 def _raw(path: Path) -> bytes | None:
