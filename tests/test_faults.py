@@ -405,8 +405,8 @@ def test_a_malformed_kubelet_config_takes_its_source_down_naming_the_file(node, 
 @pytest.mark.parametrize(
     ("rel", "content", "source"),
     [
-        ("sys/devices/system/node/node0/distance", "10 twenty-one\n", "topology"),
         ("sys/devices/system/cpu/online", "0-31,\n", "topology"),
+        ("sys/devices/system/node/node1/cpulist", "8-15,x\n", "topology"),
         (
             "proc/interrupts",
             "           CPU0       CPU1\n  0:         12   IO-APIC   2-edge      timer\n",
@@ -414,7 +414,6 @@ def test_a_malformed_kubelet_config_takes_its_source_down_naming_the_file(node, 
         ),
         ("proc/interrupts", "CPU" + "9" * 5000 + "\n", "interrupts"),
         ("sys/devices/system/node/node1/numastat", "numa_hit " + "9" * 5000 + "\n", "numastat"),
-        ("proc/irq/0/smp_affinity_list", "0-3x\n", "irqs"),
     ],
 )
 def test_a_malformed_host_file_takes_its_source_down_naming_the_file(node, clean, rel, content, source):

@@ -9,7 +9,7 @@ import pytest
 from fakehost.gpus import CLASS_AUDIO, CLASS_BRIDGE_OTHER, CLASS_ETHERNET, CLASS_VGA, add_gpu, add_pci_device, fake_uuid
 from fakehost.topology import add_topology
 from numawatch.cpuset import parse_cpulist
-from numawatch.errors import MalformedFile, SourceUnavailable
+from numawatch.errors import SourceUnavailable
 from numawatch.host import HostReader
 from numawatch.paths import Paths
 from numawatch.sources import gpus_sysfs
@@ -190,20 +190,32 @@ def test_a_missing_local_cpulist_is_unknown(fake_host):
     [
         ("numa_node", "zero", "NUMA node"),
         ("local_cpulist", "0-3,x", "bad element"),
-        ("class", "3d-controller", "PCI class"),
     ],
 )
-def test_garbage_in_a_gpu_attribute_names_the_file(fake_host, attribute, content, what):
+def test_garbage_in_a_gpu_attribute_leaves_that_value_unknown_and_names_the_file(fake_host, attribute, content, what):
     add_gpu(fake_host, "0000:18:00.0", numa_node=0, local_cpus="0-7")
     rel = f"sys/devices/pci0000:18/0000:18:00.0/{attribute}"
     fake_host.write(rel, content)
-    with pytest.raises(MalformedFile) as raised:
-        gpus_sysfs.read(fake_host.paths)
-    assert raised.value.path == str(fake_host.path(rel))
-    assert what in raised.value.what
-    status = HostReader(fake_host.paths, [gpus_sysfs.SOURCE]).read().statuses["gpus_sysfs"]
-    assert not status.up
-    assert rel in status.reason
+
+    (gpu,) = gpus_sysfs.read(fake_host.paths).gpus
+
+    assert set(gpu.problems) == {attribute}
+    assert gpu.problems[attribute].startswith(f"{fake_host.path(rel)}: ") and what in gpu.problems[attribute]
+    assert (gpu.numa_node, gpu.local_cpus) == ((None, frozenset(range(8))) if attribute == "numa_node" else (0, None))
+    assert HostReader(fake_host.paths, [gpus_sysfs.SOURCE]).read().statuses["gpus_sysfs"].up
+
+
+def test_a_function_whose_class_is_garbage_is_left_out_and_named(fake_host):
+    add_gpu(fake_host, "0000:18:00.0", numa_node=0, local_cpus="0-7")
+    add_gpu(fake_host, "0000:98:00.0", numa_node=1, local_cpus="8-15")
+    rel = "sys/devices/pci0000:18/0000:18:00.0/class"
+    fake_host.write(rel, "3d-controller")
+
+    inventory = gpus_sysfs.read(fake_host.paths)
+
+    assert [gpu.pci_address for gpu in inventory.gpus] == ["0000:98:00.0"]
+    (problem,) = inventory.problems
+    assert problem.startswith(f"{fake_host.path(rel)}: ") and "PCI class" in problem
 
 
 def test_a_hostile_absolute_link_is_read_inside_the_host_root(fake_host):

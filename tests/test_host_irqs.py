@@ -64,12 +64,38 @@ def test_a_capture_that_lost_every_write_bit_has_no_mode_information(realkernel_
     assert found.irqs[37].affinity == {7} and found.irqs[37].effective == {0}  # managed queue of offline CPU 7
 
 
-def test_malformed_affinity_names_the_file(fake_host):
-    add_irqs(fake_host, CPUS, [FakeIrq(30, "eth0", frozenset({0}), frozenset({0}))])
+@pytest.mark.parametrize("staggered", [False, True])
+def test_a_malformed_affinity_leaves_that_irq_out_names_the_file_and_is_tried_again(fake_host, staggered):
+    add_irqs(fake_host, CPUS, [FakeIrq(30, "eth0", frozenset({0}), frozenset({0})), FakeIrq(31, "x", frozenset({1}))])
+    reader = irqs.IrqsReader()
+    if staggered:
+        reader.set_stagger(3)
+    reader.read(fake_host.paths)
     fake_host.write("proc/irq/30/effective_affinity_list", "0-x")
+    fake_host.write("proc/irq/default_smp_affinity", "zz")
 
+    found = reader.read(fake_host.paths) if not staggered else _reading_with_turn_of(reader, fake_host, 30)
+
+    assert set(found.irqs) == {31}
+    (problem,) = found.problems
+    assert problem.startswith(str(fake_host.path("proc/irq/30/effective_affinity_list")) + ": bad element")
+    assert found.default_affinity is None and "default_smp_affinity" in (found.default_problem or "")
+    fake_host.write("proc/irq/30/effective_affinity_list", "0")
+    assert set(reader.read(fake_host.paths).irqs) == {30, 31}  # tried again at once, whatever the turn
+
+
+def _reading_with_turn_of(reader: irqs.IrqsReader, host, irq: int):
+    """Staggered readings until one reads ``irq`` in its turn (at most the stagger's share of them)."""
+    for _ in range(3):
+        found = reader.read(host.paths)
+        if irq not in found.irqs:
+            return found
+    raise AssertionError(f"IRQ {irq} was never read again")
+
+
+def test_a_malformed_affinity_is_still_an_error_for_a_direct_caller():
     with pytest.raises(MalformedFile, match="proc/irq/30/effective_affinity_list"):
-        irqs.read(fake_host.paths)
+        irqs.parse_cpulist_file(b"0-x", "proc/irq/30/effective_affinity_list")
 
 
 def test_an_irq_directory_that_vanished_is_skipped(fake_host):

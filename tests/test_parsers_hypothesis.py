@@ -855,6 +855,38 @@ def test_parser_returns_its_type_or_raises_only_its_documented_errors(case: Case
     assert case.check(result), f"{case.name}: unexpected result {result!r:.300}"
 
 
+# --------------------------------------------------------------------------------------------------- kernel padding
+# Single-value attributes, which real kernels print with padding (kernel_text.py: "0-31\n\0" on ARM 5.15, "\0\n" and
+# "  (null)\n" for an unset nohz_full): a parser gives the same value with it as without it.
+PADDED_KINDS = frozenset(
+    {"cpulist", "cpumask", "sys_cpulist", "meminfo", "distance", "small_int", "pci_class", "bracketed", "governor",
+     "affected_cpus"}
+)  # fmt: skip
+LEADING_PADDING = (b" ", b"\0")
+TRAILING_PADDING = (b"\0", b"\n", b" ", b"\t")
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if case.sample in PADDED_KINDS], ids=lambda case: case.name)
+@SETTINGS
+@given(data=st.data())
+def test_the_padding_kernels_print_around_a_value_changes_nothing(case: Case, data: st.DataObject) -> None:
+    sample = data.draw(st.sampled_from(samples()[case.sample]), label="sample")
+    before = b"".join(data.draw(st.lists(st.sampled_from(LEADING_PADDING), max_size=3), label="before"))
+    after = b"".join(data.draw(st.lists(st.sampled_from(TRAILING_PADDING), max_size=4), label="after"))
+
+    assert case.call(before + sample + after) == case.call(sample)
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from(LEADING_PADDING), max_size=3),
+    st.sampled_from((b"(null)", b"")),
+    st.lists(st.sampled_from(TRAILING_PADDING), max_size=4),
+)
+def test_a_mask_the_kernel_never_set_reads_as_no_cpu(before: list[bytes], value: bytes, after: list[bytes]) -> None:
+    assert topology.parse_sys_cpulist(text(b"".join(before) + value + b"".join(after))) == frozenset()
+
+
 # --------------------------------------------------------------------------------------------------- round trips
 @SETTINGS
 @given(st.frozensets(st.integers(0, MAX_CPU_ID), max_size=200))

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 
 from numawatch import __version__, report
-from numawatch.checks import Check, Evaluation, NotEvaluated, evaluate
+from numawatch.checks import Check, Evaluation, NotApplicable, NotEvaluated, evaluate
 from numawatch.host import Host, SourceStatus
 from numawatch.intent import REFERENCE, Intent
 from numawatch.paths import Paths
@@ -125,8 +125,8 @@ def test_multi_line_messages_stay_indented_under_their_finding():
 def test_json_starts_with_findings_and_not_evaluated_then_sources_intent_and_metadata():
     document = json.loads(report.render_json(make_evaluation(MIXED), "/host"))
 
-    assert list(document)[:7] == \
-        ["findings", "not_evaluated", "sources", "intent", "host_root", "version", "timestamp"]
+    assert list(document)[:8] == \
+        ["findings", "not_evaluated", "not_applicable", "sources", "intent", "host_root", "version", "timestamp"]
     assert document["intent"] == "reference profile"
     assert document["host_root"] == "/host"
     assert __version__ == document["version"]
@@ -161,3 +161,23 @@ def test_json_names_the_intent_file_when_one_is_used():
     document = report.as_dict(make_evaluation(MIXED, Intent(source="/etc/numawatch/intent.yaml")), "/")
 
     assert document["intent"] == "/etc/numawatch/intent.yaml"
+
+
+# ------------------------------------------------------------------------------------------------ not applicable
+def absent_check(check_id: str, reason: str) -> Check:
+    def run(host: Host, intent: Intent):
+        raise NotApplicable(reason)
+
+    return Check(id=check_id, severity="warning", summary="", remediation="", run=run)
+
+
+def test_a_check_the_host_has_nothing_for_is_not_applicable_in_json_and_table_and_counts_as_evaluated():
+    evaluation = make_evaluation((absent_check("thp_enabled", "the kernel has no THP"), *MIXED))
+
+    document = json.loads(report.render_json(evaluation, "/host"))
+    table = report.render_table(evaluation, "/host")
+
+    assert document["not_applicable"] == [{"check": "thp_enabled", "reason": "the kernel has no THP"}]
+    assert "thp_enabled" not in {item["check"] for item in document["not_evaluated"]}
+    assert "Not applicable on this host (1)\n  thp_enabled  the kernel has no THP\n" in table
+    assert report.summary(evaluation).endswith("4 of 5 checks evaluated, 1 of 3 sources down.")

@@ -335,11 +335,20 @@ class GpuDevice:
     class_code: str  # "0x030200" (3D controller) or "0x030000" (VGA)
     uuid: str | None = None  # from /proc/driver/nvidia/gpus/<bdf>/information
     model: str | None = None
+    # Attribute ("numa_node", "local_cpulist") -> why its value is unknown although the kernel may know it (a
+    # malformed file, named). numa_node None without a problem is the kernel's -1.
+    problems: Mapping[str, str] = field(default_factory=frozen_map)
 
 
 @dataclass(frozen=True)
 class GpuInventory:
     gpus: tuple[GpuDevice, ...]
+    # NVIDIA PCI functions left out because their class could not be parsed (so whether they are GPUs is unknown).
+    problems: tuple[str, ...] = ()
+
+    def unreadable(self, attribute: str) -> tuple[str, ...]:
+        """Why ``attribute`` of some GPU is unknown: functions left out, and GPUs whose file is malformed."""
+        return self.problems + tuple(gpu.problems[attribute] for gpu in self.gpus if attribute in gpu.problems)
 
     def by_uuid(self, uuid: str) -> GpuDevice | None:
         for gpu in self.gpus:

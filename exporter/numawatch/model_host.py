@@ -60,6 +60,7 @@ class NodeCounters:
     node: int
     numastat: Mapping[str, int]  # nodeN/numastat field -> pages (monotonic counters)
     hugepages: Mapping[int, HugePageCounts] = field(default_factory=frozen_map)  # size kB -> pool on this node
+    hugepages_problem: str | None = None  # a malformed pool file, named; its pool is left out of ``hugepages``
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,10 @@ class Irqs:
     irqs: Mapping[int, IrqAffinity]
     default_affinity: CPUSet | None = None  # /proc/irq/default_smp_affinity (hex mask)
     read_only_modes_seen: bool = False  # some smp_affinity is read-only: this kernel marks managed IRQs by mode
+    # One line per IRQ file that could not be parsed (naming it); its IRQ is left out of ``irqs`` and tried again at
+    # the next reading.
+    problems: tuple[str, ...] = ()
+    default_problem: str | None = None  # why default_smp_affinity is unknown (malformed); None when it is not
 
 
 # --------------------------------------------------------------------------------------------------- irqbalance

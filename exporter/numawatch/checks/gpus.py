@@ -29,6 +29,18 @@ PLUGIN_REMEDIATION = (
 
 
 def check_gpu_numa_unknown(host: Host, intent: Intent) -> Iterator[Finding]:
+    findings = list(_unknown_nodes(host, intent))
+    inventory = host.gpus
+    topology = host.topology
+    several_nodes = topology is not None and len(topology.nodes) > 1
+    unreadable = inventory.unreadable("numa_node") if inventory is not None else ()
+    if not findings and several_nodes and unreadable:
+        # Every GPU that could be read has a node; the others' are unknown for a reason that is not the kernel's -1.
+        raise NotEvaluated(unreadable[0])
+    yield from findings
+
+
+def _unknown_nodes(host: Host, intent: Intent) -> Iterator[Finding]:
     topology: Topology = require(host, "topology")
     inventory: GpuInventory | None = host.gpus
     state: KubeletState | None = host.kubelet_state
@@ -41,8 +53,8 @@ def check_gpu_numa_unknown(host: Host, intent: Intent) -> Iterator[Finding]:
         return  # one NUMA node: every GPU is local to every CPU
     reported: set[str] = set()
     for gpu in inventory.gpus if inventory is not None else ():
-        if gpu.numa_node is not None:
-            continue
+        if gpu.numa_node is not None or "numa_node" in gpu.problems:
+            continue  # known, or unknown because its file is malformed (not the kernel's -1)
         reported.add(gpu.pci_address)
         yield GPU_NUMA_UNKNOWN.finding(
             intent,

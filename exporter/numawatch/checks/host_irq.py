@@ -276,6 +276,23 @@ def check_irq_placement(host: Host, intent: Intent) -> Iterator[Finding]:
         return
     managed = managed_irqs(host) or ManagedIrqs(irqs, interrupts, frozenset(topology.cpus))
     flags = topology.isolation.isolcpus_flags
+    findings = list(_placement_findings(host, intent, managed, isolated, exclusive, topology, flags))
+    if not findings and irqs.problems:
+        # The IRQs that could be read are fine, but where the unreadable ones go is unknown.
+        raise NotEvaluated(irqs.problems[0])
+    yield from findings
+
+
+def _placement_findings(
+    host: Host,
+    intent: Intent,
+    managed: ManagedIrqs,
+    isolated: CPUSet,
+    exclusive: CPUSet,
+    topology: Topology,
+    flags: tuple[str, ...],
+) -> Iterator[Finding]:
+    protected = isolated | exclusive
     for row, irq, found, delivered in device_irqs(host):
         if delivered.isdisjoint(protected):  # most rows: no intersection built
             continue

@@ -264,6 +264,8 @@ def _reserved_total(host: Host, size: int) -> int | None:
 def _reserved_on_node(host: Host, node: int, size: int) -> int | None:
     counters: NumaCounters | None = host.get("numastat")
     if counters is not None and node in counters.nodes:
+        if counters.nodes[node].hugepages_problem is not None:
+            raise NotEvaluated(counters.nodes[node].hugepages_problem)
         pool = counters.nodes[node].hugepages.get(size)
         return pool.total if pool is not None else 0
     topology = host.topology

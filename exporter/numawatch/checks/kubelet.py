@@ -229,8 +229,15 @@ def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
     problems = [StaleState(p.file, p.reason, p.detail) for p in state.problems]
     if state.cpu is not None:
         problems.extend(cpu_state_problems(state.cpu, config, topology.online))
-    if state.memory is not None:
+    # The Memory Manager's machine state is computed from each node's MemTotal and huge pages: with one of those
+    # files unreadable, whether the checkpoint still matches is unknown, never "changed".
+    memory_unknown = None
+    if state.memory is not None and config.memory_manager_policy == "Static":
+        memory_unknown = topology.problem("meminfo") or topology.problem("hugepages")
+    if state.memory is not None and memory_unknown is None:
         problems.extend(memory_state_problems(state.memory, config, topology))
+    if not problems and memory_unknown is not None:
+        raise NotEvaluated(memory_unknown)
     seen: set[tuple[str, str]] = set()
     for problem in problems:
         if (problem.file, problem.reason) in seen:

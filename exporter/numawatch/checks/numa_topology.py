@@ -92,8 +92,10 @@ def check_numa_topology(host: Host, intent: Intent) -> Iterator[Finding]:
                 )
             )
     findings.extend(_gpu_locality(topology, host.gpus, intent))
-    distance_problem = topology.problem("distance")
-    if distance_problem is None:
+    unknown: list[str | None] = [topology.problem("distance")]
+    if host.gpus is not None:
+        unknown += [*host.gpus.unreadable("numa_node"), *host.gpus.unreadable("local_cpulist")]
+    if topology.problem("distance") is None:
         problems = list(distance_problems(topology))
         if problems:
             findings.append(
@@ -105,9 +107,10 @@ def check_numa_topology(host: Host, intent: Intent) -> Iterator[Finding]:
                     FIRMWARE_REMEDIATION,
                 )
             )
-    elif not findings:
-        # The rest of the map agrees with itself, but whether the distances do is unknown.
-        raise NotEvaluated(distance_problem)
+    reasons = [reason for reason in unknown if reason]
+    if not findings and reasons:
+        # What could be read agrees with itself; whether the rest does is unknown.
+        raise NotEvaluated(reasons[0])
     yield from findings
 
 
@@ -116,7 +119,7 @@ def _gpu_locality(topology: Topology, inventory: GpuInventory | None, intent: In
         return
     for gpu in inventory.gpus:
         if gpu.numa_node is None or gpu.local_cpus is None or gpu.numa_node not in topology.nodes:
-            continue  # an unknown node is gpu_numa_unknown's business
+            continue  # an unknown node (or an unreadable attribute) is gpu_numa_unknown's business
         local = gpu.local_cpus & topology.online
         node_cpus = topology.nodes[gpu.numa_node].claimed_cpus
         if not local or local == node_cpus:

@@ -21,6 +21,10 @@ And ``proc/driver/nvidia/gpus/<bdf>/information`` (present only with the nvidia 
 The entries of ``sys/bus/pci/devices`` are relative symlinks into ``sys/devices/pci*``. They are resolved with
 ``Paths.resolve`` so that a captured tree with an absolute link (``/sys/devices/...``) is read inside the host root,
 never from this machine's own /sys.
+
+Essential: the ``sys/bus/pci/devices`` listing. Optional, per function: a ``class`` that cannot be parsed leaves the
+function out (``GpuInventory.problems``); a malformed ``numa_node`` or ``local_cpulist`` leaves that value unknown
+(``GpuDevice.problem``), which is not the kernel's -1.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from typing import TypeVar
 from numawatch.cpuset import parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
-from numawatch.model import GpuDevice, GpuInventory
+from numawatch.kernel_text import strip_value
+from numawatch.model import GpuDevice, GpuInventory, frozen_map
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
 
@@ -47,7 +52,7 @@ _ATTRIBUTE_LIMIT = 1 << 16  # sysfs attributes are at most one page; anything bi
 
 def parse_numa_node(text: str) -> int | None:
     """``numa_node``: a node number, or None for ``-1`` (unknown). Raise ValueError on anything else."""
-    stripped = text.strip()
+    stripped = strip_value(text)
     try:
         node = int(stripped)
     except ValueError:
@@ -61,7 +66,7 @@ def parse_numa_node(text: str) -> int | None:
 
 def parse_class(text: str) -> int:
     """``class``: ``0x030200`` -> 0x030200. Raise ValueError on anything else."""
-    stripped = text.strip()
+    stripped = strip_value(text)
     digits = stripped[2:] if stripped[:2].lower() == "0x" else ""
     if not digits or not digits.isascii() or digits.strip("0123456789abcdefABCDEF"):
         raise ValueError(f"expected a hex PCI class such as 0x030200, got {stripped[:60]!r}")
@@ -98,11 +103,22 @@ def _attribute(path: Path) -> str | None:
     return read_optional_text(path, _ATTRIBUTE_LIMIT)
 
 
-def _parsed(path: Path, parse: Callable[[str], T], text: str) -> T:
+def _parsed(
+    path: Path, parse: Callable[[str], T], text: str | None, problems: list[str] | dict[str, str]
+) -> T | None:
+    """The attribute's value; None when absent, or when malformed (then described in ``problems``: appended to a
+    list, or under the file's name in a dict)."""
+    if text is None:
+        return None
     try:
         return parse(text)
     except ValueError as error:
-        raise MalformedFile(path, str(error)) from None
+        line = str(MalformedFile(path, str(error)))
+        if isinstance(problems, dict):
+            problems[path.name] = line
+        else:
+            problems.append(line)
+        return None
 
 
 def _driver_info(paths: Paths, address: str) -> Mapping[str, str]:
@@ -110,33 +126,31 @@ def _driver_info(paths: Paths, address: str) -> Mapping[str, str]:
     return parse_nvidia_information(text) if text is not None else {}
 
 
-def _read_device(paths: Paths, address: str, directory: Path) -> GpuDevice | None:
-    """The GPU at ``directory``, or None when it is not an NVIDIA GPU or vanished (hot unplug) during the scan."""
+def _read_device(paths: Paths, address: str, directory: Path, skipped: list[str]) -> GpuDevice | None:
+    """The GPU at ``directory``, or None when it is not an NVIDIA GPU, vanished (hot unplug) during the scan, or has
+    a class that cannot be parsed (then described in ``skipped``)."""
     vendor = _attribute(directory / "vendor")
-    if vendor is None or vendor.strip().lower() != NVIDIA_VENDOR:
+    if vendor is None or strip_value(vendor).lower() != NVIDIA_VENDOR:
         return None
-    class_text = _attribute(directory / "class")
-    if class_text is None:
+    class_code = _parsed(directory / "class", parse_class, _attribute(directory / "class"), skipped)
+    if class_code is None or not is_gpu_class(class_code):
         return None
-    class_code = _parsed(directory / "class", parse_class, class_text)
-    if not is_gpu_class(class_code):
-        return None
-    numa_text = _attribute(directory / "numa_node")
-    cpulist_text = _attribute(directory / "local_cpulist")
+    problems: dict[str, str] = {}
+    # Without CONFIG_NUMA numa_node is absent: the locality is as unknown as with -1.
+    numa_node = _parsed(directory / "numa_node", parse_numa_node, _attribute(directory / "numa_node"), problems)
+    local_cpus = _parsed(directory / "local_cpulist", parse_cpulist, _attribute(directory / "local_cpulist"), problems)
     device = _attribute(directory / "device")
     info = _driver_info(paths, address)
     return GpuDevice(
         pci_address=address,
-        # Without CONFIG_NUMA the file is absent: the locality is as unknown as with -1.
-        numa_node=_parsed(directory / "numa_node", parse_numa_node, numa_text) if numa_text is not None else None,
-        local_cpus=(
-            _parsed(directory / "local_cpulist", parse_cpulist, cpulist_text) if cpulist_text is not None else None
-        ),
+        numa_node=numa_node,
+        local_cpus=local_cpus,
         vendor_id=NVIDIA_VENDOR,
-        device_id=device.strip().lower() if device is not None else "",
+        device_id=strip_value(device).lower() if device is not None else "",
         class_code=f"0x{class_code:06x}",
         uuid=info.get("GPU UUID") or None,
         model=info.get("Model") or None,
+        problems=frozen_map(problems),
     )
 
 
@@ -146,15 +160,16 @@ def read(paths: Paths) -> GpuInventory:
     if not devices_dir.is_dir():
         raise SourceUnavailable(f"{devices_dir} does not exist")
     gpus = []
+    skipped: list[str] = []
     for address in sorted(list_dir(devices_dir), key=pci_sort_key):
         try:
             directory = paths.resolve(devices_dir / address)
         except OSError:  # a link loop in a captured tree: not a device we can read
             continue
-        gpu = _read_device(paths, address, directory)
+        gpu = _read_device(paths, address, directory, skipped)
         if gpu is not None:
             gpus.append(gpu)
-    return GpuInventory(gpus=tuple(gpus))
+    return GpuInventory(gpus=tuple(gpus), problems=tuple(skipped))
 
 
 def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | None], ...]]:

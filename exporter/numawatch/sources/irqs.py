@@ -32,6 +32,9 @@ drops out at once. While the listing names the same entries as at the previous r
 reading copies the previous reading's entries in bulk and runs Python only for the IRQs in its turn (plus any the
 previous reading could not read); see ``IrqsReader``.
 IRQs appear and vanish with drivers and hotplug: a directory gone mid-scan is skipped.
+
+Essential: the ``proc/irq`` listing. Optional: every IRQ's files (a malformed one leaves that IRQ out, tried again
+at the next reading, and is named in ``Irqs.problems``) and ``default_smp_affinity``.
 """
 
 from __future__ import annotations
@@ -120,6 +123,26 @@ def _list_irq_root(paths: Paths) -> tuple[str, list[str]]:
 
 
 def _read_one(
+    root: str,
+    entry: str,
+    irq: int,
+    known: _Seen | None,
+    cache: dict[bytes, CPUSet],
+    requested: bool = True,
+    problems: list[str] | None = None,
+) -> _Seen | None:
+    """``_read_fresh``, with a malformed file of the IRQ described in ``problems`` and the IRQ then left out (None,
+    as if it had vanished, so it is tried again at the next reading)."""
+    try:
+        return _read_fresh(root, entry, irq, known, cache, requested)
+    except MalformedFile as error:
+        if problems is None:
+            raise
+        problems.append(str(error))
+        return None
+
+
+def _read_fresh(
     root: str, entry: str, irq: int, known: _Seen | None, cache: dict[bytes, CPUSet], requested: bool = True
 ) -> _Seen | None:
     """Read IRQ ``irq`` (directory ``entry``) again; ``known``: what the previous reading kept of it, returned as is
@@ -169,19 +192,25 @@ def _requested_turn(irq: int, share: int, round_: int) -> bool:
     return share <= 1 or (irq // share + round_) % 2 == 0
 
 
-def _read_default(root: str) -> CPUSet | None:
-    """``proc/irq/default_smp_affinity`` (a hex mask); None when absent."""
+def _read_default(root: str) -> tuple[CPUSet | None, str | None]:
+    """``proc/irq/default_smp_affinity`` (a hex mask), None when absent or malformed; and what was wrong with it."""
     default_path = f"{root}/default_smp_affinity"
     default_data = _read_small(default_path)
     if default_data is None:
-        return None
+        return None, None
     try:
-        return parse_cpumask(default_data.decode("ascii", errors="replace"))
+        return parse_cpumask(default_data.decode("ascii", errors="replace")), None
     except CPUListError as error:
-        raise MalformedFile(default_path, str(error)) from None
+        return None, str(MalformedFile(default_path, str(error)))
 
 
-def _snapshot(entries: dict[int, IrqAffinity], default: CPUSet | None, any_writable: bool, any_read_only: bool) -> Irqs:
+def _snapshot(
+    entries: dict[int, IrqAffinity],
+    default: tuple[CPUSet | None, str | None],
+    any_writable: bool,
+    any_read_only: bool,
+    problems: list[str],
+) -> Irqs:
     """The Irqs of ``entries`` (sorted by IRQ, modes as read). The snapshot wraps ``entries`` itself, as frozen_map
     would a copy of it: nobody changes it afterwards (the next reading works on a copy).
     Not one IRQ whose affinity may be set: a real kernel always has some (the legacy and timer lines), so this is
@@ -189,10 +218,18 @@ def _snapshot(entries: dict[int, IrqAffinity], default: CPUSet | None, any_writa
     if entries and not any_writable:
         return Irqs(
             irqs=MappingProxyType({irq: replace(found, writable=None) for irq, found in entries.items()}),
-            default_affinity=default,
+            default_affinity=default[0],
             read_only_modes_seen=False,
+            problems=tuple(problems),
+            default_problem=default[1],
         )
-    return Irqs(irqs=MappingProxyType(entries), default_affinity=default, read_only_modes_seen=any_read_only)
+    return Irqs(
+        irqs=MappingProxyType(entries),
+        default_affinity=default[0],
+        read_only_modes_seen=any_read_only,
+        problems=tuple(problems),
+        default_problem=default[1],
+    )
 
 
 class _Reading(NamedTuple):
@@ -220,6 +257,7 @@ def _read_all(
     previous = seen or {}
     now: dict[int, _Seen] = {}
     missed: list[tuple[int, str]] = []
+    problems: list[str] = []
     cache: dict[bytes, CPUSet] = {}
     for entry in listing:
         if not entry.isdigit():
@@ -229,17 +267,19 @@ def _read_all(
         if known is not None and share > 1 and irq % share != turn:
             now[irq] = known  # not its turn: the previous reading's (immutable) entry
             continue
-        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_))
+        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems)
         if fresh is None:
             missed.append((irq, entry))
         else:
             now[irq] = fresh
     entries = {irq: now[irq][2] for irq in sorted(now)}
+    default = _read_default(root)
     result = _snapshot(
         entries,
-        _read_default(root),
+        default,
         any(found.writable for found in entries.values()),
         any(found.writable is False for found in entries.values()),
+        problems,
     )
     return _Reading(result, now, entries, listing, missed)
 
@@ -316,9 +356,10 @@ class IrqsReader(Staggered):
         cache: dict[bytes, CPUSet] = {}
         added = False
         missed: list[tuple[int, str]] = []
+        problems: list[str] = []
         for irq, entry in todo:
             known = seen.get(irq)
-            fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_))
+            fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems)
             if fresh is known:
                 if fresh is None:
                     missed.append((irq, entry))  # still unreadable: tried again next time
@@ -327,7 +368,7 @@ class IrqsReader(Staggered):
                 writable -= known[2].writable is True
                 read_only -= known[2].writable is False
             if fresh is None:
-                del seen[irq], entries[irq]  # vanished: drops out at once
+                del seen[irq], entries[irq]  # vanished or malformed: drops out at once
                 missed.append((irq, entry))
                 continue
             if known is None:
@@ -339,7 +380,7 @@ class IrqsReader(Staggered):
             entries[irq] = found  # a carried IRQ keeps its place; an added one goes last, sorted below
         if added:
             entries = dict(sorted(entries.items()))
-        result = _snapshot(entries, _read_default(root), writable > 0, read_only > 0)
+        result = _snapshot(entries, _read_default(root), writable > 0, read_only > 0, problems)
         self._seen, self._entries, self._modes, self._missed = seen, entries, (writable, read_only), missed
         return result
 

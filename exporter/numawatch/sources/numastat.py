@@ -118,11 +118,13 @@ def read(paths: Paths) -> NumaCounters:
         text = read_optional_text(path, _NUMASTAT_LIMIT)
         if text is None:  # a node removed (memory hot-unplug) while we list them
             continue
+        # The pools are optional: a malformed file leaves its pool out and says so, the counters stay.
         pools, problem = read_hugepage_pool(node_dir / f"node{node}/hugepages")
-        if problem is not None:
-            raise MalformedFile(path.parent / "hugepages", problem)
         nodes[node] = NodeCounters(
-            node=node, numastat=frozen_map(parse_numastat(text, str(path))), hugepages=frozen_map(pools)
+            node=node,
+            numastat=frozen_map(parse_numastat(text, str(path))),
+            hugepages=frozen_map(pools),
+            hugepages_problem=problem,
         )
     if not nodes:
         raise SourceUnavailable(f"no nodeN/numastat under {node_dir}")

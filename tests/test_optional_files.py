@@ -1,0 +1,146 @@
+"""Faults stay local: every optional file broken on its own degrades only what depends on it (issue 14, item 4).
+
+Each case starts from the clean reference GPU node (no finding), breaks one optional file (docs/sources.md lists
+them per source) and asserts: no source goes down; the checks that need the file, and only those, become "not
+evaluated" with a reason naming the file; every other check is evaluated as on the clean node; no finding appears.
+The essential files (whose fault takes their source down) are test_faults.py's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from fakehost import FakeHost
+from fakehost.reference import GPU_IRQ_BASE, GPUS, ReferenceNode, reference_node
+from numawatch.checks import Evaluation, evaluate
+from numawatch.host import HostReader
+from numawatch.intent import REFERENCE
+
+NODE = "sys/devices/system/node"
+CPU = "sys/devices/system/cpu"
+GPU = GPUS[0].pci_address
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    rel: str  # the file broken, relative to the host root
+    content: str
+    degraded: frozenset[str]  # the checks it must make not evaluated
+    setup: Callable[[ReferenceNode], None] | None = None
+
+
+def _without_isolcpus(node: ReferenceNode) -> None:
+    """The command line without isolcpus=, so cpu/isolated is all that says which CPUs are isolated."""
+    cmdline = node.host.path("proc/cmdline").read_text()
+    words = [word for word in cmdline.split() if not word.startswith(("isolcpus=", "nohz_full="))]
+    node.host.write("proc/cmdline", " ".join(words))
+
+
+FAULTS = (
+    Fault("node distance", f"{NODE}/node0/distance", "10 x", frozenset({"numa_topology_inconsistent"})),
+    Fault("node meminfo", f"{NODE}/node0/meminfo", "Node 0 MemTotal: x kB", frozenset({"kubelet_state_stale"})),
+    Fault(
+        "node huge pages",
+        f"{NODE}/node0/hugepages/hugepages-2048kB/nr_hugepages",
+        "x",
+        frozenset({"kubelet_state_stale"}),
+    ),
+    Fault("cpu core_id", f"{CPU}/cpu3/topology/core_id", "three", frozenset()),
+    Fault("cpu present", f"{CPU}/present", "0-x", frozenset()),
+    Fault("cpu possible", f"{CPU}/possible", "?", frozenset()),
+    # The command line says nohz_full= and isolcpus=, which numawatch uses first: nothing depends on the sysfs files.
+    Fault("cpu nohz_full", f"{CPU}/nohz_full", "1-", frozenset()),
+    Fault("cpu isolated", f"{CPU}/isolated", "x", frozenset()),
+    Fault(
+        "cpu isolated without isolcpus=",
+        f"{CPU}/isolated",
+        "x",
+        frozenset(
+            {
+                "kubelet_reserved_cpus_mismatch",
+                "container_outside_isolated",
+                "isolation_params_mismatch",
+                "irq_on_isolated_cpu",
+            }
+        ),
+        _without_isolcpus,
+    ),
+    Fault("irq default affinity", "proc/irq/default_smp_affinity", "zz", frozenset()),
+    Fault(
+        "one irq's affinity",
+        f"proc/irq/{GPU_IRQ_BASE}/effective_affinity_list",
+        "0-",
+        frozenset({"irq_on_isolated_cpu"}),
+    ),
+    Fault("swappiness", "proc/sys/vm/swappiness", "x", frozenset({"vm_swappiness"})),
+    Fault("numa_balancing", "proc/sys/kernel/numa_balancing", "off", frozenset({"kernel_numa_balancing"})),
+    Fault("thp enabled", "sys/kernel/mm/transparent_hugepage/enabled", "x", frozenset({"thp_enabled"})),
+    Fault("thp defrag", "sys/kernel/mm/transparent_hugepage/defrag", "[a] [b]", frozenset({"thp_defrag"})),
+    Fault("governor", f"{CPU}/cpufreq/policy3/scaling_governor", "per formance", frozenset({"cpufreq_governor"})),
+    Fault(
+        "per-node huge page pool",
+        f"{NODE}/node1/hugepages/hugepages-2048kB/free_hugepages",
+        "x",
+        frozenset(),
+    ),
+    Fault(
+        "gpu numa_node",
+        f"sys/bus/pci/devices/{GPU}/numa_node",
+        "zero",
+        frozenset({"gpu_numa_unknown", "numa_topology_inconsistent"}),
+    ),
+    Fault(
+        "gpu local_cpulist",
+        f"sys/bus/pci/devices/{GPU}/local_cpulist",
+        "0-",
+        frozenset({"numa_topology_inconsistent"}),
+    ),
+)
+
+
+def evaluate_node(node: ReferenceNode) -> Evaluation:
+    return evaluate(HostReader(node.paths).read(), REFERENCE)
+
+
+def down(evaluation: Evaluation) -> set[str]:
+    return {name for name, status in evaluation.host.statuses.items() if not status.up}
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> Evaluation:
+    evaluation = evaluate_node(reference_node(FakeHost(tmp_path_factory.mktemp("clean") / "host")))
+    assert evaluation.findings == ()
+    return evaluation
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda fault: fault.name)
+def test_a_broken_optional_file_degrades_only_the_checks_that_need_it(fault, clean, fake_host):
+    node = reference_node(fake_host)
+    if fault.setup is not None:
+        fault.setup(node)
+    baseline = evaluate_node(node)
+    node.host.write(fault.rel, fault.content)
+
+    evaluation = evaluate_node(node)
+
+    assert down(evaluation) == down(clean), "an optional file took a source down"
+    assert evaluation.findings == (), [f.message for f in evaluation.findings]
+    before = {item.check for item in baseline.not_evaluated}
+    now = {item.check: item.reason for item in evaluation.not_evaluated}
+    assert set(now) - before == fault.degraded
+    assert before <= set(now)
+    broken = os.path.realpath(node.host.path(fault.rel))  # sysfs device links name the file by its real path
+    for check in fault.degraded:
+        assert broken in now[check], now[check]
+        assert "\n" not in now[check]
+
+
+def test_every_optional_topology_file_has_a_case():
+    from numawatch.model import TOPOLOGY_OPTIONAL_FILES
+
+    covered = {"distance", "meminfo", "hugepages", "cpu_topology", "present", "possible", "nohz_full", "isolated"}
+    assert covered == set(TOPOLOGY_OPTIONAL_FILES)
