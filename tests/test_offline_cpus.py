@@ -272,7 +272,7 @@ def test_a_container_whose_every_exclusive_cpu_went_offline_runs_on_its_parents_
 
     drift = found[("container_cpuset_drift", "llm-a")]
     assert drift.message == (
-        "container llm/llm-a/engine runs on CPUs 0-2,4-7: every CPU of its exclusive CPUs is offline, so the kernel "
+        "container llm/llm-a/engine runs on CPUs 0-2,4-7: every one of its exclusive CPUs is offline, so the kernel "
         "runs it on its parent cgroup's CPUs"
     )
     assert "expected" not in drift.labels

@@ -207,7 +207,7 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
             yield CPUSET_DRIFT.finding(
                 intent,
                 {**workload.labels, "cpus": format_cpulist(cpus)},
-                f"container {workload.display} runs on CPUs {format_cpulist(cpus)}: every CPU of {what} is "
+                f"container {workload.display} runs on CPUs {format_cpulist(cpus)}: every one of {what} is "
                 "offline, so the kernel runs it on its parent cgroup's CPUs",
                 "bring the CPUs back online, or rebuild the kubelet's CPU state (kubelet_state_stale names the file) "
                 "and recreate the pod so the kubelet assigns it online CPUs",
