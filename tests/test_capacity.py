@@ -344,6 +344,12 @@ def test_full_pcpus_only_refuses_odd_cpu_counts_and_counts_whole_free_cores(fake
     odd = answer(whole, "cpu=9,memory=1Gi")
     assert (odd.fits, odd.never, odd.error) == (False, True, SMT_ALIGNMENT_ERROR)
     assert "9 CPUs is not a multiple of the 2 threads per core that full-pcpus-only allocates" in odd.reason
+    # Rejected is seated nowhere, although node 0 has 8 free CPUs: no NUMA node is offered in either format.
+    small = answer(whole, "cpu=3,memory=1Gi")
+    assert (small.never, small.error) == (True, SMT_ALIGNMENT_ERROR)
+    assert small.numa_nodes == () and json.loads(small.as_json())["fit"]["numa_nodes"] == []
+    assert "NUMA nodes that could seat it alone now: none\n" in small.as_text()
+    assert [dict(free)["cpu"] for _, free in small.per_node] == [8, 2]
     short = answer(whole, "cpu=10,memory=1Gi")
     assert not short.fits and not short.never
     assert "cpu needs 10 CPUs, at most 8 CPUs free on one NUMA node (node 0): 2 CPUs short" in short.reason
@@ -505,6 +511,20 @@ def test_missing_inputs_make_the_answer_undetermined_with_exit_2():
         assert result.reason.startswith("cannot tell: ")
         assert "planted" in result.reason
         assert result.as_text().splitlines()[1] == "CANNOT TELL: " + result.reason.removeprefix("cannot tell: ")
+
+
+def test_one_reason_behind_several_unknown_dimensions_is_said_once_in_text_and_json():
+    host = with_source_down(reference_snapshot(), "kubelet_state", "planted: /var/lib/kubelet not mounted")
+
+    result = fit_answer(host, REFERENCE, parse_shape("cpu=2,memory=1Gi,nvidia.com/gpu=1"))
+
+    reason = (
+        "cannot tell: cpu, devices, memory: the kubelet state could not be read: planted: /var/lib/kubelet not mounted"
+    )
+    assert result.reason == reason
+    assert json.loads(result.as_json())["fit"]["reason"] == reason
+    assert result.as_text().count("planted") == 1
+    assert result.numa_nodes == ()
 
 
 def test_an_unreadable_kubelet_configuration_falls_back_to_the_intents_policies():

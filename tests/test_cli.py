@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakehost import FakeHost
 from fakehost.reference import reference_node
+from fakehost.topology import add_topology
 from numawatch import __version__, cli
 from numawatch.checks import Check, registry
 from numawatch.host import Host
@@ -62,14 +64,21 @@ def recorder(monkeypatch) -> Recorder:
     return recorder
 
 
+@pytest.fixture
+def topology_host(fake_host: FakeHost) -> FakeHost:
+    """A host with a CPU topology and nothing else: a clean check there is "clean", not "unknown"."""
+    add_topology(fake_host, sockets=1, cores_per_socket=2)
+    return fake_host
+
+
 # ------------------------------------------------------------------------------------------------ exit codes
 def test_version_prints_the_version_and_exits_0(capsys):
     assert cli.main(["--version"]) == 0
     assert f"numawatch {__version__}\n" == capsys.readouterr().out
 
 
-def test_check_exits_0_when_nothing_drifted(recorder, fake_host, capsys):
-    assert cli.main(["--host-root", str(fake_host.root), "check"]) == 0
+def test_check_exits_0_when_nothing_drifted(recorder, topology_host, capsys):
+    assert cli.main(["--host-root", str(topology_host.root), "check"]) == 0
     assert "Findings: none" in capsys.readouterr().out
 
 
@@ -152,23 +161,23 @@ def test_a_missing_intent_file_exits_2(tmp_path, fake_host):
     assert_one_line_error(result.stderr, "absent.yaml")
 
 
-def test_a_valid_intent_file_is_named_in_the_report(tmp_path, recorder, fake_host, capsys):
+def test_a_valid_intent_file_is_named_in_the_report(tmp_path, recorder, topology_host, capsys):
     intent = tmp_path / "intent.yaml"
     intent.write_text("kubelet:\n  cpuManagerPolicy: static\n")
 
-    assert cli.main(["--host-root", str(fake_host.root), "--intent", str(intent), "check", "--format", "json"]) == 0
+    assert cli.main(["--host-root", str(topology_host.root), "--intent", str(intent), "check", "--format", "json"]) == 0
     assert str(intent) == json.loads(capsys.readouterr().out)["intent"]
 
 
 # ------------------------------------------------------------------------------------------------ flags
-def test_global_flags_work_after_the_subcommand_too(recorder, fake_host, capsys):
-    assert cli.main(["check", "--host-root", str(fake_host.root), "--format", "json"]) == 0
-    assert str(fake_host.root) == json.loads(capsys.readouterr().out)["host_root"]
+def test_global_flags_work_after_the_subcommand_too(recorder, topology_host, capsys):
+    assert cli.main(["check", "--host-root", str(topology_host.root), "--format", "json"]) == 0
+    assert str(topology_host.root) == json.loads(capsys.readouterr().out)["host_root"]
 
 
-def test_a_global_flag_before_the_subcommand_is_not_reset_by_the_subcommand(recorder, fake_host, capsys):
-    assert cli.main(["--host-root", str(fake_host.root), "check", "--format", "json"]) == 0
-    assert str(fake_host.root) == json.loads(capsys.readouterr().out)["host_root"]
+def test_a_global_flag_before_the_subcommand_is_not_reset_by_the_subcommand(recorder, topology_host, capsys):
+    assert cli.main(["--host-root", str(topology_host.root), "check", "--format", "json"]) == 0
+    assert str(topology_host.root) == json.loads(capsys.readouterr().out)["host_root"]
 
 
 def test_path_flags_default_under_the_host_root_and_can_each_be_moved(recorder, fake_host, tmp_path):
@@ -350,6 +359,57 @@ def test_python_dash_m_numawatch_is_the_console_script():
 
     assert result.returncode == 0
     assert f"numawatch {__version__}" == result.stdout.strip()
+
+
+# ------------------------------------------------------------------------------------------------ could not look
+@pytest.mark.parametrize("where", ["empty", "/tmp"])
+def test_check_where_nothing_can_be_read_exits_2_with_one_line_on_stderr(tmp_path, where):
+    root = tmp_path / "empty" if where == "empty" else Path(where)
+    root.mkdir(exist_ok=True)
+
+    table = numawatch("--host-root", str(root), "--no-nvml", "check")
+    document = numawatch("--host-root", str(root), "--no-nvml", "check", "--format", "json")
+
+    reason = f"no check could be evaluated ({len(registry.CHECKS)} of {len(registry.CHECKS)} not evaluated; "
+    for result in (table, document):
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"numawatch: unknown: {reason}"), line
+    assert f"Result: unknown (exit 2): {reason}" in table.stdout
+    parsed = json.loads(document.stdout)
+    assert (parsed["status"], parsed["exit_code"]) == ("unknown", 2)
+    assert parsed["status_reason"].startswith(reason)
+    assert parsed["findings"] == [] and parsed["not_evaluated"]  # the existing fields stay
+
+
+def test_check_with_the_topology_down_exits_2_unless_something_was_found(fake_host):
+    node = reference_node(fake_host)
+    fake_host.remove("sys/devices/system/cpu")
+
+    blind = numawatch("--host-root", str(fake_host.root), "--no-nvml", "check", "--format", "json")
+    node.set_topology_manager_policy("best-effort")
+    found = numawatch("--host-root", str(fake_host.root), "--no-nvml", "check", "--format", "json")
+
+    assert blind.returncode == 2, blind.stdout
+    assert json.loads(blind.stdout)["status_reason"].startswith("the topology source is down (")
+    assert "the topology source is down" in blind.stderr and len(blind.stderr.strip().splitlines()) == 1
+    assert found.returncode == 1, found.stderr
+    assert json.loads(found.stdout)["status"] == "findings" and found.stderr == ""
+
+
+def test_check_with_every_check_disabled_by_intent_exits_2(tmp_path, recorder, topology_host, capsys):
+    intent = tmp_path / "intent.yaml"
+    intent.write_text("checks:\n  container_numa_split: {enabled: false}\n")
+
+    assert cli.main(["--host-root", str(topology_host.root), "--intent", str(intent), "check"]) == 2
+    assert "1 disabled by intent" in capsys.readouterr().err
+
+
+def test_check_help_documents_the_exit_codes():
+    help_text = " ".join(numawatch("check", "--help").stdout.split())
+
+    assert "Exit 0: clean; 1: findings; 2: unknown" in help_text
+    assert "the topology source is down" in help_text
 
 
 # ------------------------------------------------------------------------------------------------ --fit and --window

@@ -181,3 +181,71 @@ def test_a_check_the_host_has_nothing_for_is_not_applicable_in_json_and_table_an
     assert "thp_enabled" not in {item["check"] for item in document["not_evaluated"]}
     assert "Not applicable on this host (1)\n  thp_enabled  the kernel has no THP\n" in table
     assert report.summary(evaluation).endswith("4 of 5 checks evaluated, 1 of 3 sources down.")
+
+
+# ------------------------------------------------------------------------------------------------ verdict
+def make_host(topology_up: bool) -> Host:
+    statuses = {
+        "topology": SourceStatus("topology", topology_up, 0.001, "" if topology_up else "/h/sys/devices/system/cpu\n"
+                                 "does not exist"),
+        "kernel": SourceStatus("kernel", True, 0.001),
+    }  # fmt: skip
+    return Host(paths=Paths.from_root("/h"), results={}, statuses=statuses, timestamp=1_790_000_000.25)
+
+
+def both(evaluation: Evaluation) -> tuple[dict, str]:
+    return json.loads(report.render_json(evaluation, "/h")), report.render_table(evaluation, "/h")
+
+
+def test_a_clean_evaluation_with_the_topology_up_is_clean_exit_0_in_json_and_table():
+    evaluation = evaluate(make_host(True), REFERENCE, (fixed_check("thp_enabled"), blind_check("vm_swappiness", "x")))
+
+    document, table = both(evaluation)
+
+    assert report.verdict(evaluation) == report.Verdict("clean", 0)
+    assert (document["status"], document["exit_code"], document["status_reason"]) == ("clean", 0, None)
+    assert table.splitlines()[-2] == "Result: clean (exit 0)"
+
+
+def test_findings_are_exit_1_even_when_the_topology_is_down():
+    evaluation = evaluate(make_host(False), REFERENCE, (fixed_check("thp_enabled", {"value": "always"}),))
+
+    document, table = both(evaluation)
+
+    assert report.verdict(evaluation).exit_code == report.EXIT_FINDINGS == 1
+    assert (document["status"], document["exit_code"], document["status_reason"]) == ("findings", 1, None)
+    assert table.splitlines()[-2] == "Result: findings (exit 1)"
+
+
+def test_no_finding_with_the_topology_down_is_unknown_exit_2_and_says_why_in_one_line():
+    evaluation = evaluate(make_host(False), REFERENCE, (fixed_check("thp_enabled"),))
+
+    document, table = both(evaluation)
+
+    reason = (
+        "the topology source is down (/h/sys/devices/system/cpu does not exist), so finding nothing does not mean "
+        "the node is clean"
+    )
+    assert report.verdict(evaluation) == report.Verdict("unknown", report.EXIT_UNKNOWN, reason)
+    assert (document["status"], document["exit_code"], document["status_reason"]) == ("unknown", 2, reason)
+    assert table.splitlines()[-2] == f"Result: unknown (exit 2): {reason}"
+    assert report.ESSENTIAL_SOURCES == ("topology",)
+
+
+def test_nothing_evaluated_is_unknown_even_with_every_source_up():
+    checks = (blind_check("thp_enabled", "x"), blind_check("vm_swappiness", "y"))
+    evaluation = evaluate(make_host(True), REFERENCE, checks)
+
+    document, table = both(evaluation)
+
+    reason = "no check could be evaluated (2 of 2 not evaluated; 0 of 2 sources down)"
+    assert (document["status"], document["exit_code"], document["status_reason"]) == ("unknown", 2, reason)
+    assert table.splitlines()[-2] == f"Result: unknown (exit 2): {reason}"
+
+
+def test_every_check_disabled_by_intent_is_unknown_and_says_so():
+    evaluation = evaluate(make_host(True), Intent(disabled=frozenset({"thp_enabled"})), (fixed_check("thp_enabled"),))
+
+    assert report.verdict(evaluation).reason == (
+        "no check could be evaluated (1 of 1 not evaluated, 1 disabled by intent; 0 of 2 sources down)"
+    )

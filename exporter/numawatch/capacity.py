@@ -1190,7 +1190,7 @@ class FitAnswer:
 
     shape: Shape
     fits: bool
-    numa_nodes: tuple[int, ...]  # every node that could seat the whole pod alone right now
+    numa_nodes: tuple[int, ...]  # every node that could seat the whole pod alone right now; empty unless it fits
     policy: str  # the Topology Manager policy the answer follows
     scope: str
     reason: str
@@ -1262,7 +1262,11 @@ def fit_answer(host: Host, intent: Intent, shape: Shape) -> FitAnswer:
     notes = tuple(capacity.notes) + tuple(_shape_notes(capacity, shape))
     missing = _missing(capacity, shape)
     if missing:
-        reason = "cannot tell: " + "; ".join(f"{dim}: {why}" for dim, why in sorted(missing.items()))
+        # One unreadable kubelet directory leaves cpu, memory and devices unknown for one reason: say it once.
+        by_reason: dict[str, list[str]] = {}
+        for dim, why in sorted(missing.items()):
+            by_reason.setdefault(why, []).append(dim)
+        reason = "cannot tell: " + "; ".join(f"{', '.join(dims)}: {why}" for why, dims in by_reason.items())
         return FitAnswer(shape, False, (), policy, scope, reason, determined=False, notes=notes)
     try:
         sim = _Sim(capacity)
@@ -1273,14 +1277,16 @@ def fit_answer(host: Host, intent: Intent, shape: Shape) -> FitAnswer:
     per_node = tuple((node, _per_node_free(sim, node, pod)) for node in capacity.node_ids)
     never, never_error = _never(capacity, sim, shape)
     outcome = sim.admit(shape)
+    # A rejected pod is seated nowhere: numa_nodes stays empty for it, whatever each node has free (per_node says
+    # that), so the answer never lists a node that could seat a pod it also says the kubelet refuses.
     if never:
         # _never only names what no admission can get past, so the simulation refuses too.
         reason = f"can never fit on this node: {never}"
         error = never_error or outcome.error
-        return FitAnswer(shape, False, seats, policy, scope, reason, per_node, never=True, error=error, notes=notes)
+        return FitAnswer(shape, False, (), policy, scope, reason, per_node, never=True, error=error, notes=notes)
     if not outcome.admitted:
         reason, error = outcome.reason, outcome.error
-        return FitAnswer(shape, False, seats, policy, scope, reason, per_node, error=error, notes=notes)
+        return FitAnswer(shape, False, (), policy, scope, reason, per_node, error=error, notes=notes)
     placement = tuple(_bits(mask) if mask is not None else None for mask in outcome.placement)
     reason = _seated(capacity, placement)
     return FitAnswer(shape, True, seats, policy, scope, reason, per_node, placement, notes=notes)

@@ -1,8 +1,12 @@
 """The ``numawatch`` command: argument parsing, exit codes and wiring; the work happens elsewhere.
 
-Exit codes (``check``): 0 no findings, 1 findings, 2 could not run. Anything that stops numawatch from running
-(a bad flag, a host root that is not there, an invalid intent or web config file, a port already taken, a hostile
-or broken capture bundle) is one line on stderr and exit 2, never a traceback.
+Exit codes (``check``), node-problem-detector's plugin protocol (0 OK, 1 NonOK, 2 Unknown): 0 clean, 1 findings,
+2 unknown: numawatch could not run, or ran but could not look (no check could be evaluated, or an essential source,
+the topology, is down; ``report.verdict``), with one line on stderr saying why. Findings win over unknown: what was
+seen is true whatever could not be read. Anything that stops numawatch from running (a bad flag, a host root that
+is not there, an invalid intent or web config file, a port already taken, a hostile or broken capture bundle) is one
+line on stderr and exit 2, never a traceback. ``check --fit``: 0 fits, 1 rejected, 2 cannot tell (with its line on
+stderr).
 
 Logging goes through ``RedactingFormatter``: whatever a library puts in a message or a traceback, an
 ``Authorization`` header's credentials never reach the log.
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
-EXIT_ERROR = 2
+EXIT_ERROR = 2  # also "unknown": the same status as report.EXIT_UNKNOWN
 
 # Outside the fully allocated exporter range 9100-9999 and clear of the kubelet (10248/10250/10255),
 # kube-proxy (10249/10256) and ingress-nginx (10254). README.md says the same.
@@ -111,8 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     check = commands.add_parser(
-        "check", help="evaluate the host once and report drift (exit 0: none, 1: findings, 2: could not run)",
-        description="Evaluate the host once and report drift. Exit 0: no findings, 1: findings, 2: could not run.",
+        "check", help="evaluate the host once and report drift (exit 0: clean, 1: findings, 2: unknown)",
+        description="Evaluate the host once and report drift. Exit 0: clean; 1: findings; 2: unknown: numawatch "
+                    "could not run, no check could be evaluated, or the topology source is down (one line on "
+                    "stderr says why). Findings win over unknown.",
     )
     check.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     check.add_argument("--window", default=None, type=_non_negative_seconds, metavar="SECONDS",
@@ -284,13 +290,18 @@ def run_check(args: argparse.Namespace) -> int:
                 answer = fit_answer(read_host(paths, bind()), intent, args.fit)
                 sys.stdout.write(answer.as_json() if args.format == "json" else answer.as_text())
                 sys.stdout.flush()
+                if not answer.determined:
+                    print(f"numawatch: {_one_line(answer.reason)}", file=sys.stderr)
                 return answer.exit_code
             host = read_host_window(paths, _window(args), bind())
         evaluation, shown_root = evaluate(host, intent), str(paths.root)
     render = report.render_json if args.format == "json" else report.render_table
     sys.stdout.write(render(evaluation, shown_root))
     sys.stdout.flush()
-    return EXIT_FINDINGS if evaluation.findings else EXIT_CLEAN
+    outcome = report.verdict(evaluation)
+    if outcome.reason:
+        print(f"numawatch: unknown: {outcome.reason}", file=sys.stderr)
+    return outcome.exit_code
 
 
 def _evaluate_bundle(args: argparse.Namespace) -> tuple[Evaluation, str]:

@@ -1,13 +1,16 @@
 """`numawatch check` output: a text table for a person on the node, and JSON for scripts.
 
 Both show the same three parts, because "no findings" means nothing without the other two: the findings (grouped
-by severity), the checks that could not be evaluated and why, and how reading each source went.
+by severity), the checks that could not be evaluated and why, and how reading each source went. Both end with the
+same verdict, which is also the exit status (``verdict``): findings (1), clean (0), or unknown (2) when numawatch
+could not look.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +19,59 @@ from numawatch.checks import SEVERITIES, SUBJECT_LABELS, Evaluation, Finding
 from numawatch.host import window_seconds
 
 _WORKLOAD_KEYS = ("namespace", "pod", "container")
+
+# Exit statuses of `numawatch check`, node-problem-detector's custom-plugin protocol: 0 OK, 1 NonOK, 2 Unknown.
+EXIT_CLEAN = 0
+EXIT_FINDINGS = 1
+EXIT_UNKNOWN = 2
+
+# Sources without which "no findings" says nothing: the CPU/NUMA topology (online CPUs, NUMA nodes, isolation) is
+# what nearly every check compares with, and numawatch never guesses it. With such a source down a clean result is
+# "unknown", not "clean"; findings are still findings (what was seen is true whatever could not be read).
+ESSENTIAL_SOURCES = ("topology",)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one evaluation amounts to: ``status`` "findings", "clean" or "unknown", its exit status, and for
+    "unknown" the one-line reason."""
+
+    status: str
+    exit_code: int
+    reason: str | None = None
+
+
+def verdict(evaluation: Evaluation) -> Verdict:
+    """Findings win (exit 1); else unknown (exit 2) when no check could be evaluated or an essential source is down;
+    else clean (exit 0)."""
+    if evaluation.findings:
+        return Verdict("findings", EXIT_FINDINGS)
+    host = evaluation.host
+    total = len(evaluation.checks)
+    if total == len(evaluation.not_evaluated):
+        down = sum(1 for status in host.statuses.values() if not status.up)
+        disabled = sum(1 for item in evaluation.not_evaluated if item.reason == "disabled by intent")
+        why = f", {disabled} disabled by intent" if disabled else ""
+        return Verdict(
+            "unknown",
+            EXIT_UNKNOWN,
+            f"no check could be evaluated ({total} of {total} not evaluated{why}; {down} of {len(host.statuses)} "
+            f"source{_s(len(host.statuses))} down)",
+        )
+    for name in ESSENTIAL_SOURCES:
+        status = host.statuses.get(name)
+        if status is not None and not status.up:
+            return Verdict(
+                "unknown",
+                EXIT_UNKNOWN,
+                f"the {name} source is down ({_one_line(status.reason)}), so finding nothing does not mean the "
+                "node is clean",
+            )
+    return Verdict("clean", EXIT_CLEAN)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def subject(labels: Mapping[str, str]) -> str:
@@ -46,6 +102,7 @@ def as_dict(evaluation: Evaluation, host_root: str) -> dict[str, Any]:
     """The JSON document of ``check --format json``. The first two keys are a contract; the rest are additions."""
     host = evaluation.host
     window = window_seconds(host)
+    outcome = verdict(evaluation)
     return {
         "findings": [finding.as_dict() for finding in evaluation.findings],
         "not_evaluated": [{"check": item.check, "reason": item.reason} for item in evaluation.not_evaluated],
@@ -67,6 +124,9 @@ def as_dict(evaluation: Evaluation, host_root: str) -> dict[str, Any]:
         "checks": list(evaluation.checks),
         "duration_seconds": round(evaluation.duration_seconds, 6),
         "window_seconds": None if window is None else round(window, 3),
+        "status": outcome.status,
+        "exit_code": outcome.exit_code,
+        "status_reason": outcome.reason,
     }
 
 
@@ -150,5 +210,12 @@ def render_table(evaluation: Evaluation, host_root: str) -> str:
         detail = status.reason if not status.up else ("cached" if status.cached else "")
         line = f"  {status.name:<{width}}  {state:<4}  {status.duration_seconds:8.4f}s  {detail}"
         out.append(line.rstrip())
-    out += ["", summary(evaluation)]
+    out += ["", verdict_line(verdict(evaluation)), summary(evaluation)]
     return "\n".join(out) + "\n"
+
+
+def verdict_line(outcome: Verdict) -> str:
+    """The table's verdict, above its summary line: ``Result: unknown (exit 2): <why>``, ``Result: clean (exit 0)``."""
+    if outcome.reason:
+        return f"Result: {outcome.status} (exit {outcome.exit_code}): {outcome.reason}"
+    return f"Result: {outcome.status} (exit {outcome.exit_code})"

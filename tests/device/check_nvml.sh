@@ -126,7 +126,7 @@ fi
 echo "== numawatch check"
 set +e
 "${NUMAWATCH[@]}" check --format json >"$OUT/check.json" 2>"$OUT/check.err"
-echo "exit code $? (0 clean, 1 findings, 2 could not run)"
+echo "exit code $? (0 clean, 1 findings, 2 unknown: could not run, or could not look; $OUT/check.err says why)"
 set -e
 "$PY" - "$OUT/check.json" <<'EOF'
 import json, sys

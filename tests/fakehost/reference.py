@@ -60,6 +60,7 @@ from numawatch.paths import Paths
 
 from fakehost import FakeHost
 from fakehost.gpus import FakeGpu, add_gpu
+from fakehost.hotplug import take_cpus_offline
 from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, add_numastat
 from fakehost.kubelet import (
     write_cpu_manager_state,
@@ -585,9 +586,10 @@ class ReferenceNode:
         self.write_cpu_state(checksum=12345)
 
     def take_cpu_offline(self, cpu: int = 31) -> None:
-        """kubelet_state_stale (online_cpus_changed): a CPU went offline after the state was written."""
-        self._rewrite_topology(offline=(cpu,))
-        self.host.remove(f"sys/devices/system/cpu/cpu{cpu}/topology")
+        """kubelet_state_stale (online_cpus_changed): a CPU went offline after the state was written; the kernel
+        takes it out of the topology, the node's cpulist, every cpuset and /proc/interrupts (fakehost.hotplug)."""
+        take_cpus_offline(self.host, {cpu})
+        self.layout = replace(self.layout, online=self.layout.online - {cpu}, offline=self.layout.offline | {cpu})
 
     def change_mem_total(self, delta_bytes: int = -4096) -> None:
         """kubelet_state_stale (machine_state_changed): a kernel update moved MemTotal by a page."""

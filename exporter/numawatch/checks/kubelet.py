@@ -179,11 +179,17 @@ def check_reserved_cpus(host: Host, intent: Intent) -> Iterator[Finding]:
             )
         expected = topology.housekeeping
         expected_what = "the housekeeping CPUs (online minus isolcpus)"
-    reserved = config.reserved_cpus
-    if reserved == expected:
-        return
     if topology is None:
         topology = host.topology
+    # Offline CPUs are compared on neither side: a reserved-cpus that still names CPUs gone offline (SMT switched off)
+    # is kubelet_state_stale's finding, since it is what stops the kubelet at its next start.
+    online = topology.online if topology is not None else None
+    reserved = config.reserved_cpus
+    if online is not None:
+        expected = expected & online
+        reserved = reserved & online if reserved is not None else None
+    if reserved == expected:
+        return
     if reserved is None:
         detail = "reserved-cpus is not set, so the static CPU Manager picks its own reserved CPUs"
         cpu_reserved = [
@@ -194,7 +200,9 @@ def check_reserved_cpus(host: Host, intent: Intent) -> Iterator[Finding]:
         if cpu_reserved:
             detail += f" (as many as {' + '.join(cpu_reserved)}), lowest-numbered cores first"
     else:
-        detail = f"reserved-cpus is {format_cpulist(reserved)}"
+        detail = f"reserved-cpus is {format_cpulist(reserved)}" if reserved else "reserved-cpus names no online CPU"
+        if online is not None and config.reserved_cpus != reserved:
+            detail += " (its online CPUs)"
         if topology is not None and topology.isolated:
             isolated_reserved = reserved & topology.isolated
             if isolated_reserved:
@@ -220,6 +228,14 @@ class StaleState:
     file: str
     reason: str
     detail: str
+    change: str | None = None  # a kubelet setting that must change too (remediation wording)
+    until: str = "the file is removed"  # what ends the kubelet's crash loop
+
+
+# What every refused checkpoint does to the kubelet (policy_static.go Start -> cpu_manager.go Start ->
+# container_manager_linux.go Start -> kubelet.go initializeRuntimeDependentModules: os.Exit(1)); the memory manager's
+# Start fails the same way.
+_CRASH_LOOP = 'it exits at start ("Failed to start ContainerManager") and is restarted in a loop, the node NotReady'
 
 
 def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
@@ -228,7 +244,9 @@ def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
     topology: Topology = require(host, "topology")
     problems = [StaleState(p.file, p.reason, p.detail) for p in state.problems]
     if state.cpu is not None:
-        problems.extend(cpu_state_problems(state.cpu, config, topology.online))
+        problems.extend(cpu_state_problems(state.cpu, config, topology))
+    elif config.cpu_manager_policy == "static":
+        problems.extend(_reserved_offline(config, topology, None))
     # The Memory Manager's machine state is computed from each node's MemTotal and huge pages: with one of those
     # files unreadable, whether the checkpoint still matches is unknown, never "changed".
     memory_unknown = None
@@ -243,16 +261,26 @@ def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
         if (problem.file, problem.reason) in seen:
             continue
         seen.add((problem.file, problem.reason))
+        if problem.reason == "reserved_cpus_offline":
+            remove = f"{kubelet_root(config)}/cpu_manager_state"
+            message = f"the kubelet will not start with {problem.file} at its next restart: {problem.detail}"
+        else:
+            remove = problem.file
+            message = (
+                f"the kubelet will refuse to start with {problem.file} at its next restart: {problem.detail}; "
+                f"{_CRASH_LOOP}, until {problem.until}"
+            )
         yield STATE_STALE.finding(
             intent,
             {"file": problem.file, "reason": problem.reason},
-            f"the kubelet will refuse to start with {problem.file} at its next restart: {problem.detail}",
-            restart_steps(config, None, problem.file),
+            message,
+            restart_steps(config, problem.change, remove),
         )
 
 
-def cpu_state_problems(state: CpuManagerState, config: KubeletConfig, online: CPUSet) -> list[StaleState]:
-    """What the kubelet's CPU Manager would reject in its checkpoint at start (policy_static.go validateState)."""
+def cpu_state_problems(state: CpuManagerState, config: KubeletConfig, topology: Topology) -> list[StaleState]:
+    """What the kubelet's CPU Manager would reject in its checkpoint at start (policy_static.go validateState), and a
+    reserved-cpus that names CPUs which are not online (NewStaticPolicy, validateState)."""
     if state.policy_name != config.cpu_manager_policy:
         return [
             StaleState(
@@ -267,11 +295,13 @@ def cpu_state_problems(state: CpuManagerState, config: KubeletConfig, online: CP
     assigned = [cpus for containers in state.entries.values() for cpus in containers.values()]
     assigned.extend(state.entries_v1.values())
     if not assigned and not state.default_cpuset:
-        return []  # an empty state is initialised afresh
+        return _reserved_offline(config, topology, None)  # an empty state is initialised afresh
     problems: list[StaleState] = []
     reserved = config.reserved_cpus
     strict = config.cpu_manager_policy_options.get("strict-cpu-reservation", "").lower() == "true"
-    if reserved is not None and not strict and not reserved <= state.default_cpuset:
+    # Reserved CPUs that are not online are missing from any checkpoint written since: that is reserved-cpus'
+    # fault, reported by _reserved_offline (which quotes this very message), not the checkpoint's.
+    if reserved is not None and not strict and not (reserved & topology.online) <= state.default_cpuset:
         problems.append(
             StaleState(
                 state.file,
@@ -300,17 +330,85 @@ def cpu_state_problems(state: CpuManagerState, config: KubeletConfig, online: CP
                         f'default cpuset "{format_cpulist(state.default_cpuset)}"',
                     )
                 )
+    # The kubelet's CPUs are cadvisor's, which skips offline CPUs: the online ones, less the reserved ones under
+    # strict-cpu-reservation (validateState's allCPUs).
+    available = topology.online - reserved if strict and reserved is not None else topology.online
     known = state.default_cpuset.union(*assigned)
-    if known != online:
-        problems.append(
-            StaleState(
-                state.file,
-                "online_cpus_changed",
-                f'current set of available CPUs "{format_cpulist(online)}" doesn\'t match with CPUs in state '
-                f'"{format_cpulist(known)}"',
-            )
+    if strict and reserved is not None:
+        known -= reserved & state.default_cpuset  # already reserved_cpus_in_default; the kubelet stops at that one
+    if known != available:
+        changed = StaleState(
+            state.file,
+            "online_cpus_changed",
+            f'current set of available CPUs "{format_cpulist(available)}" doesn\'t match with CPUs in state '
+            f'"{format_cpulist(known)}"{_cpus_changed(known, available, topology)}',
         )
+        problems.append(changed)
+        folded = _reserved_offline(config, topology, changed)
+        if folded:
+            problems[-1] = folded[0]
+    else:
+        problems.extend(_reserved_offline(config, topology, None))
     return problems
+
+
+def _cpus_changed(known: CPUSet, available: CPUSet, topology: Topology) -> str:
+    """Which CPUs the checkpoint names that the machine no longer offers, and the reverse, in words."""
+    gone = known - available
+    offline = gone & topology.offline
+    absent = gone - frozenset(topology.cpus)
+    parts = []
+    if offline:
+        parts.append(
+            f"CPUs {format_cpulist(offline)} of the checkpoint went offline after the kubelet assigned them (SMT "
+            "switched off or CPUs unplugged); until its restart the kubelet keeps its assignments, and the kernel has "
+            "already taken them out of every cpuset"
+        )
+    if absent:
+        parts.append(f"CPUs {format_cpulist(absent)} of the checkpoint are not present on this machine")
+    if gone - offline - absent:
+        parts.append(f"CPUs {format_cpulist(gone - offline - absent)} of the checkpoint are not available to it")
+    added = available - known
+    if added:
+        parts.append(f"CPUs {format_cpulist(added)} are online but not in the checkpoint")
+    return ": " + "; ".join(parts) if parts else ""
+
+
+def _reserved_offline(config: KubeletConfig, topology: Topology, changed: StaleState | None) -> list[StaleState]:
+    """reserved-cpus naming CPUs that are not online stops the kubelet too; folded into the checkpoint's
+    online_cpus_changed finding when there is one (one procedure fixes both), else a finding of its own."""
+    reserved = config.reserved_cpus
+    if config.cpu_manager_policy != "static" or reserved is None or reserved <= topology.online:
+        return []
+    gone = reserved - topology.online
+    keep = reserved & topology.online
+    change = set_setting(config, "reserved-cpus", "reservedSystemCPUs", format_cpulist(keep or topology.housekeeping))
+    what = "offline" if gone <= topology.offline else "not online"
+    why = (
+        f"reserved-cpus {format_cpulist(reserved)} names CPUs {format_cpulist(gone)}, which are {what}, and that "
+        "stops the kubelet by itself: a current one exits creating its CPU Manager (\"unable to build the reserved "
+        'physical CPUs from the reserved set: unknown CPU ID: N"), an older one at the start after cpu_manager_state '
+        'is rebuilt without them ("not all reserved cpus ... are present in defaultCpuSet")'
+    )
+    until = "reserved-cpus names online CPUs only"
+    if changed is not None:
+        return [
+            StaleState(
+                changed.file,
+                changed.reason,
+                f"{changed.detail}; and {why}",
+                change=change,
+                until=f"the file is removed and {until}",
+            )
+        ]
+    return [StaleState(_config_file(config), "reserved_cpus_offline", f"{why}; it fails until {until}", change)]
+
+
+def _config_file(config: KubeletConfig) -> str:
+    """The file that sets reserved-cpus, as set_setting names it."""
+    if config.flavor == "rke2":
+        return RKE2_CONFIG
+    return config.files[0] if config.files else f"{DEFAULT_KUBELET_ROOT}/config.yaml"
 
 
 def memory_state_problems(state: MemoryManagerState, config: KubeletConfig, topology: Topology) -> list[StaleState]:
@@ -494,7 +592,7 @@ RESERVED_CPUS = Check(
 STATE_STALE = Check(
     id="kubelet_state_stale",
     severity="critical",
-    summary="A kubelet checkpoint file the kubelet will refuse at its next start (the node then stays NotReady).",
+    summary="A kubelet checkpoint or reserved-cpus the kubelet will refuse at its next start (node then NotReady).",
     remediation="drain the node, stop the kubelet, rm /var/lib/kubelet/cpu_manager_state, start",
     run=check_state_stale,
     knob="1",

@@ -3,6 +3,13 @@
 Knobs 2, 3, 5, 6, 10, h2 and h6 of the reference profile (DOMAIN.md). Every check here reads the workload join
 (workloads.py); the "actual" side is always the cgroup's effective cpuset, mems and memory.numa_stat, because
 the kubelet never reads cgroups back and a cpuset rewritten by someone else stays wrong (kubelet.md §0.3).
+
+The "assigned" side is always the kubelet's assignment intersected with the online CPUs. When a CPU goes offline
+(SMT switched off, ``echo 0 > cpuN/online``) after the kubelet assigned it, the kernel removes it from every cpuset
+(v1: ``cpuset.cpus`` and ``cpuset.effective_cpus``; v2: ``cpuset.cpus.effective`` only, ``cpuset.cpus`` keeps it),
+while the running kubelet keeps its assignment unchanged and never re-applies it. A shrunken cpuset is then what the
+kubelet's assignment means on this machine, not drift; the checkpoint that still names offline CPUs is reported
+once, by ``kubelet_state_stale``, and no message here names an offline CPU as missing, outside isolcpus or split.
 """
 
 from __future__ import annotations
@@ -29,6 +36,21 @@ GUARANTEED_HOWTO = (
 def workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
     require(host, "cgroups")
     return build_workloads(host, intent)
+
+
+def online_cpus(host: Host) -> CPUSet | None:
+    """The CPUs that can run anything now: the topology's online CPUs, else the kubepods cgroup's effective CPUs
+    (which the kernel keeps to the online ones too); None when neither is known."""
+    if host.topology is not None:
+        return host.topology.online
+    if host.cgroups is not None:
+        return host.cgroups.root_cpus_effective
+    return None
+
+
+def assigned_online(cpus: CPUSet, online: CPUSet | None) -> CPUSet:
+    """The part of a kubelet assignment that a cpuset can hold now (all of it when the online CPUs are unknown)."""
+    return cpus if online is None else cpus & online
 
 
 def require_cpu_state(host: Host) -> CpuManagerState:
@@ -158,6 +180,7 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
     policy = config.cpu_manager_policy if config is not None else cpu_state.policy_name
     if policy != "static" or cpu_state.policy_name != "static":
         raise NotEvaluated(f'the CPU Manager policy is "{policy}": the kubelet assigns no cpusets to compare with')
+    online = online_cpus(host)
     # Comparing two equal sets of hundreds of CPUs walks them all, and ~860 containers hold a handful of distinct
     # sets (mostly the shared pool): compare each pair once.
     same: dict[tuple[CPUSet, CPUSet], bool] = {}
@@ -168,14 +191,27 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
         if workload.container_name is None and workload.pod_uid in cpu_state.entries:
             continue  # the pod has exclusive entries but we cannot tell which is this container's
         if workload.exclusive_cpus:
-            expected, what = workload.exclusive_cpus, "its exclusive CPUs"
+            assigned, what = workload.exclusive_cpus, "its exclusive CPUs"
         else:
-            expected, what = cpu_state.default_cpuset, "the shared pool (defaultCpuSet)"
+            assigned, what = cpu_state.default_cpuset, "the shared pool (defaultCpuSet)"
+        expected = assigned_online(assigned, online)
         pair = (cpus, expected)
         equal = same.get(pair)
         if equal is None:
             equal = same[pair] = cpus == expected
         if equal:
+            continue
+        if not expected:
+            # Every assigned CPU went offline: a v2 cpuset then falls back to its parent's CPUs (a v1 one empties and
+            # its tasks move to the parent cgroup). The container is unpinned until it gets online CPUs again.
+            yield CPUSET_DRIFT.finding(
+                intent,
+                {**workload.labels, "cpus": format_cpulist(cpus)},
+                f"container {workload.display} runs on CPUs {format_cpulist(cpus)}: every one of {what} is "
+                "offline, so the kernel runs it on its parent cgroup's CPUs",
+                "bring the CPUs back online, or rebuild the kubelet's CPU state (kubelet_state_stale names the file) "
+                "and recreate the pod so the kubelet assigns it online CPUs",
+            )
             continue
         extra, missing = cpus - expected, expected - cpus
         detail = []
@@ -183,11 +219,12 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
             detail.append(f"{format_cpulist(extra)} not assigned to it")
         if missing:
             detail.append(f"{format_cpulist(missing)} missing")
+        online_part = " (those of its assignment that are online)" if expected != assigned else ""
         yield CPUSET_DRIFT.finding(
             intent,
             {**workload.labels, "cpus": format_cpulist(cpus), "expected": format_cpulist(expected)},
             f"container {workload.display} runs on CPUs {format_cpulist(cpus)} but the kubelet assigned "
-            f"{what} {format_cpulist(expected)} ({', '.join(detail)})",
+            f"{what} {format_cpulist(expected)}{online_part} ({', '.join(detail)})",
         )
 
 
@@ -198,13 +235,16 @@ def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
     owners = [w for w in found if w.exclusive_cpus]
     if not owners:
         return
-    everything: CPUSet = frozenset().union(*(w.exclusive_cpus or frozenset() for w in owners))
+    # An offline CPU is in no cpuset, so it never overlaps; comparing the online part says so in the code too.
+    online = online_cpus(host)
+    held = {w.container_id: assigned_online(w.exclusive_cpus or frozenset(), online) for w in owners}
+    everything: CPUSet = frozenset().union(*held.values())
     # Most containers hold one of a handful of CPU sets (the shared pool): test each (cpus, own) pair once.
     intrudes: dict[tuple[CPUSet, CPUSet], bool] = {}
     for workload in found:
         if workload.cpus is None:
             continue
-        own = workload.exclusive_cpus or frozenset()
+        own = held.get(workload.container_id, frozenset())
         pair = (workload.cpus, own)
         intruding = intrudes.get(pair)
         if intruding is None:
@@ -216,17 +256,23 @@ def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
         for owner in owners:
             if owner.container_id == workload.container_id:
                 continue
-            shared = workload.cpus & (owner.exclusive_cpus or frozenset())
+            shared = workload.cpus & held[owner.container_id]
             if shared:
                 intruded.append(f"{owner.display} ({format_cpulist(shared)})")
                 overlap |= shared
         if not overlap:
             continue
+        why = ""
+        if workload.exclusive_cpus and not own:
+            why = (
+                ": every CPU of its own exclusive assignment is offline, so the kernel runs it on its parent "
+                "cgroup's CPUs"
+            )
         yield EXCLUSIVE_OVERLAP.finding(
             intent,
             {**workload.labels, "cpus": format_cpulist(overlap)},
             f"container {workload.display} can run on CPUs {format_cpulist(overlap)} given exclusively to "
-            f"{', '.join(intruded)}",
+            f"{', '.join(intruded)}{why}",
         )
 
 
@@ -236,16 +282,22 @@ def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
     topology: Topology = require(host, "topology")
     require_cpu_state(host)
     nodes_of = node_finder(host, topology)
-    pinned = [w for w in found if w.pinned]
+    online = topology.online
+    # A container whose every exclusive CPU went offline runs on its parent's CPUs: that spread is the offline CPUs'
+    # doing (container_cpuset_drift and kubelet_state_stale say so), not a split the Topology Manager admitted.
+    pinned = [w for w in found if w.pinned and assigned_online(w.exclusive_cpus or frozenset(), online)]
     if intent.topology_manager_scope == "pod":
         by_pod: dict[str, list[Workload]] = defaultdict(list)
         for workload in pinned:
             by_pod[workload.pod_uid].append(workload)
         for members in by_pod.values():
-            nodes = nodes_of(frozenset().union(*(_cpus(w) for w in members)))
+            nodes = nodes_of(frozenset().union(*(_cpus(w, online) for w in members)))
             if len(nodes) < 2:
                 continue
-            parts = [f"{w.container_name or w.container_id[:12]} on {nodes_text(nodes_of(_cpus(w)))}" for w in members]
+            parts = [
+                f"{w.container_name or w.container_id[:12]} on {nodes_text(nodes_of(_cpus(w, online)))}"
+                for w in members
+            ]
             yield NUMA_SPLIT.finding(
                 intent,
                 {**members[0].pod_labels, "numa_node": nodes_text(nodes)},
@@ -254,7 +306,7 @@ def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
             )
         return
     for workload in pinned:
-        cpus = _cpus(workload)
+        cpus = _cpus(workload, online)
         nodes = nodes_of(cpus)
         if len(nodes) < 2:
             continue
@@ -265,11 +317,12 @@ def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
         )
 
 
-def _cpus(workload: Workload) -> CPUSet:
-    """Where the container can run: the cgroup's effective cpuset, else what the kubelet assigned."""
+def _cpus(workload: Workload, online: CPUSet | None) -> CPUSet:
+    """Where the container can run: the cgroup's effective cpuset, else the online part of what the kubelet
+    assigned (an offline CPU runs nothing, so it splits nothing)."""
     if workload.cpus is not None:
         return workload.cpus
-    return workload.exclusive_cpus or frozenset()
+    return assigned_online(workload.exclusive_cpus or frozenset(), online)
 
 
 def check_gpu_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
@@ -344,7 +397,7 @@ def check_memory_remote(host: Host, intent: Intent) -> Iterator[Finding]:
         raise NotEvaluated("no pinned container's memory.numa_stat could be read")
     nodes_of = node_finder(host, topology)
     for workload in measured:
-        local = nodes_of(_cpus(workload))
+        local = nodes_of(_cpus(workload, topology.online))
         numa_bytes = workload.numa_bytes or {}
         total = sum(numa_bytes.values())
         remote_nodes = {n: b for n, b in numa_bytes.items() if n not in local and b > 0}
@@ -388,7 +441,8 @@ def check_outside_isolated(host: Host, intent: Intent) -> Iterator[Finding]:
     for workload in found:
         if not workload.exclusive_cpus:
             continue
-        outside = workload.exclusive_cpus - isolated
+        # isolated is online CPUs only: an offline exclusive CPU that isolcpus lists is not "outside" it.
+        outside = (workload.exclusive_cpus & topology.online) - isolated
         if not outside:
             continue
         yield OUTSIDE_ISOLATED.finding(
