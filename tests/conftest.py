@@ -4,10 +4,8 @@ import os
 from pathlib import Path
 
 import pytest
+from corpus import REALKERNEL_4NODE, corpus_root
 from fakehost import FakeHost
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-REALKERNEL_4NODE = SHARED / "fixtures/realkernel-4node/root"
 
 
 @pytest.fixture
@@ -15,11 +13,10 @@ def fake_host(tmp_path: Path) -> FakeHost:
     return FakeHost(tmp_path / "host")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def realkernel_root() -> Path:
-    if not REALKERNEL_4NODE.is_dir():
-        pytest.skip(f"shared fixture {REALKERNEL_4NODE} is not present in this checkout")
-    return REALKERNEL_4NODE
+    """The 4-node real-kernel capture (tests/corpus/realkernel-4node), extracted once per session: read only."""
+    return corpus_root(REALKERNEL_4NODE)
 
 
 # `numawatch check` watches the host for 3 s by default so rate checks can run; the suite's many check runs read

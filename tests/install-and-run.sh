@@ -9,6 +9,7 @@ command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v promtool >/dev/null || need_apt+=(prometheus)
 command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
+command -v lstopo-no-graphics >/dev/null || need_apt+=(hwloc)  # the independent oracle of tests/hwloc_oracle.py
 if ((${#need_apt[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq

@@ -430,8 +430,8 @@ def test_a_daemon_reload_that_widened_a_pinned_cpuset_is_caught_with_the_exclusi
 
 
 # --------------------------------------------------------------------------------------------- a real kernel's files
-# The shared real-kernel capture (2 sockets, 4 NUMA nodes in sub-NUMA style, CPU 7 offline, cgroupfs-driver pods):
-# a correct Guaranteed pod on node 2's isolated core 8-9, and a "drifted" Guaranteed pod whose cpuset 3-4 spans
+# The real-kernel capture of tests/corpus (2 sockets, 4 NUMA nodes in sub-NUMA style, CPU 7 offline, cgroupfs-driver
+# pods): a correct Guaranteed pod on node 2's isolated core 8-9, and a "drifted" Guaranteed pod whose cpuset 3-4 spans
 # nodes 0 and 1 of socket 0. The capture has no kubelet and no runtime state: the test adds what the kubelet would
 # have written (it assigned the drifted pod the whole core 2-3) and the runtime's bundles, on a copy of the tree.
 REAL_PODS = {

@@ -41,11 +41,8 @@ def samples(evaluation) -> dict[str, list]:
 
 
 @pytest.fixture(scope="module")
-def capture() -> dict[str, list]:
-    root = Path(__file__).resolve().parents[2] / "shared/fixtures/realkernel-4node/root"
-    if not root.is_dir():
-        pytest.skip("the realkernel-4node fixture is not present")
-    return samples(evaluate(read_host(Paths.from_root(root)), Intent()))
+def capture(realkernel_root) -> dict[str, list]:
+    return samples(evaluate(read_host(Paths.from_root(realkernel_root)), Intent()))
 
 
 def test_every_host_family_is_exposed_even_without_data(tmp_path):

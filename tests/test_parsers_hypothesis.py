@@ -4,8 +4,8 @@ Each public parse function of ``numawatch/sources/*.py``, ``cpuset.py``, ``quant
 and ``intent.parse_intent`` is fed three kinds of input (hypothesis):
 
 - near-valid input: a real sample of the file it parses (written by the fake-host builders of the reference node, or
-  captured from a real kernel under tests/../shared/fixtures) with one to three mutations: truncation, a flipped bit,
-  an inserted token (NUL, huge, negative and non-ASCII numbers, JSON surrogate escapes, separators), a number
+  captured from a real kernel: the 4-node capture of tests/corpus) with one to three mutations: truncation, a flipped
+  bit, an inserted token (NUL, huge, negative and non-ASCII numbers, JSON surrogate escapes, separators), a number
   replaced by a huge or negative one, a deleted span or a duplicated line;
 - arbitrary bytes;
 - arbitrary text.
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from corpus import REALKERNEL_4NODE, corpus_root
 from fakehost import FakeHost
 from fakehost.kernel import FakeIrq, format_interrupts
 from fakehost.kubelet import write_cpu_manager_state, write_device_checkpoint, write_memory_manager_state
@@ -84,7 +85,6 @@ SETTINGS = settings(
     derandomize=False,
 )
 FILE = "/host/path/of/the/file"  # what parsers that take a file name are told; their MalformedFile must name it
-REALKERNEL = Path(__file__).resolve().parents[1].parent / "shared/fixtures/realkernel-4node/root"
 
 
 # --------------------------------------------------------------------------------------------------- samples
@@ -107,6 +107,7 @@ def samples() -> Mapping[str, tuple[bytes, ...]]:
         found.setdefault(kind, []).extend(v.encode() if isinstance(v, str) else v for v in values)
 
     r, k = rke2.root, kubeadm.root
+    real = corpus_root(REALKERNEL_4NODE)
     cg2, cg1 = r / "sys/fs/cgroup", k / "sys/fs/cgroup"
     add("numa_stat_v2", *_read(cg2, "kubepods.slice/**/cri-containerd-*.scope/memory.numa_stat"))
     add("numa_stat_v1", *_read(cg1, "memory/kubepods/**/crio-*/memory.numa_stat"))
@@ -118,9 +119,9 @@ def samples() -> Mapping[str, tuple[bytes, ...]]:
     add("dir_name", "cri-containerd-" + "ab" * 32 + ".scope", "crio-" + "cd" * 32, "ef" * 32, "crio-conmon-x")
     add("dir_name", "kubepods-burstable-pod0b6e1f2a_3c4d_4e5f_8a9b_0c1d2e3f4a5b.slice", "pod7f9c2a3e-5b1d-4c8e")
     add("dir_name", "inference_vllm-llama-0_7f9c2a3e-5b1d-4c8e-9a0f-2d6b8e1c4a57", "0000:18:00.0", "hugepages-2048kB")
-    add("cmdline", *_read(r, "proc/cmdline"), *_read(REALKERNEL, "proc/cmdline"))
+    add("cmdline", *_read(r, "proc/cmdline"), *_read(real, "proc/cmdline"))
     add("cmdline", 'isolcpus=nohz,domain,2-N:1/2 "quoted=a b" rcu_nocbs hugepagesz=1G hugepages=0:4,1:4 -- x=y')
-    add("meminfo", *_read(r, "sys/devices/system/node/node0/meminfo"), *_read(REALKERNEL, "proc/meminfo"))
+    add("meminfo", *_read(r, "sys/devices/system/node/node0/meminfo"), *_read(real, "proc/meminfo"))
     add("distance", *_read(r, "sys/devices/system/node/node*/distance"), "10 21 21 11\n")
     add("small_int", "0\n", "-1\n", "1\n", "60\n", *_read(r, "sys/bus/pci/devices/*/numa_node"))
     add("sys_cpulist", *_read(r, "sys/devices/system/cpu/isolated"), "(null)\n", "\n")
@@ -159,7 +160,7 @@ def samples() -> Mapping[str, tuple[bytes, ...]]:
         variants, entries=[assignment], registered={"nvidia.com/gpu": ["GPU-a"]}, legacy=True
     )
     add("device_checkpoint", path.read_bytes())
-    add("interrupts", *_read(r, "proc/interrupts"), *_read(REALKERNEL, "proc/interrupts"))
+    add("interrupts", *_read(r, "proc/interrupts"), *_read(real, "proc/interrupts"))
     add("interrupts", format_interrupts([0, 2, 3], [FakeIrq(24, "nvme0q1", frozenset({2}), counts={2: 10**11})]))
     add("bracketed", *_read(r, "sys/kernel/mm/transparent_hugepage/*"), "always defer [defer+madvise] madvise never")
     add("governor", *_read(r, "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"))
@@ -167,16 +168,16 @@ def samples() -> Mapping[str, tuple[bytes, ...]]:
     add("interrupt_row", "LOC Local timer interrupts", "24 nvme0q1", "IPI3 Timer broadcast interrupts", "0 arch_timer")
     add("pmu_names", "uncore_upi_0 uncore_upi_1 cpu software amd_df", "uncore_qpi uncore_upi_12 uncore_imc_0")
     add("numastat", *_read(r, "sys/devices/system/node/node0/numastat"))
-    add("numastat", *_read(REALKERNEL, "sys/devices/system/node/node0/numastat"))
+    add("numastat", *_read(real, "sys/devices/system/node/node0/numastat"))
     add("pmu_format", "config:0-7", "config:8-15,32-55", "config1:0")
     add("pmu_config_format", "config:0-7", "config:8-15,32-55")
     add("reserved_memory", "reserved-memory=0:memory=2Gi;1:memory=2Gi,hugepages-1Gi=4Gi", "reserved-memory=1:memory=1")
-    add("proc_status", *_read(r, "proc/4100/status"), *_read(REALKERNEL, "proc/523/status"))
+    add("proc_status", *_read(r, "proc/4100/status"), *_read(real, "proc/523/status"))
     add("proc_status", "Name:\tpython3\nCpus_allowed_list:\t1-4\nnonvoluntary_ctxt_switches:\t12\n")
     add("proc_cgroup", *_read(r, "proc/4100/cgroup"), *_read(k, "proc/4100/cgroup"))
-    add("proc_cgroup", *_read(REALKERNEL, "proc/523/cgroup"))
-    add("schedstat", *_read(REALKERNEL, "proc/523/schedstat"), "987654321 12345 4242\n")
-    add("sched", *_read(REALKERNEL, "proc/523/sched"), "se.nr_migrations                             :    19\n")
+    add("proc_cgroup", *_read(real, "proc/523/cgroup"))
+    add("schedstat", *_read(real, "proc/523/schedstat"), "987654321 12345 4242\n")
+    add("sched", *_read(real, "proc/523/sched"), "se.nr_migrations                             :    19\n")
     add("limits", "Limit   Soft Limit   Hard Limit   Units\nMax locked memory    65536    65536    bytes\n")
     add("limits", "Max locked memory         unlimited            unlimited            bytes     \n")
     add("net_unix", "Num RefCount Protocol Flags Type St Inode Path\n0: 2 0 10000 1 1 31337 @irqbalance4242.sock\n")

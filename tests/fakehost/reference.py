@@ -77,7 +77,7 @@ from fakehost.pods import (
     set_container_cpus,
     set_numa_bytes,
 )
-from fakehost.topology import TopologyLayout, add_topology
+from fakehost.topology import TopologyLayout, add_topology, format_cpumask
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -641,8 +641,14 @@ class ReferenceNode:
         self.write_device_checkpoint()
 
     def hide_gpu_numa_node(self, index: int = 3) -> None:
-        """gpu_numa_unknown (sysfs): the firmware gives one GPU no NUMA node (numa_node -1)."""
-        (self.gpus[index].device_dir / "numa_node").write_text("-1\n")
+        """gpu_numa_unknown (sysfs): the firmware gives one GPU no NUMA node (numa_node -1).
+
+        The kernel then also reports every online CPU as local to it: ``local_cpus`` is ``cpumask_of_pcibus()`` of
+        its bus, which is ``cpu_online_mask`` for a bus without a node (arch/x86/include/asm/pci.h)."""
+        directory = self.gpus[index].device_dir
+        (directory / "numa_node").write_text("-1\n")
+        (directory / "local_cpulist").write_text(format_cpulist(self.layout.online) + "\n")
+        (directory / "local_cpus").write_text(format_cpumask(self.layout.online, max(self.layout.cpus) + 1) + "\n")
 
     # ----------------------------------------------------------------------------------------- building
     def _rewrite_topology(self, **changes: Any) -> None:

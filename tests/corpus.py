@@ -1,0 +1,166 @@
+"""The corpus of real hosts in tests/corpus/: what trees there are, and each one extracted once per test session.
+
+Two kinds of tree live there, each with the README that says where it comes from and what is true in it:
+
+- ``tests/corpus/hwloc/NAME.tar.bz2``: real machines' ``/sys`` and ``/proc`` from hwloc's regression suite (BSD
+  licence in ``COPYING`` beside them). The tree is the tarball's one top directory, whose name is not always
+  ``NAME`` (``32amd64-4s2n4c-cgroup2.tar.bz2`` holds ``32amd64-4s2n4c-cgroup/``), so it is found, not assumed;
+- ``tests/corpus/realkernel-*/``: kernels this project booted under QEMU, each with its ``build.sh``, ``README.md``
+  and ``console.log``, the captured tree as ``root.tar.gz`` (``tools/corpus_tarball.py``; top directory ``root``)
+  or, for a capture not packed yet, as a ``root/`` directory.
+
+``corpus_root(name)`` gives a tree's host root, extracted on first use into one temporary directory per process
+(on /dev/shm when it has room) and removed at exit; the session fixtures in conftest.py use it, and so do
+module-level helpers that cannot take fixtures. The trees are shared by every test of the session: read them, never
+write them (a test that needs to change one copies it first, as ``shutil.copytree(realkernel_root, ...)`` does).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import posixpath
+import shutil
+import tarfile
+import tempfile
+import threading
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path, PurePosixPath
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+HWLOC = CORPUS / "hwloc"
+REALKERNEL_PREFIX = "realkernel-"
+REALKERNEL_4NODE = "realkernel-4node"
+
+
+@dataclass(frozen=True)
+class CorpusTree:
+    """One tree of the corpus: its name (``128arm-2pa2n8cluster4co``, ``realkernel-4node``), kind (``hwloc`` or
+    ``realkernel``), where its files are, and the README and console log that describe it."""
+
+    name: str
+    kind: str
+    archive: Path | None  # a tarball holding the tree
+    directory: Path | None  # or the tree itself, unpacked in the repository
+    readme: Path
+    console: Path | None
+
+    @property
+    def source(self) -> Path:
+        found = self.archive or self.directory
+        assert found is not None
+        return found
+
+
+@cache
+def trees() -> tuple[CorpusTree, ...]:
+    """Every tree of the corpus, hwloc's first, each kind sorted by name."""
+    found = []
+    for archive in sorted(HWLOC.glob("*.tar.bz2")):
+        name = archive.name.removesuffix(".tar.bz2")
+        console = archive.with_name(f"{name}.console")
+        readme, console_file = HWLOC / "README.md", console if console.is_file() else None
+        found.append(CorpusTree(name, "hwloc", archive, None, readme, console_file))
+    for directory in sorted(CORPUS.glob(f"{REALKERNEL_PREFIX}*")):
+        archive, unpacked = directory / "root.tar.gz", directory / "root"
+        if not archive.is_file() and not unpacked.is_dir():
+            continue
+        console = directory / "console.log"
+        found.append(
+            CorpusTree(
+                directory.name,
+                "realkernel",
+                archive if archive.is_file() else None,
+                None if archive.is_file() else unpacked,
+                directory / "README.md",
+                console if console.is_file() else None,
+            )
+        )
+    return tuple(found)
+
+
+def tree_names() -> tuple[str, ...]:
+    return tuple(tree.name for tree in trees())
+
+
+def tree(name: str) -> CorpusTree:
+    for candidate in trees():
+        if candidate.name == name:
+            return candidate
+    raise KeyError(f"no corpus tree {name!r}; there are {', '.join(tree_names())}")
+
+
+def _member_filter(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
+    """Refuse what could land outside ``destination`` (an absolute or ``..`` name, a link pointing out of the tree)
+    and anything but files, directories and links; keep the permission bits as stored (a capture's read-only
+    files are part of what it shows), drop owners. tarfile's own ``data`` filter does the same checks but resolves
+    every path on disk, which makes unpacking a 10,000-file tree several times slower."""
+    name = PurePosixPath(member.name)
+    if name.is_absolute() or ".." in name.parts:
+        raise ValueError(f"tar member {member.name!r} would land outside the tree")
+    if member.issym():
+        target = posixpath.normpath(posixpath.join(str(name.parent), member.linkname))
+        if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
+            raise ValueError(f"tar member {member.name!r} links outside the tree ({member.linkname!r})")
+    elif member.islnk():
+        target = posixpath.normpath(member.linkname)
+        if target.startswith("/") or target == ".." or target.startswith("../"):
+            raise ValueError(f"tar member {member.name!r} links outside the tree ({member.linkname!r})")
+    elif not (member.isfile() or member.isdir()):
+        raise ValueError(f"tar member {member.name!r} is a device, FIFO or other special file")
+    return member.replace(mode=member.mode & 0o777, uid=0, gid=0, uname="", gname="", deep=False)
+
+
+def extract(corpus_tree: CorpusTree, destination: Path) -> Path:
+    """Unpack ``corpus_tree`` under ``destination`` (a new, empty directory) and return its host root."""
+    if corpus_tree.directory is not None:
+        root = destination / corpus_tree.name
+        shutil.copytree(corpus_tree.directory, root, symlinks=True)
+        return root
+    assert corpus_tree.archive is not None
+    with tarfile.open(corpus_tree.archive) as archive:
+        archive.extractall(destination, numeric_owner=True, filter=_member_filter)
+    tops = [path for path in destination.iterdir() if path.is_dir() and not path.is_symlink()]
+    if len(tops) != 1:
+        raise ValueError(f"{corpus_tree.archive} must hold one top directory, found {sorted(p.name for p in tops)}")
+    return tops[0]
+
+
+_lock = threading.Lock()
+_extracted: dict[str, Path] = {}
+_base: list[Path] = []
+
+
+# Unpacking writes ~30,000 small files (~130 MB on tmpfs): a tmpfs takes them in well under a second where a
+# virtual disk can take a minute, so /dev/shm is used when it is there with room to spare (a container's default
+# 64 MB /dev/shm is not).
+_TMPFS = Path("/dev/shm")
+_TMPFS_MIN_FREE = 1 << 30
+
+
+def _scratch() -> str | None:
+    try:
+        if _TMPFS.is_dir() and os.access(_TMPFS, os.W_OK) and shutil.disk_usage(_TMPFS).free >= _TMPFS_MIN_FREE:
+            return str(_TMPFS)
+    except OSError:
+        pass
+    return None  # the default temporary directory
+
+
+def _base_dir() -> Path:
+    if not _base:
+        base = Path(tempfile.mkdtemp(prefix="numawatch-corpus-", dir=_scratch()))
+        atexit.register(shutil.rmtree, base, ignore_errors=True)
+        _base.append(base)
+    return _base[0]
+
+
+def corpus_root(name: str) -> Path:
+    """The host root of the corpus tree ``name``, extracted once per process (read it, never write it)."""
+    with _lock:
+        if name not in _extracted:
+            destination = _base_dir() / name
+            destination.mkdir()
+            _extracted[name] = extract(tree(name), destination)
+        return _extracted[name]
