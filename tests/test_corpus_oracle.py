@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from corpus import corpus_root, tree_names
-from corpus_expectations import CORPUS, FIRMWARE_OVERLAP_EXPECTED, PER_CPU_FIELDS, TOPOLOGY_DOWN, Expected
+from corpus_expectations import CORPUS, FIRMWARE_OVERLAP_EXPECTED, PER_CPU_FIELDS, Expected
 from hwloc_oracle import (
     FIELDS,
     LSTOPO,
@@ -121,22 +121,6 @@ def test_fake_tree_reads_as_hwloc_reads_it(lstopo, fake_roots, shape, name_of_fi
     _check(name_of_field, ours, theirs, expected)
 
 
-@pytest.mark.parametrize("tree", [name for name, expected in CORPUS.items() if expected.repair is not None])
-def test_a_known_reader_bug_is_the_only_difference(lstopo, tmp_path, tree):
-    """On a copy of the tree without the bug's trigger, numawatch and hwloc agree on every field: the xfail
-    reasons above are the whole difference."""
-    copy = tmp_path / tree
-    shutil.copytree(corpus_root(tree), copy, symlinks=True)
-    repair = CORPUS[tree].repair
-    assert repair is not None
-    repair(copy)
-
-    results = compare(numawatch_reading(copy), hwloc_reading(copy))
-
-    assert {name: summary(result) for name, result in results.items() if not result.equal} == {}
-    assert all(not result.blind for result in results.values())
-
-
 def test_the_comparison_finds_a_planted_difference(lstopo, fake_roots, tmp_path):
     """The oracle is not vacuous. hwloc numbers a core by the core_id of its first CPU, so giving both threads of
     core 5 (CPUs 5 and 21) core_id 7 changes both readings alike; giving the second thread alone another core_id
@@ -156,15 +140,7 @@ def test_the_comparison_finds_a_planted_difference(lstopo, fake_roots, tmp_path)
 
 
 # --------------------------------------------------------------------------------------------------- numawatch check
-@pytest.mark.parametrize(
-    "tree",
-    [
-        pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=TOPOLOGY_DOWN[name])])
-        if name in TOPOLOGY_DOWN
-        else name
-        for name in tree_names()
-    ],
-)
+@pytest.mark.parametrize("tree", tree_names())
 def test_check_never_crashes_and_topology_is_up(tree):
     """``numawatch check --format json`` on every corpus tree: no traceback, an exit code the CLI documents, JSON
     that parses, and the topology source up (every corpus tree has a CPU topology)."""

@@ -6,8 +6,8 @@ Files read (every path from ``Paths``):
   ``possible`` only gives the value of ``N`` in command-line CPU lists. A kernel without ``online`` (before 2.6.26)
   says per CPU in ``cpuN/online`` (``0`` offline; the boot CPU has no such file).
 - ``sys/devices/system/cpu/cpuN/topology/{physical_package_id,core_id,thread_siblings_list}`` for online CPUs
-  (``thread_siblings``, the mask, on kernels before the list). The kernel removes ``topology/`` when a CPU goes
-  offline, so an offline CPU has no socket, core or siblings.
+  (``core_cpus_list``, ``thread_siblings`` or ``core_cpus`` where a kernel has only those). The kernel removes
+  ``topology/`` when a CPU goes offline, so an offline CPU has no socket, core or siblings.
 - ``sys/devices/system/node/nodeN/cpulist`` (online CPUs only; ``cpumap`` or the ``cpuM`` links on old kernels),
   ``distance`` (``10 21``), ``meminfo`` (``Node 0 MemTotal:   524288 kB``) and
   ``hugepages/hugepages-<kB>kB/nr_hugepages`` (Documentation/ABI/stable/sysfs-devices-node). A CPU no cpulist names
@@ -455,10 +455,7 @@ def _read_cpu(cpu_dir: Path, cpu: int, online: bool, node: int | None, problems:
     # A CPU that goes offline during the scan loses topology/: its fields are then unknown, not an error.
     socket = _optional(topology / "physical_package_id", parse_int_attribute, problems, "cpu_topology")
     core = _optional(topology / "core_id", parse_int_attribute, problems, "cpu_topology")
-    siblings = _optional(topology / "thread_siblings_list", parse_cpulist, problems, "cpu_topology")
-    if siblings is None and not (topology / "thread_siblings_list").exists():
-        # Kernels before 2.6.32 print only the mask.
-        siblings = _optional(topology / "thread_siblings", parse_cpumask, problems, "cpu_topology")
+    siblings = _read_siblings(topology, problems)
     return Cpu(
         id=cpu,
         online=True,
@@ -467,6 +464,29 @@ def _read_cpu(cpu_dir: Path, cpu: int, online: bool, node: int | None, problems:
         numa_node=node,
         siblings=siblings or EMPTY,
     )
+
+
+# The SMT siblings of a CPU, in the order kernels offer them: the list and, since 5.7, its new name core_cpus_list;
+# before 2.6.32 only the masks. The first file present is the one read (a malformed one is not replaced by another).
+_SIBLING_FILES = (
+    ("thread_siblings_list", parse_cpulist),
+    ("core_cpus_list", parse_cpulist),
+    ("thread_siblings", parse_cpumask),
+    ("core_cpus", parse_cpumask),
+)
+
+
+def _read_siblings(topology: Path, problems: dict[str, str]) -> CPUSet | None:
+    for name, parse in _SIBLING_FILES:
+        text = read_optional_text(topology / name, 1 << 20)
+        if text is None:
+            continue
+        try:
+            return parse(text)
+        except ValueError as error:
+            problems.setdefault("cpu_topology", str(MalformedFile(topology / name, str(error))))
+            return None
+    return None
 
 
 def _online_without_list(cpu_root: Path, present: CPUSet, problems: dict[str, str]) -> CPUSet:
