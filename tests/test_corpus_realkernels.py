@@ -316,7 +316,7 @@ def extracted(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]
         if name not in trees:
             target = tmp_path_factory.mktemp(f"corpus-{name}")
             with tarfile.open(CORPUS / name / "root.tar.gz") as tar:
-                tar.extractall(target, filter="data")
+                tar.extractall(target, filter="tar")  # "tar" keeps the modes ("data" adds u+w)
             trees[name] = target / "root"
         return trees[name]
 
@@ -640,6 +640,18 @@ def test_the_containers_are_joined_with_their_names_and_the_kubelets_assignment(
         assert workload.memory_nodes == (frozenset({pod.memory_node}) if pod.memory_node is not None else frozenset())
         cpus, mems = EFFECTIVE[name][pod.name]
         assert (workload.cpus, workload.mems) == (parse_cpulist(cpus), parse_cpulist(mems))
+
+
+def test_the_612_kernels_read_only_smp_affinity_is_kept_and_seen(completed):
+    irqs = completed(V2_612).snapshot.get("irqs")
+
+    assert irqs.read_only_modes_seen
+    assert {irq for irq, found in irqs.irqs.items() if found.writable is False} == {0, 2, *range(25, 37)}
+    assert irqs.irqs[24].writable  # the NVMe admin queue is not managed
+    (nvme_on_cpu2,) = [
+        f for f in completed(V2_612).evaluation.findings if f.check == "irq_on_isolated_cpu" and f.labels["irq"] == "33"
+    ]
+    assert "read-only" in nvme_on_cpu2.message
 
 
 def test_the_v1_memory_numa_stat_is_read_in_pages(completed):
