@@ -7,9 +7,10 @@ the pods) is written here, consistent with what the README says the kubelet assi
 expected findings below are copied from each README's "What is true here" table; a README and this file change
 together.
 
-Where numawatch on main is known to get a capture wrong (issue 14: offline CPUs read as drift / as "not isolated";
-and one misreading not in issue 14), the correct expectation is kept and marked ``xfail(strict=True)``, one test per
-check, so each flips on its own when the code is fixed.
+Where numawatch is known to get a capture wrong, the correct expectation is kept in ``known_wrong`` and its test
+marked ``xfail(strict=True)``, one test per check, so each flips on its own when the code is fixed. None is known
+today: the issue-14 fixes (offline CPUs read as drift and as "not isolated") and the memory-node subset fix made
+every capture read as its README says.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from corpus import corpus_root
 from fakehost import FakeHost
 from fakehost.kubelet import (
     kubelet_memory_machine_state,
@@ -40,7 +41,6 @@ from numawatch.intent import REFERENCE
 from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, MemoryBlock
 from numawatch.workloads import build_workloads
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
 RT_V1 = "realkernel-rt-cgroupv1-smtoff"
 V2_612 = "realkernel-6.12-systemd-noisolation"
 ISO_612 = "realkernel-6.12-isolated-core-offline"
@@ -78,34 +78,8 @@ class Capture:
     known_wrong: Mapping[str, str] = field(default_factory=dict)  # check id -> why main misreads it today
 
 
-# A label whose value the README leaves open: it must be there, with any value. Used only where the right value is
-# not settled (what `expected` should say for a container all of whose assigned CPUs are offline).
-ANY = "<any value>"
-
-
 def finding(check: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
     return check, frozenset(labels.items())
-
-
-def same_findings(actual: set[tuple[str, frozenset[tuple[str, str]]]], expected: set[tuple[str, frozenset]]) -> bool:
-    """Whether ``actual`` is exactly ``expected``, one to one; an expected label of value ANY matches any value."""
-    left = set(actual)
-    for check, labels in expected:
-        wanted = dict(labels)
-        match = next(
-            (
-                item
-                for item in sorted(left, key=str)
-                if item[0] == check
-                and dict(item[1]).keys() == wanted.keys()
-                and all(value in (ANY, dict(item[1])[key]) for key, value in wanted.items())
-            ),
-            None,
-        )
-        if match is None:
-            return False
-        left.remove(match)
-    return not left
 
 
 def container(pod: Pod) -> dict[str, str]:
@@ -135,10 +109,6 @@ RT_PODS = (
         "bbc7890b4733a42ded7b97083b334387b1a934bc330575a2f1586a5bd054f0be",
     ),
 )  # fmt: skip
-_OFFLINE_READ_AS_DRIFT = (
-    "issue 14: the kernel removed the offline CPUs from every cpuset; numawatch compares the cgroups with the "
-    "kubelet's assignment including offline CPUs and reports each shrunken cpuset as drift"
-)
 RT = Capture(
     name=RT_V1,
     flavor="kubeadm",
@@ -148,10 +118,10 @@ RT = Capture(
     pods=RT_PODS,
     true_findings=frozenset(
         {
+            # Also says that reserved-cpus=0-1,6-7 names offline CPUs 1 and 7, which stops the kubelet by itself: one
+            # finding, since one procedure (reserved-cpus=0,6, rm the checkpoint) fixes both. On the online CPUs the
+            # reserved CPUs (0,6) are the housekeeping CPUs, so kubelet_reserved_cpus_mismatch has nothing to add.
             finding("kubelet_state_stale", file="/var/lib/kubelet/cpu_manager_state", reason="online_cpus_changed"),
-            # reserved-cpus=0-1,6-7 names offline CPUs 1 and 7: the kubelet refuses to start ("reserved-cpus: ...
-            # is not a subset of online-cpus"), checkpoint or not. The housekeeping CPUs that are left are 0,6.
-            finding("kubelet_reserved_cpus_mismatch", cpus="0-1,6-7", expected="0,6"),
         }
     ),
     not_evaluated=frozenset(
@@ -164,13 +134,6 @@ RT = Capture(
         }
     ),
     sources_down=frozenset({"intersocket", "nvml", "processes"}),
-    known_wrong={
-        "container_cpuset_drift": _OFFLINE_READ_AS_DRIFT,
-        "container_outside_isolated": (
-            "issue 14: exclusive CPUs 3 and 9-11 went offline but isolcpus lists them; numawatch intersects "
-            "isolcpus with the online CPUs and calls the offline exclusive CPUs not isolated"
-        ),
-    },
 )
 
 # ------------------------------------------------------------------------------ Debian 6.12, cgroup v2, systemd
@@ -197,11 +160,6 @@ V2_PODS = (
     ),
 )  # fmt: skip
 _WIDENED = container(V2_PODS[1])
-_MEMS_INSIDE_CPU_NODES = (
-    "not in issue 14: the container's memory is bound to node 1, one of its CPUs' nodes and the node the Memory "
-    "Manager assigned; numawatch requires cpuset.mems to equal the CPUs' nodes (checks/pinning.py "
-    "check_memory_numa_mismatch: workload.mems != cpu_nodes), not to stay inside them as docs/checks.md says"
-)
 V2 = Capture(
     name=V2_612,
     flavor="rke2",
@@ -241,7 +199,6 @@ V2 = Capture(
         }
     ),
     sources_down=frozenset({"intersocket", "nvml", "processes"}),
-    known_wrong={"container_memory_numa_mismatch": _MEMS_INSIDE_CPU_NODES},
 )
 # ------------------------------------------------------- Debian 6.12, isolated and tuned, a whole core taken offline
 ISO_PODS = (
@@ -278,7 +235,8 @@ ISO = Capture(
         {
             finding("kubelet_state_stale", file="/var/lib/kubelet/cpu_manager_state", reason="online_cpus_changed"),
             # llm-c-0's exclusive core 10-11 went offline; cgroup v2 gave its container the parent's CPUs, 0-9
-            finding("container_cpuset_drift", **_FELL_BACK, cpus="0-9", expected=ANY),
+            # No `expected`: none of the CPUs the kubelet gave it is online.
+            finding("container_cpuset_drift", **_FELL_BACK, cpus="0-9"),
             finding("exclusive_cpu_overlap", **_FELL_BACK, cpus="2-3,8-9"),
             finding(
                 "container_numa_split", **{k: v for k, v in _FELL_BACK.items() if k != "container"}, numa_node="0,1"
@@ -295,32 +253,15 @@ ISO = Capture(
         }
     ),
     sources_down=frozenset({"intersocket", "nvml", "processes"}),
-    known_wrong={
-        "container_outside_isolated": (
-            "issue 14: llm-c-0's exclusive CPUs 10-11 went offline but isolcpus lists them; numawatch intersects "
-            "isolcpus with the online CPUs and calls them not isolated"
-        ),
-        "container_memory_numa_mismatch": _MEMS_INSIDE_CPU_NODES,
-    },
 )
 CAPTURES = {capture.name: capture for capture in (RT, V2, ISO)}
 
 
 # --------------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
-def extracted(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """Each capture's root.tar.gz extracted once per session; returns the ``root`` directory (read-only use)."""
-    trees: dict[str, Path] = {}
-
-    def extract(name: str) -> Path:
-        if name not in trees:
-            target = tmp_path_factory.mktemp(f"corpus-{name}")
-            with tarfile.open(CORPUS / name / "root.tar.gz") as tar:
-                tar.extractall(target, filter="tar")  # "tar" keeps the modes ("data" adds u+w)
-            trees[name] = target / "root"
-        return trees[name]
-
-    return extract
+def extracted() -> Callable[[str], Path]:
+    """Each capture's tree, extracted once per process by the corpus loader (read-only use)."""
+    return corpus_root
 
 
 def node_mem_total(root: Path, node: int) -> int:
@@ -439,7 +380,7 @@ def test_each_check_finds_exactly_what_the_readme_calls_true(completed, name, ch
     expected = {item for item in done.capture.true_findings if item[0] == check}
 
     actual = found(done.evaluation, check)
-    assert same_findings(actual, expected), (sorted(actual, key=str), sorted(expected, key=str))
+    assert actual == expected, (sorted(actual, key=str), sorted(expected, key=str))
 
 
 @pytest.mark.parametrize("name", list(CAPTURES))
@@ -447,19 +388,6 @@ def test_the_checks_that_cannot_be_evaluated_are_those_the_readme_names(complete
     done = completed(name)
 
     assert {item.check for item in done.evaluation.not_evaluated} == done.capture.not_evaluated
-
-
-def test_findings_are_compared_one_to_one_with_any_matching_only_its_own_label():
-    drift = finding("container_cpuset_drift", pod="p", cpus="0-9", expected="10-11")
-    overlap = finding("exclusive_cpu_overlap", pod="p", cpus="2-3")
-
-    assert same_findings(
-        {drift, overlap}, {finding("container_cpuset_drift", pod="p", cpus="0-9", expected=ANY), overlap}
-    )
-    assert not same_findings({drift}, {finding("container_cpuset_drift", pod="p", cpus="0-8", expected=ANY)})
-    assert not same_findings({drift, overlap}, {drift})  # an extra finding
-    assert not same_findings({drift}, {drift, overlap})  # a missing one
-    assert not same_findings({drift}, {finding("container_cpuset_drift", pod="p", cpus="0-9")})  # a label too many
 
 
 @pytest.mark.parametrize("name", list(CAPTURES))
@@ -470,22 +398,14 @@ def test_every_true_finding_is_one_of_a_registered_check(name):
     assert set(CAPTURES[name].known_wrong) <= registered
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: kubelet_state_stale must say which CPUs went offline (1,3,5,7,9-11); the message only quotes "
-    "the kubelet's two CPU sets",
-)
-def test_the_stale_cpu_state_names_the_cpus_that_went_offline(completed):
+def test_the_stale_cpu_state_names_the_cpus_that_went_offline_and_the_offline_reserved_cpus(completed):
     (stale,) = [f for f in completed(RT_V1).evaluation.findings if f.check == "kubelet_state_stale"]
 
-    assert "1,3,5,7,9-11" in stale.message
+    assert "CPUs 1,3,5,7,9-11 of the checkpoint went offline" in stale.message
+    assert "reserved-cpus 0-1,6-7 names CPUs 1,7, which are offline" in stale.message
+    assert "reserved-cpus=0,6" in stale.remediation or "reservedSystemCPUs: 0,6" in stale.remediation
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: the drift message names llm-c-0's offline CPUs 10-11 as 'missing'; what is wrong is that it "
-    "runs on 0-9, CPUs the kubelet never gave it",
-)
 def test_the_drift_of_a_container_whose_cpus_all_went_offline_names_no_offline_cpu_missing(completed):
     (drift,) = [f for f in completed(ISO_612).evaluation.findings if f.check == "container_cpuset_drift"]
 
@@ -680,3 +600,4 @@ def test_the_kernel_settings_are_read_as_the_kernel_has_them(completed, name, nu
     assert (kernel.numa_balancing, kernel.thp_enabled, kernel.swappiness) == (numa_balancing, thp, swappiness)
     assert kernel.governors is None  # no cpufreq under QEMU
     assert kernel.problems == {}
+

@@ -283,9 +283,9 @@ def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
     require_cpu_state(host)
     nodes_of = node_finder(host, topology)
     online = topology.online
-    # A container whose every exclusive CPU went offline runs on its parent's CPUs: that spread is the offline CPUs'
-    # doing (container_cpuset_drift and kubelet_state_stale say so), not a split the Topology Manager admitted.
-    pinned = [w for w in found if w.pinned and assigned_online(w.exclusive_cpus or frozenset(), online)]
+    # A container whose every exclusive CPU went offline runs on its parent's CPUs: where those span nodes, its
+    # threads really are split now (as they really overlap other containers' CPUs), whatever caused it.
+    pinned = [w for w in found if w.pinned]
     if intent.topology_manager_scope == "pod":
         by_pod: dict[str, list[Workload]] = defaultdict(list)
         for workload in pinned:
@@ -365,7 +365,9 @@ def check_memory_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
         problems = []
         # Only exclusive CPUs must share the memory's nodes. A shared-pool container of a Guaranteed pod (a
         # fractional-CPU sidecar) legitimately runs anywhere while the Memory Manager binds its memory to one node.
-        if workload.pinned and workload.mems != cpu_nodes:
+        # Memory on fewer nodes than the CPUs (CPUs split over two nodes, memory bound to one) is not remote memory:
+        # container_numa_split reports the CPUs.
+        if workload.pinned and not workload.mems <= cpu_nodes:
             problems.append(f"its CPUs are on NUMA nodes {nodes_text(cpu_nodes)}")
         assigned = workload.memory_nodes
         if assigned and workload.mems != assigned:
