@@ -20,10 +20,13 @@ Capture evaluates the host once while recording what the sources touch, then cop
   through their ``SourceSpec.recording``.
 
 ``check --from`` treats the bundle as hostile input: only directories, regular files and relative symlinks that stay
-inside are accepted; absolute names, ``..``, hard links, devices and FIFOs, duplicate names, paths through a symlink,
-members over ``MAX_MEMBER_BYTES`` and archives over ``MAX_TOTAL_BYTES`` or ``MAX_MEMBERS`` are refused with one line;
-extraction goes through ``tarfile``'s ``data`` filter as well, and every symlink is checked again once all are in
-place. The archive is read as a stream whose decompressed size is capped, so a compression bomb stops early.
+inside are accepted; absolute names, ``..``, hard links, devices, FIFOs and sparse files, duplicate names, paths
+through a symlink, members over ``MAX_MEMBER_BYTES`` and archives over ``MAX_TOTAL_BYTES`` or ``MAX_MEMBERS`` are
+refused with one line; directories and symlinks go through ``tarfile``'s ``data`` filter as well, and every symlink
+is checked again once all are in place. The archive is read as a stream, by ``tarstream.TarReader`` rather than
+``tarfile`` (which reads an extended header whole before anyone can look at its size), with its decompressed size
+capped and the whole extraction under ``EXTRACT_SECONDS``, into a temporary directory that SIGTERM and SIGINT remove
+too (``_scratch_directory``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ import io
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import socket
 import stat
 import sys
@@ -55,6 +60,7 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Host, SourceSpec, read_host
 from numawatch.intent import REFERENCE, Intent, IntentError, parse_intent
 from numawatch.paths import Paths
+from numawatch.tarstream import TarFormatError, TarReader
 
 FORMAT = "numawatch-capture"
 FORMAT_VERSION = 1
@@ -75,6 +81,14 @@ MAX_MEMBERS = 1_000_000
 MAX_NAME_BYTES = 4096
 MAX_SYMLINKS = 40  # the kernel's MAXSYMLINKS
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+# What one pax header may hold: a member's path and link path (MAX_NAME_BYTES each) and a few numbers, with room.
+MAX_PAX_BYTES = 64 * 1024
+# Headers and padding come on top of the members' own sizes; a generous allowance for them.
+MAX_STREAM_BYTES = MAX_TOTAL_BYTES + 1024 * MAX_MEMBERS
+# How long check --from may take to extract a bundle: far more than the largest legitimate one needs
+# (bench/bundle_extract.py; docs/capture.md has its figures); a pipe that stops sending, or a bundle made to be slow,
+# is refused instead of waited on.
+EXTRACT_SECONDS = 300.0
 
 
 class CaptureError(Exception):
@@ -598,18 +612,65 @@ def _info(name: str, kind: bytes, mode: int, mtime: float, size: int = 0) -> tar
 
 
 # --------------------------------------------------------------------------------------------------- reading
-class _Capped(io.RawIOBase):
-    """A read-only stream that fails once more than ``limit`` bytes were read (a decompression bomb)."""
+class _Deadline:
+    """The time an extraction may take; ``left()`` raises once it is spent (checked at every read and member)."""
 
-    def __init__(self, inner: Any, limit: int, bundle: str) -> None:
-        self._inner = inner
-        self._left = limit
-        self._bundle = bundle
+    def __init__(self, bundle: str, seconds: float) -> None:
+        self.bundle = bundle
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise BundleError(f"bundle {self.bundle}: extraction did not finish within {self.seconds:g}s (a stalled "
+                              "pipe, or a bundle made to be slow); refused")
+        return left
+
+
+class _RawBundle(io.RawIOBase):
+    """The bundle's bytes from its file descriptor; a pipe or FIFO is waited on only as long as the deadline allows
+    (it is open non-blocking, so neither a writer that never comes nor one that stops sending hangs the read)."""
+
+    def __init__(self, fd: int, pipe: bool, deadline: _Deadline) -> None:
+        self._fd = fd
+        self._pipe = pipe
+        self._deadline = deadline
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
+        while True:
+            wait = self._deadline.left()
+            if self._pipe and not select.select([self._fd], [], [], wait)[0]:
+                continue  # nothing came in time: left() refuses on the next turn
+            try:
+                return os.readv(self._fd, [buffer])
+            except BlockingIOError:
+                continue
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
+
+
+class _Capped(io.RawIOBase):
+    """A read-only stream that fails once more than ``limit`` bytes were read (a decompression bomb) or once the
+    deadline is spent."""
+
+    def __init__(self, inner: Any, limit: int, bundle: str, deadline: _Deadline) -> None:
+        self._inner = inner
+        self._left = limit
+        self._bundle = bundle
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self._deadline.left()
         data = self._inner.read(len(buffer))
         self._left -= len(data)
         if self._left < 0:
@@ -634,26 +695,31 @@ class Manifest:
                                kubelet=where["kubelet"], rke2=where["rke2"])
 
 
-def extract_bundle(bundle: str, destination: str | os.PathLike[str]) -> Manifest:
-    """Check and extract ``bundle`` into ``destination`` (an empty directory); its manifest."""
+def extract_bundle(
+    bundle: str, destination: str | os.PathLike[str], *, time_limit: float = EXTRACT_SECONDS
+) -> Manifest:
+    """Check and extract ``bundle`` into ``destination`` (an empty directory) within ``time_limit`` seconds; its
+    manifest."""
     if not hasattr(tarfile, "data_filter"):
         raise BundleError(f"bundle {bundle}: reading bundles safely needs Python 3.11.4 or later (tarfile filters)")
     dest = os.path.realpath(destination)
+    deadline = _Deadline(bundle, time_limit)
+    raw = _open_bundle(bundle, deadline)
     try:
-        raw = open(bundle, "rb")  # noqa: SIM115 - closed below, after the stream that wraps it
-    except OSError as error:
-        raise BundleError(f"bundle {bundle}: cannot read it: {error.strerror or error}") from None
-    try:
-        magic = raw.read(2)
-        raw.seek(0)
-        stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
-        # Headers and padding come on top of the members' own sizes; a generous allowance for them.
-        capped = io.BufferedReader(_Capped(stream, MAX_TOTAL_BYTES + 1024 * MAX_MEMBERS, bundle), 1 << 16)
-        with tarfile.open(fileobj=capped, mode="r|") as tar:
-            _extract_members(tar, bundle, dest)
+        head = raw.peek(2)[:2]
+        stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if head == b"\x1f\x8b" else raw
+        capped = io.BufferedReader(_Capped(stream, MAX_STREAM_BYTES, bundle, deadline), 1 << 16)
+        # Every member may come with a long name, a long link name and a pax header: those are headers too.
+        reader = TarReader(capped, max_name_bytes=MAX_NAME_BYTES + 1, max_pax_bytes=MAX_PAX_BYTES,
+                           max_headers=4 * MAX_MEMBERS)
+        _extract_members(reader, bundle, dest, deadline)
     except BundleError:
         raise
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
+    except TarFormatError as error:
+        if error.member is not None:
+            raise BundleError(f"bundle {bundle}: member {error.member[:200]!r}: {error.what}") from None
+        raise BundleError(f"bundle {bundle}: not a readable tar archive ({error.what})") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as error:
         raise BundleError(f"bundle {bundle}: not a readable tar archive ({_one_line(error)})") from None
     except OSError as error:
         raise BundleError(f"bundle {bundle}: cannot extract it: {error.strerror or error}") from None
@@ -663,11 +729,33 @@ def extract_bundle(bundle: str, destination: str | os.PathLike[str]) -> Manifest
     return _read_manifest(bundle, Path(dest))
 
 
-def _extract_members(tar: tarfile.TarFile, bundle: str, dest: str) -> None:
+def _open_bundle(bundle: str, deadline: _Deadline) -> io.BufferedReader:
+    """The bundle file, buffered; a pipe or FIFO (``check --from <(curl ...)``) is read under the deadline."""
+    try:
+        fd = os.open(bundle, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise BundleError(f"bundle {bundle}: cannot read it: {error.strerror or error}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise BundleError(f"bundle {bundle}: cannot read it: it is a directory")
+        pipe = not stat.S_ISREG(mode)
+        if not pipe:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return io.BufferedReader(_RawBundle(fd, pipe, deadline), 1 << 16)
+
+
+def _extract_members(reader: TarReader, bundle: str, dest: str, deadline: _Deadline) -> None:
     seen: set[str] = set()
     links: set[str] = set()
+    directories: set[str] = {""}  # relative directories that exist, given as members or made as parents
+    directory_times: list[tuple[str, float]] = []
     total = 0
-    for count, member in enumerate(tar, start=1):
+    for count, member in enumerate(reader, start=1):
+        deadline.left()
         name = member.name
         refuse = _refusal(member, seen, links)
         if refuse is not None:
@@ -677,19 +765,64 @@ def _extract_members(tar: tarfile.TarFile, bundle: str, dest: str) -> None:
         total += member.size
         if total > MAX_TOTAL_BYTES:
             raise BundleError(f"bundle {bundle}: members add up to more than {MAX_TOTAL_BYTES} bytes")
-        try:
-            tarfile.data_filter(member, dest)
-            tar.extract(member, dest, set_attrs=True, filter="data")
-        except tarfile.FilterError as error:
-            raise BundleError(f"bundle {bundle}: member {name[:200]!r}: refused ({_one_line(error)})") from None
+        if not member.isreg():
+            # tarfile's own policy as a second opinion where a member points somewhere (a symlink) or shapes the
+            # tree (a directory). A regular file needs none: its name passed _refusal, every directory above it
+            # was made here (none is a symlink), and it is created with O_EXCL | O_NOFOLLOW.
+            try:
+                tarfile.data_filter(member, dest)
+            except tarfile.FilterError as error:
+                raise BundleError(f"bundle {bundle}: member {name[:200]!r}: refused ({_one_line(error)})") from None
         clean = _clean_name(name)
+        path = os.path.join(dest, clean)
+        try:
+            _make_parents(dest, clean, directories)
+            if member.isdir():
+                if clean not in directories:
+                    os.mkdir(path, 0o700)
+                    directories.add(clean)
+                directory_times.append((path, member.mtime))
+            elif member.issym():
+                os.symlink(member.linkname, path)
+            else:
+                _write_member(path, member, reader)
+        except OSError as error:
+            raise BundleError(f"bundle {bundle}: member {name[:200]!r}: cannot extract it: "
+                              f"{error.strerror or error}") from None
         seen.add(clean)
         if member.issym():
             links.add(clean)
-        elif member.isreg():
-            # The data filter makes every file owner-writable; sources look at permission bits (an IRQ whose
-            # smp_affinity is read-only is a managed one), so the captured bits are put back, always owner-readable.
-            os.chmod(os.path.join(dest, clean), (member.mode & 0o777) | stat.S_IRUSR)
+    # Last, as tarfile's extractall does: creating what is inside a directory changes its mtime.
+    for path, mtime in reversed(directory_times):
+        os.utime(path, (mtime, mtime), follow_symlinks=False)
+
+
+def _make_parents(dest: str, clean: str, directories: set[str]) -> None:
+    """Create the directories above ``clean`` that do not exist yet. None of them can be a symlink: a path through
+    a symlink member is refused, and nothing but this extraction writes into ``dest``."""
+    parent = clean.rpartition("/")[0]
+    missing: list[str] = []
+    while parent not in directories:
+        missing.append(parent)
+        parent = parent.rpartition("/")[0]
+    for directory in reversed(missing):
+        os.mkdir(os.path.join(dest, directory), 0o700)
+        directories.add(directory)
+
+
+def _write_member(path: str, member: tarfile.TarInfo, reader: TarReader) -> None:
+    """A regular file with the member's data, its captured permission bits (always owner-readable: sources look at
+    them, an IRQ whose smp_affinity is read-only is a managed one) and its mtime."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        for chunk in reader.data():
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+        os.fchmod(fd, (member.mode & 0o777) | stat.S_IRUSR)
+        os.utime(fd, (member.mtime, member.mtime))
+    finally:
+        os.close(fd)
 
 
 def _clean_name(name: str) -> str:
@@ -714,6 +847,8 @@ def _refusal(member: tarfile.TarInfo, seen: set[str], links: set[str]) -> str | 
             return "a path through a symlink"
     if member.islnk():
         return "a hard link"
+    if member.type == tarfile.GNUTYPE_SPARSE or any(key.startswith("GNU.sparse.") for key in member.pax_headers):
+        return "a sparse file"
     if member.ischr() or member.isblk():
         return "a device node"
     if member.isfifo():
@@ -904,8 +1039,7 @@ def evaluate_bundle(
     """Evaluate a capture bundle offline: with ``intent``, else the intent captured with it, else the reference."""
     from numawatch.sources import SOURCES
 
-    scratch = tempfile.mkdtemp(prefix="numawatch-bundle-")
-    try:
+    with _scratch_directory() as scratch:
         manifest = extract_bundle(bundle, scratch)
         if intent is None:
             intent = _bundled_intent(bundle, manifest)
@@ -913,8 +1047,49 @@ def evaluate_bundle(
         specs = _replayed(sources if sources is not None else SOURCES, manifest, extracted_root)
         evaluation = evaluate(read_host(manifest.paths(), specs), intent)
         return _as_on_the_node(evaluation, extracted_root, manifest.host_root)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGINT arrived while a bundle was being read: raised in the main thread so that the temporary
+    directory is removed on the way out. The CLI exits 128 + ``signum``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _scratch_directory() -> Iterator[str]:
+    """A temporary directory removed on every way out: return, error, SIGTERM or SIGINT (which raise
+    ``Interrupted`` meanwhile, where their handlers are still the default ones and this is the main thread)."""
+    scratch = tempfile.mkdtemp(prefix="numawatch-bundle-")
+    installed: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in _STOP_SIGNALS:
+            current = signal.getsignal(signum)
+            if current in (signal.SIG_DFL, signal.default_int_handler):
+                installed[signum] = current
+                signal.signal(signum, _raise_interrupted)
+    try:
+        yield scratch
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        # A second signal during the clean-up waits until it is done, then has its usual effect.
+        if installed:
+            signal.pthread_sigmask(signal.SIG_BLOCK, installed)
+        try:
+            shutil.rmtree(scratch, ignore_errors=True)
+        finally:
+            for stopping, handler in installed.items():
+                signal.signal(stopping, handler)
+            if installed:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, installed)
 
 
 def _bundled_intent(bundle: str, manifest: Manifest) -> Intent:

@@ -516,5 +516,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"numawatch: error: {error}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as stopped:
+        # Ctrl-C, or SIGTERM/SIGINT during check --from (capture.Interrupted, which says which): the shell's code.
+        return 128 + getattr(stopped, "signum", signal.SIGINT)

@@ -16,16 +16,22 @@ first evaluation and stop after the last.
 Lifecycle guarantees (docs/security.md):
 
 - SIGHUP reloads the intent file (and the web config file): an invalid new file keeps the old one, logs why and
-  sets ``numawatch_intent_reload_success`` to 0; either way the host is evaluated again at once.
+  sets ``numawatch_intent_reload_success`` to 0; either way the host is evaluated again at once. One reload runs at
+  a time and SIGHUPs that arrive meanwhile fold into one that runs next, so the newest SIGHUP always reads the files
+  last; each read runs in a daemon thread and is given up after ``RELOAD_SECONDS`` (a hung mount, a FIFO).
 - SIGTERM and SIGINT stop within a second: requests in flight get ``SHUTDOWN_GRACE_SECONDS``, and an evaluation
   stuck in a read (a hung mount) is left behind in its daemon thread instead of being waited for.
-- At most ``--web.max-requests`` requests are in flight; one more is answered 503 at once.
-- A client has ``--web.read-timeout`` seconds to send its request headers (and body, if it announces one) and
-  ``--web.write-timeout`` seconds to take the response; then the connection is closed. A stalled or slow client
-  therefore holds a socket for a bounded time and no request slot while its headers are incomplete.
+- A request is authenticated (basic auth, client certificate names) before it takes one of the
+  ``--web.max-requests`` slots or has its body read; over the limit it is answered 503 at once. bcrypt runs in
+  ``passwords.VerifierPool``'s threads, and a password verified once is remembered, so wrong passwords cannot make
+  right ones wait.
+- A client has ``--web.read-timeout`` seconds to send each request's headers (``connection.Connection``; from the
+  request's first byte, on a kept-alive connection too) and body, if it announces one, and ``--web.write-timeout``
+  seconds to take the response; then the connection is closed. A stalled or slow client therefore holds a socket
+  for a bounded time and no request slot while its headers are incomplete.
 - With a web config file: TLS (optionally requiring verified client certificates), basic auth against bcrypt
-  hashes (``/healthz`` excepted, so probes need no password) and the configured security headers on every answer.
-  Neither a password nor an Authorization header is ever logged.
+  hashes (``/healthz`` excepted, so probes need no password) and the configured security headers on every answer,
+  refusals and malformed requests included. Neither a password nor any header value is ever logged.
 """
 
 from __future__ import annotations
@@ -47,8 +53,10 @@ from aiohttp import web
 
 from numawatch import __version__, metrics
 from numawatch.checks import Check, Evaluation, evaluate
+from numawatch.connection import Connection
 from numawatch.host import HostReader
 from numawatch.intent import Intent
+from numawatch.passwords import PoolBusy, VerifierPool
 from numawatch.report import subject, summary, timestamp
 from numawatch.webconfig import (
     CLIENT_AUTH_TYPES,
@@ -84,6 +92,12 @@ KEEPALIVE_SECONDS = 75.0
 MAX_REQUEST_BODY = 64 * 1024
 # zlib level of the pre-compressed /metrics body (see Sampler.evaluate_once).
 GZIP_LEVEL = 1
+# How long a SIGHUP reload may take to read one file (the intent, the web config: a few hundred bytes from a
+# ConfigMap or Secret) before it is given up as stuck in the kernel.
+RELOAD_SECONDS = 5.0
+# Reads given up but still stuck in their threads; while this many are, a reload fails at once rather than leave
+# yet another thread behind.
+MAX_STUCK_READS = 4
 
 T = TypeVar("T")
 
@@ -127,6 +141,9 @@ class Sampler:
         # Loads the intent file again on SIGHUP (raises on an invalid file); None: the reference profile, no file.
         self.intent_loader = intent_loader
         self.reload_status = ReloadStatus(True, time.time())
+        self.reads = BoundedReads()
+        self._reloads_started = 0
+        self._reloads_applied = 0  # the generation whose result is in force
         # Extra exposition text rendered with every evaluation, by part (the server's own families: "http" is
         # Gate.metrics_text); one entry per part, so building a second app on this sampler never doubles a family.
         self.extra_metrics: dict[str, Callable[[], str]] = {}
@@ -202,18 +219,28 @@ class Sampler:
 
     async def reload(self) -> bool:
         """Load the intent file again (SIGHUP). An invalid file keeps the current intent; either way the host is
-        evaluated again at once, so findings and ``numawatch_intent_reload_*`` follow right away."""
-        success = True
+        evaluated again at once, so findings and ``numawatch_intent_reload_*`` follow right away.
+
+        A reload that started before another one finished never overwrites it (``serve`` runs one at a time anyway;
+        this holds for any caller): its result is dropped, and the status stays the newer one's.
+        """
+        self._reloads_started += 1
+        generation = self._reloads_started
+        success, failure, intent = True, "", None
         if self.intent_loader is not None:
             try:
-                intent = await asyncio.to_thread(self.intent_loader)
+                intent = await self.reads.read(self.intent_loader, "the intent file")
             except Exception as error:  # whatever is wrong with the new file, the old intent stays in force
-                success = False
-                log.error("intent reload failed, still judging against %s: %s", self.intent.source,
-                          " ".join(str(error).split()))
-            else:
-                self.intent = intent
-                log.info("intent reloaded from %s", intent.source)
+                success, failure = False, " ".join(str(error).split())
+        if generation < self._reloads_applied:
+            log.info("an intent reload finished after a newer one; its result is dropped")
+            return success
+        self._reloads_applied = generation
+        if not success:
+            log.error("intent reload failed, still judging against %s: %s", self.intent.source, failure)
+        elif intent is not None:
+            self.intent = intent
+            log.info("intent reloaded from %s", intent.source)
         self.reload_status = ReloadStatus(success, time.time())
         self.refresh_soon()
         return success
@@ -223,16 +250,16 @@ class Sampler:
 
 
 INTENT_RELOAD_SUCCESS_HELP = (
-    "1 when the last intent reload (SIGHUP) succeeded or none was asked for, 0 when the new file was invalid and "
-    "the previous intent is still in force."
+    "1 when the last intent reload (SIGHUP) succeeded or none was asked for, 0 when the new file was invalid (or "
+    "could not be read in time) and the previous intent is still in force."
 )
 INTENT_RELOAD_TIMESTAMP_HELP = "Unix time of the last intent reload attempt (SIGHUP), or of start-up before any."
 REQUESTS_REFUSED_HELP = (
     "HTTP requests refused since start: reason max_requests (answered 503 at once, --web.max-requests were in "
-    "flight), read_timeout (request not received within --web.read-timeout) or write_timeout (response not taken "
-    "within --web.write-timeout)."
+    "flight), read_timeout (request not received within --web.read-timeout), write_timeout (response not taken "
+    "within --web.write-timeout) or password_checks (answered 503 at once, too many bcrypt checks waiting)."
 )
-REFUSAL_REASONS = ("max_requests", "read_timeout", "write_timeout")
+REFUSAL_REASONS = ("max_requests", "read_timeout", "write_timeout", "password_checks")
 
 
 def _family(name: str, kind: str, help_text: str, samples: Iterable[tuple[str, float]]) -> str:
@@ -278,6 +305,47 @@ async def in_daemon_thread(function: Callable[[], T], name: str) -> T:
     return await future
 
 
+class ReadTimedOut(Exception):
+    """A reload's read did not finish in time (or too many earlier ones are still stuck); one line."""
+
+
+class BoundedReads:
+    """Blocking reads of files on SIGHUP (the intent, the web config), each in a daemon thread with a time limit.
+
+    A read stuck in the kernel (a hung NFS or FUSE mount, a FIFO) is given up after ``seconds`` and its thread is left
+    behind: it blocks neither shutdown nor the next reload, and what it returns some day is dropped. While
+    ``max_stuck`` such threads are still stuck, a read fails at once instead of leaving one more.
+    """
+
+    def __init__(self, seconds: float = RELOAD_SECONDS, max_stuck: int = MAX_STUCK_READS) -> None:
+        self.seconds = seconds
+        self.max_stuck = max_stuck
+        self._stuck: list[threading.Event] = []
+
+    async def read(self, function: Callable[[], T], what: str) -> T:
+        self._stuck = [done for done in self._stuck if not done.is_set()]
+        if len(self._stuck) >= self.max_stuck:
+            raise ReadTimedOut(f"not reading {what}: {len(self._stuck)} earlier reads are still stuck")
+        done = threading.Event()
+
+        def tracked() -> T:
+            try:
+                return function()
+            finally:
+                done.set()
+
+        deadline = asyncio.timeout(self.seconds)
+        try:
+            async with deadline:
+                return await in_daemon_thread(tracked, "numawatch-reload")
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the read itself raised it (ETIMEDOUT from a network file system)
+            self._stuck.append(done)
+            raise ReadTimedOut(f"reading {what} did not finish within {self.seconds:g}s (a hung mount or a FIFO?); "
+                               "given up") from None
+
+
 def _log_change(previous: Snapshot | None, current: Snapshot) -> None:
     count = len(current.evaluation.findings)
     log.debug("evaluation finished in %.3fs with %d findings", current.duration_seconds, count)
@@ -312,8 +380,11 @@ class Gate:
     in_flight: int = 0
     refused: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REFUSAL_REASONS, 0))
     ssl_context: ssl.SSLContext | None = None
+    passwords: VerifierPool = field(default_factory=VerifierPool)
+    reads: BoundedReads = field(default_factory=BoundedReads)
     _auth: BasicAuth | None = None
-    _bcrypt_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _reloads_started: int = 0
+    _reloads_applied: int = 0
 
     def __post_init__(self) -> None:
         if self.web_config is not None:
@@ -332,17 +403,25 @@ class Gate:
         )
 
     async def reload(self) -> bool:
-        """Re-read the web config file (SIGHUP); False, logged, when the new one is refused."""
+        """Re-read the web config file (SIGHUP); False, logged, when the new one is refused. As with
+        ``Sampler.reload``, a reload that finishes after a newer one changes nothing."""
         if self.web_config_path is None:
             return True
+        self._reloads_started += 1
+        generation = self._reloads_started
+        path = self.web_config_path
         try:
-            config = await asyncio.to_thread(load_web_config, self.web_config_path)
+            config = await self.reads.read(lambda: load_web_config(path), "the web config file")
         except Exception as error:  # WebConfigError's message is one safe line; anything else is a bug, said so
             log.error("web config reload failed, keeping the previous one: %s", " ".join(str(error).split()))
+            return False
+        if generation < self._reloads_applied:
+            log.info("a web config reload finished after a newer one; its result is dropped")
             return False
         if (config.tls is None) != (self.ssl_context is None):
             log.error("web config reload refused: turning TLS on or off needs a restart of numawatch")
             return False
+        self._reloads_applied = generation
         if config.tls is not None and self.ssl_context is not None:
             _update_ssl_context(self.ssl_context, config)
         self.web_config = config
@@ -350,68 +429,103 @@ class Gate:
         log.info("web config reloaded from %s", self.web_config_path)
         return True
 
-    async def _authorised(self, request: web.Request) -> bool:
-        auth = self._auth
-        if auth is None or request.path == "/healthz":
-            return True
-        credentials = parse_basic_authorization(request.headers.get("Authorization", ""))
-        if credentials is None:
-            return False
-        user, password = credentials
-        if auth.cached(user, password):
-            return True
-        # One bcrypt at a time, off the loop: a flood of guesses costs one CPU and never stalls the loop.
-        async with self._bcrypt_lock:
-            return await asyncio.to_thread(auth.verify, user, password)
+    def count_read_timeout(self) -> None:
+        self.refused["read_timeout"] += 1
 
-    def _apply_headers(self, response: web.StreamResponse) -> None:
+    def apply_headers(self, response: web.StreamResponse) -> None:
+        """The configured security headers, on every answer numawatch gives (connection.Connection's too)."""
         if self.web_config is not None:
             for name, value in self.web_config.headers.items():
                 response.headers[name] = value
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
+        # Who is asking comes first: an unauthenticated client never holds a slot, nor makes numawatch read its body.
+        refusal = await self._refusal(request)
+        if refusal is not None:
+            return await self._send(request, refusal)
         limit = self.limits.max_requests
         if limit and self.in_flight >= limit:
             self.refused["max_requests"] += 1
             response = web.Response(status=503, text=f"too many requests in flight (--web.max-requests={limit})\n",
                                     headers={"Retry-After": "1"})
-            self._apply_headers(response)
-            return response
+            return await self._send(request, response)
         self.in_flight += 1
         try:
             return await self._handle(request, handler)
         finally:
             self.in_flight -= 1
 
+    async def _refusal(self, request: web.Request) -> web.Response | None:
+        """401, 403 or 503 (too many password checks waiting) for a request that may not go further; else None."""
+        auth = self._auth
+        if auth is not None and request.path != "/healthz":
+            verdict = await self._password_verdict(request, auth)
+            if verdict is None:
+                self.refused["password_checks"] += 1
+                return web.Response(status=503, text="too many password checks waiting\n",
+                                    headers={"Retry-After": "1"})
+            if not verdict:
+                return web.Response(status=401, text="unauthorised\n",
+                                    headers={"WWW-Authenticate": 'Basic realm="numawatch", charset="UTF-8"'})
+        if self.web_config is not None and not peer_allowed(
+            self.web_config, request.transport.get_extra_info("peercert") if request.transport else None
+        ):
+            return web.Response(status=403, text="client certificate not allowed\n")
+        return None
+
+    async def _password_verdict(self, request: web.Request, auth: BasicAuth) -> bool | None:
+        """Whether the request's basic-auth credentials are right; None when the password pool is full."""
+        credentials = parse_basic_authorization(request.headers.get("Authorization", ""))
+        if credentials is None:
+            return False
+        user, password = credentials
+        if auth.cached(user, password):
+            return True
+        try:
+            return await self.passwords.run(lambda: auth.verify(user, password))
+        except PoolBusy:
+            return None
+
     async def _handle(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
         response: web.StreamResponse
         if request.body_exists:
             # Read what the client announced before answering, under the read deadline: a client that sends
             # half a request holds its slot only this long.
-            try:
-                async with asyncio.timeout(self.limits.read_timeout):
-                    await request.read()
-            except TimeoutError:
-                self.refused["read_timeout"] += 1
-                log.debug("request body from %s not received within %gs", request.remote, self.limits.read_timeout)
-                response = web.Response(status=408, text="request not received in time\n")
-                response.force_close()
-                self._apply_headers(response)
-                return response
-        if not await self._authorised(request):
-            response = web.Response(status=401, text="unauthorised\n",
-                                    headers={"WWW-Authenticate": 'Basic realm="numawatch", charset="UTF-8"'})
-        elif self.web_config is not None and not peer_allowed(
-            self.web_config, request.transport.get_extra_info("peercert") if request.transport else None
-        ):
-            response = web.Response(status=403, text="client certificate not allowed\n")
+            refusal = await self._read_body(request)
+            if refusal is not None:
+                return await self._send(request, refusal)
+        try:
+            response = await handler(request)
+        except web.HTTPException as error:  # 404, 405: answered like the rest, with the headers
+            response = web.Response(status=error.status, text=error.text, headers=error.headers)
+        return await self._send(request, response)
+
+    async def _read_body(self, request: web.Request) -> web.Response | None:
+        """Read the announced body; an answer (408, 413, 400) when that fails, None when it is in."""
+        try:
+            async with asyncio.timeout(self.limits.read_timeout):
+                await request.read()
+        except TimeoutError:
+            self.refused["read_timeout"] += 1
+            log.debug("request body from %s not received within %gs", request.remote, self.limits.read_timeout)
+            response = web.Response(status=408, text="request not received in time\n")
+        except web.HTTPRequestEntityTooLarge:
+            response = web.Response(status=413, text=f"request body larger than {MAX_REQUEST_BODY} bytes\n")
+        except (web.RequestPayloadError, ConnectionError) as error:  # a malformed body, or the client went away
+            log.debug("request body from %s not read: %s", request.remote, type(error).__name__)
+            response = web.Response(status=400, text="malformed request body\n")
         else:
-            try:
-                response = await handler(request)
-            except web.HTTPException as error:  # 404, 405: answered like the rest, with the headers
-                response = web.Response(status=error.status, text=error.text, headers=error.headers)
-        self._apply_headers(response)
+            return None
+        response.force_close()
+        return response
+
+    async def _send(self, request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+        """Send ``response`` with the security headers, under the write deadline; the connection is closed after it
+        when the request's body was never read, or its end is not known (``connection.RequestFraming``)."""
+        self.apply_headers(response)
+        if (request.body_exists and not request.content.is_eof()) or "Transfer-Encoding" in request.headers:
+            response.force_close()
         if response.prepared:
             return response
         # Send it here, under the write deadline, rather than after the middleware returns: a client that does not
@@ -425,6 +539,8 @@ class Gate:
             log.debug("response to %s not taken within %gs; closing", request.remote, self.limits.write_timeout)
             if request.transport is not None:
                 request.transport.abort()
+        except ConnectionError:  # the client went away first: nobody to answer, nothing to log but that
+            log.debug("%s closed the connection before its answer", request.remote)
         return response
 
 
@@ -488,6 +604,25 @@ async def reload(app: web.Application) -> None:
     if gate is not None:
         await gate.reload()
     await app[SAMPLER].reload()
+
+
+class Reloader:
+    """SIGHUP's reloads, one at a time: a SIGHUP that arrives while one runs is done once it finished, and several
+    that arrive meanwhile fold into that one. So the newest SIGHUP's reload always reads the files last, after the
+    change that prompted it, and its result is what stays in force."""
+
+    def __init__(self, app: web.Application) -> None:
+        self._app = app
+        self._asked = 0
+        self._lock = asyncio.Lock()
+
+    async def reload(self) -> None:
+        self._asked += 1
+        mine = self._asked
+        async with self._lock:
+            if mine != self._asked:
+                return  # a newer SIGHUP is waiting too: its reload, after this one would have, covers both
+            await reload(self._app)
 
 
 def accepts_gzip(header: str) -> bool:
@@ -594,20 +729,20 @@ async def serve(
 ) -> None:
     """Listen until SIGTERM or SIGINT, then shut down cleanly (the cleanup contexts run); SIGHUP reloads."""
     gate = app.get(GATE) or Gate()
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_SECONDS,
-                           keepalive_timeout=KEEPALIVE_SECONDS)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_SECONDS, **_HANDLER_OPTIONS)
     await runner.setup()
     listener: asyncio.Server | None = None
     reloads: set[asyncio.Task[None]] = set()
     try:
         loop = asyncio.get_running_loop()
-        handler_factory = runner.server
-        assert handler_factory is not None
+        manager = runner.server
+        assert manager is not None
 
         def protocol() -> asyncio.Protocol:
-            return _RequestDeadline(handler_factory(), gate.limits.read_timeout, gate)
+            return Connection(manager, loop=loop, read_timeout=gate.limits.read_timeout, answer=gate.apply_headers,
+                              timed_out=gate.count_read_timeout, **_HANDLER_OPTIONS)
 
-        # Our own listener rather than web.TCPSite, to put the request-read deadline in front of aiohttp's protocol.
+        # Our own listener rather than web.TCPSite, to make every connection a connection.Connection.
         listener = await loop.create_server(
             protocol, host, port, ssl=gate.ssl_context, reuse_address=True, backlog=128,
             ssl_handshake_timeout=gate.limits.read_timeout if gate.ssl_context is not None else None,
@@ -615,10 +750,11 @@ async def serve(
         if on_listening is not None:
             on_listening([_url(sock.getsockname(), gate.scheme) for sock in listener.sockets])
         stop = asyncio.Event()
+        reloader = Reloader(app)
 
         def hangup() -> None:
             log.info("SIGHUP: reloading")
-            task = loop.create_task(reload(app), name="numawatch-reload")
+            task = loop.create_task(reloader.reload(), name="numawatch-reload")
             reloads.add(task)
             task.add_done_callback(reloads.discard)
 
@@ -633,75 +769,15 @@ async def serve(
         log.info("shutting down")
     finally:
         for task in reloads:
-            task.cancel()
+            task.cancel()  # a read stuck in the kernel stays behind in its daemon thread
         if listener is not None:
             listener.close()  # stop accepting; open connections are closed by the runner below
         await runner.cleanup()
 
 
-class _RequestDeadline(asyncio.Protocol):
-    """In front of aiohttp's protocol: closes a connection whose request headers are not complete in ``seconds``.
-
-    aiohttp has no request-read timeout of its own (its keep-alive timeout covers idle connections between
-    requests), so a client sending half a request would hold its socket for ever. The clock starts at the first byte
-    of each request (at connection for the first) and stops at the blank line that ends the headers; a body, if
-    announced, is read under the same deadline by ``Gate``.
-    """
-
-    def __init__(self, inner: Any, seconds: float, gate: Gate) -> None:
-        self._inner = inner
-        self._seconds = seconds
-        self._gate = gate
-        self._transport: asyncio.BaseTransport | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._tail = b""
-
-    def _arm(self) -> None:
-        self._timer = asyncio.get_running_loop().call_later(self._seconds, self._expired)
-        self._tail = b""
-
-    def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _expired(self) -> None:
-        self._timer = None
-        self._gate.refused["read_timeout"] += 1
-        transport = self._transport
-        if transport is not None and not transport.is_closing():
-            peer = transport.get_extra_info("peername")
-            log.debug("closing the connection from %s: request headers not received within %gs", peer, self._seconds)
-            transport.close()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
-        self._arm()
-        self._inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        if self._timer is None:
-            self._arm()
-        window = self._tail + data
-        if b"\r\n\r\n" in window:
-            self._disarm()
-        else:
-            self._tail = window[-3:]
-        self._inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self._inner.eof_received()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        self._transport = None
-        self._inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._inner.resume_writing()
+# How aiohttp's protocol is set up, for the runner's server and for every connection.Connection alike: no access log
+# (it would hold client addresses and paths for nothing), and keep-alive between Prometheus' scrapes.
+_HANDLER_OPTIONS: dict[str, Any] = {"access_log": None, "keepalive_timeout": KEEPALIVE_SECONDS}
 
 
 def _url(address: object, scheme: str = "http") -> str:

@@ -38,6 +38,7 @@ import os
 import re
 import ssl
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,8 +89,11 @@ _UNSUPPORTED = {
     "tls_server_config.curve_preferences": "not supported by numawatch (OpenSSL's defaults apply); remove it",
 }
 
-# $2a$/$2b$/$2y$, two-digit cost, 22 characters of salt and 31 of hash in bcrypt's base64 alphabet.
-_BCRYPT = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
+# $2a$/$2b$/$2y$, two-digit cost, 22 characters of salt and 31 of hash in bcrypt's base64 alphabet; nothing else
+# (matched whole: "$" alone would let a trailing newline through, and bcrypt would then never match the password).
+_BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
+# User names end up in messages and in the cache key: printable, no ':' (basic auth's separator).
+_USER = re.compile(r"[^\x00-\x1f\x7f:]+")
 
 # Checked against when the user is unknown, so that a wrong user name costs the same bcrypt time as a wrong password
 # and response times do not tell which user names exist. Hash of random bytes nobody knows, cost 10 like htpasswd.
@@ -275,10 +279,15 @@ class _Reader:
             raise self.fail("basic_auth_users", f"expected a mapping of user to bcrypt hash, found {_kind(value)}")
         users: dict[str, bytes] = {}
         for user, hashed in value.items():
-            if not isinstance(user, str) or not user or ":" in user:
-                raise self.fail("basic_auth_users", "user names are non-empty strings without ':'")
+            if not isinstance(user, str) or not _USER.fullmatch(user):
+                raise self.fail("basic_auth_users", "user names are non-empty strings without ':' or control "
+                                                    "characters")
             # Never echo the value: someone may have pasted the password itself.
-            if not isinstance(hashed, str) or not _BCRYPT.match(hashed):
+            if isinstance(hashed, str) and hashed != hashed.strip() and _BCRYPT.fullmatch(hashed.strip()):
+                raise self.fail(f"basic_auth_users.{user}",
+                                "the bcrypt hash has a line break or spaces around it (a YAML '|' block keeps its "
+                                "newline); write it on the key's line, quoted")
+            if not isinstance(hashed, str) or not _BCRYPT.fullmatch(hashed):
                 raise self.fail(f"basic_auth_users.{user}",
                                 "expected a bcrypt hash ($2y$10$..., e.g. from htpasswd -nBC 10); the value is not one")
             users[user] = hashed.encode("ascii")
@@ -367,29 +376,40 @@ def parse_basic_authorization(header: str) -> tuple[str, bytes] | None:
 
 
 class BasicAuth:
-    """Checks user and password against the bcrypt hashes; remembers good pairs, never failures.
+    """Checks user and password against the bcrypt hashes; remembers recent good pairs, never failures.
 
-    bcrypt costs ~50 ms at cost 10, and Prometheus sends the same credentials every scrape, so a verified pair is
-    remembered by (user, SHA-256 of the password, hash) like exporter-toolkit's cache. Failures are never cached, so
-    guessing always pays bcrypt's price. Verification runs in a worker thread and one at a time (the caller holds
-    ``lock``), so a flood of guesses costs one CPU, not all of them.
+    bcrypt costs tens of milliseconds by design, and Prometheus sends the same credentials every scrape, so a
+    verified pair is remembered, keyed by a SHA-256 of user, hash and password together, as exporter-toolkit's cache
+    is (the password itself is never kept). Only successes are: guessing always pays bcrypt's price, and no amount of
+    guessing can push a real scraper's entry out. ``verify`` blocks; ``numawatch serve`` runs it in
+    ``passwords.VerifierPool``'s few threads, so a flood of guesses costs those CPUs and no more.
     """
 
     MAX_CACHED = 64
 
     def __init__(self, users: Mapping[str, bytes]) -> None:
         self.users = users
-        self._verified: set[tuple[str, bytes, bytes]] = set()
+        self._verified: OrderedDict[bytes, None] = OrderedDict()  # least recently used first
         self._guard = threading.Lock()
 
+    @staticmethod
+    def _key(user: str, hashed: bytes, password: bytes) -> bytes:
+        digest = hashlib.sha256()
+        for part in (user.encode("utf-8", "surrogateescape"), hashed, password):
+            digest.update(len(part).to_bytes(4, "big") + part)  # lengths first: no two triples hash alike
+        return digest.digest()
+
     def cached(self, user: str, password: bytes) -> bool | None:
-        """True when this pair was verified before; None when bcrypt must decide."""
+        """True when this pair was verified recently; None when bcrypt must decide."""
         hashed = self.users.get(user)
         if hashed is None:
             return None
-        key = (user, hashlib.sha256(password).digest(), hashed)
+        key = self._key(user, hashed, password)
         with self._guard:
-            return True if key in self._verified else None
+            if key not in self._verified:
+                return None
+            self._verified.move_to_end(key)
+            return True
 
     def verify(self, user: str, password: bytes) -> bool:
         """Blocking bcrypt check (call it off the event loop)."""
@@ -402,10 +422,12 @@ class BasicAuth:
             ok = False
         if not ok or hashed is None:
             return False
+        key = self._key(user, hashed, password)
         with self._guard:
-            if len(self._verified) >= self.MAX_CACHED:
-                self._verified.clear()
-            self._verified.add((user, hashlib.sha256(password).digest(), hashed))
+            self._verified[key] = None
+            self._verified.move_to_end(key)
+            while len(self._verified) > self.MAX_CACHED:
+                self._verified.popitem(last=False)
         return True
 
 
