@@ -263,6 +263,19 @@ class CpuManagerState:
     # v3+ (PodLevelResourceManagers): pod UID -> CPUs held exclusively by the pod as a whole (podEntries)
     pod_entries: Mapping[str, CPUSet] = field(default_factory=frozen_map)
 
+    @property
+    def exclusive_cpus(self) -> CPUSet:
+        """Every CPU the CPU Manager assigns exclusively: container, v1 and pod-level entries."""
+        cpus: set[int] = set()
+        for containers in self.entries.values():
+            for assigned in containers.values():
+                cpus |= assigned
+        for assigned in self.entries_v1.values():
+            cpus |= assigned
+        for assigned in self.pod_entries.values():
+            cpus |= assigned
+        return frozenset(cpus)
+
 
 @dataclass(frozen=True)
 class MemoryTable:

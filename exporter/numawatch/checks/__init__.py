@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -48,6 +49,14 @@ class NotEvaluated(Exception):
 class NotApplicable(Exception):
     """The host lacks what the check protects (a kernel without THP has no THP mode to get wrong); the message says
     what is absent. The check was evaluated and found nothing: unlike NotEvaluated, this is not "could not look"."""
+
+
+def require(host: Host, name: str) -> Any:
+    """The source's snapshot, or NotEvaluated with the reason the source is down."""
+    value = host.get(name)
+    if value is None:
+        raise NotEvaluated(f"needs the {name} source: {host.down_reason(name)}")
+    return value
 
 
 def require_known(topology: Topology, *keys: str) -> Topology:

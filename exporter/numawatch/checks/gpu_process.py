@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from numawatch.checks import Check, Finding, NotEvaluated
-from numawatch.checks.kubelet import require
+from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent

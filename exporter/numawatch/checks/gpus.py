@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from numawatch.checks import Check, Finding, NotEvaluated
-from numawatch.checks.kubelet import require
+from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.host import Host
 from numawatch.intent import Intent
 from numawatch.model import GpuInventory, KubeletState, Topology

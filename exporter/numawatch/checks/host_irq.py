@@ -26,9 +26,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import eq, is_, is_not
-from typing import Any
 
-from numawatch.checks import Check, Finding, NotEvaluated, require_known
+from numawatch.checks import Check, Finding, NotEvaluated, require, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -46,28 +45,12 @@ from numawatch.model_host import (
 _MSI_CHIP = re.compile(r"(?:IR-)?PCI-MSI(?:X)?(?:-(?P<bdf>[0-9a-fA-F:.]+))?\s+(?P<hwirq>\d+)-")
 
 
-def require(host: Host, name: str) -> Any:
-    value = host.get(name)
-    if value is None:
-        raise NotEvaluated(f"needs the {name} source: {host.down_reason(name)}")
-    return value
-
-
 # --------------------------------------------------------------------------------------------- protected CPUs
 def exclusive_cpus(state: KubeletState | None) -> CPUSet:
     """Every CPU the kubelet's CPU Manager assigns exclusively (container, v1 and pod-level entries)."""
     if state is None or state.cpu is None:
         return EMPTY
-    cpu = state.cpu
-    cpus: set[int] = set()
-    for containers in cpu.entries.values():
-        for assigned in containers.values():
-            cpus |= assigned
-    for assigned in cpu.entries_v1.values():
-        cpus |= assigned
-    for assigned in getattr(cpu, "pod_entries", {}).values():
-        cpus |= assigned
-    return frozenset(cpus)
+    return state.cpu.exclusive_cpus
 
 
 def protected_cpus(host: Host) -> tuple[CPUSet, CPUSet]:

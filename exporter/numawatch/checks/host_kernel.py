@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, require_known
+from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, require, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -20,14 +20,6 @@ from numawatch.model import Topology
 from numawatch.model_host import KernelSettings, NumaCounters
 from numawatch.sources.kernel import NUMA_BALANCING as NO_NUMA_BALANCING
 from numawatch.sources.kernel import THP as NO_THP
-
-
-def require(host: Host, name: str) -> Any:
-    """The source's snapshot, or NotEvaluated with the reason the source is down."""
-    value = host.get(name)
-    if value is None:
-        raise NotEvaluated(f"needs the {name} source: {host.down_reason(name)}")
-    return value
 
 
 def _unreadable(settings: KernelSettings, setting: str) -> None:

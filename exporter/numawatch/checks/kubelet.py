@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numawatch.checks import Check, Finding, NotEvaluated, require_known
+from numawatch.checks import Check, Finding, NotEvaluated, require, require_known
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import REFERENCE, Intent
@@ -27,14 +27,6 @@ from numawatch.quantity import hugepage_resource_name
 
 DEFAULT_KUBELET_ROOT = "/var/lib/kubelet"
 RKE2_CONFIG = "/etc/rancher/rke2/config.yaml"
-
-
-def require(host: Host, name: str) -> Any:
-    """The source's snapshot, or NotEvaluated with the reason the source is down."""
-    value = host.get(name)
-    if value is None:
-        raise NotEvaluated(f"needs the {name} source: {host.down_reason(name)}")
-    return value
 
 
 # --------------------------------------------------------------------------------------------- remediation text

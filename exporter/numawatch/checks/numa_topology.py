@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from numawatch.checks import Check, Finding, NotEvaluated
-from numawatch.checks.kubelet import require
+from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
