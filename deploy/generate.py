@@ -1,9 +1,11 @@
 """Generate the deploy/ manifests that copy content from elsewhere in the repository.
 
-- deploy/prometheusrule.yaml: a PrometheusRule whose spec.groups are exactly the groups of every
-  alerts/numawatch-*.yml rule file, in file-name order.
-- deploy/dashboards-configmap.yaml: a ConfigMap with every dashboards/*.json, labelled for the Grafana sidecar
-  (only once dashboards exist).
+- deploy/components/prometheus-rule/prometheusrule.yaml: a PrometheusRule whose spec.groups are exactly the groups
+  of every alerts/numawatch-*.yml rule file, in file-name order. No selector label: the overlay sets it.
+- deploy/components/grafana-dashboards/dashboards-configmap.yaml: a ConfigMap with every dashboards/*.json,
+  labelled for the Grafana sidecar (only once dashboards exist).
+- deploy/npd/numawatch-plugin-monitor.json: node-problem-detector's custom-plugin-monitor configuration, one
+  permanent rule (one node condition) per group of ``numawatch.report.NODE_CONDITIONS``.
 
 tests/test_deploy.py asserts the committed files are what this script writes. Run ``python deploy/generate.py``
 after changing alerts/ or dashboards/, ``--check`` to only compare.
@@ -16,20 +18,24 @@ import sys
 from pathlib import Path
 
 import yaml
+from numawatch.report import NODE_CONDITIONS, NPD_MAX_OUTPUT, ConditionGroup
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from generated_files import sync
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
+PROMETHEUS_RULE = DEPLOY / "components/prometheus-rule/prometheusrule.yaml"
+DASHBOARDS_CONFIGMAP = DEPLOY / "components/grafana-dashboards/dashboards-configmap.yaml"
+NPD_CONFIG = DEPLOY / "npd/numawatch-plugin-monitor.json"
 # Every rule file in alerts/ (numawatch-alerts.yml, numawatch-rules.yml and any other numawatch-*.yml).
 RULE_SOURCES = tuple(sorted((ROOT / "alerts").glob("numawatch-*.yml")))
 DASHBOARDS = ROOT / "dashboards"
 
-# kube-prometheus-stack selects PrometheusRules (and ServiceMonitors) on `release` by default; change it to what
-# your Prometheus' ruleSelector expects.
+# No label for a Prometheus' ruleSelector here: overlays/kube-prometheus-stack adds `release`, and other overlays
+# their own (deploy/README.md, "Which Prometheus picks it up").
 COMMON_LABELS = {"app.kubernetes.io/name": "numawatch", "app.kubernetes.io/part-of": "numawatch"}
-RULE_LABELS = {**COMMON_LABELS, "release": "kube-prometheus-stack"}
+RULE_LABELS = dict(COMMON_LABELS)
 # kube-prometheus-stack's Grafana sidecar loads ConfigMaps with this label from every namespace.
 DASHBOARD_LABELS = {**COMMON_LABELS, "grafana_dashboard": "1"}
 
@@ -90,10 +96,65 @@ def dashboards_configmap() -> str:
     return HEADER.format(source="dashboards/*.json") + dump(document)
 
 
+# Where the numawatch-npd image (deploy/npd/Containerfile) has numawatch, and what the DaemonSet mounts there.
+NUMAWATCH_IN_NPD = "/usr/local/bin/numawatch"
+NPD_HOST_ROOT = "/host"
+NPD_INTENT = "/etc/numawatch/intent/intent.yaml"
+# NPD runs the rules one after the other (concurrency 1: one numawatch process, one reading of the host, at a time)
+# every NPD_INTERVAL; a rule gets NPD_RULE_TIMEOUT plus its --window to finish, and NPD's global timeout must be at
+# least every rule's (NPD refuses the file otherwise). deploy/npd/README.md says how these were chosen.
+NPD_INTERVAL = "120s"
+NPD_RULE_TIMEOUT = 15
+NPD_GLOBAL_TIMEOUT = 30
+
+
+def npd_rule_args(group: ConditionGroup) -> list[str]:
+    """The numawatch command line of one NPD rule: ``check --format=npd --group=<condition>`` on the host root."""
+    args = [f"--host-root={NPD_HOST_ROOT}", f"--intent={NPD_INTENT}", "--log-level=warning"]
+    if not group.nvml:
+        args.append("--no-nvml")  # no check of this group needs it: skip NVML's start-up
+    return [*args, "check", "--format=npd", f"--group={group.condition}", f"--window={group.window:g}"]
+
+
+def npd_plugin_config() -> str:
+    document = {
+        "plugin": "custom",
+        "pluginConfig": {
+            "invoke_interval": NPD_INTERVAL,
+            "timeout": f"{NPD_GLOBAL_TIMEOUT}s",
+            "max_output_length": NPD_MAX_OUTPUT,
+            "concurrency": 1,
+            # the message names the first finding and how many more: keep it current while the condition is True
+            "enable_message_change_based_condition_update": True,
+            # skip_initial_status stays false (NPD's default): the conditions start False for the seconds until the
+            # first run, which NPD makes at once. With it true, NPD's custom plugin monitor never creates the
+            # conditions its permanent rules update (generateStatus only walks conditions initializeStatus made).
+        },
+        "source": "numawatch-custom-plugin-monitor",
+        "metricsReporting": True,
+        "conditions": [
+            {"type": group.condition, "reason": group.healthy_reason, "message": group.healthy_message}
+            for group in NODE_CONDITIONS
+        ],
+        "rules": [
+            {
+                "type": "permanent",
+                "condition": group.condition,
+                "reason": group.reason,
+                "path": NUMAWATCH_IN_NPD,
+                "args": npd_rule_args(group),
+                "timeout": f"{NPD_RULE_TIMEOUT + group.window:g}s",
+            }
+            for group in NODE_CONDITIONS
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
 def outputs() -> dict[Path, str]:
-    out = {DEPLOY / "prometheusrule.yaml": prometheus_rule()}
+    out = {PROMETHEUS_RULE: prometheus_rule(), NPD_CONFIG: npd_plugin_config()}
     if dashboard_files():
-        out[DEPLOY / "dashboards-configmap.yaml"] = dashboards_configmap()
+        out[DASHBOARDS_CONFIGMAP] = dashboards_configmap()
     return out
 
 

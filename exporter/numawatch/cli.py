@@ -6,7 +6,8 @@ the topology, is down; ``report.verdict``), with one line on stderr saying why. 
 seen is true whatever could not be read. Anything that stops numawatch from running (a bad flag, a host root that
 is not there, an invalid intent or web config file, a port already taken, a hostile or broken capture bundle) is one
 line on stderr and exit 2, never a traceback. ``check --fit``: 0 fits, 1 rejected, 2 cannot tell (with its line on
-stderr).
+stderr). ``check --format npd`` prints one line for node-problem-detector on stdout whatever happens, a usage error
+included (NPD shows stdout as the condition's message); ``--group`` judges one node condition's checks.
 
 Logging goes through ``RedactingFormatter``: whatever a library puts in a message or a traceback, an
 ``Authorization`` header's credentials never reach the log.
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import itertools
 import logging
 import os
 import re
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, NoReturn
 from numawatch import __version__
 from numawatch.intent import REFERENCE, Intent, IntentError
 from numawatch.paths import Paths
+from numawatch.report import CONDITION_BY_NAME
 from numawatch.shapes import shape_argument
 
 if TYPE_CHECKING:
@@ -66,11 +69,21 @@ class UsageError(Exception):
     """Numawatch cannot run as asked; the message is the one line shown on stderr."""
 
 
+class _UsageExit(SystemExit):
+    """argparse's usage error, after its one line went to stderr; ``message`` is that line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(EXIT_ERROR)
+        self.message = message
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line (and exit 2) instead of usage text plus the error."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        line = f"{self.prog}: error: {message} (see '{self.prog} --help')"
+        sys.stderr.write(line + "\n")
+        raise _UsageExit(line)
 
 
 def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -120,7 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "could not run, no check could be evaluated, or the topology source is down (one line on "
                     "stderr says why). Findings win over unknown.",
     )
-    check.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    check.add_argument("--format", choices=("table", "json", "npd"), default="table",
+                       help="output format (default: table); npd: one line of at most 80 characters for "
+                            "node-problem-detector's custom plugins, with the same exit status (docs/checks.md)")
+    check.add_argument("--group", dest="groups", action="append", choices=tuple(CONDITION_BY_NAME), default=None,
+                       metavar="CONDITION",
+                       help="judge only the checks of this node condition (repeatable): "
+                            f"{', '.join(CONDITION_BY_NAME)}; what one node-problem-detector rule runs")
     check.add_argument("--window", default=None, type=_non_negative_seconds, metavar="SECONDS",
                        help="read the host twice, SECONDS apart, so rate checks (interrupts and ticks on isolated "
                             f"CPUs) can be evaluated; 0 reads once (default: ${WINDOW_ENV} or {DEFAULT_WINDOW:g})")
@@ -243,10 +262,13 @@ def _non_negative_seconds(text: str) -> float:
 def make_paths(args: argparse.Namespace) -> Paths:
     """Paths from the flags, after checking that the host root is a readable directory."""
     root = Path(args.host_root)
-    if not root.exists():
-        raise UsageError(f"host root {root} does not exist")
-    if not root.is_dir():
-        raise UsageError(f"host root {root} is not a directory")
+    try:
+        if not root.exists():
+            raise UsageError(f"host root {root} does not exist")
+        if not root.is_dir():
+            raise UsageError(f"host root {root} is not a directory")
+    except PermissionError:  # a directory above it may not be searched: stat() itself is refused
+        raise UsageError(f"host root {root} is not readable") from None
     if not os.access(root, os.R_OK | os.X_OK):
         raise UsageError(f"host root {root} is not readable")
     return Paths.from_root(root, procfs=args.procfs, sysfs=args.sysfs, kubelet=args.kubelet, rke2=args.rke2)
@@ -273,6 +295,8 @@ def _one_line(text: str) -> str:
 def run_check(args: argparse.Namespace) -> int:
     from numawatch import report
 
+    if args.fit is not None and (args.format == "npd" or args.groups):
+        raise UsageError("--fit answers for one pod shape; --format npd and --group are for the drift report")
     if args.bundle is not None:
         evaluation, shown_root = _evaluate_bundle(args)
     else:
@@ -295,8 +319,12 @@ def run_check(args: argparse.Namespace) -> int:
                 return answer.exit_code
             host = read_host_window(paths, _window(args), bind())
         evaluation, shown_root = evaluate(host, intent), str(paths.root)
-    render = report.render_json if args.format == "json" else report.render_table
-    sys.stdout.write(render(evaluation, shown_root))
+    if args.groups:
+        evaluation = report.restrict(
+            evaluation, {check for name in args.groups for check in CONDITION_BY_NAME[name].checks}
+        )
+    renderers = {"json": report.render_json, "npd": report.render_npd, "table": report.render_table}
+    sys.stdout.write(renderers[args.format](evaluation, shown_root))
     sys.stdout.flush()
     outcome = report.verdict(evaluation)
     if outcome.reason:
@@ -382,9 +410,19 @@ def _pin(paths: Paths) -> None:
 
 
 def _pin_if_live(args: argparse.Namespace, paths: Paths) -> None:
-    """check and capture pin only when they read this machine (/): a captured or fake tree's CPUs are not ours."""
-    if not args.no_self_pin and paths.sysfs == Path("/sys"):
+    """check and capture pin only when they read this machine: / itself, or a host root whose procfs shows this very
+    process (the host's /proc under /host in a pod with the host's PID namespace, as node-problem-detector runs
+    ``check --host-root=/host``). A captured or fake tree's CPUs are not ours."""
+    if not args.no_self_pin and (paths.sysfs == Path("/sys") or _procfs_shows_this_process(paths)):
         _pin(paths)
+
+
+def _procfs_shows_this_process(paths: Paths) -> bool:
+    """Whether ``<procfs>/self`` is the live procfs's link to this process (a fake tree has no such link)."""
+    try:
+        return os.readlink(paths.procfs / "self") == str(os.getpid())
+    except OSError:
+        return False
 
 
 def web_config_from(path: str | None) -> WebConfig | None:
@@ -504,17 +542,32 @@ def _configure_logging(level: str) -> None:
     logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler])
 
 
+def _npd_cannot_run(arguments: Sequence[str], message: str) -> None:
+    """Under ``--format npd`` a run that cannot start still prints its one line on stdout: NPD shows stdout as the
+    Unknown condition's message (stderr only reaches NPD's log)."""
+    pairs = itertools.pairwise(arguments)
+    if "--format=npd" in arguments or ("--format", "npd") in pairs:
+        from numawatch.report import npd_line
+
+        reason = message.partition("error: ")[2] or message
+        print(npd_line(f"unknown: numawatch cannot run: {reason}"), flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(arguments)
     except SystemExit as done:  # --help, --version and usage errors: argparse has already written its line
+        if isinstance(done, _UsageExit):
+            _npd_cannot_run(arguments, done.message)
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     _configure_logging(args.log_level)
     try:
         return args.run(args)
     except UsageError as error:
         print(f"numawatch: error: {error}", file=sys.stderr)
+        _npd_cannot_run(arguments, str(error))
         return EXIT_ERROR
     except KeyboardInterrupt as stopped:
         # Ctrl-C, or SIGTERM/SIGINT during check --from (capture.Interrupted, which says which): the shell's code.

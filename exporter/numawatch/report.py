@@ -1,16 +1,18 @@
-"""`numawatch check` output: a text table for a person on the node, and JSON for scripts.
+"""`numawatch check` output: a text table for a person on the node, JSON for scripts, and one line for
+node-problem-detector (``--format npd``, one node condition per group of checks: ``NODE_CONDITIONS``).
 
-Both show the same three parts, because "no findings" means nothing without the other two: the findings (grouped
-by severity), the checks that could not be evaluated and why, and how reading each source went. Both end with the
-same verdict, which is also the exit status (``verdict``): findings (1), clean (0), or unknown (2) when numawatch
-could not look.
+The table and JSON show the same three parts, because "no findings" means nothing without the other two: the
+findings (grouped by severity), the checks that could not be evaluated and why, and how reading each source went.
+All three end with the same verdict, which is also the exit status (``verdict``): findings (1), clean (0), or
+unknown (2) when numawatch could not look.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -219,3 +221,192 @@ def verdict_line(outcome: Verdict) -> str:
     if outcome.reason:
         return f"Result: {outcome.status} (exit {outcome.exit_code}): {outcome.reason}"
     return f"Result: {outcome.status} (exit {outcome.exit_code})"
+
+
+# --------------------------------------------------------------------------------------- node-problem-detector
+# `check --format npd` is node-problem-detector's custom-plugin protocol: the exit status is the condition's status
+# (0 OK: condition False, 1 NonOK: True, 2 Unknown) and stdout, trimmed, is its message. NPD cuts the message at the
+# plugin config's max_output_length (default 80 bytes, byte-wise: a cut could split a UTF-8 character), so the
+# line is printable ASCII and never longer. docs/checks.md ("Node conditions") documents the groups below.
+NPD_MAX_OUTPUT = 80
+
+
+@dataclass(frozen=True)
+class ConditionGroup:
+    """One node condition set through node-problem-detector: the checks it summarises and how NPD names it.
+
+    ``reason`` is the condition's reason while it is True (the NPD rule's); ``healthy_reason`` and
+    ``healthy_message`` are NPD's default condition, shown while it is False. ``window`` is the ``--window`` the
+    group's rate checks need (0: none of its checks needs two readings); ``nvml``: whether any of its checks needs
+    NVML (the GPU holders), so the other groups skip NVML's start-up.
+    """
+
+    condition: str
+    reason: str
+    healthy_reason: str
+    healthy_message: str
+    summary: str
+    checks: tuple[str, ...]
+    window: float = 0.0
+    nvml: bool = False
+
+
+NODE_CONDITIONS: tuple[ConditionGroup, ...] = (
+    ConditionGroup(
+        condition="KubeletPolicyDrift",
+        reason="KubeletPolicyMismatch",
+        healthy_reason="KubeletPolicyAsIntended",
+        healthy_message="kubelet CPU, Memory and Topology Manager settings are as intended",
+        summary="the kubelet is not configured to pin as the intent asks (policies, scope, reserved CPUs)",
+        checks=(
+            "kubelet_cpu_manager_policy",
+            "kubelet_topology_manager_policy",
+            "kubelet_topology_manager_scope",
+            "kubelet_memory_manager_policy",
+            "kubelet_reserved_cpus_mismatch",
+        ),
+    ),
+    ConditionGroup(
+        condition="KubeletStateStale",
+        reason="KubeletCheckpointStale",
+        healthy_reason="KubeletCheckpointCurrent",
+        healthy_message="the kubelet's CPU and Memory Manager checkpoints match its settings",
+        summary="the kubelet will refuse to start after its next restart (a checkpoint written under other settings)",
+        checks=("kubelet_state_stale",),
+    ),
+    ConditionGroup(
+        condition="NUMAPinningDrift",
+        reason="PinningDriftFound",
+        healthy_reason="PinnedAsIntended",
+        healthy_message="containers that must be pinned are, on their GPUs' NUMA node",
+        summary="workloads are not pinned as intended: QoS, exclusive CPUs, cpusets, NUMA alignment, GPU holders",
+        checks=(
+            "pod_not_guaranteed",
+            "container_not_exclusive",
+            "container_cpuset_drift",
+            "exclusive_cpu_overlap",
+            "container_numa_split",
+            "container_gpu_numa_mismatch",
+            "container_memory_numa_mismatch",
+            "container_memory_remote",
+            "container_outside_isolated",
+            "gpu_process_remote",
+            "gpu_holder_mismatch",
+        ),
+        nvml=True,
+    ),
+    ConditionGroup(
+        condition="NUMATopologyInconsistent",
+        reason="NUMATopologyUnreliable",
+        healthy_reason="NUMATopologyConsistent",
+        healthy_message="the kernel's NUMA map and every GPU's NUMA node are consistent",
+        summary="the firmware's NUMA description is wrong or missing, so no manager can align anything",
+        checks=("gpu_numa_unknown", "numa_topology_inconsistent"),
+    ),
+    ConditionGroup(
+        condition="CPUIsolationDrift",
+        reason="IsolationBroken",
+        healthy_reason="IsolationAsIntended",
+        healthy_message="isolated CPUs are isolated: parameters, IRQs, ticks and irqbalance",
+        summary="isolated CPUs are disturbed: isolation parameters, device IRQs, timer ticks, irqbalance's bans",
+        checks=(
+            "isolation_params_mismatch",
+            "irq_on_isolated_cpu",
+            "irq_activity_on_isolated_cpu",
+            "tick_on_nohz_full",
+            "irqbalance_unbanned",
+        ),
+        window=3.0,
+    ),
+    ConditionGroup(
+        condition="HostTuningDrift",
+        reason="HostTuningMismatch",
+        healthy_reason="HostTunedAsIntended",
+        healthy_message="kernel memory and CPU frequency settings are as intended",
+        summary="kernel tuning differs from the intent: NUMA balancing, THP, swappiness, governor, huge pages, memlock",
+        checks=(
+            "kernel_numa_balancing",
+            "thp_enabled",
+            "thp_defrag",
+            "vm_swappiness",
+            "cpufreq_governor",
+            "hugepages_shortfall",
+            "gpu_process_memlock",
+        ),
+        nvml=True,
+    ),
+)
+CONDITION_BY_NAME: Mapping[str, ConditionGroup] = {group.condition: group for group in NODE_CONDITIONS}
+
+
+def restrict(evaluation: Evaluation, checks: Collection[str]) -> Evaluation:
+    """The evaluation as if only ``checks`` existed: what a node condition (``check --group``) is judged on."""
+    wanted = set(checks)
+    return replace(
+        evaluation,
+        findings=tuple(finding for finding in evaluation.findings if finding.check in wanted),
+        not_evaluated=tuple(item for item in evaluation.not_evaluated if item.check in wanted),
+        not_applicable=tuple(item for item in evaluation.not_applicable if item.check in wanted),
+        checks=tuple(check for check in evaluation.checks if check in wanted),
+    )
+
+
+def npd_line(text: str, host_root: str = "/") -> str:
+    """``text`` as NPD shows it: one line of printable ASCII of at most NPD_MAX_OUTPUT characters, the host root's
+    prefix taken out of the paths it names (in the DaemonSet every path would start with /host)."""
+    root = host_root.rstrip("/")
+    if root:
+        text = text.replace(root + "/", "/")
+    text = " ".join(text.split())
+    text = "".join(char if " " <= char <= "~" else "?" for char in text)
+    if len(text) > NPD_MAX_OUTPUT:
+        text = text[: NPD_MAX_OUTPUT - 3].rstrip() + "..."
+    return text
+
+
+def npd_message(evaluation: Evaluation, host_root: str) -> str:
+    """The condition's message for ``check --format npd`` (the exit status is ``verdict``'s)."""
+    outcome = verdict(evaluation)
+    if outcome.status == "findings":
+        return _npd_findings(evaluation.findings, host_root)
+    if outcome.status == "unknown":
+        return npd_line(f"unknown: {_npd_unknown_reason(evaluation, outcome)}", host_root)
+    evaluated = len(evaluation.checks) - len(evaluation.not_evaluated)
+    total = len(evaluation.checks)
+    return npd_line(f"clean: no findings, {evaluated} of {total} check{_s(total)} evaluated", host_root)
+
+
+def render_npd(evaluation: Evaluation, host_root: str) -> str:
+    return npd_message(evaluation, host_root) + "\n"
+
+
+def _npd_findings(findings: tuple[Finding, ...], host_root: str) -> str:
+    """``3 findings: container_numa_split llm/vllm-0/server (+2 more)``: the count, then the most severe finding,
+    shortened in the middle so the count and the "+N more" always survive the cut."""
+    head = f"{len(findings)} finding{_s(len(findings))}: "
+    tail = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+    first = npd_line(f"{findings[0].check} {subject(findings[0].labels)}", host_root)
+    room = NPD_MAX_OUTPUT - len(head) - len(tail)
+    if len(first) > room:
+        first = first[: room - 3].rstrip() + "..."
+    return head + first + tail
+
+
+def _npd_unknown_reason(evaluation: Evaluation, outcome: Verdict) -> str:
+    """Why the condition is Unknown, shortest first: an essential source that is down, else the first check that
+    could not be evaluated and why (the whole reason is on stderr, which NPD logs)."""
+    for name in ESSENTIAL_SOURCES:
+        status = evaluation.host.statuses.get(name)
+        if status is not None and not status.up:
+            return f"{name} source down: {status.reason}"
+    if evaluation.not_evaluated:
+        item = evaluation.not_evaluated[0]
+        # The checks say "needs the <source> source: <why it is down>": the source and its reason are what to fix.
+        source = _NEEDS_SOURCE.match(item.reason)
+        if source is not None:
+            return f"{source['name']} source down: {source['why']}"
+        return f"{item.check}: {item.reason}"
+    return outcome.reason or "cannot tell"
+
+
+_NEEDS_SOURCE = re.compile(r"needs the (?P<name>\w+) source: (?P<why>.+)", re.DOTALL)
