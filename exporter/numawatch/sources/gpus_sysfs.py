@@ -19,8 +19,9 @@ And ``proc/driver/nvidia/gpus/<bdf>/information`` (present only with the nvidia 
     Device Minor:    0
 
 The entries of ``sys/bus/pci/devices`` are relative symlinks into ``sys/devices/pci*``. They are resolved with
-``Paths.resolve`` so that a captured tree with an absolute link (``/sys/devices/...``) is read inside the host root,
-never from this machine's own /sys.
+``Paths.resolve`` and every attribute is read with the confined opener, so a captured tree with an absolute link
+(``/sys/devices/...``), or an attribute that is itself a link, is read inside the host root, never from this
+machine's own /sys.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from numawatch import confined
 from numawatch.cpuset import parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
@@ -143,10 +145,11 @@ def _read_device(paths: Paths, address: str, directory: Path) -> GpuDevice | Non
 def read(paths: Paths) -> GpuInventory:
     """Every NVIDIA GPU function on the PCI bus, sorted by PCI address. No GPU at all is an empty inventory."""
     devices_dir = paths.sysfs / "bus/pci/devices"
-    if not devices_dir.is_dir():
+    if not confined.is_dir(devices_dir):
         raise SourceUnavailable(f"{devices_dir} does not exist")
     gpus = []
     for address in sorted(list_dir(devices_dir), key=pci_sort_key):
+        # The device's own directory (errors name it); resolved, and then read, inside the root (confined.py).
         try:
             directory = paths.resolve(devices_dir / address)
         except OSError:  # a link loop in a captured tree: not a device we can read

@@ -52,6 +52,7 @@ import time
 import zlib
 from collections.abc import Iterable
 
+from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
@@ -477,7 +478,7 @@ def read_interrupts(
     the reading and what a reader remembers for the next one (empty unless ``known`` is given). FileNotFoundError
     when the file does not exist; MalformedFile past ``limit`` bytes or on bad content.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = confined.open_file(path)
     try:
         total = 0
         pending = b""

@@ -25,6 +25,7 @@ import os
 import re
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist, parse_cpumask
 from numawatch.errors import SourceUnavailable
 from numawatch.host import SourceSpec
@@ -89,7 +90,7 @@ def socket_pids(unix_text: str) -> list[int]:
 # --------------------------------------------------------------------------------------------------- readers
 def _comm(procfs: str, pid: str) -> str | None:
     try:
-        fd = os.open(f"{procfs}/{pid}/comm", os.O_RDONLY | os.O_CLOEXEC)
+        fd = confined.open_file(f"{procfs}/{pid}/comm")
     except OSError:
         return None  # exited, or not a process directory
     try:
@@ -116,7 +117,7 @@ def find_pids(paths: Paths) -> tuple[int, ...]:
         # per evaluation on a node with 5,000 processes.
         return ()
     try:
-        entries = os.listdir(procfs)
+        entries = confined.listdir(procfs)
     except FileNotFoundError:
         raise SourceUnavailable(f"{procfs} does not exist") from None
     return tuple(sorted(int(entry) for entry in entries if entry.isdigit() and _comm(procfs, entry) == COMM))
@@ -139,15 +140,14 @@ def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
 
 
 def read(paths: Paths) -> Irqbalance:
-    if not paths.procfs.is_dir():
+    if not confined.is_dir(paths.procfs):
         raise SourceUnavailable(f"{paths.procfs} does not exist")
     pids = find_pids(paths)
     problems: list[str] = []
     config = None
     for pid in pids:
         try:
-            with open(paths.procfs / str(pid) / "environ", "rb", buffering=0) as handle:
-                environ = handle.read(1 << 20)
+            environ = confined.read_file(paths.procfs / str(pid) / "environ", 1 << 20)
         except OSError:
             continue  # exited, or no permission: fall back to the files
         config = config_from(parse_environ(environ), f"environment of irqbalance (PID {pid})", problems)

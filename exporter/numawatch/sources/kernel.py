@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
@@ -159,7 +160,7 @@ def read_hugepage_pool(directory: Path) -> tuple[dict[int, HugePageCounts], str 
 def _read_small(path: str) -> str | None:
     """A one-line sysfs file with raw ``os`` calls (hundreds per reading); None when it does not exist."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = confined.open_file(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
@@ -283,7 +284,7 @@ def _read_settings(
 ) -> KernelSettings:
     sysctl = paths.procfs / "sys"
     thp = paths.sysfs / "kernel/mm/transparent_hugepage"
-    if not sysctl.is_dir() and not (paths.sysfs / "kernel/mm").is_dir():
+    if not confined.is_dir(sysctl) and not confined.is_dir(paths.sysfs / "kernel/mm"):
         raise SourceUnavailable(f"neither {sysctl} nor {paths.sysfs / 'kernel/mm'} exists")
     problems = _Problems()
 

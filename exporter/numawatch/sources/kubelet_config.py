@@ -24,7 +24,6 @@ would not start with it either.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from collections.abc import Hashable, Iterable, Mapping
@@ -34,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
@@ -526,9 +526,9 @@ def _fields_of(document: Mapping[str, Any]) -> set[str]:
 
 
 def read(paths: Paths) -> KubeletConfig:
-    if paths.rke2.is_dir():
+    if confined.is_dir(paths.rke2):
         return _assemble(paths, _rke2_inputs(paths))
-    if (paths.kubelet / "config.yaml").is_file() or (paths.kubelet / "kubeadm-flags.env").is_file():
+    if confined.is_file(paths.kubelet / "config.yaml") or confined.is_file(paths.kubelet / "kubeadm-flags.env"):
         return _assemble(paths, _kubeadm_inputs(paths))
     raise SourceUnavailable(f"no kubelet configuration found under {paths.rke2} or {paths.kubelet}")
 
@@ -541,7 +541,7 @@ _REFERENCE = re.compile(r"""(?<![\w-])(config-dir|config|data-dir)(?:=|:[ \t]*)[
 
 def _stat_key(path: Path) -> Hashable:
     try:
-        st = os.stat(path)
+        st = confined.stat_path(path)
     except OSError:
         return (str(path), None)
     return (str(path), st.st_mtime_ns, st.st_size, st.st_ino)

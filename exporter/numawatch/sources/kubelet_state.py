@@ -22,13 +22,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import re
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from numawatch import confined
 from numawatch.checkpoint_checksum import (
     CPU_TYPE_NAMES,
     CPU_V1_TYPE_NAMES,
@@ -707,7 +707,7 @@ def _read_file(
 
 
 def read(paths: Paths) -> KubeletState:
-    if not paths.kubelet.is_dir():
+    if not confined.is_dir(paths.kubelet):
         raise SourceUnavailable(f"no kubelet directory at {paths.kubelet}")
     cpu, cpu_problem = _read_file(paths, CPU_STATE, parse_cpu_manager_state)
     memory, memory_problem = _read_file(paths, MEMORY_STATE, parse_memory_manager_state)
@@ -718,10 +718,10 @@ def read(paths: Paths) -> KubeletState:
 
 def fingerprint(paths: Paths) -> Hashable:
     """(inode, mtime_ns, size) of each checkpoint: the kubelet renames a new file into place on every write."""
-    key: list[Hashable] = [paths.kubelet.is_dir()]
+    key: list[Hashable] = [confined.is_dir(paths.kubelet)]
     for relative in (CPU_STATE, MEMORY_STATE, DEVICE_CHECKPOINT):
         try:
-            st = os.stat(paths.kubelet / relative)
+            st = confined.stat_path(paths.kubelet / relative)
         except (FileNotFoundError, NotADirectoryError):
             key.append(None)
             continue

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Hashable
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.model import ContainerIdentity, Names, PodIdentity, frozen_map
@@ -137,7 +137,7 @@ class _BundleCache:
             if container_id in found:
                 continue
             try:
-                stat = os.stat(config)
+                stat = confined.stat_path(config)
             except OSError:
                 pending = True  # the bundle is being created (or removed)
                 continue
@@ -177,8 +177,14 @@ def _scan_pod_logs(root: Path) -> tuple[dict[str, PodIdentity], dict[str, tuple[
         pods[pod.uid] = pod
         pod_dir = root / name
         try:
-            with os.scandir(pod_dir) as entries:
-                names = [entry.name for entry in entries if entry.is_dir()]
+            with confined.scandir(pod_dir) as entries:
+                # A link is followed under the root, never by the entry's own stat().
+                names = [
+                    entry.name
+                    for entry in entries
+                    if entry.is_dir(follow_symlinks=False)
+                    or (entry.is_symlink() and confined.is_dir(pod_dir / entry.name))
+                ]
         except NotADirectoryError:
             del pods[pod.uid]
             continue
@@ -196,12 +202,12 @@ def read(paths: Paths, cache: _BundleCache | None = None) -> Names:
     reads: list[tuple[str, str, str]] = []
     present = False
     for runtime, directory, config in bundle_locations(paths):
-        if not directory.is_dir():
+        if not confined.is_dir(directory):
             continue
         present = True
         for container_id in sorted(list_dir(directory)):
             reads.append((container_id, runtime, f"{directory}/{container_id}/{config}"))
-    logs_present = paths.pod_logs.is_dir()
+    logs_present = confined.is_dir(paths.pod_logs)
     if not present and not logs_present:
         places = ", ".join(str(directory) for _, directory, _ in bundle_locations(paths))
         raise SourceUnavailable(f"no container runtime bundles ({places}) and no {paths.pod_logs}")
@@ -230,7 +236,7 @@ def _directory_state(directory: Path) -> Hashable:
     already settled. A missing directory is ().
     """
     try:
-        stat = os.stat(directory)
+        stat = confined.stat_path(directory)
     except OSError:
         return ()
     if time.time_ns() - stat.st_mtime_ns < RACY_SECONDS * 1_000_000_000:
@@ -246,10 +252,14 @@ def fingerprint(paths: Paths) -> Hashable:
         parts.append(_directory_state(directory))
     logs: list[tuple[str, int]] = []
     try:
-        with os.scandir(paths.pod_logs) as entries:
+        with confined.scandir(paths.pod_logs) as entries:
             for entry in entries:
                 try:
-                    logs.append((entry.name, entry.stat().st_mtime_ns))
+                    if entry.is_symlink():  # followed under the root, never by the entry's own stat()
+                        mtime = confined.stat_path(paths.pod_logs / entry.name).st_mtime_ns
+                    else:
+                        mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+                    logs.append((entry.name, mtime))
                 except OSError:
                     continue
     except OSError:

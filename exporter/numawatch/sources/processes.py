@@ -37,6 +37,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
@@ -181,7 +182,7 @@ def _read(path: str, *, prefix: bool = False) -> bytes | None:
     ``prefix``: a file longer than the read limit gives its first whole lines instead of an error (``cgroup.procs`` of
     a fork-heavy container, of which only the first ``MAX_PIDS`` are wanted)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = confined.open_file(path)
     except (FileNotFoundError, NotADirectoryError, ProcessLookupError, PermissionError):
         return None
     try:
@@ -207,7 +208,7 @@ def _read(path: str, *, prefix: bool = False) -> bytes | None:
 
 def _tids(task_dir: str) -> list[int]:
     try:
-        names = os.listdir(task_dir)
+        names = confined.listdir(task_dir)
     except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
         return []
     return sorted(int(name) for name in names if name.isdigit())

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
@@ -424,7 +425,7 @@ def _read_cpu(cpu_dir: Path, cpu: int, online: bool, node: int | None) -> Cpu:
 def read(paths: Paths) -> Topology:
     """Read the CPU/NUMA topology and isolation parameters of the host under ``paths``."""
     cpu_root = paths.sysfs / "devices/system/cpu"
-    if not cpu_root.is_dir():
+    if not confined.is_dir(cpu_root):
         raise SourceUnavailable(f"{cpu_root} does not exist")
     present = _optional(cpu_root / "present", parse_cpulist)
     if present is None:
@@ -463,8 +464,7 @@ def read(paths: Paths) -> Topology:
 
 def _raw(path: Path) -> bytes | None:
     try:
-        with open(path, "rb", buffering=0) as handle:
-            return handle.read(1 << 16)
+        return confined.read_file(path, 1 << 16)
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -475,9 +475,7 @@ def fingerprint(paths: Paths) -> tuple[object, ...]:
 
     Raises when ``cpu/online`` cannot be read, so the reader reads for real and reports why.
     """
-    cpu_online = paths.sysfs / "devices/system/cpu/online"
-    with open(cpu_online, "rb", buffering=0) as handle:
-        online = handle.read(1 << 16)
+    online = confined.read_file(paths.sysfs / "devices/system/cpu/online", 1 << 16)
     hugepages_dir = paths.sysfs / "kernel/mm/hugepages"
     hugepages = tuple(
         (name, _raw(hugepages_dir / name / "nr_hugepages")) for name in sorted(list_dir(hugepages_dir))
