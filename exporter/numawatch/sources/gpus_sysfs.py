@@ -26,6 +26,7 @@ machine's own /sys.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -34,6 +35,7 @@ from numawatch import confined
 from numawatch.cpuset import parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import checked, printable
 from numawatch.model import GpuDevice, GpuInventory
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
@@ -45,6 +47,11 @@ GPU_CLASSES = frozenset({0x0300, 0x0302})
 T = TypeVar("T")
 
 _ATTRIBUTE_LIMIT = 1 << 16  # sysfs attributes are at most one page; anything bigger is not a sysfs file
+
+# A PCI function as sysfs names it (``DDDD:BB:DD.F``; VMD domains have 5 hex digits): the ``gpu`` label.
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+_GPU_UUID = re.compile(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_MODEL_LIMIT = 96  # the driver's model names are a few words ("NVIDIA H100 80GB HBM3")
 
 
 def parse_numa_node(text: str) -> int | None:
@@ -108,8 +115,21 @@ def _parsed(path: Path, parse: Callable[[str], T], text: str) -> T:
 
 
 def _driver_info(paths: Paths, address: str) -> Mapping[str, str]:
-    text = read_optional_text(paths.procfs / "driver/nvidia/gpus" / address / "information", _ATTRIBUTE_LIMIT)
-    return parse_nvidia_information(text) if text is not None else {}
+    path = paths.procfs / "driver/nvidia/gpus" / address / "information"
+    text = read_optional_text(path, _ATTRIBUTE_LIMIT)
+    if text is None:
+        return {}
+    fields = parse_nvidia_information(text)
+    # Both become label values (numawatch_gpu_info's uuid and model): only what the driver prints.
+    uuid, model = fields.get("GPU UUID"), fields.get("Model")
+    try:
+        if uuid:
+            checked(uuid, _GPU_UUID, "GPU UUID")
+        if model:
+            printable(model, "Model", _MODEL_LIMIT)
+    except ValueError as error:
+        raise MalformedFile(path, str(error)) from None
+    return fields
 
 
 def _read_device(paths: Paths, address: str, directory: Path) -> GpuDevice | None:
@@ -149,6 +169,8 @@ def read(paths: Paths) -> GpuInventory:
         raise SourceUnavailable(f"{devices_dir} does not exist")
     gpus = []
     for address in sorted(list_dir(devices_dir), key=pci_sort_key):
+        if PCI_ADDRESS.fullmatch(address) is None:
+            continue  # not a PCI function's name: nothing sysfs would list (and it would become a label)
         # The device's own directory (errors name it); resolved, and then read, inside the root (confined.py).
         try:
             directory = paths.resolve(devices_dir / address)

@@ -29,6 +29,7 @@ from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist, parse_cpumask
 from numawatch.errors import SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import excerpt
 from numawatch.model_host import Irqbalance, IrqbalanceConfig
 from numawatch.paths import Paths
 from numawatch.sources._files import parse_env_file, read_optional_text
@@ -66,12 +67,12 @@ def config_from(values: dict[str, str], origin: str, problems: list[str]) -> Irq
         try:
             cpulist = parse_cpulist(cpulist_raw)
         except CPUListError as error:
-            problems.append(f"{origin}: {BANNED_CPULIST}={cpulist_raw!r}: {error}")
+            problems.append(f"{origin}: {BANNED_CPULIST}={excerpt(cpulist_raw)}: {error}")
     if cpus_raw is not None:
         try:
             cpus = parse_cpumask(cpus_raw)
         except CPUListError as error:
-            problems.append(f"{origin}: {BANNED_CPUS}={cpus_raw!r}: {error}")
+            problems.append(f"{origin}: {BANNED_CPUS}={excerpt(cpus_raw)}: {error}")
     return IrqbalanceConfig(
         origin=origin,
         banned_cpulist=cpulist,

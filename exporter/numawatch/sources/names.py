@@ -28,6 +28,7 @@ from pathlib import Path
 from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import k8s_label, k8s_subdomain, one_of, pod_uid
 from numawatch.model import ContainerIdentity, Names, PodIdentity, frozen_map
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_bytes
@@ -54,6 +55,8 @@ CRIO_POD_NAME = "io.kubernetes.pod.name"
 CRIO_POD_NAMESPACE = "io.kubernetes.pod.namespace"
 CRIO_POD_UID = "io.kubernetes.pod.uid"
 CRIO_CONTAINER_NAME = "io.kubernetes.container.name"
+CONTAINER_TYPES = frozenset({"sandbox", "container"})  # both runtimes' values of their container-type annotation
+SANDBOX_CONTAINER_NAME = "POD"  # what CRI-O names a pod's infra (sandbox) container
 
 
 def bundle_locations(paths: Paths) -> tuple[tuple[str, Path, str], ...]:
@@ -87,7 +90,10 @@ def parse_annotations(data: bytes) -> dict[str, str]:
 
 
 def identity_from_annotations(container_id: str, runtime: str, annotations: dict[str, str]) -> ContainerIdentity | None:
-    """The container's identity from its runtime's annotations; None when it is not a Kubernetes container."""
+    """The container's identity from its runtime's annotations; None when it is not a Kubernetes container.
+
+    Raises ValueError when a name, UID or container type is not one the API server admits (a DNS-1123 namespace,
+    pod and container name, a UUID): they become label values and message text."""
     if runtime == "crio":
         keys = (CRIO_POD_UID, CRIO_POD_NAMESPACE, CRIO_POD_NAME, CRIO_CONTAINER_NAME, CRIO_TYPE)
     else:
@@ -95,6 +101,17 @@ def identity_from_annotations(container_id: str, runtime: str, annotations: dict
     uid, namespace, pod, container, kind = (annotations.get(key) for key in keys)
     if uid is None and pod is None and kind is None:
         return None  # e.g. a podman container in CRI-O's storage, or a non-CRI task in containerd's k8s.io
+    # Each becomes a label value and message text: only what the API server admits (ValueError otherwise).
+    if uid:
+        pod_uid(uid)
+    if namespace:
+        k8s_label(namespace, "namespace")
+    if pod:
+        k8s_subdomain(pod, "pod name")
+    if container and container != SANDBOX_CONTAINER_NAME:
+        k8s_label(container, "container name")
+    if kind:
+        one_of(kind, CONTAINER_TYPES, "container type")
     return ContainerIdentity(
         container_id=container_id,
         pod_uid=uid,
@@ -106,12 +123,26 @@ def identity_from_annotations(container_id: str, runtime: str, annotations: dict
     )
 
 
+def _is_container_name(name: str) -> bool:
+    try:
+        k8s_label(name, "container name")
+    except ValueError:
+        return False
+    return True
+
+
 def parse_pod_log_dir(name: str) -> PodIdentity | None:
     """``<namespace>_<pod>_<uid>`` (kubelet ``BuildPodLogsDirectory``) into a PodIdentity; None if not that shape."""
     parts = name.split("_")
     if len(parts) != 3 or not all(parts):
         return None
     namespace, pod, uid = parts
+    try:
+        k8s_label(namespace, "namespace")
+        k8s_subdomain(pod, "pod name")
+        pod_uid(uid)
+    except ValueError:
+        return None  # not a directory the kubelet made: nothing of it is repeated
     return PodIdentity(uid=uid, namespace=namespace, name=pod)
 
 
@@ -182,8 +213,11 @@ def _scan_pod_logs(root: Path) -> tuple[dict[str, PodIdentity], dict[str, tuple[
                 names = [
                     entry.name
                     for entry in entries
-                    if entry.is_dir(follow_symlinks=False)
-                    or (entry.is_symlink() and confined.is_dir(pod_dir / entry.name))
+                    if _is_container_name(entry.name)
+                    and (
+                        entry.is_dir(follow_symlinks=False)
+                        or (entry.is_symlink() and confined.is_dir(pod_dir / entry.name))
+                    )
                 ]
         except NotADirectoryError:
             del pods[pod.uid]

@@ -31,6 +31,7 @@ from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import excerpt, shown
 from numawatch.model import Cpu, IsolationParams, NumaNode, Topology, frozen_map
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
@@ -45,6 +46,8 @@ ISOLCPUS_KNOWN_FLAGS = frozenset({"nohz", "domain", "managed_irq"})
 # HPAGE_SIZE on x86-64: the size a hugepages= applies to when neither default_hugepagesz= nor hugepagesz= came
 # before it.
 DEFAULT_HUGEPAGE_KB = 2048
+
+_FLAG_LIMIT = 32
 
 _SIZE_SUFFIXES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}
 
@@ -136,7 +139,9 @@ def parse_isolcpus(value: str, last_cpu: int | None = None) -> tuple[CPUSet, tup
         flag, comma, rest = rest.partition(",")
         if not all(char.isalpha() or char == "_" for char in flag):
             # The kernel refuses the whole parameter in this case ("isolcpus: Invalid flag").
-            raise CPUListError(f"invalid isolcpus flag {flag!r}")
+            raise CPUListError(f"invalid isolcpus flag {excerpt(flag)}")
+        if len(flag) > _FLAG_LIMIT:  # flags become a label value; the kernel's own are a few letters
+            raise CPUListError(f"isolcpus flag {excerpt(flag)} is longer than {_FLAG_LIMIT} characters")
         if flag not in flags:
             flags.append(flag)
         if not comma:
@@ -149,8 +154,8 @@ def parse_isolcpus(value: str, last_cpu: int | None = None) -> tuple[CPUSet, tup
 
 def _problem(path: str, parameter: str, error: Exception) -> str:
     """One line naming the file and the parameter (a value whose quote was left open runs to the end of the text,
-    newlines included)."""
-    return " ".join(f"{path}: {parameter}: {error}".split())
+    newlines included); a parameter that is long or not printable is quoted as an escaped excerpt."""
+    return " ".join(f"{path}: {shown(parameter)}: {error}".split())
 
 
 def parse_size_kb(text: str) -> int:
@@ -160,10 +165,10 @@ def parse_size_kb(text: str) -> int:
     if stripped[-1:].lower() in _SIZE_SUFFIXES:
         number, multiplier = stripped[:-1], _SIZE_SUFFIXES[stripped[-1].lower()]
     if not number.isascii() or not number.isdigit():
-        raise ValueError(f"bad size {text!r}")
+        raise ValueError(f"bad size {excerpt(text)}")
     size = int(number) * multiplier
     if size <= 0 or size % 1024:
-        raise ValueError(f"size {text!r} is not a positive multiple of 1 kB")
+        raise ValueError(f"size {excerpt(text)} is not a positive multiple of 1 kB")
     return size // 1024
 
 
@@ -173,7 +178,7 @@ def parse_hugepages_count(text: str) -> int:
     for element in text.split(","):
         node, colon, count = element.strip().rpartition(":")
         if not _is_decimal(count) or (colon and not _is_decimal(node)):
-            raise ValueError(f"bad huge page count {text!r}")
+            raise ValueError(f"bad huge page count {excerpt(text)}")
         total += int(count)
     return total
 
@@ -309,10 +314,10 @@ def parse_meminfo_total(text: str) -> int:
             continue
         fields = rest.split()
         if not fields or not fields[0].isascii() or not fields[0].isdigit():
-            raise ValueError(f"bad MemTotal line {line.strip()!r}")
+            raise ValueError(f"bad MemTotal line {excerpt(line.strip())}")
         unit = fields[1] if len(fields) > 1 else ""
         if unit not in ("kB", ""):
-            raise ValueError(f"unexpected unit {unit!r} in MemTotal line")
+            raise ValueError(f"unexpected unit {excerpt(unit)} in MemTotal line")
         return int(fields[0]) * (1024 if unit == "kB" else 1)
     raise ValueError("no MemTotal line")
 
