@@ -433,24 +433,18 @@ def evaluate_in_a_thread(paths, seconds: float = TIMEOUT) -> str:
     return outcome + "\n".join(records)
 
 
-_TEMPLATE: dict[str, object] = {}
-
-
-def template_tree() -> tuple[Path, list[str]]:
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> tuple[Path, list[str]]:
     """One complete host, built once for all examples, and the files an evaluation reads in it."""
-    if not _TEMPLATE:
-        base = Path(tempfile.mkdtemp(prefix="numawatch-hostile-template-"))
-        host = FakeHost(base / "host")
-        complete_host(host)
-        _TEMPLATE["root"] = host.root
-        _TEMPLATE["files"] = sorted(read_files(host))
-    return _TEMPLATE["root"], _TEMPLATE["files"]  # type: ignore[return-value]
+    host = FakeHost(tmp_path_factory.mktemp("hostile-template") / "host")
+    complete_host(host)
+    return host.root, sorted(read_files(host))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), fallback=st.booleans())
-def test_random_links_fifos_and_sizes_never_leak_or_hang(data, fallback):
-    template, files = template_tree()
+def test_random_links_fifos_and_sizes_never_leak_or_hang(template, data, fallback):
+    template, files = template
     work = Path(tempfile.mkdtemp(prefix="numawatch-hostile-"))
     try:
         root, outside = work / "host", work / "outside"
