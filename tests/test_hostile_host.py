@@ -382,6 +382,54 @@ def without_file_labels(document: dict) -> dict:
     return document
 
 
+PROCESS_KINDS = {
+    "GPU process cgroup": r"proc/\d+/cgroup",
+    "GPU process comm": r"proc/\d+/comm",
+    "GPU process limits": r"proc/\d+/limits",
+    "thread sched": r"proc/\d+/task/\d+/sched",
+    "thread status": r"proc/\d+/task/\d+/status",
+    "thread schedstat": r"proc/\d+/task/\d+/schedstat",
+}
+
+
+def test_no_canary_reaches_the_gpu_process_readings(fake_host, tmp_path):
+    """The files read only for the processes NVML lists (``/proc/<pid>/{cgroup,comm,limits,task/*}``), through the
+    fake pynvml in process (the CLI cannot take a fake NVML): behind links, the same result and no canary."""
+    from fake_pynvml import reference_nvml, write_reference_threads
+    from numawatch.host import HostReader
+    from numawatch.nvml_session import NvmlSession
+    from numawatch.sources import SOURCES
+    from numawatch.sources.nvml import GpuReaders
+
+    complete_host(fake_host)
+    write_reference_threads(fake_host)
+
+    def evaluated() -> tuple[str, dict]:
+        gpu = GpuReaders(NvmlSession(nvml=reference_nvml(), call_timeout=5))
+        reader = HostReader(fake_host.paths, gpu.bind(SOURCES))
+        reader.read()
+        evaluation = evaluate(reader.read(), REFERENCE)
+        document = json.loads(report.render_json(evaluation, str(fake_host.root)))
+        assert {"nvml", "processes"} <= {s["name"] for s in document["sources"] if s["up"]}
+        return metrics.render(evaluation).decode() + json.dumps(document), comparable(document)
+
+    _, baseline = evaluated()
+    gpu = GpuReaders(NvmlSession(nvml=reference_nvml(), call_timeout=5))
+    _, recorded = capture.record_evaluation(fake_host.paths, REFERENCE, gpu.bind(SOURCES))
+    root = os.path.realpath(fake_host.root)
+    files = {os.path.relpath(os.path.realpath(path), root) for path in recorded.opened | recorded.stated
+             if os.path.realpath(path).startswith(root + "/") and os.path.isfile(os.path.realpath(path))
+             and re.fullmatch(r"proc/\d+/.*", os.path.relpath(os.path.realpath(path), root))}  # fmt: skip
+    missing = [kind for kind, pattern in PROCESS_KINDS.items() if not any(re.fullmatch(pattern, f) for f in files)]
+    assert missing == []
+    plant_canaries(fake_host, tmp_path / "outside", files)
+
+    output, linked = evaluated()
+
+    assert CANARY not in output
+    assert linked == baseline
+
+
 def test_a_fifo_at_every_kind_of_file_is_never_waited_for(fake_host, opener):
     """Not one FIFO: every file an evaluation reads is one; check finishes, each source down names its FIFO."""
     complete_host(fake_host)
