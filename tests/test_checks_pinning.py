@@ -526,8 +526,9 @@ def real_guaranteed_pod(tmp_path):
     """A Guaranteed pod's container in this machine's real cgroup v1 hierarchies, with a real process in it.
 
     The tree lives under a private parent in each hierarchy (not at the top, where another test or a real kubelet
-    may own ``kubepods``); the fake host's ``sys/fs/cgroup/<hierarchy>`` links point at those parents, so the
-    cgroups source reads the kernel's own files. The container is pinned on the machine's highest CPU.
+    may own ``kubepods``); those parents are bind-mounted at the fake host's ``sys/fs/cgroup/<hierarchy>``, so the
+    cgroups source reads the kernel's own files inside the host root (a link out of the root is not followed).
+    The container is pinned on the machine's highest CPU.
     """
     reason = _unusable_v1()
     if reason:
@@ -535,6 +536,7 @@ def real_guaranteed_pod(tmp_path):
     host = FakeHost(tmp_path / "host")
     parent = f"numawatch-checks-{os.getpid()}"
     created: list[Path] = []
+    mounted: list[Path] = []
     process = None
     try:
         root_cpus = parse_cpulist((CGROUP_V1 / "cpuset/cpuset.cpus").read_text())
@@ -556,7 +558,11 @@ def real_guaranteed_pod(tmp_path):
                 if hierarchy == "cpuset":  # v1 cpusets start empty: every level needs cpus and mems before tasks
                     (directory / "cpuset.cpus").write_text(format_cpulist(cpus))
                     (directory / "cpuset.mems").write_text(format_cpulist(root_mems))
-            host.symlink(f"sys/fs/cgroup/{hierarchy}", str(base))
+            target = host.mkdir(f"sys/fs/cgroup/{hierarchy}")
+            bound = subprocess.run(["mount", "--bind", str(base), str(target)], capture_output=True, text=True)
+            if bound.returncode != 0:
+                pytest.skip(f"cannot bind-mount a cgroup here: {bound.stderr.strip()}")
+            mounted.append(target)
 
         def join() -> None:  # in the child before exec, so the process is in the container from its first page
             for hierarchy in REAL_HIERARCHIES:
@@ -572,6 +578,8 @@ def real_guaranteed_pod(tmp_path):
         if process is not None:
             process.kill()
             process.wait()
+        for target in mounted:
+            subprocess.run(["umount", str(target)], check=True)
         for base in created:
             _rmdir_tree(base)
 

@@ -34,6 +34,7 @@ from fakehost import FakeHost
 from fakehost.kernel import add_irqbalance
 from fakehost.kubelet import write_cpu_manager_state
 from fakehost.reference import TRTLLM, VLLM, ReferenceNode, reference_node
+from numawatch import confined
 from numawatch.checks import Evaluation, evaluate
 from numawatch.host import Host, HostReader
 from numawatch.hotplug import CPU_SOURCES, GPU_SOURCES, HotplugMonitor, invalidator
@@ -122,10 +123,10 @@ def vanishing_before(
 
 
 def deny(monkeypatch: pytest.MonkeyPatch, *paths: Path) -> None:
-    """EACCES from ``open`` and ``os.open`` for these paths. Tests run as root, which ``chmod 000`` does not stop, so
-    the permission check the kernel would make is made here instead."""
+    """EACCES from ``open``, ``os.open`` and the confined opener (where every host read goes) for these paths. Tests
+    run as root, which ``chmod 000`` does not stop, so the permission check the kernel would make is made here."""
     denied = {os.fspath(path) for path in paths}
-    real_open, real_os_open = builtins.open, os.open
+    real_open, real_os_open, real_open_file = builtins.open, os.open, confined.open_file
 
     def check(file) -> None:
         if isinstance(file, (str, bytes, os.PathLike)) and os.fsdecode(file) in denied:
@@ -139,8 +140,13 @@ def deny(monkeypatch: pytest.MonkeyPatch, *paths: Path) -> None:
         check(path)
         return real_os_open(path, *args, **kwargs)
 
+    def fake_open_file(path):
+        check(path)
+        return real_open_file(path)
+
     monkeypatch.setattr(builtins, "open", fake_open)
     monkeypatch.setattr(os, "open", fake_os_open)
+    monkeypatch.setattr(confined, "open_file", fake_open_file)
 
 
 def cgroup_file(node: ReferenceNode, ref, name: str) -> Path:

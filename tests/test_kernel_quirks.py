@@ -17,8 +17,8 @@ from numawatch.checks import evaluate
 from numawatch.checks.numa_topology import NUMA_TOPOLOGY_INCONSISTENT
 from numawatch.cpuset import format_cpulist, parse_cpulist, parse_cpumask
 from numawatch.host import read_host
+from numawatch.hosttext import is_null, strip_value
 from numawatch.intent import REFERENCE
-from numawatch.kernel_text import is_null, strip_value
 from numawatch.sources import SOURCES, gpus_sysfs, topology
 from numawatch.sources.topology import parse_distance, parse_int_attribute, parse_sys_cpulist
 

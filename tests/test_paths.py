@@ -36,6 +36,14 @@ def test_host_path_maps_absolute_host_paths_under_the_root(tmp_path):
     assert tmp_path / "etc/x" == paths.host_path("etc/x")
 
 
+def test_host_path_folds_dotdot_at_the_root(tmp_path):
+    """A path from file content (a kubelet config=) cannot climb out of the root: ``..`` stops there (issue 15)."""
+    paths = Paths.from_root(tmp_path)
+    assert tmp_path / "tmp/elsewhere/kc.yaml" == paths.host_path("/../../../../tmp/elsewhere/kc.yaml")
+    assert tmp_path / "etc/kc.yaml" == paths.host_path("/var/lib/../../etc/./kc.yaml")
+    assert tmp_path == paths.host_path("/..")
+
+
 @pytest.fixture
 def tree(tmp_path):
     root = tmp_path / "host"
@@ -110,11 +118,14 @@ def test_resolve_leaves_missing_paths_as_they_are(tree):
 
 
 def test_resolve_confines_links_when_the_root_itself_is_reached_through_a_symlink(tree, tmp_path):
+    """The result is spelled under the root as the caller spells it (through the link), and is the root's file."""
     os.symlink(tree, tmp_path / "root-link")
     os.symlink("/etc/passwd", tree / "sys/bus/pci/devices/evil")
     paths = Paths.from_root(tmp_path / "root-link")
     resolved = paths.resolve(tmp_path / "root-link/sys/bus/pci/devices/evil")
-    assert tree / "etc/passwd" == resolved
+    assert tmp_path / "root-link/etc/passwd" == resolved
+    (tree / "etc/passwd").write_text("the root's own\n")
+    assert os.path.samefile(resolved, tree / "etc/passwd")
 
 
 def test_resolve_accepts_paths_relative_to_the_working_directory(tree, monkeypatch):

@@ -2,10 +2,15 @@
 
 Capture evaluates the host once while recording what the sources touch, then copies exactly that into a .tar.gz:
 
-- which files: a ``sys.addaudithook`` sees every ``open`` (Python's ``open`` and ``os.open``) and every
-  ``os.listdir``/``os.scandir`` of the evaluating thread. ``os.stat`` and ``os.lstat`` raise no audit event, yet
-  sources decide on existence and permission bits (``Path.is_dir()``, an IRQ's ``smp_affinity`` mode), so those two
-  are wrapped for the duration of the recording as well.
+- which files: sources read the host through the confined opener (``confined.py``), which tells the recorder every
+  path it opens, lists or stats (``confined.observe``): its openat2 goes through ctypes, which no audit hook sees.
+  Beside it, a ``sys.addaudithook`` sees every ``open`` (Python's ``open`` and ``os.open``) and every
+  ``os.listdir``/``os.scandir`` of the evaluating thread that does not go through the opener, and ``os.stat`` and
+  ``os.lstat`` (which raise no audit event) are wrapped for the duration of the recording. Relative names in audit
+  events are ignored: one may be relative to a directory descriptor the event does not carry (the opener's own
+  component-by-component walk).
+- how: the recorded paths are resolved again, component by component, as if each base were ``/`` (links followed
+  inside it), and read through the confined opener, so nothing outside the root reaches the bundle.
 - what is copied, under the same path relative to the host root (``host/...``; a ``--path.*`` outside the root
   under ``mounts/<name>/...``): opened files with their content, listed directories with every entry (directories as
   directories, files as empty placeholders, nobody read them), stat'ed paths as placeholders of the same type and
@@ -54,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from numawatch import __version__
+from numawatch import __version__, confined
 from numawatch.checks import Evaluation, NotEvaluatedCheck, evaluate
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Host, SourceSpec, read_host
@@ -123,6 +128,18 @@ class _Recorder:
         self._lock = threading.Lock()
         self._installed = False
 
+    def _observed(self, path: str, kind: str) -> None:
+        """What the confined opener reports (an absolute path as the source spelled it)."""
+        recording = self.active
+        if recording is None or threading.get_ident() != self.thread:
+            return
+        if kind == "opened":
+            recording.opened.add(path)
+        elif kind == "listed":
+            recording.listed.add(path)
+        else:
+            recording.stated.add(path)
+
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         recording = self.active
         if recording is None or threading.get_ident() != self.thread:
@@ -172,7 +189,8 @@ class _Recorder:
             self.active = recorded
             os.stat, os.lstat = recording_stat, recording_lstat
             try:
-                yield recorded
+                with confined.observe(self._observed):
+                    yield recorded
             finally:
                 os.stat, os.lstat = real_stat, real_lstat
                 self.active = None
@@ -182,11 +200,12 @@ _RECORDER = _Recorder()
 
 
 def _path_text(path: Any) -> str | None:
-    """An absolute path string for what an audited call was given; None for file descriptors."""
+    """The absolute path string an audited call was given; None for a file descriptor or a relative name (it may be
+    relative to a directory descriptor that the event does not carry)."""
     if isinstance(path, int):
         return None
     text = os.fsdecode(os.fspath(path))
-    return text if text.startswith("/") else os.path.join(os.getcwd(), text)
+    return text if text.startswith("/") else None
 
 
 def record_evaluation(
@@ -308,7 +327,7 @@ class _TreeBuilder:
                 continue
             real = os.path.join(base.real, *current, name)
             try:
-                info = os.lstat(real)
+                info = confined.lstat(real)
             except OSError:
                 return None
             if stat.S_ISLNK(info.st_mode) and (pending or follow_last):
@@ -316,7 +335,7 @@ class _TreeBuilder:
                 if budget[0] < 0:
                     return None
                 try:
-                    target = os.readlink(real)
+                    target = confined.readlink(real)
                 except OSError:
                     return None
                 target_parts = target.split("/")
@@ -330,7 +349,10 @@ class _TreeBuilder:
                 current = destination
                 continue
             if stat.S_ISLNK(info.st_mode):  # the last component, not followed (lstat)
-                target = os.readlink(real)
+                try:
+                    target = confined.readlink(real)
+                except OSError:
+                    return None
                 start = [] if target.startswith("/") else list(current)
                 destination = self.resolve(base, start + target.split("/"), True, budget)
                 lexical = destination if destination is not None else _lexical(start + target.split("/"))
@@ -353,14 +375,14 @@ class _TreeBuilder:
         base, parts = located
         if base.prefix not in self.entries:
             with contextlib.suppress(OSError):
-                info = os.stat(base.real)
+                info = confined.stat_path(base.real)
                 self._add(base.prefix, _Entry("dir", stat.S_IMODE(info.st_mode), info.st_mtime))
         resolved = self.resolve(base, parts, follow_last, [MAX_SYMLINKS])
         if resolved is None:
             return
         real = os.path.join(base.real, *resolved)
         try:
-            info = os.lstat(real)
+            info = confined.lstat(real)
         except OSError:
             return
         name = self._name(base, resolved)
@@ -369,8 +391,7 @@ class _TreeBuilder:
             self._add(name, _Entry("file", stat.S_IMODE(info.st_mode), info.st_mtime, data))
         elif stat.S_ISDIR(info.st_mode) and listing:
             try:
-                with os.scandir(real) as entries:
-                    names = [entry.name for entry in entries]
+                names = confined.listdir(real)
             except OSError as error:
                 self.unreadable[name] = error.strerror or str(error)
                 return
@@ -379,15 +400,18 @@ class _TreeBuilder:
 
     def _content(self, name: str, real: str) -> bytes | None:
         try:
-            with open(real, "rb", buffering=0) as handle:
+            fd = confined.open_file(real)  # never a FIFO or device, never through a link swapped in since
+            try:
                 chunks = []
                 size = 0
-                while chunk := handle.read(1 << 20):
+                while chunk := os.read(fd, 1 << 20):
                     chunks.append(chunk)
                     size += len(chunk)
                     if size > MAX_MEMBER_BYTES:
                         self.unreadable[name] = f"larger than {MAX_MEMBER_BYTES} bytes"
                         return None
+            finally:
+                os.close(fd)
         except OSError as error:
             self.unreadable[name] = error.strerror or str(error)
             return None

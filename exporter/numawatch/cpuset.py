@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from numawatch.kernel_text import strip_value
+from numawatch.hosttext import excerpt, strip_value
 
 CPUSet = frozenset[int]
 EMPTY: CPUSet = frozenset()
@@ -28,7 +28,7 @@ class CPUListError(ValueError):
 def parse_cpulist(text: str) -> CPUSet:
     """Parse a kernel CPU list (``0-3,8,10-11``) into a frozenset; raise CPUListError on bad input.
 
-    White space and NUL bytes around the list are what kernels print around values (kernel_text.py), not part of it.
+    White space and NUL bytes around the list are what kernels print around values (hosttext.py), not part of it.
     """
     text = strip_value(text)
     if not text:
@@ -37,7 +37,7 @@ def parse_cpulist(text: str) -> CPUSet:
     for part in text.split(","):
         part = part.strip()
         if not part:
-            raise CPUListError(f"empty element in CPU list {text!r}")
+            raise CPUListError(f"empty element in CPU list {excerpt(text)}")
         stride_group = 1
         stride_used = 0
         if ":" in part:
@@ -45,17 +45,17 @@ def parse_cpulist(text: str) -> CPUSet:
             used, _, group = stride.partition("/")
             used_number, group_number = _decimal(used), _decimal(group)
             if used_number is None or group_number is None:
-                raise CPUListError(f"bad stride {stride!r} in CPU list {text!r}")
+                raise CPUListError(f"bad stride {excerpt(stride)} in CPU list {excerpt(text)}")
             stride_used, stride_group = used_number, group_number
             if stride_used <= 0 or stride_group <= 0 or stride_used > stride_group:
-                raise CPUListError(f"bad stride {stride!r} in CPU list {text!r}")
+                raise CPUListError(f"bad stride {excerpt(stride)} in CPU list {excerpt(text)}")
         lo_text, sep, hi_text = part.partition("-")
         lo = _decimal(lo_text)
         hi = _decimal(hi_text) if sep else lo
         if lo is None or hi is None:
-            raise CPUListError(f"bad element {part!r} in CPU list {text!r}")
+            raise CPUListError(f"bad element {excerpt(part)} in CPU list {excerpt(text)}")
         if lo < 0 or hi < lo or hi > MAX_CPU_ID:
-            raise CPUListError(f"bad range {part!r} in CPU list {text!r}")
+            raise CPUListError(f"bad range {excerpt(part)} in CPU list {excerpt(text)}")
         if stride_used:
             cpus.update(c for c in range(lo, hi + 1) if (c - lo) % stride_group < stride_used)
         else:
@@ -102,11 +102,11 @@ def parse_cpumask(text: str) -> CPUSet:
         return EMPTY
     groups = stripped.split(",")
     if len(groups) * 32 > MAX_CPU_ID + 1:
-        raise CPUListError(f"CPU mask {stripped[:40]!r}... is longer than {MAX_CPU_ID + 1} bits")
+        raise CPUListError(f"CPU mask {excerpt(stripped)} is longer than {MAX_CPU_ID + 1} bits")
     value = 0
     for group in groups:
         if not 0 < len(group) <= 8 or not group.isascii() or group.strip(_HEX_DIGITS):
-            raise CPUListError(f"bad CPU mask {stripped[:80]!r}")
+            raise CPUListError(f"bad CPU mask {excerpt(stripped)}")
         value = (value << 32) | int(group, 16)
     # bin() walks the bits in C; a Python shift loop is quadratic on the 384-bit masks of /proc/irq/*/smp_affinity.
     bits = bin(value)[:1:-1]

@@ -24,6 +24,7 @@ from typing import Any
 
 from numawatch.cpuset import CPUSet
 from numawatch.errors import MalformedFile
+from numawatch.hosttext import printable
 from numawatch.model import frozen_map
 
 UTILIZATION_SAMPLES = "samples"  # integrated from nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES)
@@ -192,6 +193,7 @@ class JsonRecording:
 
 RECORDING_VERSION = 1
 _MAX_DEPTH = 8
+_RECORDED_TEXT_LIMIT = 4096
 
 
 def _encode(value: Any) -> Any:
@@ -256,5 +258,6 @@ def _decode(kind: Any, raw: Any, where: str, depth: int = 0) -> Any:
     if kind is str:
         if not isinstance(raw, str):
             raise ValueError(f"{where}: expected a string")
-        return raw
+        # Names and UUIDs of a reading become label values and message text: printable, bounded (issue 15).
+        return printable(raw, f"{where}: text", _RECORDED_TEXT_LIMIT)
     raise ValueError(f"{where}: cannot decode {kind!r}")

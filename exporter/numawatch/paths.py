@@ -7,12 +7,12 @@ Nothing else in numawatch spells ``/proc`` or ``/sys``.
 
 from __future__ import annotations
 
-import errno
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-_MAX_SYMLINKS = 40  # the kernel's own limit (MAXSYMLINKS), so a link loop ends with an error, not a hang
+from numawatch import confined
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,21 @@ class Paths:
     sysfs: Path
     kubelet: Path
     rke2: Path
+
+    def __post_init__(self) -> None:
+        # Every read under these bases is confined to them (confined.py) for as long as this object lives.
+        weakref.finalize(self, confined.hold(self.confinement_bases()))
+
+    def confinement_bases(self) -> list[Path]:
+        """The root, and each part given outside it (``--path.procfs=/other/proc``), which is then its own root."""
+        bases = [self.root]
+        root = os.path.abspath(self.root)
+        root_real = os.path.realpath(self.root)
+        for part in (self.procfs, self.sysfs, self.kubelet, self.rke2):
+            given = os.path.abspath(part)
+            if not any(given == base or given.startswith(base.rstrip("/") + "/") for base in (root, root_real)):
+                bases.append(part)
+        return bases
 
     @classmethod
     def from_root(
@@ -64,54 +79,30 @@ class Paths:
         return self.root / "etc"
 
     def host_path(self, absolute: str) -> Path:
-        """Map a path as the host names it (``/var/lib/x``) to where we read it (``<root>/var/lib/x``)."""
-        return self.root / absolute.lstrip("/")
+        """Map a path as the host names it (``/var/lib/x``) to where we read it (``<root>/var/lib/x``).
 
-    def resolve(self, path: Path) -> Path:
-        """Resolve symlinks in ``path`` as if ``self.root`` were ``/``.
-
-        sysfs links are relative (``../../../devices/pci0000:00/...``) and resolve fine, but an absolute link in
-        a captured tree, or ``..`` past the top, must land inside the root, never on this machine's own ``/``.
-        Like a chroot, ``..`` at the root stays at the root.
+        Such paths come from file content (a kubelet ``--config=``, a drop-in directory, a runtime's bundle path),
+        so ``..`` is folded as the host's own ``/`` folds it: never above the root (``/../../tmp/x`` is
+        ``<root>/tmp/x``). The confined opener would keep a read inside anyway; folding here keeps the path that
+        errors and messages name the one that is read.
         """
-        # Plain strings and os.path, not pathlib: readers resolve every entry of sys/bus/pci/devices on each scan,
-        # and pathlib's object churn cost ~10x the lstat calls themselves.
-        root = "/" if str(self.root) == "/" else os.path.realpath(self.root)
-        text = os.fspath(path)
-        if not text.startswith("/"):
-            text = os.path.join(os.getcwd(), text)
-        # Not os.path.abspath(path): it folds ``..`` lexically, before links are followed, and could walk out of
-        # the root (``<root>/../../etc``). Only "." and empty parts are dropped here.
-        names = [name for name in text.split("/") if name and name != "."]
-        relative: list[str] | None = None
-        # The root as given and as resolved: a root reached through a symlink (/host -> /mnt/host) still counts.
-        for base in (os.path.abspath(self.root), root):
-            base_names = [name for name in base.split("/") if name]
-            if names[: len(base_names)] == base_names:
-                relative = names[len(base_names) :]
-                break
-        if relative is None:
-            return Path(os.path.realpath(path))  # a per-part override outside the root: plain resolution
-        pending = relative[::-1]  # a stack: the next name to look at is last
-        prefixes = [root.rstrip("/")]  # prefixes[-1] is the resolved path so far ("" stands for "/")
-        links = 0
-        while pending:
-            name = pending.pop()
+        names: list[str] = []
+        for name in absolute.split("/"):
             if name in ("", "."):
                 continue
             if name == "..":
-                if len(prefixes) > 1:
-                    prefixes.pop()
+                if names:
+                    names.pop()
                 continue
-            candidate = f"{prefixes[-1]}/{name}"
-            if os.path.islink(candidate):
-                links += 1
-                if links > _MAX_SYMLINKS:
-                    raise OSError(errno.ELOOP, "Too many levels of symbolic links", os.fspath(path))
-                target = os.readlink(candidate)
-                if target.startswith("/"):
-                    del prefixes[1:]
-                pending.extend(reversed(target.split("/")))
-                continue
-            prefixes.append(candidate)
-        return Path(prefixes[-1] or "/")
+            names.append(name)
+        return self.root.joinpath(*names)
+
+    def resolve(self, path: Path) -> Path:
+        """Resolve symlinks in ``path`` as if its root were ``/`` (see ``confined.resolve``).
+
+        sysfs links are relative (``../../../devices/pci0000:00/...``) and resolve fine, but an absolute link in
+        a captured tree, or ``..`` past the top, must land inside the root, never on this machine's own ``/``.
+        Like a chroot, ``..`` at the root stays at the root. Raises OSError as ``open`` would (a dangling link,
+        a loop).
+        """
+        return Path(confined.resolve(path))

@@ -15,6 +15,7 @@ Sandbox (pause) containers are left out: they are never pinned and hold no devic
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -355,6 +356,15 @@ def _devices_by_container(entries: tuple[DeviceAssignment, ...]) -> dict[tuple[s
     return by_container
 
 
+# A device ID or resource name as device plugins register them ("GPU-<uuid>", "MIG-...", "GPU-...::3",
+# "nvidia.com/gpu"): printable ASCII without spaces, bounded. The checkpoint carries whatever was written into it.
+_REPEATABLE = re.compile(r"[\x21-\x7e]{1,256}")
+
+
+def _repeatable(value: str) -> bool:
+    return _REPEATABLE.fullmatch(value) is not None
+
+
 def _gpu_assignments(assigned: list[DeviceAssignment], inventory: GpuInventory | None) -> tuple[GpuAssignment, ...]:
     # A device on several NUMA nodes is listed under each of them; collect its nodes first.
     nodes_of: dict[tuple[str, str], set[int]] = {}
@@ -364,6 +374,8 @@ def _gpu_assignments(assigned: list[DeviceAssignment], inventory: GpuInventory |
                 nodes_of.setdefault((entry.resource_name, device_id), set()).add(node)
     result = []
     for (resource, device_id), nodes in nodes_of.items():
+        if not _repeatable(device_id) or not _repeatable(resource):
+            continue  # it would become a gpu label: only what a device plugin registers (kubelet_state decodes any)
         assignment = GpuAssignment(
             device_id=device_id,
             resource=resource,

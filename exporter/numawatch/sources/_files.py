@@ -1,4 +1,8 @@
-"""Small helpers every source uses to read host files: bounded, one syscall where possible, clear errors."""
+"""Small helpers every source uses to read host files: bounded, one syscall where possible, clear errors.
+
+Every open, listing and stat goes through ``numawatch.confined``: confined to the host root, non-blocking, regular
+files only.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import os
 import re
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 
@@ -18,18 +23,21 @@ DEFAULT_READ_LIMIT = 16 * 1024 * 1024
 
 def read_bytes(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
     """Read a whole file, refusing files larger than ``limit`` (procfs reports size 0, so we read and count)."""
-    with open(path, "rb", buffering=0) as handle:
-        data = handle.read(limit + 1)
+    fd = confined.open_file(path)
+    try:
+        data = os.read(fd, limit + 1)
         if len(data) > limit:
             raise MalformedFile(path, f"larger than the {limit}-byte limit")
         # procfs files can return short reads; keep reading until EOF.
         while True:
-            chunk = handle.read(limit + 1 - len(data))
+            chunk = os.read(fd, limit + 1 - len(data))
             if not chunk:
                 break
             data += chunk
             if len(data) > limit:
                 raise MalformedFile(path, f"larger than the {limit}-byte limit")
+    finally:
+        os.close(fd)
     return data
 
 
@@ -78,7 +86,7 @@ def read_optional_cpulist(path: Path | str) -> CPUSet | None:
 def list_dir(path: Path | str) -> list[str]:
     """Directory entries, or [] when the directory vanished or never existed."""
     try:
-        return os.listdir(path)
+        return confined.listdir(path)
     except (FileNotFoundError, NotADirectoryError):
         return []
 

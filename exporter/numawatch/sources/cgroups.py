@@ -48,6 +48,7 @@ import os
 import re
 import zlib
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
@@ -222,7 +223,7 @@ def _read(path: str, size: int = _READ_CHUNK) -> bytes | None:
     EOF, so a short read is the whole file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = confined.open_file(path)
     except OSError:
         return None
     try:
@@ -288,10 +289,10 @@ def _detect(paths: Paths) -> tuple[int, str, str]:
     """(version, driver, kubepods relative path) or SourceUnavailable naming where we looked."""
     base = paths.cgroupfs
     for name, driver in (("kubepods.slice", "systemd"), ("kubepods", "cgroupfs")):
-        if os.path.exists(base / name / "cgroup.controllers"):
+        if confined.exists(base / name / "cgroup.controllers"):
             return 2, driver, name
     for name, driver in (("kubepods.slice", "systemd"), ("kubepods", "cgroupfs")):
-        if os.path.isdir(base / "cpuset" / name):
+        if confined.is_dir(base / "cpuset" / name):
             return 1, driver, name
     raise SourceUnavailable(
         f"no kubepods cgroup under {base} (looked for kubepods.slice and kubepods with cgroup.controllers, "
@@ -302,7 +303,7 @@ def _detect(paths: Paths) -> tuple[int, str, str]:
 def _subdirs(path: str) -> list[str]:
     """Names of the subdirectories, [] when the directory vanished mid-scan."""
     try:
-        with os.scandir(path) as entries:
+        with confined.scandir(path) as entries:
             return [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
     except OSError:
         return []
@@ -321,7 +322,7 @@ def _container_entries(path: str) -> list[str]:
     of that shape that is not a directory fails its reads and is skipped, as a vanished container is.
     """
     try:
-        return [name for name in os.listdir(path) if len(name) >= _CONTAINER_NAME_MIN]
+        return [name for name in confined.listdir(path) if len(name) >= _CONTAINER_NAME_MIN]
     except OSError:
         return []
 
@@ -550,7 +551,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str, whole: bool =
         numa_missing = numa_data is None
         parsed = _parsed(numa_path, numa_data, layout.parse_numa)
         numa = frozen_map(parsed) if parsed is not None else None
-    if (numa_missing or cpus_data is None or mems_data is None) and not os.path.isdir(cpuset_dir):
+    if (numa_missing or cpus_data is None or mems_data is None) and not confined.is_dir(cpuset_dir):
         return None  # removed after we read cgroup.procs (or, when that was skipped, since the last reading)
     known = scan.old_containers.get(cid)
     if known is not None and known[3].cgroup_path != rel:
@@ -628,7 +629,7 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
         whole = True
     pod_dir = f"{scan.layout.cpuset}/{rel}"
     names = tuple(sorted(_container_entries(pod_dir)))
-    if not names and not os.path.isdir(pod_dir):
+    if not names and not confined.is_dir(pod_dir):
         return None  # the pod went away
     entries = old.entries if old is not None and old.names == names else _container_dirs(rel, names)
     # What the container-level functions look up and fill in (see _Scan): this pod's part of either reading.
@@ -746,7 +747,7 @@ class CgroupsReader(Staggered):
         container's cpuset within its reconcile period (10 s), and those cpusets must then be read at every reading
         until they have all moved."""
         try:
-            info = os.stat(paths.kubelet / "cpu_manager_state")
+            info = confined.stat_path(paths.kubelet / "cpu_manager_state")
             key: tuple[int, int, int] | None = (info.st_ino, info.st_size, info.st_mtime_ns)
         except OSError:
             key = None

@@ -19,24 +19,27 @@ And ``proc/driver/nvidia/gpus/<bdf>/information`` (present only with the nvidia 
     Device Minor:    0
 
 The entries of ``sys/bus/pci/devices`` are relative symlinks into ``sys/devices/pci*``. They are resolved with
-``Paths.resolve`` so that a captured tree with an absolute link (``/sys/devices/...``) is read inside the host root,
-never from this machine's own /sys.
+``Paths.resolve`` and every attribute is read with the confined opener, so a captured tree with an absolute link
+(``/sys/devices/...``), or an attribute that is itself a link, is read inside the host root, never from this
+machine's own /sys.
 
 Essential: the ``sys/bus/pci/devices`` listing. Optional, per function: a ``class`` that cannot be parsed leaves the
 function out (``GpuInventory.problems``); a malformed ``numa_node`` or ``local_cpulist`` leaves that value unknown
-(``GpuDevice.problem``), which is not the kernel's -1.
+(``GpuDevice.problems``), which is not the kernel's -1.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from numawatch import confined
 from numawatch.cpuset import parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
-from numawatch.kernel_text import strip_value
+from numawatch.hosttext import checked, printable, strip_value
 from numawatch.model import GpuDevice, GpuInventory, frozen_map
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
@@ -48,6 +51,11 @@ GPU_CLASSES = frozenset({0x0300, 0x0302})
 T = TypeVar("T")
 
 _ATTRIBUTE_LIMIT = 1 << 16  # sysfs attributes are at most one page; anything bigger is not a sysfs file
+
+# A PCI function as sysfs names it (``DDDD:BB:DD.F``; VMD domains have 5 hex digits): the ``gpu`` label.
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+_GPU_UUID = re.compile(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_MODEL_LIMIT = 96  # the driver's model names are a few words ("NVIDIA H100 80GB HBM3")
 
 
 def parse_numa_node(text: str) -> int | None:
@@ -122,8 +130,21 @@ def _parsed(
 
 
 def _driver_info(paths: Paths, address: str) -> Mapping[str, str]:
-    text = read_optional_text(paths.procfs / "driver/nvidia/gpus" / address / "information", _ATTRIBUTE_LIMIT)
-    return parse_nvidia_information(text) if text is not None else {}
+    path = paths.procfs / "driver/nvidia/gpus" / address / "information"
+    text = read_optional_text(path, _ATTRIBUTE_LIMIT)
+    if text is None:
+        return {}
+    fields = parse_nvidia_information(text)
+    # Both become label values (numawatch_gpu_info's uuid and model): only what the driver prints.
+    uuid, model = fields.get("GPU UUID"), fields.get("Model")
+    try:
+        if uuid:
+            checked(uuid, _GPU_UUID, "GPU UUID")
+        if model:
+            printable(model, "Model", _MODEL_LIMIT)
+    except ValueError as error:
+        raise MalformedFile(path, str(error)) from None
+    return fields
 
 
 def _read_device(paths: Paths, address: str, directory: Path, skipped: list[str]) -> GpuDevice | None:
@@ -157,11 +178,14 @@ def _read_device(paths: Paths, address: str, directory: Path, skipped: list[str]
 def read(paths: Paths) -> GpuInventory:
     """Every NVIDIA GPU function on the PCI bus, sorted by PCI address. No GPU at all is an empty inventory."""
     devices_dir = paths.sysfs / "bus/pci/devices"
-    if not devices_dir.is_dir():
+    if not confined.is_dir(devices_dir):
         raise SourceUnavailable(f"{devices_dir} does not exist")
     gpus = []
     skipped: list[str] = []
     for address in sorted(list_dir(devices_dir), key=pci_sort_key):
+        if PCI_ADDRESS.fullmatch(address) is None:
+            continue  # not a PCI function's name: nothing sysfs would list (and it would become a label)
+        # The device's own directory (errors name it); resolved, and then read, inside the root (confined.py).
         try:
             directory = paths.resolve(devices_dir / address)
         except OSError:  # a link loop in a captured tree: not a device we can read

@@ -48,13 +48,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import zlib
 from collections.abc import Iterable
 
+from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import excerpt, printable
 from numawatch.model import frozen_map
 from numawatch.model_host import (
     KIND_DEVICE,
@@ -81,6 +84,11 @@ _MAX_RUNS = 8  # beyond this many separate runs of watched columns, one span wit
 _DENSE_SHARE = 4
 
 IPI_KEYS = frozenset({"RES", "CAL", "TLB", "IWI"})
+# A row's key: an IRQ number or an architecture's counter name ("LOC", "IPI0", s390's "I/O").
+_ROW_KEY = re.compile(rb"[\x21-\x7e]{1,16}")
+# The action names of a row (shared IRQs list several) and its chip: free-form kernel text, bounded.
+_NAME_LIMIT = 1024
+_CHIP_LIMIT = 256
 # Per-CPU timer IRQs that are printed as numeric rows (arm64 arch timer, RISC-V): the tick, not a device.
 PERCPU_TIMER_NAMES = frozenset({"arch_timer", "riscv-timer"})
 
@@ -355,8 +363,8 @@ class _RowParser:
                     pos = eol + 1
                     continue
             raw_key = label.strip()
-            if not raw_key or not raw_key.isascii() or b" " in raw_key:
-                raise MalformedFile(path, f"bad row label in {data[pos:eol].strip()[:80]!r}")
+            if _ROW_KEY.fullmatch(raw_key) is None:  # the key is the irq label: printable ASCII, short
+                raise MalformedFile(path, f"bad row label in {excerpt(data[pos:eol].strip())}")
             key = raw_key.decode()
             counts: dict[int, int] = {}
             if (
@@ -427,6 +435,11 @@ class _RowParser:
                     row = InterruptRow(key, row.kind, row.name, row.chip, frozen_map(counts) if counts else _NO_COUNTS)
             else:
                 chip, name = split_tail(tail, key.isdigit())
+                try:  # both become label values and message text
+                    printable(name, f"row {key}: name", _NAME_LIMIT)
+                    printable(chip, f"row {key}: chip", _CHIP_LIMIT)
+                except ValueError as error:
+                    raise MalformedFile(path, str(error)) from None
                 row = InterruptRow(
                     key=key,
                     kind=classify(key, name),
@@ -477,7 +490,7 @@ def read_interrupts(
     the reading and what a reader remembers for the next one (empty unless ``known`` is given). FileNotFoundError
     when the file does not exist; MalformedFile past ``limit`` bytes or on bad content.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = confined.open_file(path)
     try:
         total = 0
         pending = b""

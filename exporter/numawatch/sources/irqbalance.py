@@ -25,9 +25,11 @@ import os
 import re
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist, parse_cpumask
 from numawatch.errors import SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import excerpt
 from numawatch.model_host import Irqbalance, IrqbalanceConfig
 from numawatch.paths import Paths
 from numawatch.sources._files import parse_env_file, read_optional_text
@@ -65,12 +67,12 @@ def config_from(values: dict[str, str], origin: str, problems: list[str]) -> Irq
         try:
             cpulist = parse_cpulist(cpulist_raw)
         except CPUListError as error:
-            problems.append(f"{origin}: {BANNED_CPULIST}={cpulist_raw!r}: {error}")
+            problems.append(f"{origin}: {BANNED_CPULIST}={excerpt(cpulist_raw)}: {error}")
     if cpus_raw is not None:
         try:
             cpus = parse_cpumask(cpus_raw)
         except CPUListError as error:
-            problems.append(f"{origin}: {BANNED_CPUS}={cpus_raw!r}: {error}")
+            problems.append(f"{origin}: {BANNED_CPUS}={excerpt(cpus_raw)}: {error}")
     return IrqbalanceConfig(
         origin=origin,
         banned_cpulist=cpulist,
@@ -89,7 +91,7 @@ def socket_pids(unix_text: str) -> list[int]:
 # --------------------------------------------------------------------------------------------------- readers
 def _comm(procfs: str, pid: str) -> str | None:
     try:
-        fd = os.open(f"{procfs}/{pid}/comm", os.O_RDONLY | os.O_CLOEXEC)
+        fd = confined.open_file(f"{procfs}/{pid}/comm")
     except OSError:
         return None  # exited, or not a process directory
     try:
@@ -116,7 +118,7 @@ def find_pids(paths: Paths) -> tuple[int, ...]:
         # per evaluation on a node with 5,000 processes.
         return ()
     try:
-        entries = os.listdir(procfs)
+        entries = confined.listdir(procfs)
     except FileNotFoundError:
         raise SourceUnavailable(f"{procfs} does not exist") from None
     return tuple(sorted(int(entry) for entry in entries if entry.isdigit() and _comm(procfs, entry) == COMM))
@@ -139,15 +141,14 @@ def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
 
 
 def read(paths: Paths) -> Irqbalance:
-    if not paths.procfs.is_dir():
+    if not confined.is_dir(paths.procfs):
         raise SourceUnavailable(f"{paths.procfs} does not exist")
     pids = find_pids(paths)
     problems: list[str] = []
     config = None
     for pid in pids:
         try:
-            with open(paths.procfs / str(pid) / "environ", "rb", buffering=0) as handle:
-                environ = handle.read(1 << 20)
+            environ = confined.read_file(paths.procfs / str(pid) / "environ", 1 << 20)
         except OSError:
             continue  # exited, or no permission: fall back to the files
         config = config_from(parse_environ(environ), f"environment of irqbalance (PID {pid})", problems)

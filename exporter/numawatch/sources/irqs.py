@@ -45,6 +45,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import NamedTuple
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
@@ -58,7 +59,7 @@ _READ_SIZE = 1 << 16  # a CPU list of 8,192 CPUs in the worst (every other CPU) 
 def _read_small(path: str) -> bytes | None:
     """One read of a small procfs file; None when it (or its IRQ) vanished."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = confined.open_file(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
@@ -88,7 +89,7 @@ def parse_cpulist_file(data: bytes, path: str, cache: dict[bytes, CPUSet] | None
 def _mode_writable(directory: str) -> bool | None:
     """Whether ``smp_affinity`` has its owner write bit; None when it cannot be stat'ed."""
     try:
-        return bool(os.stat(f"{directory}/smp_affinity").st_mode & stat.S_IWUSR)
+        return bool(confined.stat_path(f"{directory}/smp_affinity").st_mode & stat.S_IWUSR)
     except OSError:
         return None
 
@@ -117,7 +118,7 @@ def _list_irq_root(paths: Paths) -> tuple[str, list[str]]:
     """``proc/irq``'s path and its entries (numbered IRQ directories plus ``default_smp_affinity``)."""
     irq_root = paths.procfs / "irq"
     try:
-        return str(irq_root), os.listdir(irq_root)
+        return str(irq_root), confined.listdir(irq_root)
     except (FileNotFoundError, NotADirectoryError):
         raise SourceUnavailable(f"{irq_root} does not exist") from None
 

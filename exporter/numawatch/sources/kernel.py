@@ -28,12 +28,14 @@ file leaves its setting None and says why in ``problems``; the other settings ar
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
-from numawatch.kernel_text import strip_value
+from numawatch.hosttext import checked, excerpt, strip_value
 from numawatch.model import frozen_map
 from numawatch.model_host import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
@@ -46,6 +48,11 @@ _SMALL = 4096  # every file here is a line or two
 # KernelSettings.absent_features
 THP = "thp"
 NUMA_BALANCING = "numa_balancing"
+
+# A THP mode as the kernel prints them (always, madvise, never, defer, defer+madvise, inherit, within_size, ...).
+_THP_MODE = re.compile(r"[a-z][a-z0-9_+-]{0,31}")
+# A cpufreq governor name: CPUFREQ_NAME_LEN is 16 with the NUL (include/linux/cpufreq.h).
+_GOVERNOR = re.compile(r"[A-Za-z0-9_-]{1,15}")
 
 
 # --------------------------------------------------------------------------------------------------- parsers
@@ -61,10 +68,10 @@ def parse_bracketed(text: str) -> tuple[str, tuple[str, ...]]:
             word = word[1:-1]
             active.append(word)
         elif "[" in word or "]" in word:
-            raise ValueError(f"unbalanced brackets in {text.strip()[:80]!r}")
-        modes.append(word)
+            raise ValueError(f"unbalanced brackets in {excerpt(text.strip())}")
+        modes.append(checked(word, _THP_MODE, "mode"))  # modes become label values: only what the kernel prints
     if len(active) != 1:
-        raise ValueError(f"expected exactly one [active] mode, got {text.strip()[:80]!r}")
+        raise ValueError(f"expected exactly one [active] mode, got {excerpt(text.strip())}")
     return active[0], tuple(modes)
 
 
@@ -72,15 +79,15 @@ def parse_sysctl_int(text: str) -> int:
     stripped = strip_value(text)
     body = stripped[1:] if stripped.startswith("-") else stripped
     if not body or not body.isascii() or not body.isdigit():
-        raise ValueError(f"expected an integer, got {stripped[:60]!r}")
+        raise ValueError(f"expected an integer, got {excerpt(stripped)}")
     return int(stripped)
 
 
 def parse_governor(text: str) -> str:
-    """A governor name: one word of letters, digits, ``_`` or ``-``."""
+    """A governor name: one word of at most 15 ASCII letters, digits, ``_`` or ``-`` (it becomes a label value)."""
     stripped = strip_value(text)
-    if not stripped or not stripped.isascii() or not all(c.isalnum() or c in "_-" for c in stripped):
-        raise ValueError(f"expected a governor name, got {stripped[:60]!r}")
+    if _GOVERNOR.fullmatch(stripped) is None:
+        raise ValueError(f"expected a governor name, got {excerpt(stripped)}")
     return stripped
 
 
@@ -164,7 +171,7 @@ def read_hugepage_pool(directory: Path) -> tuple[dict[int, HugePageCounts], str 
 def _read_small(path: str) -> str | None:
     """A one-line sysfs file with raw ``os`` calls (hundreds per reading); None when it does not exist."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = confined.open_file(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
@@ -288,7 +295,7 @@ def _read_settings(
 ) -> KernelSettings:
     sysctl = paths.procfs / "sys"
     thp = paths.sysfs / "kernel/mm/transparent_hugepage"
-    if not sysctl.is_dir() and not (paths.sysfs / "kernel/mm").is_dir():
+    if not confined.is_dir(sysctl) and not confined.is_dir(paths.sysfs / "kernel/mm"):
         raise SourceUnavailable(f"neither {sysctl} nor {paths.sysfs / 'kernel/mm'} exists")
     problems = _Problems()
 

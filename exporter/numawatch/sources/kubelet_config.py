@@ -24,7 +24,6 @@ would not start with it either.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from collections.abc import Hashable, Iterable, Mapping
@@ -34,9 +33,11 @@ from typing import Any
 
 import yaml
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import excerpt, one_of, printable, shown
 from numawatch.model import KubeletConfig, frozen_map
 from numawatch.paths import Paths
 from numawatch.quantity import QuantityError, quantity_bytes
@@ -61,6 +62,16 @@ _STRING_FIELDS = (
     "cgroupRoot",
 )
 _MAP_FIELDS = ("cpuManagerPolicyOptions", "topologyManagerPolicyOptions", "systemReserved", "kubeReserved")
+# The values the kubelet accepts for the policy fields (it refuses to start with any other; kubelet.md §7): they
+# become label values and message text, so nothing else is taken.
+ALLOWED_VALUES = {
+    "cpuManagerPolicy": frozenset({"none", "static"}),
+    "topologyManagerPolicy": frozenset({"none", "best-effort", "restricted", "single-numa-node"}),
+    "topologyManagerScope": frozenset({"container", "pod"}),
+    "memoryManagerPolicy": frozenset({"None", "Static"}),
+    "cgroupDriver": frozenset({"systemd", "cgroupfs"}),
+}
+_FREE_TEXT_LIMIT = 253  # a cgroupRoot, a policy option or a reserved quantity: short printable text
 
 # Kubelet flag -> KubeletConfiguration field. Map flags (k=v,k=v) and reserved-memory accumulate when repeated.
 FLAG_FIELDS = {
@@ -134,7 +145,9 @@ def parse_kubelet_configuration(text: str, file: str) -> dict[str, Any]:
     for key in _STRING_FIELDS:
         value = document.get(key)
         if value is not None and not isinstance(value, str):
-            raise MalformedFile(file, f"{key}: expected a string, got {_yaml_kind(value)} {value!r}")
+            raise MalformedFile(file, f"{key}: expected a string, got {_yaml_kind(value)} {excerpt(value)}")
+        if value:
+            _check_value(key, value, file, key)
     if document.get("reservedSystemCPUs"):
         _check_cpulist(document["reservedSystemCPUs"], file, "reservedSystemCPUs")
     for key in _MAP_FIELDS:
@@ -145,10 +158,26 @@ def parse_kubelet_configuration(text: str, file: str) -> dict[str, Any]:
             raise MalformedFile(file, f"{key}: expected a mapping, got {_yaml_kind(value)}")
         for name, item in value.items():
             if not isinstance(item, str):
-                raise MalformedFile(file, f"{key}.{name}: expected a string, got {_yaml_kind(item)} {item!r}")
+                raise MalformedFile(
+                    file, f"{key}.{name}: expected a string, got {_yaml_kind(item)} {excerpt(item)}"
+                )
+            _check_value(key, str(name), file, f"{key} key")
+            _check_value(key, item, file, f"{key}.{name}")
     if document.get("reservedMemory") is not None:
         _reserved_memory_from_config(document["reservedMemory"], file)
     return document
+
+
+def _check_value(field_name: str, value: str, file: str, where: str) -> None:
+    """A policy must be one the kubelet accepts; other text must be short and printable (MalformedFile if not)."""
+    try:
+        allowed = ALLOWED_VALUES.get(field_name)
+        if allowed is not None:
+            one_of(value, allowed, "value")
+        else:
+            printable(value, "value", _FREE_TEXT_LIMIT)
+    except ValueError as error:
+        raise MalformedFile(file, f"{where}: {error}") from None
 
 
 def _check_cpulist(text: str, file: str, key: str) -> None:
@@ -169,7 +198,7 @@ def _reserved_memory_from_config(value: Any, file: str) -> dict[int, dict[str, i
             raise MalformedFile(file, f"{where}: expected a mapping, got {_yaml_kind(item)}")
         node = item.get("numaNode")
         if isinstance(node, bool) or not isinstance(node, int) or node < 0:
-            raise MalformedFile(file, f"{where}.numaNode: expected a NUMA node number, got {node!r}")
+            raise MalformedFile(file, f"{where}.numaNode: expected a NUMA node number, got {excerpt(node)}")
         limits = item.get("limits")
         if not isinstance(limits, dict):
             raise MalformedFile(file, f"{where}.limits: expected a mapping, got {_yaml_kind(limits)}")
@@ -182,13 +211,15 @@ def _reserved_memory_from_config(value: Any, file: str) -> dict[int, dict[str, i
 
 def _memory_quantity(file: str, where: str, resource: Any, quantity: Any) -> int:
     if not isinstance(resource, str) or (resource != "memory" and not resource.startswith("hugepages-")):
-        raise MalformedFile(file, f"{where}: unknown memory type {resource!r} (memory or hugepages-<size>)")
+        raise MalformedFile(
+            file, f"{where}: unknown memory type {excerpt(resource)} (memory or hugepages-<size>)"
+        )
     try:
         size = quantity_bytes(quantity)
     except QuantityError as error:
         raise MalformedFile(file, f"{where}.{resource}: {error}") from None
     if size < 0:
-        raise MalformedFile(file, f"{where}.{resource}: negative quantity {quantity!r}")
+        raise MalformedFile(file, f"{where}.{resource}: negative quantity {excerpt(quantity)}")
     return size
 
 
@@ -264,8 +295,8 @@ def parse_kubelet_arg(item: str, file: str) -> tuple[Flag, str | None]:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         value = value[1:-1]
         warning = (
-            f"{file}: kubelet-arg {item!r} has a quoted value: RKE2 passes the quotes to the kubelet, which then "
-            f"rejects the value; write {name}={value}"
+            f"{file}: kubelet-arg {excerpt(item)} has a quoted value: RKE2 passes the quotes to the kubelet, "
+            f"which then rejects the value; write {shown(f'{name}={value}')}"
         )
     return Flag(name, value, file, "kubelet-arg"), warning
 
@@ -278,7 +309,9 @@ def _map_flag(flag: Flag) -> dict[str, str]:
             continue
         key, sep, value = pair.partition("=")
         if not sep:
-            raise MalformedFile(flag.file, f"{flag.origin} {flag.name}: malformed pair {pair!r}, expected key=value")
+            raise MalformedFile(
+                flag.file, f"{flag.origin} {flag.name}: malformed pair {excerpt(pair)}, expected key=value"
+            )
         result[key.strip()] = value.strip()
     return result
 
@@ -290,14 +323,14 @@ def parse_reserved_memory_flag(flag: Flag) -> dict[int, dict[str, int]]:
     for part in flag.value.split(";"):
         node_text, sep, limits = part.partition(":")
         if not sep or ":" in limits:
-            raise MalformedFile(flag.file, f"{where}: {part!r} is not <numa node>:<type>=<quantity>[,...]")
+            raise MalformedFile(flag.file, f"{where}: {excerpt(part)} is not <numa node>:<type>=<quantity>[,...]")
         node_text = node_text.strip()
         if not node_text.isascii() or not node_text.isdigit() or len(node_text) > 9:  # int() refuses 4,300 digits
             raise MalformedFile(flag.file, f"{where}: NUMA node {node_text[:40]!r} is not a number")
         for limit in limits.split(","):
             resource, sep, quantity = limit.partition("=")
             if not sep or "=" in quantity:
-                raise MalformedFile(flag.file, f"{where}: {limit!r} is not <type>=<quantity>")
+                raise MalformedFile(flag.file, f"{where}: {excerpt(limit)} is not <type>=<quantity>")
             size = _memory_quantity(flag.file, where, resource.strip(), quantity.strip())
             reserved.setdefault(int(node_text), {})[resource.strip()] = size
     return reserved
@@ -329,11 +362,16 @@ def apply_flags(config: dict[str, Any], flags: Iterable[Flag]) -> tuple[dict[str
             merged[field_name] = _reserved_list(current)
         elif field_name in _MAP_FIELDS:
             entries = dict(merged.get(field_name) or {}) if field_name in started else {}
-            entries.update(_map_flag(flag))
+            for key, value in _map_flag(flag).items():
+                _check_value(field_name, key, flag.file, f"{flag.origin} {flag.name} key")
+                _check_value(field_name, value, flag.file, f"{flag.origin} {flag.name} {shown(key)}")
+                entries[key] = value
             merged[field_name] = entries
         else:
             if field_name == "reservedSystemCPUs":
                 _check_cpulist(flag.value, flag.file, f"{flag.origin} {flag.name}")
+            elif flag.value:
+                _check_value(field_name, flag.value, flag.file, f"{flag.origin} {flag.name}")
             merged[field_name] = flag.value
         started.add(field_name)
     return merged, explicit
@@ -365,6 +403,7 @@ def rke2_kubelet_args(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> tup
             if base == "data-dir":
                 if not isinstance(value, str):
                     raise MalformedFile(file, f"{key}: expected a string, got {_yaml_kind(value)}")
+                _named_path_text(value, file, key)
                 data_dir = value
             if base != "kubelet-arg":
                 continue
@@ -426,9 +465,10 @@ def _kubeadm_inputs(paths: Paths) -> _Inputs:
             flags += parse_flag_words(words, file, variable)
             flag_files.append(file)
     config_flag = _last(flags, "config")
-    config_file = paths.host_path(config_flag.value) if config_flag else paths.kubelet / "config.yaml"
+    config_file = _named_path(paths, config_flag) if config_flag else paths.kubelet / "config.yaml"
     dir_flag = _last(flags, "config-dir")
-    dropin = paths.host_path(dir_flag.value) if dir_flag and dir_flag.value else None
+    dropin = _named_path(paths, dir_flag) if dir_flag and dir_flag.value else None
+    _named_path(paths, _last(flags, "root-dir"))
     return _Inputs("kubeadm", config_file, config_flag is not None, dropin, flags, flag_files, [])
 
 
@@ -454,11 +494,31 @@ def _rke2_inputs(paths: Paths) -> _Inputs:
     # RKE2 passes --config-dir=<data-dir>/agent/etc/kubelet.conf.d itself; a user's config-dir= replaces it.
     dir_flag = _last(flags, "config-dir")
     if dir_flag is not None:
-        dropin = paths.host_path(dir_flag.value) if dir_flag.value else None
+        dropin = _named_path(paths, dir_flag) if dir_flag.value else None
     else:
-        dropin = (paths.host_path(data_dir) if data_dir else paths.rke2_data) / RKE2_DROPIN
-    config_file = paths.host_path(config_flag.value) if config_flag and config_flag.value else None
+        dropin = (paths.host_path(data_dir) if data_dir else paths.rke2_data) / RKE2_DROPIN  # checked when read
+    config_file = _named_path(paths, config_flag) if config_flag and config_flag.value else None
+    _named_path(paths, _last(flags, "root-dir"))
     return _Inputs("rke2", config_file, config_file is not None, dropin, flags, flag_files, warnings)
+
+
+def _named_path(paths: Paths, flag: Flag | None) -> Path:
+    """Where a path that a file names (``config=``, ``config-dir=``, ``data-dir``, ``root-dir=``) is read: under the
+    root, ``..`` stopping there (``Paths.host_path``). The path is repeated in messages, so it must be printable."""
+    if flag is None:
+        return paths.root
+    _named_path_text(flag.value, flag.file, flag.name)
+    return paths.host_path(flag.value)
+
+
+def _named_path_text(value: str, file: str, where: str) -> None:
+    try:
+        printable(value, "path", _PATH_LIMIT)
+    except ValueError as error:
+        raise MalformedFile(file, f"{where}: {error}") from None
+
+
+_PATH_LIMIT = 4096  # PATH_MAX
 
 
 def _rke2_config_files(paths: Paths) -> list[Path]:
@@ -526,9 +586,9 @@ def _fields_of(document: Mapping[str, Any]) -> set[str]:
 
 
 def read(paths: Paths) -> KubeletConfig:
-    if paths.rke2.is_dir():
+    if confined.is_dir(paths.rke2):
         return _assemble(paths, _rke2_inputs(paths))
-    if (paths.kubelet / "config.yaml").is_file() or (paths.kubelet / "kubeadm-flags.env").is_file():
+    if confined.is_file(paths.kubelet / "config.yaml") or confined.is_file(paths.kubelet / "kubeadm-flags.env"):
         return _assemble(paths, _kubeadm_inputs(paths))
     raise SourceUnavailable(f"no kubelet configuration found under {paths.rke2} or {paths.kubelet}")
 
@@ -541,7 +601,7 @@ _REFERENCE = re.compile(r"""(?<![\w-])(config-dir|config|data-dir)(?:=|:[ \t]*)[
 
 def _stat_key(path: Path) -> Hashable:
     try:
-        st = os.stat(path)
+        st = confined.stat_path(path)
     except OSError:
         return (str(path), None)
     return (str(path), st.st_mtime_ns, st.st_size, st.st_ino)

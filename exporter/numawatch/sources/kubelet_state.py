@@ -22,13 +22,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import re
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from numawatch import confined
 from numawatch.checkpoint_checksum import (
     CPU_TYPE_NAMES,
     CPU_V1_TYPE_NAMES,
@@ -45,6 +45,7 @@ from numawatch.checkpoint_checksum import (
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import checked, excerpt
 from numawatch.model import (
     CpuManagerState,
     DeviceAssignment,
@@ -230,7 +231,7 @@ def _map(
                 # 20 characters hold every int64 ("-9223372036854775808"); a longer key would also be past the
                 # 4,300 digits int() converts.
                 if len(key) > 20 or not _GO_INT_KEY.fullmatch(key) or not _INT64_MIN <= int(key) <= _INT64_MAX:
-                    raise _Invalid(f"{path}: key {key!r} is not an integer")
+                    raise _Invalid(f"{path}: key {excerpt(key)} is not an integer")
                 map_key = int(key)
             result[map_key] = decode(item, _where(path, key))
     return result
@@ -405,6 +406,20 @@ def _cpu_v3(
     return _cpu_state(file, 3, policy, default, entries, None, pod_entries, ok), None
 
 
+# A checkpoint's policy name is repeated in messages (kubelet_state_stale): a short identifier or the file is
+# unparsable. Pod UIDs, container names and device IDs are decoded exactly as the kubelet decodes them (any string,
+# for the checksum) and are matched against the cgroups and the runtime's names, which are checked; where one is
+# repeated on its own (a GPU's device ID as its label), the reader of the snapshot checks it (hosttext).
+_POLICY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+
+
+def _checked_policy(policy: str) -> str:
+    try:
+        return checked(policy, _POLICY_NAME, "policyName")
+    except ValueError as error:
+        raise _Invalid(str(error)) from None
+
+
 def _cpu_state(
     file: str,
     version: int,
@@ -415,6 +430,7 @@ def _cpu_state(
     pod_entries: dict | None,
     ok: bool | None,
 ) -> CpuManagerState:
+    _checked_policy(policy)
     # The kubelet parses every cpuset after the checksum and refuses the file if one is bad ("could not parse").
     by_pod = {
         pod: {name: _cpuset(cpus, f"entries.{pod}.{name}") for name, cpus in (containers or {}).items()}
@@ -561,6 +577,7 @@ def _memory_state(
     pod_entries: dict | None,
     ok: bool | None,
 ) -> MemoryManagerState:
+    _checked_policy(policy)
     nodes = {
         node_id: MemoryNodeState(
             number_of_assignments=node.number_of_assignments,
@@ -707,7 +724,7 @@ def _read_file(
 
 
 def read(paths: Paths) -> KubeletState:
-    if not paths.kubelet.is_dir():
+    if not confined.is_dir(paths.kubelet):
         raise SourceUnavailable(f"no kubelet directory at {paths.kubelet}")
     cpu, cpu_problem = _read_file(paths, CPU_STATE, parse_cpu_manager_state)
     memory, memory_problem = _read_file(paths, MEMORY_STATE, parse_memory_manager_state)
@@ -718,10 +735,10 @@ def read(paths: Paths) -> KubeletState:
 
 def fingerprint(paths: Paths) -> Hashable:
     """(inode, mtime_ns, size) of each checkpoint: the kubelet renames a new file into place on every write."""
-    key: list[Hashable] = [paths.kubelet.is_dir()]
+    key: list[Hashable] = [confined.is_dir(paths.kubelet)]
     for relative in (CPU_STATE, MEMORY_STATE, DEVICE_CHECKPOINT):
         try:
-            st = os.stat(paths.kubelet / relative)
+            st = confined.stat_path(paths.kubelet / relative)
         except (FileNotFoundError, NotADirectoryError):
             key.append(None)
             continue

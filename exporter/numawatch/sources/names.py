@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Hashable
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import k8s_label, k8s_subdomain, one_of, pod_uid
 from numawatch.model import ContainerIdentity, Names, PodIdentity, frozen_map
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_bytes
@@ -54,6 +55,8 @@ CRIO_POD_NAME = "io.kubernetes.pod.name"
 CRIO_POD_NAMESPACE = "io.kubernetes.pod.namespace"
 CRIO_POD_UID = "io.kubernetes.pod.uid"
 CRIO_CONTAINER_NAME = "io.kubernetes.container.name"
+CONTAINER_TYPES = frozenset({"sandbox", "container"})  # both runtimes' values of their container-type annotation
+SANDBOX_CONTAINER_NAME = "POD"  # what CRI-O names a pod's infra (sandbox) container
 
 
 def bundle_locations(paths: Paths) -> tuple[tuple[str, Path, str], ...]:
@@ -87,7 +90,10 @@ def parse_annotations(data: bytes) -> dict[str, str]:
 
 
 def identity_from_annotations(container_id: str, runtime: str, annotations: dict[str, str]) -> ContainerIdentity | None:
-    """The container's identity from its runtime's annotations; None when it is not a Kubernetes container."""
+    """The container's identity from its runtime's annotations; None when it is not a Kubernetes container.
+
+    Raises ValueError when a name, UID or container type is not one the API server admits (a DNS-1123 namespace,
+    pod and container name, a UUID): they become label values and message text."""
     if runtime == "crio":
         keys = (CRIO_POD_UID, CRIO_POD_NAMESPACE, CRIO_POD_NAME, CRIO_CONTAINER_NAME, CRIO_TYPE)
     else:
@@ -95,6 +101,17 @@ def identity_from_annotations(container_id: str, runtime: str, annotations: dict
     uid, namespace, pod, container, kind = (annotations.get(key) for key in keys)
     if uid is None and pod is None and kind is None:
         return None  # e.g. a podman container in CRI-O's storage, or a non-CRI task in containerd's k8s.io
+    # Each becomes a label value and message text: only what the API server admits (ValueError otherwise).
+    if uid:
+        pod_uid(uid)
+    if namespace:
+        k8s_label(namespace, "namespace")
+    if pod:
+        k8s_subdomain(pod, "pod name")
+    if container and container != SANDBOX_CONTAINER_NAME:
+        k8s_label(container, "container name")
+    if kind:
+        one_of(kind, CONTAINER_TYPES, "container type")
     return ContainerIdentity(
         container_id=container_id,
         pod_uid=uid,
@@ -106,12 +123,26 @@ def identity_from_annotations(container_id: str, runtime: str, annotations: dict
     )
 
 
+def _is_container_name(name: str) -> bool:
+    try:
+        k8s_label(name, "container name")
+    except ValueError:
+        return False
+    return True
+
+
 def parse_pod_log_dir(name: str) -> PodIdentity | None:
     """``<namespace>_<pod>_<uid>`` (kubelet ``BuildPodLogsDirectory``) into a PodIdentity; None if not that shape."""
     parts = name.split("_")
     if len(parts) != 3 or not all(parts):
         return None
     namespace, pod, uid = parts
+    try:
+        k8s_label(namespace, "namespace")
+        k8s_subdomain(pod, "pod name")
+        pod_uid(uid)
+    except ValueError:
+        return None  # not a directory the kubelet made: nothing of it is repeated
     return PodIdentity(uid=uid, namespace=namespace, name=pod)
 
 
@@ -137,7 +168,7 @@ class _BundleCache:
             if container_id in found:
                 continue
             try:
-                stat = os.stat(config)
+                stat = confined.stat_path(config)
             except OSError:
                 pending = True  # the bundle is being created (or removed)
                 continue
@@ -177,8 +208,17 @@ def _scan_pod_logs(root: Path) -> tuple[dict[str, PodIdentity], dict[str, tuple[
         pods[pod.uid] = pod
         pod_dir = root / name
         try:
-            with os.scandir(pod_dir) as entries:
-                names = [entry.name for entry in entries if entry.is_dir()]
+            with confined.scandir(pod_dir) as entries:
+                # A link is followed under the root, never by the entry's own stat().
+                names = [
+                    entry.name
+                    for entry in entries
+                    if _is_container_name(entry.name)
+                    and (
+                        entry.is_dir(follow_symlinks=False)
+                        or (entry.is_symlink() and confined.is_dir(pod_dir / entry.name))
+                    )
+                ]
         except NotADirectoryError:
             del pods[pod.uid]
             continue
@@ -196,12 +236,12 @@ def read(paths: Paths, cache: _BundleCache | None = None) -> Names:
     reads: list[tuple[str, str, str]] = []
     present = False
     for runtime, directory, config in bundle_locations(paths):
-        if not directory.is_dir():
+        if not confined.is_dir(directory):
             continue
         present = True
         for container_id in sorted(list_dir(directory)):
             reads.append((container_id, runtime, f"{directory}/{container_id}/{config}"))
-    logs_present = paths.pod_logs.is_dir()
+    logs_present = confined.is_dir(paths.pod_logs)
     if not present and not logs_present:
         places = ", ".join(str(directory) for _, directory, _ in bundle_locations(paths))
         raise SourceUnavailable(f"no container runtime bundles ({places}) and no {paths.pod_logs}")
@@ -230,7 +270,7 @@ def _directory_state(directory: Path) -> Hashable:
     already settled. A missing directory is ().
     """
     try:
-        stat = os.stat(directory)
+        stat = confined.stat_path(directory)
     except OSError:
         return ()
     if time.time_ns() - stat.st_mtime_ns < RACY_SECONDS * 1_000_000_000:
@@ -246,10 +286,14 @@ def fingerprint(paths: Paths) -> Hashable:
         parts.append(_directory_state(directory))
     logs: list[tuple[str, int]] = []
     try:
-        with os.scandir(paths.pod_logs) as entries:
+        with confined.scandir(paths.pod_logs) as entries:
             for entry in entries:
                 try:
-                    logs.append((entry.name, entry.stat().st_mtime_ns))
+                    if entry.is_symlink():  # followed under the root, never by the entry's own stat()
+                        mtime = confined.stat_path(paths.pod_logs / entry.name).st_mtime_ns
+                    else:
+                        mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+                    logs.append((entry.name, mtime))
                 except OSError:
                     continue
     except OSError:

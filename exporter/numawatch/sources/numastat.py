@@ -69,6 +69,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
@@ -278,8 +279,7 @@ def read_cpu_id(paths: Paths) -> CpuId:
     cpuinfo = paths.procfs / "cpuinfo"
     try:
         # Only the head: the fields needed are at the top, and every further block is formatted for nothing.
-        with open(cpuinfo, "rb", buffering=0) as handle:
-            head = handle.read(_CPUINFO_HEAD)
+        head = confined.read_file(cpuinfo, _CPUINFO_HEAD)
     except (FileNotFoundError, NotADirectoryError):
         raise SourceUnavailable(
             f"amd_df is present, but the CPU generation is unknown: neither {modalias} nor {cpuinfo} exists"

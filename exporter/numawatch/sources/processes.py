@@ -37,9 +37,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.hosttext import printable
 from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, frozen_map
 from numawatch.model_gpu import GpuHolders, HolderContainer, HolderProcess, JsonRecording, Limit, NvmlSnapshot
 from numawatch.paths import Paths
@@ -181,7 +183,7 @@ def _read(path: str, *, prefix: bool = False) -> bytes | None:
     ``prefix``: a file longer than the read limit gives its first whole lines instead of an error (``cgroup.procs`` of
     a fork-heavy container, of which only the first ``MAX_PIDS`` are wanted)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = confined.open_file(path)
     except (FileNotFoundError, NotADirectoryError, ProcessLookupError, PermissionError):
         return None
     try:
@@ -205,9 +207,26 @@ def _read(path: str, *, prefix: bool = False) -> bytes | None:
         os.close(fd)
 
 
+def _comm(path: str, problems: list[str]) -> str:
+    """A process's name ("" when gone or malformed). Any process may set its own (prctl PR_SET_NAME), and it is
+    repeated as a label and in messages: printable text of at most TASK_COMM_LEN - 1 characters, or a problem."""
+    data = _read(path)
+    if data is None:
+        return ""
+    text = data.decode("utf-8", errors="replace").removesuffix("\n")
+    try:
+        return printable(text, "process name", _COMM_LIMIT)
+    except ValueError as error:
+        problems.append(str(MalformedFile(path, str(error))))
+        return ""
+
+
+_COMM_LIMIT = 15  # TASK_COMM_LEN is 16 with the NUL; UTF-8 makes it fewer characters, never more
+
+
 def _tids(task_dir: str) -> list[int]:
     try:
-        names = os.listdir(task_dir)
+        names = confined.listdir(task_dir)
     except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
         return []
     return sorted(int(name) for name in names if name.isdigit())
@@ -402,7 +421,7 @@ class ProcessReader:
         all_tids = _tids(f"{directory}/task")
         if not all_tids:
             return None
-        comm = _read(f"{directory}/comm")
+        comm = _comm(f"{directory}/comm", problems)
         memlock = None
         if with_limits:
             limits_path = f"{directory}/limits"
@@ -425,7 +444,7 @@ class ProcessReader:
         process = HolderProcess(
             pid=pid,
             container_id=container_id,
-            comm=comm.decode("utf-8", errors="replace").strip() if comm is not None else "",
+            comm=comm,
             threads_seen=len(all_tids),
             threads_read=len(samples),
             cpus_allowed=frozen_map(allowed),

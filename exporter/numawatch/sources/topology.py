@@ -13,7 +13,7 @@ Files read (every path from ``Paths``):
   ``hugepages/hugepages-<kB>kB/nr_hugepages`` (Documentation/ABI/stable/sysfs-devices-node). A CPU no cpulist names
   (an offline one) gets its node from the ``cpuN/nodeM`` link, which the kernel keeps while the CPU is present.
 
-Values may carry the padding real kernels print (trailing NULs, ``(null)``: kernel_text.py). Which files are
+Values may carry the padding real kernels print (trailing NULs, ``(null)``: hosttext.py). Which files are
 essential and which optional is in ``read``'s docstring.
 - ``proc/cmdline``: ``isolcpus=``, ``nohz_full=``, ``rcu_nocbs=``, ``irqaffinity=`` and the
   ``default_hugepagesz=`` / ``hugepagesz=`` / ``hugepages=`` pairs (Documentation/admin-guide/kernel-parameters.txt).
@@ -32,10 +32,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
-from numawatch.kernel_text import is_null, strip_value
+from numawatch.hosttext import excerpt, is_null, shown, strip_value
 from numawatch.model import Cpu, IsolationParams, NumaNode, Topology, frozen_map
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
@@ -50,6 +51,8 @@ ISOLCPUS_KNOWN_FLAGS = frozenset({"nohz", "domain", "managed_irq"})
 # HPAGE_SIZE on x86-64: the size a hugepages= applies to when neither default_hugepagesz= nor hugepagesz= came
 # before it.
 DEFAULT_HUGEPAGE_KB = 2048
+
+_FLAG_LIMIT = 32
 
 _SIZE_SUFFIXES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}
 
@@ -141,7 +144,9 @@ def parse_isolcpus(value: str, last_cpu: int | None = None) -> tuple[CPUSet, tup
         flag, comma, rest = rest.partition(",")
         if not all(char.isalpha() or char == "_" for char in flag):
             # The kernel refuses the whole parameter in this case ("isolcpus: Invalid flag").
-            raise CPUListError(f"invalid isolcpus flag {flag!r}")
+            raise CPUListError(f"invalid isolcpus flag {excerpt(flag)}")
+        if len(flag) > _FLAG_LIMIT:  # flags become a label value; the kernel's own are a few letters
+            raise CPUListError(f"isolcpus flag {excerpt(flag)} is longer than {_FLAG_LIMIT} characters")
         if flag not in flags:
             flags.append(flag)
         if not comma:
@@ -154,8 +159,8 @@ def parse_isolcpus(value: str, last_cpu: int | None = None) -> tuple[CPUSet, tup
 
 def _problem(path: str, parameter: str, error: Exception) -> str:
     """One line naming the file and the parameter (a value whose quote was left open runs to the end of the text,
-    newlines included)."""
-    return " ".join(f"{path}: {parameter}: {error}".split())
+    newlines included); a parameter that is long or not printable is quoted as an escaped excerpt."""
+    return " ".join(f"{path}: {shown(parameter)}: {error}".split())
 
 
 def parse_size_kb(text: str) -> int:
@@ -165,10 +170,10 @@ def parse_size_kb(text: str) -> int:
     if stripped[-1:].lower() in _SIZE_SUFFIXES:
         number, multiplier = stripped[:-1], _SIZE_SUFFIXES[stripped[-1].lower()]
     if not number.isascii() or not number.isdigit():
-        raise ValueError(f"bad size {text!r}")
+        raise ValueError(f"bad size {excerpt(text)}")
     size = int(number) * multiplier
     if size <= 0 or size % 1024:
-        raise ValueError(f"size {text!r} is not a positive multiple of 1 kB")
+        raise ValueError(f"size {excerpt(text)} is not a positive multiple of 1 kB")
     return size // 1024
 
 
@@ -178,7 +183,7 @@ def parse_hugepages_count(text: str) -> int:
     for element in text.split(","):
         node, colon, count = element.strip().rpartition(":")
         if not _is_decimal(count) or (colon and not _is_decimal(node)):
-            raise ValueError(f"bad huge page count {text!r}")
+            raise ValueError(f"bad huge page count {excerpt(text)}")
         total += int(count)
     return total
 
@@ -298,7 +303,7 @@ def parse_isolation(
 
 
 def parse_sys_cpulist(text: str) -> CPUSet:
-    """``cpu/isolated`` or ``cpu/nohz_full``: a CPU list, or nothing when none (kernel_text.py: ``(null)``, the
+    """``cpu/isolated`` or ``cpu/nohz_full``: a CPU list, or nothing when none (hosttext.py: ``(null)``, the
     printk of a never-allocated mask on Debian's 6.1, and ``\\0\\n`` on RHEL/CentOS 7 when the parameter was not
     given)."""
     if is_null(text):
@@ -314,10 +319,10 @@ def parse_meminfo_total(text: str) -> int:
             continue
         fields = rest.split()
         if not fields or not fields[0].isascii() or not fields[0].isdigit():
-            raise ValueError(f"bad MemTotal line {line.strip()!r}")
+            raise ValueError(f"bad MemTotal line {excerpt(line.strip())}")
         unit = fields[1] if len(fields) > 1 else ""
         if unit not in ("kB", ""):
-            raise ValueError(f"unexpected unit {unit!r} in MemTotal line")
+            raise ValueError(f"unexpected unit {excerpt(unit)} in MemTotal line")
         return int(fields[0]) * (1024 if unit == "kB" else 1)
     raise ValueError("no MemTotal line")
 
@@ -510,7 +515,7 @@ def read(paths: Paths) -> Topology:
     ``isolated`` and ``nohz_full``. Command-line values the kernel would reject are in ``isolation.problems``.
     """
     cpu_root = paths.sysfs / "devices/system/cpu"
-    if not cpu_root.is_dir():
+    if not confined.is_dir(cpu_root):
         raise SourceUnavailable(f"{cpu_root} does not exist")
     problems: dict[str, str] = {}
     present = _optional(cpu_root / "present", parse_cpulist, problems, "present")
@@ -559,8 +564,7 @@ def read(paths: Paths) -> Topology:
 
 def _raw(path: Path) -> bytes | None:
     try:
-        with open(path, "rb", buffering=0) as handle:
-            return handle.read(1 << 16)
+        return confined.read_file(path, 1 << 16)
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -571,9 +575,7 @@ def fingerprint(paths: Paths) -> tuple[object, ...]:
 
     Raises when ``cpu/online`` cannot be read, so the reader reads for real and reports why.
     """
-    cpu_online = paths.sysfs / "devices/system/cpu/online"
-    with open(cpu_online, "rb", buffering=0) as handle:
-        online = handle.read(1 << 16)
+    online = confined.read_file(paths.sysfs / "devices/system/cpu/online", 1 << 16)
     hugepages_dir = paths.sysfs / "kernel/mm/hugepages"
     hugepages = tuple(
         (name, _raw(hugepages_dir / name / "nr_hugepages")) for name in sorted(list_dir(hugepages_dir))

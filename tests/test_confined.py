@@ -1,0 +1,329 @@
+"""The confined opener (numawatch/confined.py): every host path resolved under its root, regular files only.
+
+Each case runs twice, through openat2 (RESOLVE_IN_ROOT, where this kernel has it) and through the fallback walk that
+kernels without openat2 use, and both must give the same answer. A canary outside the root holds bytes that must
+never come back; the root holds a decoy at the place a confined resolution lands, which must.
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+import socket
+import stat
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from numawatch import confined
+from numawatch.paths import Paths
+
+CANARY = b"CANARY-outside-the-root-5b1d9e\n"
+DECOY = b"decoy-inside-the-root\n"
+
+
+@pytest.fixture(params=["openat2", "fallback"])
+def mode(request):
+    if request.param == "openat2" and not confined._probe_openat2():
+        pytest.skip("this kernel (or its seccomp profile) has no openat2")
+    with confined.use_openat2(request.param == "openat2"):
+        assert confined.openat2_available() == (request.param == "openat2")
+        yield request.param
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """<tmp>/host: the root; <tmp>/outside: the canary. The root also holds <root>/<tmp>/outside: the decoy that an
+    absolute link to the canary lands on when it is re-rooted."""
+    root = tmp_path / "host"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(CANARY)
+    (outside / "dir").mkdir()
+    (outside / "dir/secret").write_bytes(CANARY)
+    decoy = root / str(outside).lstrip("/")
+    (decoy / "dir").mkdir(parents=True)
+    (decoy / "secret").write_bytes(DECOY)
+    (decoy / "dir/secret").write_bytes(DECOY)
+    (root / "proc/sys/vm").mkdir(parents=True)
+    (root / "proc/sys/vm/swappiness").write_bytes(b"60\n")
+    (root / "etc").mkdir()
+    return root, outside
+
+
+def read(path) -> bytes:
+    fd = confined.open_file(path)
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+
+
+def escaping(link_dir: Path, target: Path) -> str:
+    """A relative link from ``link_dir`` that reaches ``target`` on this machine: enough ``..`` to get to /."""
+    return "../" * (len(link_dir.parts) + 3) + str(target).lstrip("/")
+
+
+def test_a_plain_file_reads(tree, mode):
+    root, _ = tree
+    paths = Paths.from_root(root)
+    assert read(paths.procfs / "sys/vm/swappiness") == b"60\n"
+
+
+def test_an_absolute_link_is_re_rooted(tree, mode):
+    root, outside = tree
+    os.symlink(outside / "secret", root / "proc/sys/vm/numa")
+    paths = Paths.from_root(root)
+    assert read(paths.procfs / "sys/vm/numa") == DECOY
+
+
+def test_a_relative_link_escaping_with_dotdot_stops_at_the_root(tree, mode):
+    root, outside = tree
+    link_dir = root / "proc/sys/vm"
+    os.symlink(escaping(link_dir, outside / "secret"), link_dir / "numa")
+    assert (link_dir / "numa").read_bytes() == CANARY  # what an unconfined open reads
+    paths = Paths.from_root(root)
+    assert read(paths.procfs / "sys/vm/numa") == DECOY
+
+
+@pytest.mark.parametrize("absolute", [True, False])
+def test_a_directory_link_is_followed_inside_the_root(tree, mode, absolute):
+    root, outside = tree
+    target = str(outside / "dir") if absolute else escaping(root / "proc", outside / "dir")
+    os.symlink(target, root / "proc/linked")
+    paths = Paths.from_root(root)
+    assert read(paths.procfs / "linked/secret") == DECOY
+    assert confined.listdir(paths.procfs / "linked") == ["secret"]
+    assert confined.is_dir(paths.procfs / "linked")
+
+
+def test_dotdot_in_the_path_stops_at_the_root(tree, mode):
+    root, outside = tree
+    paths = Paths.from_root(root)
+    climbing = f"{root}/" + "../" * 12 + str(outside / "secret").lstrip("/")
+    assert read(climbing) == DECOY
+    assert read(paths.host_path("/../../../../" + str(outside / "secret").lstrip("/"))) == DECOY
+
+
+def test_a_dangling_link_is_a_missing_file(tree, mode):
+    root, _ = tree
+    os.symlink("/nowhere/at/all", root / "etc/dangling")
+    paths = Paths.from_root(root)
+    with pytest.raises(FileNotFoundError) as raised:
+        read(paths.etc / "dangling")
+    assert raised.value.filename == str(paths.etc / "dangling")
+    assert not confined.exists(paths.etc / "dangling")
+    assert confined.lstat(paths.etc / "dangling").st_mode & stat.S_IFMT(0o170000) == stat.S_IFLNK
+
+
+@pytest.mark.parametrize("target", ["loop-b", "/etc/loop-b"])
+def test_a_link_loop_ends_with_eloop(tree, mode, target):
+    root, _ = tree
+    os.symlink(target, root / "etc/loop-a")
+    os.symlink("loop-a", root / "etc/loop-b")
+    paths = Paths.from_root(root)
+    for call in (read, confined.listdir, confined.stat_path):
+        with pytest.raises(OSError) as raised:
+            call(paths.etc / "loop-a")
+        assert raised.value.errno == errno.ELOOP
+
+
+def test_a_chain_longer_than_the_kernels_limit_ends_with_eloop(tree, mode):
+    root, _ = tree
+    (root / "etc/end").write_bytes(DECOY)
+    os.symlink("end", root / "etc/link0")
+    for index in range(1, confined.MAX_SYMLINKS + 2):
+        os.symlink(f"link{index - 1}", root / f"etc/link{index}")
+    paths = Paths.from_root(root)
+    assert read(paths.etc / f"link{confined.MAX_SYMLINKS - 1}") == DECOY
+    with pytest.raises(OSError) as raised:
+        read(paths.etc / f"link{confined.MAX_SYMLINKS + 1}")
+    assert raised.value.errno == errno.ELOOP
+
+
+def test_a_root_reached_through_a_symlink_confines_to_its_target(tree, mode, tmp_path):
+    root, outside = tree
+    os.symlink(root, tmp_path / "root-link")
+    os.symlink(outside / "secret", root / "etc/abs")
+    os.symlink(escaping(root / "etc", outside / "secret"), root / "etc/rel")
+    paths = Paths.from_root(tmp_path / "root-link")
+    assert read(paths.etc / "abs") == DECOY
+    assert read(paths.etc / "rel") == DECOY
+    assert read(f"{os.path.realpath(root)}/etc/abs") == DECOY  # the resolved spelling is the same root
+
+
+def test_a_fifo_is_refused_without_blocking(tree, mode):
+    root, _ = tree
+    os.mkfifo(root / "proc/sys/vm/fifo")
+    paths = Paths.from_root(root)
+    outcome: list[BaseException | bytes] = []
+
+    def attempt() -> None:
+        try:
+            outcome.append(read(paths.procfs / "sys/vm/fifo"))
+        except BaseException as error:  # handed to the test thread
+            outcome.append(error)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "opening a FIFO blocked"
+    assert isinstance(outcome[0], confined.NotRegularFile)
+    assert "a FIFO" in str(outcome[0]) and str(paths.procfs / "sys/vm/fifo") in str(outcome[0])
+    assert confined.listdir(paths.procfs / "sys/vm") != []  # the directory itself is fine
+    with pytest.raises(NotADirectoryError):
+        confined.listdir(paths.procfs / "sys/vm/fifo")
+
+
+def test_a_socket_and_a_device_are_refused(tree, mode):
+    root, _ = tree
+    paths = Paths.from_root(root)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(root / "etc/sock"))
+        with pytest.raises(OSError):
+            read(paths.etc / "sock")
+    finally:
+        server.close()
+    try:
+        os.mknod(root / "etc/null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("no permission to create a device node here")
+    with pytest.raises(confined.NotRegularFile, match="a character device"):
+        read(paths.etc / "null")
+
+
+def test_a_directory_opened_as_a_file_is_an_isadirectoryerror(tree, mode):
+    root, _ = tree
+    with pytest.raises(IsADirectoryError):
+        read(Paths.from_root(root).etc)
+
+
+def test_stat_lstat_readlink_and_exists(tree, mode):
+    root, outside = tree
+    os.symlink(outside / "secret", root / "etc/abs")
+    paths = Paths.from_root(root)
+    assert confined.stat_path(paths.etc / "abs").st_size == len(DECOY)  # the decoy's size, not the canary's
+    assert stat.S_ISLNK(confined.lstat(paths.etc / "abs").st_mode)
+    assert confined.readlink(paths.etc / "abs") == str(outside / "secret")
+    assert confined.is_file(paths.etc / "abs") and not confined.is_dir(paths.etc / "abs")
+    assert confined.exists(paths.root) and confined.is_dir(paths.root)
+    assert not confined.exists(paths.etc / "missing")
+    with pytest.raises(OSError) as raised:
+        confined.readlink(paths.procfs / "sys/vm/swappiness")
+    assert raised.value.errno == errno.EINVAL
+
+
+def test_scandir_lists_without_following_links(tree, mode):
+    root, outside = tree
+    os.symlink(outside / "dir", root / "etc/dirlink")
+    (root / "etc/real").mkdir()
+    paths = Paths.from_root(root)
+    with confined.scandir(paths.etc) as entries:
+        found = {entry.name: (entry.is_dir(follow_symlinks=False), entry.is_symlink()) for entry in entries}
+    assert found == {"dirlink": (False, True), "real": (True, False)}
+
+
+def test_resolve_spells_the_result_under_the_root(tree, mode):
+    root, outside = tree
+    (root / "sys/devices/pci0000:17/0000:18:00.0").mkdir(parents=True)
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    os.symlink("/sys/devices/pci0000:17/0000:18:00.0", root / "sys/bus/pci/devices/a")
+    os.symlink(escaping(root / "sys/bus/pci/devices", outside), root / "sys/bus/pci/devices/b")
+    paths = Paths.from_root(root)
+    assert confined.resolve(paths.sysfs / "bus/pci/devices/a") == f"{root}/sys/devices/pci0000:17/0000:18:00.0"
+    assert confined.resolve(paths.sysfs / "bus/pci/devices/b") == f"{root}{outside}"
+    assert confined.resolve(paths.sysfs / "bus/pci/devices/a/../x/..") == f"{root}/sys/devices/pci0000:17"
+
+
+def test_a_nul_in_a_path_is_refused(tree, mode):
+    root, _ = tree
+    with pytest.raises(OSError) as raised:
+        read(f"{root}/proc/sys/vm/swappiness\0/etc/passwd")
+    assert raised.value.errno == errno.EINVAL
+
+
+def test_an_override_outside_the_root_is_confined_to_its_own_base(tree, mode, tmp_path):
+    root, outside = tree
+    other = tmp_path / "other-proc"
+    (other / str(outside).lstrip("/")).mkdir(parents=True)
+    (other / str(outside).lstrip("/") / "secret").write_bytes(DECOY)
+    os.symlink(outside / "secret", other / "abs")
+    os.symlink(escaping(other, outside / "secret"), other / "rel")
+    paths = Paths.from_root(root, procfs=other)
+    assert read(paths.procfs / "abs") == DECOY
+    assert read(paths.procfs / "rel") == DECOY
+
+
+def test_the_real_root_still_refuses_fifos(tmp_path, mode):
+    """With ``--host-root /`` the confinement changes nothing, but a FIFO is still never read."""
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "file").write_bytes(DECOY)
+    os.symlink(tmp_path / "file", tmp_path / "link")
+    paths = Paths.from_root("/")
+    assert paths.root == Path("/")
+    assert read(tmp_path / "link") == DECOY
+    with pytest.raises(confined.NotRegularFile):
+        read(tmp_path / "fifo")
+
+
+def test_the_observer_and_the_audit_hook_see_every_use(tree, mode):
+    root, _ = tree
+    paths = Paths.from_root(root)
+    seen: list[tuple[str, str]] = []
+    with confined.observe(lambda path, kind: seen.append((path, kind))):
+        read(paths.procfs / "sys/vm/swappiness")
+        confined.listdir(paths.etc)
+        confined.is_dir(paths.procfs)
+    assert seen == [
+        (str(paths.procfs / "sys/vm/swappiness"), "opened"),
+        (str(paths.etc), "listed"),
+        (str(paths.procfs), "stated"),
+    ]
+    audited: list[str] = []
+    hook_on = [True]
+
+    def hook(event: str, args: tuple) -> None:
+        if hook_on[0] and event == "open" and isinstance(args[0], str):
+            audited.append(args[0])
+
+    sys.addaudithook(hook)
+    try:
+        read(paths.procfs / "sys/vm/swappiness")
+    finally:
+        hook_on[0] = False  # audit hooks cannot be removed
+    assert str(paths.procfs / "sys/vm/swappiness") in audited
+
+
+def test_a_root_is_released_with_the_last_paths_that_holds_it(tree, tmp_path):
+    """Its descriptor is closed by the next hold after the garbage collector finalised the last holder (a finalizer
+    may run anywhere, so it only queues the release)."""
+    root, _ = tree
+    paths = Paths.from_root(root)
+    again = Paths.from_root(root)
+    read(paths.procfs / "sys/vm/swappiness")
+    real = os.path.realpath(root)
+    held = confined._roots[real]
+    del paths
+    gc.collect()
+    Paths.from_root(tmp_path)
+    assert confined._roots.get(real) is held and held._fd >= 0  # ``again`` still holds it
+    del again
+    gc.collect()
+    Paths.from_root(tmp_path)
+    assert real not in confined._roots
+    assert held._fd == -1
+
+
+def test_a_tree_rebuilt_in_place_is_read_anew(tree, tmp_path):
+    root, _ = tree
+    first = Paths.from_root(root)
+    assert read(first.procfs / "sys/vm/swappiness") == b"60\n"
+    root.rename(tmp_path / "old-host")
+    (root / "proc/sys/vm").mkdir(parents=True)
+    (root / "proc/sys/vm/swappiness").write_bytes(b"10\n")
+    second = Paths.from_root(root)  # while ``first`` still holds the old directory
+    assert read(second.procfs / "sys/vm/swappiness") == b"10\n"
+    assert first.root == second.root
