@@ -421,3 +421,31 @@ def test_a_bundle_captured_on_a_real_h200_evaluates_offline_as_it_did_there():
     [gpu] = reading["gpus"]
     assert (gpu["name"], gpu["numa_node"], gpu["up"]) == ("NVIDIA H200", 0, True)
     assert [process["container_id"][:12] for process in gpu["processes"]] == ["c0dec0dec0de"]
+
+
+def test_check_from_names_paths_as_the_node_did_in_labels_and_remediations_too(tmp_path):
+    """A label or a remediation that names a file under the host root must not carry the analyst's temporary
+    extraction directory after ``check --from``."""
+    from numawatch.capture import _as_on_the_node
+    from numawatch.checks import Evaluation, Finding
+    from numawatch.host import Host
+    from numawatch.intent import REFERENCE
+    from numawatch.model import frozen_map
+    from numawatch.paths import Paths
+
+    extracted = str(tmp_path / "x/host")
+    finding = Finding(
+        check="irqbalance_unbanned",
+        severity="warning",
+        labels=frozen_map({"file": f"{extracted}/etc/default/irqbalance", "cpus": "2-3"}),
+        message=f"see {extracted}/etc/default/irqbalance",
+        remediation=f"edit {extracted}/etc/default/irqbalance",
+    )
+    host = Host(paths=Paths.from_root(extracted), results={}, statuses={})
+    evaluation = Evaluation(host, REFERENCE, (finding,), (), ("irqbalance_unbanned",))
+
+    (fixed,) = _as_on_the_node(evaluation, extracted, "/").findings
+
+    assert dict(fixed.labels) == {"file": "/etc/default/irqbalance", "cpus": "2-3"}
+    assert fixed.message == "see /etc/default/irqbalance"
+    assert fixed.remediation == "edit /etc/default/irqbalance"

@@ -64,6 +64,7 @@ from numawatch.checks import Evaluation, NotEvaluatedCheck, evaluate
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Host, SourceSpec, read_host
 from numawatch.intent import REFERENCE, Intent, IntentError, parse_intent
+from numawatch.model import frozen_map
 from numawatch.paths import Paths
 from numawatch.tarstream import TarFormatError, TarReader
 
@@ -1131,7 +1132,8 @@ def _bundled_intent(bundle: str, manifest: Manifest) -> Intent:
 
 
 def _as_on_the_node(evaluation: Evaluation, extracted_root: str, host_root: str) -> Evaluation:
-    """Reasons and messages that name a path under the extraction directory name it as the node did."""
+    """Reasons, messages, remediations and labels that name a path under the extraction directory name it as the
+    node did (a label must never carry the analyst's temporary directory)."""
     node_root = host_root.rstrip("/")
 
     def fix(text: str) -> str:
@@ -1140,7 +1142,15 @@ def _as_on_the_node(evaluation: Evaluation, extracted_root: str, host_root: str)
     host = evaluation.host
     statuses = {name: dataclasses.replace(status, reason=fix(status.reason)) for name, status in host.statuses.items()}
     fixed_host: Host = dataclasses.replace(host, statuses=statuses)
-    findings = tuple(dataclasses.replace(finding, message=fix(finding.message)) for finding in evaluation.findings)
+    findings = tuple(
+        dataclasses.replace(
+            finding,
+            message=fix(finding.message),
+            remediation=fix(finding.remediation),
+            labels=frozen_map({key: fix(value) for key, value in finding.labels.items()}),
+        )
+        for finding in evaluation.findings
+    )
     not_evaluated = tuple(NotEvaluatedCheck(item.check, fix(item.reason)) for item in evaluation.not_evaluated)
     return dataclasses.replace(evaluation, host=fixed_host, findings=findings, not_evaluated=not_evaluated)
 
