@@ -65,7 +65,9 @@ EXCLUDE_NODES = (
 ON_NODE = "{{ $labels.instance }}"
 # Pod-level findings (container_numa_split under scope pod, pod_not_guaranteed) carry no container label.
 IN_CONTAINER = "{{ $labels.namespace }}/{{ $labels.pod }}{{ with $labels.container }} container {{ . }}{{ end }}"
-SEE_CHECK = "Run `numawatch check` on the node for the expected and actual values."
+SEE_CHECK = (
+    "The expected and actual values are in numawatch_drift_info (same labels) and in `numawatch check` on the node."
+)
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def gpu_holder_alerts() -> list[Alert]:
     """A GPU used outside the device plugin's assignment: critical when the GPU belongs to another container (or a
     host process uses an assigned GPU), warning when the GPU is assigned to nobody yet."""
     selector = drift_selector(("gpu_holder_mismatch",))
-    by_gpu = f"max by ({CONTAINER}, check, gpu, uuid, reason)"
+    by_gpu = f"max by ({CONTAINER}, check, gpu, reason)"
     assigned = f'{by_gpu} ({selector[:-1]}, reason!="unassigned"}})'
     unassigned = f'{by_gpu} ({selector[:-1]}, reason="unassigned"}})'
     user = (
@@ -405,7 +407,7 @@ def fleet_alerts() -> list[Alert]:
             for_="10m",
             keep_firing_for="15m",
             summary="One drift check fails on many nodes of a cluster.",
-            description=f"{{{{ $value }}}} nodes ({ratio_of} of those reporting) in cluster "
+            description=f"{{{{ $value }}}} nodes ({ratio_of} of those that evaluated it) in cluster "
             f'"{{{{ $labels.cluster }}}}" fail {{{{ $labels.check }}}}; {versions} numawatch version(s) are '
             "running. A rollout (kubelet config, node image, numawatch itself) most likely caused it.",
         ),
@@ -470,7 +472,8 @@ RECORDING_RULES = [
         "expr": "count by (cluster, check) (max by (cluster, instance, check) (numawatch_drift_findings) > 0)",
     },
     {
-        # Share of the cluster's reporting nodes that fail the check (0 when none do, never absent).
+        # Share of the cluster's nodes that evaluated the check and fail it (0 when none do). A node where the check
+        # did not run has no numawatch_drift_findings for it, so it neither fails nor dilutes the share.
         "record": "cluster_check:numawatch_drift_nodes:ratio",
         "expr": "avg by (cluster, check) (max by (cluster, instance, check) (numawatch_drift_findings) > bool 0)",
     },
@@ -551,20 +554,25 @@ CAPACITY_RECORDING_RULES = [
         "record": "cluster_shape:numawatch_capacity_shape_nodes:count",
         "expr": "count by (cluster, shape) (max by (cluster, instance, shape) (numawatch_capacity_shape_replicas) > 0)",
     },
-    {
-        # Free exclusive CPUs, Memory Manager memory and huge pages, and devices, summed over every NUMA node.
-        "record": "cluster_resource:numawatch_capacity_free:sum",
-        "expr": (
-            "sum by (cluster, resource, unit) (\n"
-            "  max by (cluster, instance, numa_node, resource, unit) (numawatch_capacity_free)\n"
-            ")"
-        ),
-    },
-    {
-        # The largest request of each resource that one NUMA node somewhere in the cluster could still take alone.
-        "record": "cluster_resource:numawatch_capacity_largest_fit:max",
-        "expr": "max by (cluster, resource, unit) (numawatch_capacity_largest_fit)",
-    },
+    # Free exclusive CPUs, Memory Manager memory and huge pages, and devices, summed over every NUMA node; and the
+    # largest request of each that one NUMA node somewhere in the cluster could still take alone. One rule per unit,
+    # as the families are.
+    *(
+        {
+            "record": f"{prefix}:numawatch_capacity_{quantity}_{unit}:{aggregation}",
+            "expr": (
+                f"{aggregation} by ({by}) (\n"
+                f"  max by (cluster, instance, numa_node{resource}) (numawatch_capacity_{quantity}_{unit})\n"
+                ")"
+            ),
+        }
+        for quantity, aggregation in (("free", "sum"), ("largest_fit", "max"))
+        for unit, prefix, by, resource in (
+            ("cpus", "cluster", "cluster", ""),
+            ("bytes", "cluster_resource", "cluster, resource", ", resource"),
+            ("devices", "cluster_resource", "cluster, resource", ", resource"),
+        )
+    ),
 ]
 
 

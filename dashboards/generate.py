@@ -30,6 +30,8 @@ UIDS = {"fleet": "numawatch-fleet", "node": "numawatch-node", "gpu": "numawatch-
 DRIFT_MAPPINGS = [
     {"type": "value", "options": {"0": {"text": "OK", "color": "green", "index": 0}}},
     {"type": "range", "options": {"from": 1, "to": 1e12, "result": {"text": "DRIFT", "color": "red", "index": 1}}},
+    # A check that did not run has no findings count: the timelines show it as -1, never as OK.
+    {"type": "value", "options": {"-1": {"text": "NOT EVALUATED", "color": "text", "index": 2}}},
 ]
 UP_MAPPINGS = [
     {"type": "value", "options": {"0": {"text": "DOWN", "color": "red", "index": 0}}},
@@ -734,14 +736,17 @@ def capacity_fleet(layout: Layout) -> None:
         8,
         8,
     )
-    free = "cluster_resource:numawatch_capacity_free:sum"
-    largest = "cluster_resource:numawatch_capacity_largest_fit:max"
+    free_cpus = "cluster:numawatch_capacity_free_cpus:sum"
+    largest_cpus = "cluster:numawatch_capacity_largest_fit_cpus:max"
+    free = "cluster_resource:numawatch_capacity_free_{unit}:sum"
+    largest = "cluster_resource:numawatch_capacity_largest_fit_{unit}:max"
     layout.add(
         bargauge(
             "Free exclusive CPUs and devices",
             "Exclusive CPUs no container holds and devices (GPUs) no container holds, summed over every NUMA node of "
-            f"the selected clusters (recording rule {free}).",
-            f'sum by (resource) ({free}{{{C}, unit!="byte"}})',
+            f"the selected clusters (recording rules {free_cpus} and {free.format(unit='devices')}).",
+            f'label_replace(sum({free_cpus}{{{C}}}), "resource", "cpu", "", "")\n'
+            f"or sum by (resource) ({free.format(unit='devices')}{{{C}}})",
             "{{resource}}",
             "short",
             decimals=0,
@@ -753,8 +758,8 @@ def capacity_fleet(layout: Layout) -> None:
         bargauge(
             "Free Memory Manager memory and huge pages",
             "Memory and huge pages the Memory Manager (Static policy) can still hand out, summed over every NUMA node "
-            f"(recording rule {free}).",
-            f'sum by (resource) ({free}{{{C}, unit="byte"}})',
+            f"(recording rule {free.format(unit='bytes')}).",
+            f"sum by (resource) ({free.format(unit='bytes')}{{{C}}})",
             "{{resource}}",
             "bytes",
         ),
@@ -765,8 +770,10 @@ def capacity_fleet(layout: Layout) -> None:
         bargauge(
             "Largest CPU and device request one NUMA node takes",
             "The largest request of each resource that a single NUMA node somewhere could still grant alone: a pod "
-            f"asking for more is refused under single-numa-node (recording rule {largest}).",
-            f'max by (resource) ({largest}{{{C}, unit!="byte"}})',
+            f"asking for more is refused under single-numa-node (recording rules {largest_cpus} and "
+            f"{largest.format(unit='devices')}).",
+            f'label_replace(max({largest_cpus}{{{C}}}), "resource", "cpu", "", "")\n'
+            f"or max by (resource) ({largest.format(unit='devices')}{{{C}}})",
             "{{resource}}",
             "short",
             decimals=0,
@@ -778,8 +785,9 @@ def capacity_fleet(layout: Layout) -> None:
         bargauge(
             "Largest memory request one NUMA node takes",
             "The largest Memory Manager memory or huge page request a single NUMA node somewhere could still grant "
-            f"alone (0 while earlier multi-node allocations group the nodes; recording rule {largest}).",
-            f'max by (resource) ({largest}{{{C}, unit="byte"}})',
+            f"alone (0 while earlier multi-node allocations group the nodes; recording rule "
+            f"{largest.format(unit='bytes')}).",
+            f"max by (resource) ({largest.format(unit='bytes')}{{{C}}})",
             "{{resource}}",
             "bytes",
         ),
@@ -791,11 +799,22 @@ def capacity_fleet(layout: Layout) -> None:
 def capacity_node(layout: Layout) -> None:
     """Issue 5, per node: what each NUMA node can still hand out to a pinned pod, and the shapes it would admit."""
     labels = "numa_node, resource"
-    per_node = [
-        f"max by ({labels}) (numawatch_capacity_allocatable{{{N}, {{unit}}}})",
-        f"max by ({labels}) (numawatch_capacity_free{{{N}, {{unit}}}})",
-        f"max by ({labels}) (numawatch_capacity_largest_fit{{{N}, {{unit}}}})",
-    ]
+
+    def per_node(unit: str) -> list[str]:
+        """allocatable, free and largest fit of one unit per NUMA node (and resource); the CPU families, which have
+        no resource label, get resource="cpu" so that their rows sit next to the devices'."""
+        queries = []
+        for quantity in ("allocatable", "free", "largest_fit"):
+            family = f"numawatch_capacity_{quantity}_{unit}"
+            if unit == "cpus":
+                queries.append(f'label_replace(max by (numa_node) ({family}{{{N}}}), "resource", "cpu", "", "")')
+            else:
+                queries.append(f"max by ({labels}) ({family}{{{N}}})")
+        return queries
+
+    def cpus_and_devices() -> list[str]:
+        return [f"{cpus}\nor {devices}" for cpus, devices in zip(per_node("cpus"), per_node("devices"), strict=True)]
+
     columns = ["numa_node", "resource", "Value #A", "Value #B", "Value #C"]
     rename = {"Value #A": "allocatable", "Value #B": "free", "Value #C": "largest fit"}
     layout.row("NUMA capacity")
@@ -805,7 +824,7 @@ def capacity_node(layout: Layout) -> None:
             "Per NUMA node: exclusive CPUs (static CPU Manager; whole cores under full-pcpus-only) and devices "
             "(GPUs) the kubelet can hand out, how many are free, and the largest request that node alone could still "
             "grant. An empty numa_node is a device registered without topology, usable from any node.",
-            [q.replace("{unit}", 'unit!="byte"') for q in per_node],
+            cpus_and_devices(),
             columns,
             rename=rename,
             sort="numa_node",
@@ -818,7 +837,7 @@ def capacity_node(layout: Layout) -> None:
             "Memory Manager memory and huge pages per NUMA node",
             "Per NUMA node (Memory Manager Static policy): memory and huge pages allocatable, free, and the largest "
             "request that node alone could still grant (0 while an earlier multi-node allocation groups it).",
-            [q.replace("{unit}", 'unit="byte"') for q in per_node],
+            per_node("bytes"),
             columns,
             rename=rename,
             unit="bytes",
@@ -831,12 +850,7 @@ def capacity_node(layout: Layout) -> None:
         timeseries(
             "Free exclusive CPUs and devices per NUMA node",
             "Exclusive CPUs and devices no container holds, per NUMA node, over time.",
-            [
-                target(
-                    f'max by ({labels}) (numawatch_capacity_free{{{N}, unit!="byte"}})',
-                    "{{resource}} node {{numa_node}}",
-                )
-            ],
+            [target(cpus_and_devices()[1], "{{resource}} node {{numa_node}}")],
             "short",
             decimals=0,
         ),
@@ -925,9 +939,9 @@ def node() -> dict:
     layout.add(
         table(
             "Findings with remediation",
-            "Every finding on the node now, with its subject and the check's remediation. "
-            "Click a check for docs/checks.md; `numawatch check` on the node prints the full message.",
-            f'label_replace(numawatch_drift{{{N}}}, "remediation", "$1", "check", "(.*)")',
+            "Every finding on the node now (numawatch_drift_info: its subject and details), with the check's "
+            "remediation. Click a check for docs/checks.md; `numawatch check` on the node prints the full message.",
+            f'label_replace(numawatch_drift_info{{{N}}}, "remediation", "$1", "check", "(.*)")',
             [
                 "check",
                 "severity",
@@ -935,14 +949,17 @@ def node() -> dict:
                 "pod",
                 "container",
                 "gpu",
-                "cpus",
-                "numa_node",
-                "setting",
-                "value",
-                "expected",
                 "irq",
                 "name",
+                "setting",
+                "governor",
+                "size",
                 "file",
+                "reason",
+                "numa_node",
+                "cpus",
+                "value",
+                "expected",
                 "remediation",
             ],
             overrides=[
@@ -958,8 +975,10 @@ def node() -> dict:
     layout.add(
         state_timeline(
             "Drift by check",
-            "Per check on this node: 0 = OK, 1 = DRIFT (any finding).",
-            f"clamp_max(max by (check) (numawatch_drift_findings{{{N}}}), 1)",
+            "Per check on this node: 0 = OK, 1 = DRIFT (any finding), -1 = NOT EVALUATED (the check could not look: "
+            "blind, not clean).",
+            f"clamp_max(max by (check) (numawatch_drift_findings{{{N}}}), 1)\n"
+            f"or (max by (check) (numawatch_check_evaluated{{{N}}}) == 0) - 1",
             "{{check}}",
         ),
         12,

@@ -27,12 +27,10 @@ from test_capacity import GPU_UUIDS, Node, Pod
 
 GiB = 1 << 30
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
-FAMILIES = (
-    "numawatch_capacity_allocatable",
-    "numawatch_capacity_free",
-    "numawatch_capacity_largest_fit",
-    "numawatch_capacity_shape_replicas",
-)
+QUANTITIES = ("numawatch_capacity_allocatable", "numawatch_capacity_free", "numawatch_capacity_largest_fit")
+UNITS = ("cpus", "bytes", "devices")
+# One family per quantity and unit (never two units in one family), then the replicas per shape.
+FAMILIES = (*(f"{quantity}_{unit}" for quantity in QUANTITIES for unit in UNITS), "numawatch_capacity_shape_replicas")
 
 
 class _Collector:
@@ -76,32 +74,32 @@ def test_reference_node_exclusive_cpus_per_numa_node(reference_exposition):
     values = samples(reference_exposition)
 
     for node in ("0", "1"):
-        assert series(values["numawatch_capacity_allocatable"], numa_node=node, resource="cpu", unit="core") == 14
-        assert series(values["numawatch_capacity_free"], numa_node=node, resource="cpu", unit="core") == 6
-        assert series(values["numawatch_capacity_largest_fit"], numa_node=node, resource="cpu", unit="core") == 6
+        assert series(values["numawatch_capacity_allocatable_cpus"], numa_node=node) == 14
+        assert series(values["numawatch_capacity_free_cpus"], numa_node=node) == 6
+        assert series(values["numawatch_capacity_largest_fit_cpus"], numa_node=node) == 6
 
 
 def test_reference_node_memory_manager_memory_and_hugepages_per_numa_node(reference_exposition):
-    allocatable = samples(reference_exposition)["numawatch_capacity_allocatable"]
-    free = samples(reference_exposition)["numawatch_capacity_free"]
+    allocatable = samples(reference_exposition)["numawatch_capacity_allocatable_bytes"]
+    free = samples(reference_exposition)["numawatch_capacity_free_bytes"]
 
     for node in ("0", "1"):
-        assert series(allocatable, numa_node=node, resource="memory", unit="byte") == 58 * GiB
-        assert series(free, numa_node=node, resource="memory", unit="byte") == 42 * GiB
-        assert series(allocatable, numa_node=node, resource="hugepages-1Gi", unit="byte") == 4 * GiB
-        assert series(allocatable, numa_node=node, resource="hugepages-2Mi", unit="byte") == 0
-    assert series(free, numa_node="0", resource="hugepages-1Gi", unit="byte") == 2 * GiB
-    assert series(free, numa_node="1", resource="hugepages-1Gi", unit="byte") == 4 * GiB
+        assert series(allocatable, numa_node=node, resource="memory") == 58 * GiB
+        assert series(free, numa_node=node, resource="memory") == 42 * GiB
+        assert series(allocatable, numa_node=node, resource="hugepages-1Gi") == 4 * GiB
+        assert series(allocatable, numa_node=node, resource="hugepages-2Mi") == 0
+    assert series(free, numa_node="0", resource="hugepages-1Gi") == 2 * GiB
+    assert series(free, numa_node="1", resource="hugepages-1Gi") == 4 * GiB
 
 
 def test_reference_node_gpus_are_registered_two_per_numa_node_and_all_held(reference_exposition):
     values = samples(reference_exposition)
 
     for node in ("0", "1"):
-        labels = {"numa_node": node, "resource": "nvidia.com/gpu", "unit": "integer"}
-        assert series(values["numawatch_capacity_allocatable"], **labels) == 2
-        assert series(values["numawatch_capacity_free"], **labels) == 0
-        assert series(values["numawatch_capacity_largest_fit"], **labels) == 0
+        labels = {"numa_node": node, "resource": "nvidia.com/gpu"}
+        assert series(values["numawatch_capacity_allocatable_devices"], **labels) == 2
+        assert series(values["numawatch_capacity_free_devices"], **labels) == 0
+        assert series(values["numawatch_capacity_largest_fit_devices"], **labels) == 0
 
 
 def test_reference_node_shape_replicas(reference_exposition):
@@ -117,9 +115,19 @@ def test_reference_node_shape_replicas(reference_exposition):
 def test_every_series_has_one_label_set_and_no_unknown_node_on_a_topology_aware_node(reference_exposition):
     values = samples(reference_exposition)
 
-    for name in FAMILIES[:3]:
-        assert {dict(k)["numa_node"] for k in values[name]} == {"0", "1"}
-        assert all({key for key, _ in k} == {"numa_node", "resource", "unit"} for k in values[name])
+    for name in FAMILIES[:-1]:
+        assert {dict(k)["numa_node"] for k in values[name]} == {"0", "1"}, name
+        expected = {"numa_node"} if name.endswith("_cpus") else {"numa_node", "resource"}
+        assert all({key for key, _ in k} == expected for k in values[name]), name
+
+
+def test_each_family_holds_one_unit_only(reference_exposition):
+    values = samples(reference_exposition)
+
+    for quantity in QUANTITIES:
+        assert {dict(k)["resource"] for k in values[f"{quantity}_bytes"]} == {"memory", "hugepages-1Gi",
+                                                                               "hugepages-2Mi"}
+        assert {dict(k)["resource"] for k in values[f"{quantity}_devices"]} == {"nvidia.com/gpu"}
 
 
 def test_gpus_registered_without_topology_are_exported_under_an_empty_numa_node(fake_host):
@@ -127,13 +135,11 @@ def test_gpus_registered_without_topology_are_exported_under_an_empty_numa_node(
 
     values = samples(render(evaluate(host, REFERENCE), ()))
 
-    labels = {"numa_node": "", "resource": "nvidia.com/gpu", "unit": "integer"}
-    assert series(values["numawatch_capacity_allocatable"], **labels) == len(GPU_UUIDS)
-    assert series(values["numawatch_capacity_free"], **labels) == 2
-    assert series(values["numawatch_capacity_largest_fit"], **labels) == 2
-    assert not any(
-        dict(k)["resource"] == "nvidia.com/gpu" and dict(k)["numa_node"] for k in values["numawatch_capacity_free"]
-    )
+    labels = {"numa_node": "", "resource": "nvidia.com/gpu"}
+    assert series(values["numawatch_capacity_allocatable_devices"], **labels) == len(GPU_UUIDS)
+    assert series(values["numawatch_capacity_free_devices"], **labels) == 2
+    assert series(values["numawatch_capacity_largest_fit_devices"], **labels) == 2
+    assert not any(dict(k)["numa_node"] for k in values["numawatch_capacity_free_devices"])
 
 
 def test_a_dimension_numawatch_cannot_count_has_no_series(fake_host):
@@ -141,7 +147,8 @@ def test_a_dimension_numawatch_cannot_count_has_no_series(fake_host):
 
     values = samples(render(evaluate(host, REFERENCE), (parse_shape("cpu=2,memory=1Gi", name="cpu-only"),)))
 
-    assert {dict(k)["resource"] for k in values["numawatch_capacity_free"]} == {"nvidia.com/gpu"}
+    assert {dict(k)["resource"] for k in values["numawatch_capacity_free_devices"]} == {"nvidia.com/gpu"}
+    assert "numawatch_capacity_free_cpus" not in values and "numawatch_capacity_free_bytes" not in values
     assert "numawatch_capacity_shape_replicas" not in values  # consumes nothing numawatch counts
 
 

@@ -23,6 +23,7 @@ from fakehost.reference import (
 from numawatch.checks import SEVERITIES, SUBJECT_LABELS, all_checks, evaluate
 from numawatch.checks.kubelet import machine_state_difference
 from numawatch.intent import REFERENCE, Intent
+from numawatch.metrics import drift as metrics_drift
 from numawatch.model import (
     MemoryBlock,
     MemoryManagerState,
@@ -457,13 +458,33 @@ def test_every_check_section_gives_severity_labels_and_a_fix():
             continue
         item = by_id[match.group(1)]
         assert f"**Severity:** {item.severity}" in section, item.id
-        labels = re.search(r"\*\*Labels:\*\* (.*)", section)
-        assert labels is not None, item.id
-        named = re.sub(r"\([^)]*\)", "", labels.group(1))  # parentheses explain values, not label names
-        assert re.findall(r"`([a-z_]+)`", named), item.id
-        for label in re.findall(r"`([a-z_]+)`", named):
+        paragraph = re.search(r"\*\*Labels:\*\* (.*?)(?:\n\n|$)", section, re.S)
+        assert paragraph is not None, item.id
+        parts = documented_label_parts(paragraph.group(1))
+        contract = metrics_drift.CONTRACT.get(item.id)
+        assert contract is not None, f"{item.id} has no label contract in metrics/drift.py"
+        assert parts["Labels"] == set(contract.identity), item.id
+        assert parts["Details"] == set(contract.details), item.id
+        assert parts["Readings"] == set(contract.readings), item.id
+        for label in set().union(*parts.values()):
             assert label in SUBJECT_LABELS, (item.id, label)
         assert "**Fix:**" in section, item.id
+
+
+def documented_label_parts(text: str) -> dict[str, set[str]]:
+    """The label names of "**Labels:** ... · **Details:** ... · **Readings:** ..." (parentheses explain values)."""
+    parts = {"Labels": set(), "Details": set(), "Readings": set()}
+    for index, chunk in enumerate(re.split(r"\*\*(Details|Readings):\*\*", "Labels:" + text)):
+        if index == 0:
+            part, body = "Labels", chunk
+        elif index % 2:
+            part = chunk
+            continue
+        else:
+            body = chunk
+        named = re.sub(r"\([^)]*\)", "", body)
+        parts[part] |= set(re.findall(r"`([a-z_]+)`", named)) - {"check", "severity"}
+    return parts
 
 
 def test_reference_profile_checks_pass_and_housekeeping_is_what_the_reference_reserves():

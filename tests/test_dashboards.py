@@ -438,14 +438,15 @@ def test_fleet_view_lists_gpus_idle_while_held_with_their_holders_run_queue_wait
 
 def test_node_view_has_capacity_per_numa_node_and_the_largest_fit():
     node = load(DASHBOARDS / "numawatch-node.json")
-    for title, unit in (
-        ("Exclusive CPUs and devices per NUMA node", "none"),
-        ("Memory Manager memory and huge pages per NUMA node", "bytes"),
+    for title, unit, suffixes in (
+        ("Exclusive CPUs and devices per NUMA node", "none", ("_cpus", "_devices")),
+        ("Memory Manager memory and huge pages per NUMA node", "bytes", ("_bytes",)),
     ):
         panel = panel_by_title(node, title)
         exprs = " ".join(t["expr"] for t in panel["targets"])
-        for family in ("numawatch_capacity_allocatable", "numawatch_capacity_free", "numawatch_capacity_largest_fit"):
-            assert family in exprs, (title, family)
+        used = set(re.findall(r"numawatch_capacity_\w+", exprs))
+        assert used == {f"numawatch_capacity_{quantity}{suffix}" for quantity in ("allocatable", "free", "largest_fit")
+                        for suffix in suffixes}, title  # one unit per panel, never bytes next to counts
         assert panel["fieldConfig"]["defaults"]["unit"] == unit, title
     shapes = panel_by_title(node, "Replicas of each shape this node admits")
     assert "numawatch_capacity_shape_replicas" in shapes["targets"][0]["expr"]

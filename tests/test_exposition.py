@@ -1,6 +1,8 @@
-"""metrics/exposition.py writes exactly what prometheus_client's generate_latest writes, byte for byte: for the
-families of whole evaluations (the reference node with planted drift and NVML, and the benchmark's generated node)
-and for every corner of the format our families could reach (escaping, names, types, values, timestamps)."""
+"""metrics/exposition.py writes exactly what prometheus_client's encoders write, byte for byte: the text format as
+``generate_latest`` writes it (for the families without their ``_created`` samples, which the classic format leaves
+out) and OpenMetrics as ``prometheus_client.openmetrics.exposition.generate_latest`` writes it; for the families of
+whole evaluations (the reference node with planted drift and NVML, and the benchmark's generated node) and for every
+corner of the format our families could reach (escaping, names, types, values, timestamps)."""
 
 from __future__ import annotations
 
@@ -35,8 +37,11 @@ from prometheus_client.metrics_core import (
     SummaryMetricFamily,
     UnknownMetricFamily,
 )
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
+from prometheus_client.samples import Exemplar
 
 BENCH_GENERATOR = Path(__file__).resolve().parent.parent / "bench" / "generate_host.py"
 
@@ -49,20 +54,42 @@ class _Collector:
         return self.families
 
 
+def without_created(families: list[Metric]) -> list[Metric]:
+    """The families with their ``_created`` samples left out, as the text format carries them."""
+    out = []
+    for family in families:
+        copy = Metric(family.name, family.documentation, family.type, family.unit)
+        copy.samples = [s for s in family.samples if s.name != family.name + "_created"]
+        out.append(copy)
+    return out
+
+
 def reference_bytes(families: list[Metric]) -> bytes:
-    """What prometheus_client writes for these families."""
+    """What prometheus_client writes for these families in the text format (without created samples)."""
     registry = CollectorRegistry()
-    registry.register(_Collector(families))
+    registry.register(_Collector(without_created(families)))
     return generate_latest(registry)
 
 
-def assert_written_like_generate_latest(families: list[Metric]) -> bytes:
-    written = exposition.write(families)
-    expected = reference_bytes(families)
+def reference_openmetrics(families: list[Metric]) -> bytes:
+    registry = CollectorRegistry()
+    registry.register(_Collector(families))
+    return generate_openmetrics(registry)
+
+
+def _same(written: bytes, expected: bytes) -> None:
     if written != expected:  # show the first differing line, not two 500 KB blobs
         for ours, theirs in zip(written.splitlines(), expected.splitlines(), strict=False):
             assert ours == theirs
     assert written == expected
+
+
+def assert_written_like_generate_latest(families: list[Metric]) -> bytes:
+    """Both formats equal to prometheus_client's encoders; the text format's bytes are returned."""
+    openmetrics = exposition.write(families, openmetrics=True)
+    _same(openmetrics, reference_openmetrics(families))
+    written = exposition.write(families)
+    _same(written, reference_bytes(families))
     return written
 
 
@@ -94,6 +121,12 @@ def test_the_reference_node_with_drift_and_gpus_is_written_byte_for_byte_as_gene
     parsed = {family.name for family in text_string_to_metric_families(body.decode())}
     assert {"numawatch_drift", "numawatch_container_cpus", "numawatch_evaluation_duration_seconds"} <= parsed
     assert b'numawatch_drift{check="container_numa_split"' in body
+    # OpenMetrics: the same families, which client_python's strict OpenMetrics parser reads back.
+    openmetrics = exposition.write(families, openmetrics=True).decode()
+    assert {family.name for family in parse_openmetrics(openmetrics)} == {
+        family.name for family in text_string_to_metric_families(body.decode())
+    } - {"numawatch_evaluations_created"}
+    assert openmetrics.endswith("\n# EOF\n")
 
 
 def _load_generator():
@@ -121,6 +154,9 @@ def test_render_is_the_direct_writer_over_the_families():
     stats = EvaluationStats()
 
     assert metrics.render(evaluation, stats) == reference_bytes(metrics.families(evaluation, stats))
+    assert metrics.render(evaluation, stats, openmetrics=True) == reference_openmetrics(
+        metrics.families(evaluation, stats)
+    )
 
 
 # ------------------------------------------------------------------------------------------------ corners
@@ -206,17 +242,26 @@ def test_every_family_type_is_munged_into_the_classic_format_as_generate_latest_
     unknown = UnknownMetricFamily("mystery", "Mystery.", value=42)
     empty = gauge("nothing_yet")
 
-    body = assert_written_like_generate_latest(
-        [counter, histogram, gauge_histogram, summary, info, stateset, unknown, empty]
-    )
+    families = [counter, histogram, gauge_histogram, summary, info, stateset, unknown, empty]
+    body = assert_written_like_generate_latest(families)
 
     assert b"# TYPE requests_total counter\n" in body
-    assert b"# TYPE requests_created gauge\n" in body
+    assert b"_created" not in body  # the classic format has no created timestamps
     assert b"# TYPE build_info gauge\n" in body
     assert b"# TYPE mystery untyped\n" in body
     assert b"# TYPE queue histogram\n" in body
     assert b"# TYPE queue_gsum gauge\n" in body
     assert b"# HELP nothing_yet help\n# TYPE nothing_yet gauge\n" in body
+    openmetrics = exposition.write(families, openmetrics=True)
+    created = b'requests_created{code="200"} 1.70000000025e+09\n'
+    assert b'# TYPE requests counter\nrequests_total{code="200"} 5.0\n' + created in openmetrics
+    assert b"# TYPE build info\n" in openmetrics
+    assert b"# TYPE mystery unknown\n" in openmetrics
+    assert b"# TYPE queue gaugehistogram\n" in openmetrics
+    assert openmetrics.endswith(b"nothing_yet help\n# TYPE nothing_yet gauge\n# EOF\n")
+    assert [family.name for family in parse_openmetrics(openmetrics.decode())] == [
+        "requests", "latency_seconds", "queue", "size_bytes", "build", "state", "mystery", "nothing_yet",
+    ]
 
 
 def test_timestamps_are_written_in_milliseconds():
@@ -245,6 +290,31 @@ def test_samples_with_different_label_sets_in_one_family_each_get_their_own_labe
 
 def test_no_families_is_an_empty_body():
     assert exposition.write([]) == reference_bytes([]) == b""
+    assert exposition.write([], openmetrics=True) == reference_openmetrics([]) == b"# EOF\n"
+
+
+def test_openmetrics_escapes_quotes_in_help_and_writes_units_and_timestamps_in_seconds():
+    family = Metric("size_bytes", 'a "quoted"\nhelp \\', "gauge", unit="bytes")
+    family.add_sample("size_bytes", {"a": "x"}, 1, timestamp=1_700_000_000.25)
+    family.add_sample("size_bytes", {"a": "y"}, 2, timestamp=0)
+
+    assert_written_like_generate_latest([family])
+
+    assert exposition.write([family], openmetrics=True) == (
+        b'# HELP size_bytes a \\"quoted\\"\\nhelp \\\\\n# TYPE size_bytes gauge\n# UNIT size_bytes bytes\n'
+        b'size_bytes{a="x"} 1.0 1700000000.25\nsize_bytes{a="y"} 2.0 0\n# EOF\n'
+    )
+
+
+def test_an_exemplar_is_refused_naming_the_family_rather_than_dropped_silently():
+    family = CounterMetricFamily("hits", "help")
+    family.add_metric([], 1)
+    family.samples[0] = family.samples[0]._replace(exemplar=Exemplar({"trace": "a"}, 1.0))
+
+    with pytest.raises(ValueError, match="exemplars") as raised:
+        exposition.write([family], openmetrics=True)
+
+    assert family in raised.value.args
 
 
 def test_a_family_that_cannot_be_written_is_named_in_the_error():
@@ -317,9 +387,12 @@ def test_a_cached_write_is_the_uncached_write_as_rows_change_come_and_go():
         [("1", "ipi", 0)],  # two went away
         [("0", "device", 5), ("1", "ipi", 0), ("1", "ipi2", math.nan)],  # one came back
     ]
+    openmetrics_cache = exposition.LineCache()
     for rows in sequence:
         cached = exposition.write([row_family(rows), gauge(rows=[(("s",), len(rows))])], cache)
         assert cached == exposition.write([row_family(rows), gauge(rows=[(("s",), len(rows))])])
+        cached = exposition.write([row_family(rows)], openmetrics_cache, openmetrics=True)
+        assert cached == exposition.write([row_family(rows)], openmetrics=True)
 
 
 def test_an_unchanged_row_is_the_last_writes_line_and_a_gone_one_is_forgotten():
@@ -362,3 +435,6 @@ def test_the_servers_renderer_renders_what_render_renders_evaluation_after_evalu
             node.split_across_nodes()  # drift appears: findings, flags and placement rows change
         evaluation = evaluate(reader.read(), REFERENCE)
         assert renderer.render(evaluation, stats) == metrics.render(evaluation, stats)
+        assert renderer.write(metrics.families(evaluation, stats), openmetrics=True) == metrics.render(
+            evaluation, stats, openmetrics=True
+        )

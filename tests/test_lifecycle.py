@@ -338,10 +338,18 @@ def test_the_serve_only_families_are_documented_with_their_type_and_help():
     exposed = sampler.self_metrics_text()
     helps = dict(re.findall(r"^# HELP (\S+) (.*)$", exposed, re.MULTILINE))
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", exposed, re.MULTILINE))
+    own = {name for name in helps if name.startswith("numawatch_")}
 
-    assert set(documented) == set(helps)
+    assert set(documented) == own
     for name, (kind, help_text) in documented.items():
         assert (kind, help_text) == (types[name], helps[name])
+    # The client library's process families, named (their help is the library's) with their types.
+    process = {name for name in helps if not name.startswith("numawatch_")}
+    assert {"process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds", "python_info"} <= process
+    bullets = section.split("\n- ")
+    for name in process:
+        (bullet,) = [text for text in bullets if f"`{name}`" in text]
+        assert types[name] in bullet, name
 
 
 @pytest.mark.parametrize("flag", ["--web.config.file", "--web.max-requests", "--web.read-timeout",

@@ -9,8 +9,8 @@ import sys
 from dataclasses import replace
 
 import pytest
-from numawatch import __version__, metrics
-from numawatch.checks import SUBJECT_LABELS, Check, Evaluation, evaluate
+from numawatch import __version__, buildinfo, metrics
+from numawatch.checks import SUBJECT_LABELS, Check, Evaluation, all_checks, evaluate
 from numawatch.host import Host, SourceStatus
 from numawatch.intent import REFERENCE, Intent
 from numawatch.metrics import core
@@ -145,25 +145,60 @@ def series(evaluation: Evaluation, name: str, stats: EvaluationStats | None = No
 
 
 # ------------------------------------------------------------------------------------------------ drift
-def test_every_finding_is_one_drift_series_carrying_the_full_subject_label_set():
+def test_a_drift_series_is_the_check_its_severity_and_the_subject_while_details_go_to_drift_info():
     checks = (
-        fixed_check("container_numa_split", {"namespace": "llm", "pod": "vllm-0", "container": "server",
-                                             "cpus": "3-4"}, severity="critical"),
+        fixed_check("container_cpuset_drift", {"namespace": "llm", "pod": "vllm-0", "pod_uid": POD_UID,
+                                               "container": "server", "cpus": "0-7", "expected": "2-3"},
+                    severity="critical"),
         fixed_check("thp_enabled", {"setting": "transparent_hugepage/enabled", "value": "always",
                                     "expected": "madvise,never"}),
+        fixed_check("tick_on_nohz_full", {"cpus": "4-5"}),
     )
-    drift = series(make_evaluation(checks=checks), "numawatch_drift")
+    evaluation = make_evaluation(checks=checks)
 
-    assert len(drift) == 2
-    for labels, value in drift:
-        assert value == 1
-        assert set(labels) == {"check", "severity", *SUBJECT_LABELS}
-    by_check = {labels["check"]: labels for labels, _ in drift}
-    assert by_check["container_numa_split"]["severity"] == "critical"
-    assert by_check["container_numa_split"]["cpus"] == "3-4"
-    assert by_check["container_numa_split"]["setting"] == ""
-    assert by_check["thp_enabled"]["value"] == "always"
-    assert by_check["thp_enabled"]["pod"] == ""
+    drift = {labels["check"]: labels for labels, value in series(evaluation, "numawatch_drift") if value == 1}
+    info = {labels["check"]: labels for labels, value in series(evaluation, "numawatch_drift_info") if value == 1}
+    assert drift == {
+        "container_cpuset_drift": {"check": "container_cpuset_drift", "severity": "critical", "namespace": "llm",
+                                   "pod": "vllm-0", "pod_uid": POD_UID, "container": "server"},
+        "thp_enabled": {"check": "thp_enabled", "severity": "warning", "setting": "transparent_hugepage/enabled"},
+        "tick_on_nohz_full": {"check": "tick_on_nohz_full", "severity": "warning"},
+    }
+    assert info["container_cpuset_drift"] == {**drift["container_cpuset_drift"], "cpus": "0-7", "expected": "2-3"}
+    assert info["thp_enabled"] == {**drift["thp_enabled"], "value": "always", "expected": "madvise,never"}
+    # The CPUs a rate check saw in its last window are a reading: in the message and JSON only.
+    assert info["tick_on_nohz_full"] == drift["tick_on_nohz_full"]
+    assert {"cpus": "4-5"} in [f.as_dict()["labels"] for f in evaluation.findings]  # the JSON keeps every label
+
+
+def test_a_drift_series_keeps_its_identity_while_the_details_change():
+    def evaluation_with(cpus: str, expected: str) -> Evaluation:
+        subject = {"namespace": "llm", "pod": "vllm-0", "pod_uid": POD_UID, "container": "server"}
+        return make_evaluation(checks=(fixed_check("container_cpuset_drift", {**subject, "cpus": cpus,
+                                                                             "expected": expected}),))
+
+    before, after = evaluation_with("0-7", "2-3"), evaluation_with("0-15", "2-3")
+
+    assert series(before, "numawatch_drift") == series(after, "numawatch_drift")
+    assert series(before, "numawatch_drift_info") != series(after, "numawatch_drift_info")
+
+
+def test_a_check_without_a_label_contract_exports_the_labels_that_name_subjects_everywhere():
+    evaluation = make_evaluation(checks=(fixed_check("new_check", {"irq": "42", "name": "eth0", "cpus": "3",
+                                                                   "value": "x"}),))
+
+    [(drift, _)] = series(evaluation, "numawatch_drift")
+    [(info, _)] = series(evaluation, "numawatch_drift_info")
+    assert drift == {"check": "new_check", "severity": "warning", "irq": "42", "name": "eth0"}
+    assert info == {**drift, "cpus": "3", "value": "x"}
+
+
+def test_every_label_a_contract_names_is_a_subject_label_and_in_one_part_only():
+    for check, contract in metrics.drift.CONTRACT.items():
+        named = [*contract.identity, *contract.details, *contract.readings]
+        assert len(named) == len(set(named)), check
+        assert set(named) <= set(SUBJECT_LABELS), check
+    assert set(metrics.drift.CONTRACT) == {check.id for check in all_checks()}
 
 
 def test_two_findings_with_the_same_subject_make_one_series_while_the_per_check_count_stays_exact():
@@ -174,23 +209,33 @@ def test_two_findings_with_the_same_subject_make_one_series_while_the_per_check_
     assert series(evaluation, "numawatch_drift_findings") == [({"check": "irq_on_isolated_cpu"}, 2.0)]
 
 
-def test_drift_findings_is_zero_for_clean_and_not_evaluated_checks():
+def test_drift_findings_is_zero_for_clean_checks_and_absent_for_checks_that_did_not_run():
     def blind(host, intent):
         from numawatch.checks import NotEvaluated
 
         raise NotEvaluated("needs the cgroups source")
 
+    def lacking(host, intent):
+        from numawatch.checks import NotApplicable
+
+        raise NotApplicable("no THP on this kernel")
+
     checks = (
         fixed_check("clean_check"),
         fixed_check("firing_check", {"name": "x"}),
         Check(id="blind_check", severity="warning", summary="", remediation="", run=blind),
+        Check(id="lacking_check", severity="warning", summary="", remediation="", run=lacking),
     )
     evaluation = make_evaluation(checks=checks)
 
     counts = {labels["check"]: value for labels, value in series(evaluation, "numawatch_drift_findings")}
     evaluated = {labels["check"]: value for labels, value in series(evaluation, "numawatch_check_evaluated")}
-    assert counts == {"clean_check": 0, "firing_check": 1, "blind_check": 0}
-    assert evaluated == {"clean_check": 1, "firing_check": 1, "blind_check": 0}
+    applicable = {labels["check"]: value for labels, value in series(evaluation, "numawatch_check_applicable")}
+    # "Could not look" is not "found nothing": no count at all, so sums and "> 0" never read it as clean.
+    assert counts == {"clean_check": 0, "firing_check": 1, "lacking_check": 0}
+    assert evaluated == {"clean_check": 1, "firing_check": 1, "blind_check": 0, "lacking_check": 1}
+    # Not applicable: evaluated, nothing can be wrong, and said so.
+    assert applicable == {"clean_check": 1, "firing_check": 1, "lacking_check": 0}
 
 
 def test_a_check_disabled_by_intent_is_reported_not_evaluated():
@@ -199,6 +244,7 @@ def test_a_check_disabled_by_intent_is_reported_not_evaluated():
 
     assert series(evaluation, "numawatch_drift") == []
     assert series(evaluation, "numawatch_check_evaluated") == [({"check": "firing_check"}, 0.0)]
+    assert series(evaluation, "numawatch_drift_findings") == []
 
 
 def test_a_fixed_drift_is_absent_from_the_next_exposition():
@@ -239,6 +285,7 @@ def test_build_info_and_intent_info_name_the_version_and_the_intent_source():
     [(intent, _)] = series(evaluation, "numawatch_intent_info")
     assert __version__ == build["version"]
     assert sys.version.split()[0] == build["python_version"]
+    assert build["revision"] == buildinfo.revision()
     assert intent == {"source": "/etc/numawatch/intent.yaml"}
 
 
@@ -386,7 +433,8 @@ def test_every_family_is_present_even_when_every_source_is_down():
     found = families(make_evaluation(down=down))
 
     assert {
-        "numawatch_drift", "numawatch_drift_findings", "numawatch_check_evaluated", "numawatch_source_up",
+        "numawatch_drift", "numawatch_drift_info", "numawatch_drift_findings", "numawatch_check_evaluated",
+        "numawatch_check_applicable", "numawatch_source_up",
         "numawatch_source_duration_seconds", "numawatch_build_info", "numawatch_intent_info",
         "numawatch_evaluations", "numawatch_evaluation_duration_seconds",
         "numawatch_last_evaluation_timestamp_seconds", "numawatch_cpu_info", "numawatch_numa_node_cpus",

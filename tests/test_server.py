@@ -20,6 +20,7 @@ from numawatch.host import Host, HostReader, SourceSpec
 from numawatch.intent import REFERENCE, Intent
 from numawatch.model import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 from serving import numawatch_serve
 
@@ -114,10 +115,73 @@ async def test_metrics_is_gzip_compressed_when_the_scraper_accepts_it(aiohttp_cl
     refused = await client.get("/metrics", headers={"Accept-Encoding": "gzip;q=0, identity"})
 
     assert zipped.headers["Content-Encoding"] == "gzip"
-    assert zipped.headers["Vary"] == "Accept-Encoding"
+    assert zipped.headers["Vary"] == "Accept, Accept-Encoding"  # the answer depends on both
     assert await plain.read() == gzip.decompress(await zipped.read())
     assert "Content-Encoding" not in plain.headers
     assert "Content-Encoding" not in refused.headers
+
+
+# What Prometheus sends (scrape_protocols' defaults): 2.x, and 3.x, which also offers the protobuf format first when
+# native histograms are on.
+PROMETHEUS_2_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,"
+    "text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
+PROMETHEUS_3_ACCEPT = (
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,"
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+    "application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,"
+    "text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
+OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+
+@pytest.mark.parametrize(
+    ("accept", "openmetrics", "content_type"),
+    [
+        (PROMETHEUS_2_ACCEPT, True, OPENMETRICS_CONTENT_TYPE),
+        (PROMETHEUS_3_ACCEPT, True, OPENMETRICS_CONTENT_TYPE),
+        ("application/openmetrics-text; version=1.0.0", True, OPENMETRICS_CONTENT_TYPE),
+        ("application/openmetrics-text", True, OPENMETRICS_CONTENT_TYPE),
+        ("application/openmetrics-text; version=0.0.1", True,
+         "application/openmetrics-text; version=0.0.1; charset=utf-8"),
+        ("Application/OpenMetrics-Text; Version=1.0.0; q=0.9, text/plain; q=1", False, CONTENT_TYPE),
+        ("text/plain;version=0.0.4;q=0.3,application/openmetrics-text;version=1.0.0;q=0", False, CONTENT_TYPE),
+        ("application/openmetrics-text;version=2.0.0", False, CONTENT_TYPE),  # not written: the text format
+        ("application/json", False, CONTENT_TYPE),
+        ("", False, CONTENT_TYPE),
+        ("*/*", False, CONTENT_TYPE),
+        ("application/openmetrics-text;q=bogus, text/plain", False, CONTENT_TYPE),
+    ],
+)
+def test_content_negotiation_picks_the_best_format_we_write(accept, openmetrics, content_type):
+    chosen = server.negotiate(accept)
+
+    assert (chosen.openmetrics, chosen.content_type) == (openmetrics, content_type)
+
+
+async def test_metrics_answers_openmetrics_to_a_prometheus_accept_header_with_the_same_families(aiohttp_client, host):
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False), auto_decompress=False)
+    await sampler.refresh()
+
+    om = await client.get("/metrics", headers={"Accept": PROMETHEUS_2_ACCEPT, "Accept-Encoding": "gzip"})
+    text = await client.get("/metrics", headers={"Accept-Encoding": "gzip"})
+
+    assert om.headers["Content-Type"] == OPENMETRICS_CONTENT_TYPE
+    assert om.headers["Content-Encoding"] == "gzip"
+    body = gzip.decompress(await om.read()).decode()
+    assert body.endswith("\n# EOF\n")
+    # client_python's OpenMetrics parser is strict: it rejects a missing EOF, a counter without _total, duplicates.
+    parsed = {family.name: family for family in parse_openmetrics(body)}
+    plain = {family.name for family in text_string_to_metric_families(gzip.decompress(await text.read()).decode())}
+    assert set(parsed) == plain
+    assert parsed["numawatch_evaluations"].type == "counter"
+    names = {sample.name for sample in parsed["numawatch_evaluations"].samples}
+    assert names == {"numawatch_evaluations_total", "numawatch_evaluations_created"}
+    refused = {sample.name for sample in parsed["numawatch_http_requests_refused"].samples}
+    assert refused == {"numawatch_http_requests_refused_total", "numawatch_http_requests_refused_created"}
+    assert "process_cpu_seconds" in parsed and "python_info" in parsed
 
 
 async def test_scrapes_are_answered_from_the_last_evaluation_without_reading_the_host(aiohttp_client, host):
@@ -140,7 +204,7 @@ async def test_a_failed_evaluation_keeps_the_previous_exposition(aiohttp_client,
     def broken(*args, **kwargs):
         raise RuntimeError("render exploded")
 
-    monkeypatch.setattr(sampler.renderer, "render", broken)
+    monkeypatch.setattr(sampler.renderer, "write", broken)
     assert await sampler.refresh() is None
 
     assert good == await (await client.get("/metrics")).read()
@@ -293,6 +357,7 @@ def test_serve_process_answers_metrics_healthz_and_landing_page_then_stops_on_si
         assert url.startswith("http://127.0.0.1:")
         wait_until_healthy(url)
         status, headers, body = get(url + "metrics", {"Accept-Encoding": "gzip"})
+        om_status, om_headers, om_body = get(url + "metrics", {"Accept": PROMETHEUS_2_ACCEPT})
         landing = get(url)
 
         process.send_signal(signal.SIGTERM)
@@ -304,6 +369,8 @@ def test_serve_process_answers_metrics_healthz_and_landing_page_then_stops_on_si
     names = {family.name for family in text_string_to_metric_families(text)}
     assert {"numawatch_drift", "numawatch_source_up", "numawatch_build_info"} <= names
     assert "numawatch_source_up{source=\"cgroups\"} 0.0" in text
+    assert (om_status, om_headers["Content-Type"]) == (200, OPENMETRICS_CONTENT_TYPE)
+    assert {family.name for family in parse_openmetrics(om_body.decode())} == names
     assert landing[0] == 200
     assert b'<a href="metrics">' in landing[2]
     assert returncode == 0

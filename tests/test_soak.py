@@ -70,6 +70,8 @@ def test_pods_coming_and_going_leave_series_and_memory_flat(fake_host):
         assert evaluation.findings == (), [f.check for f in evaluation.findings]
         return series(metrics.render(evaluation))
 
+    # The rate checks need two readings: from the second on they are evaluated and have their findings series.
+    scrape()
     base = len(scrape())
     per_pod: int | None = None
     samples: list[tuple[int, int]] = []  # (heap blocks, RSS kB) in the clean state, one per checkpoint

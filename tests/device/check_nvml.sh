@@ -67,7 +67,7 @@ if ! "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT" >>"$OUT/pi
     export PYTHONPATH="$ROOT/exporter${PYTHONPATH:+:$PYTHONPATH}"
     NUMAWATCH=("$PY" -m numawatch)
 fi
-"$PY" -c 'import prometheus_client, aiohttp, pyudev, yaml, psutil, pynvml, bcrypt' || {
+"$PY" -c 'import prometheus_client, aiohttp, pyudev, yaml, pynvml, bcrypt' || {
     echo "dependencies missing (pass WHEELS=<dir of wheels> on an offline machine)"
     exit 2
 }

@@ -250,24 +250,38 @@ def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
         raise NotEvaluated(memory_unknown)
     seen: set[tuple[str, str]] = set()
     for problem in problems:
-        if (problem.file, problem.reason) in seen:
+        file = kubelet_file(config, problem.file)
+        if (file, problem.reason) in seen:
             continue
-        seen.add((problem.file, problem.reason))
+        seen.add((file, problem.reason))
         if problem.reason == "reserved_cpus_offline":
             remove = f"{kubelet_root(config)}/cpu_manager_state"
-            message = f"the kubelet will not start with {problem.file} at its next restart: {problem.detail}"
+            message = f"the kubelet will not start with {file} at its next restart: {problem.detail}"
         else:
-            remove = problem.file
+            remove = file
             message = (
-                f"the kubelet will refuse to start with {problem.file} at its next restart: {problem.detail}; "
+                f"the kubelet will refuse to start with {file} at its next restart: {problem.detail}; "
                 f"{_CRASH_LOOP}, until {problem.until}"
             )
         yield STATE_STALE.finding(
             intent,
-            {"file": problem.file, "reason": problem.reason},
+            {"file": file, "reason": problem.reason},
             message,
             restart_steps(config, problem.change, remove),
         )
+
+
+_STATE_FILES = ("cpu_manager_state", "memory_manager_state", "device-plugins/kubelet_internal_checkpoint")
+
+
+def kubelet_file(config: KubeletConfig, read_as: str) -> str:
+    """A kubelet checkpoint as the kubelet names it (``<root-dir>/cpu_manager_state``), whatever path numawatch read
+    it under (``--path.kubelet`` may point anywhere: a mount of the kubelet's directory in numawatch's container
+    is not a path on the host); any other file as the source named it (the host's path)."""
+    for relative in _STATE_FILES:
+        if read_as == relative or read_as.endswith("/" + relative):
+            return f"{kubelet_root(config)}/{relative}"
+    return read_as
 
 
 def cpu_state_problems(state: CpuManagerState, config: KubeletConfig, topology: Topology) -> list[StaleState]:

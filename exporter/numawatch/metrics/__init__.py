@@ -1,9 +1,10 @@
 """The Prometheus exposition of one evaluation: the only part of numawatch that imports prometheus_client.
 
-``core`` builds the drift, health, self and inventory families; ``host`` the host-layer ones (kernel knobs,
-isolation, IRQs). ``render`` turns one evaluation into the bytes ``/metrics`` serves, written by ``exposition`` (the
-bytes prometheus_client's generate_latest would write, at a fraction of its cost). The server renders once per
-evaluation and answers every scrape from those bytes, so scraping costs the same however many scrapers there are.
+``core`` builds the health, self and inventory families, ``drift`` the drift families and their label contract;
+``host`` the host-layer ones (kernel knobs, isolation, IRQs). ``render`` turns one evaluation into the bytes
+``/metrics`` serves, in the text format or OpenMetrics, written by ``exposition`` (the bytes prometheus_client's
+encoders would write, at a fraction of their cost). The server renders once per evaluation and answers every scrape
+from those bytes, so scraping costs the same however many scrapers there are.
 """
 
 from __future__ import annotations
@@ -11,14 +12,25 @@ from __future__ import annotations
 from prometheus_client.metrics_core import Metric
 
 from numawatch.checks import Evaluation
-from numawatch.metrics import capacity, core, exposition, gpu, host
+from numawatch.metrics import capacity, core, drift, exposition, gpu, host
 from numawatch.metrics.core import EvaluationStats
 
 # The classic text format. Pinned rather than taken from prometheus_client (whose CONTENT_TYPE_LATEST moved to
 # version=1.0.0) because what we render is exactly this format, and every Prometheus since 2.0 reads it.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# OpenMetrics 1.0.0, for scrapers that ask for it (Prometheus does, first, unless told otherwise).
+OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
-__all__ = ["CONTENT_TYPE", "EvaluationStats", "Renderer", "families", "render"]
+__all__ = [
+    "CONTENT_TYPE",
+    "OPENMETRICS_CONTENT_TYPE",
+    "EvaluationStats",
+    "Metric",
+    "Renderer",
+    "drift",
+    "families",
+    "render",
+]
 
 
 def families(evaluation: Evaluation, stats: EvaluationStats | None = None) -> list[Metric]:
@@ -32,11 +44,11 @@ def families(evaluation: Evaluation, stats: EvaluationStats | None = None) -> li
     ]
 
 
-def render(evaluation: Evaluation, stats: EvaluationStats | None = None) -> bytes:
-    """The text exposition (format 0.0.4) of one evaluation."""
+def render(evaluation: Evaluation, stats: EvaluationStats | None = None, *, openmetrics: bool = False) -> bytes:
+    """The exposition of one evaluation: the text format 0.0.4, or OpenMetrics 1.0.0."""
     # Families are built fresh for every render and nothing outlives it, so no series can go stale between
     # evaluations.
-    return exposition.write(families(evaluation, stats))
+    return exposition.write(families(evaluation, stats), openmetrics=openmetrics)
 
 
 class Renderer:
@@ -46,6 +58,13 @@ class Renderer:
 
     def __init__(self) -> None:
         self._lines = exposition.LineCache()
+        self._openmetrics_lines = exposition.LineCache()
 
     def render(self, evaluation: Evaluation, stats: EvaluationStats | None = None) -> bytes:
-        return exposition.write(families(evaluation, stats), self._lines)
+        return self.write(families(evaluation, stats))
+
+    def write(self, built: list[Metric], *, openmetrics: bool = False) -> bytes:
+        """``exposition.write`` of families built from the evaluations of this sequence, in one format (each format
+        keeps its own lines)."""
+        cache = self._openmetrics_lines if openmetrics else self._lines
+        return exposition.write(built, cache, openmetrics=openmetrics)

@@ -1,15 +1,18 @@
 """Capacity metric families (issue 5): what each NUMA node can still hand out, and how many more replicas of each
 named pod shape this node would admit under its Topology Manager policy and scope.
 
-Resources follow kube-state-metrics' ``kube_node_status_allocatable`` spelling (``resource`` and ``unit`` labels:
-``cpu``/``core``, ``memory`` and ``hugepages-<size>``/``byte``, device resources/``integer``) so the two join on
-``resource``. A dimension numawatch cannot count (the CPU Manager is not static, the Memory Manager is not Static, a
-state file is unreadable) has no series; every family is emitted, empty when there is nothing to say.
+Each quantity is split by unit, one family per unit (Prometheus' naming rule: never two units in one family):
+``_cpus`` (exclusive CPUs, logical CPUs as the kubelet counts them), ``_bytes`` (Memory Manager memory and huge
+pages) and ``_devices`` (device-plugin resources). ``resource`` follows kube-state-metrics'
+``kube_node_status_allocatable`` spelling (``memory``, ``hugepages-1Gi``, ``nvidia.com/gpu``) so the two join on it;
+the CPU families need no ``resource`` label, they are only ``cpu``. A dimension numawatch cannot count (the CPU
+Manager is not static, the Memory Manager is not Static, a state file is unreadable) has no series; every family is
+emitted, empty when there is nothing to say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
@@ -17,15 +20,17 @@ from numawatch.capacity import MAX_REPLICAS, Capacity, CapacityUnavailable, buil
 from numawatch.checks import Evaluation
 from numawatch.shapes import CPU, Shape
 
-CAPACITY_LABELS = ("numa_node", "resource", "unit")
+# The unit suffix of each family and the resources that belong to it.
+CPUS, BYTES, DEVICES = "cpus", "bytes", "devices"
+UNITS = (CPUS, BYTES, DEVICES)
 
 
-def _unit(resource: str) -> str:
+def unit_of(resource: str) -> str:
     if resource == CPU:
-        return "core"
+        return CPUS
     if resource == "memory" or resource.startswith("hugepages-"):
-        return "byte"
-    return "integer"
+        return BYTES
+    return DEVICES
 
 
 def _node(node: int | None) -> str:
@@ -33,17 +38,29 @@ def _node(node: int | None) -> str:
     return "" if node is None else str(node)
 
 
-def _allocatable(capacity: Capacity | None) -> Metric:
-    family = GaugeMetricFamily(
-        "numawatch_capacity_allocatable",
-        "What the kubelet can hand out per NUMA node and resource: exclusive CPUs (online, not reserved; whole "
-        "cores only under full-pcpus-only), Memory Manager memory and huge pages in bytes (memory_manager_state), "
-        "and devices the device plugin registered on the node (numa_node empty: registered without topology).",
-        labels=CAPACITY_LABELS,
-    )
-    for (node, resource), value in _allocatable_values(capacity).items():
-        family.add_metric((_node(node), resource, _unit(resource)), value)
-    return family
+def _by_unit(name: str, help_by_unit: Mapping[str, str], values: Mapping[tuple[int | None, str], int]) -> list[Metric]:
+    """One family per unit: ``<name>_cpus{numa_node}``, ``<name>_bytes`` and ``<name>_devices{numa_node,resource}``."""
+    out: dict[str, GaugeMetricFamily] = {
+        CPUS: GaugeMetricFamily(f"{name}_{CPUS}", help_by_unit[CPUS], labels=("numa_node",)),
+        BYTES: GaugeMetricFamily(f"{name}_{BYTES}", help_by_unit[BYTES], labels=("numa_node", "resource")),
+        DEVICES: GaugeMetricFamily(f"{name}_{DEVICES}", help_by_unit[DEVICES], labels=("numa_node", "resource")),
+    }
+    for (node, resource), value in values.items():
+        unit = unit_of(resource)
+        labels = (_node(node),) if unit == CPUS else (_node(node), resource)
+        out[unit].add_metric(labels, value)
+    return [out[unit] for unit in UNITS]
+
+
+def _allocatable(capacity: Capacity | None) -> list[Metric]:
+    return _by_unit("numawatch_capacity_allocatable", {
+        CPUS: "Exclusive CPUs the kubelet's CPU Manager can hand out per NUMA node: online, not reserved (whole "
+              "cores only under full-pcpus-only).",
+        BYTES: "Memory and huge pages the kubelet's Memory Manager can hand out per NUMA node and resource, in bytes "
+               "(memory_manager_state).",
+        DEVICES: "Devices the device plugin registered per NUMA node and resource (numa_node empty: registered "
+                 "without topology).",
+    }, _allocatable_values(capacity))
 
 
 def _allocatable_values(capacity: Capacity | None) -> dict[tuple[int | None, str], int]:
@@ -65,17 +82,21 @@ def _allocatable_values(capacity: Capacity | None) -> dict[tuple[int | None, str
     return values
 
 
-def _free(capacity: Capacity | None) -> Metric:
-    family = GaugeMetricFamily(
-        "numawatch_capacity_free",
-        "What is still free for the next pod per NUMA node and resource: exclusive CPUs in no container's exclusive "
-        "set (whole free cores only under full-pcpus-only), free Memory Manager memory and huge pages in bytes, and "
-        "registered devices no container holds; entries of pods that are gone count as free.",
-        labels=CAPACITY_LABELS,
-    )
-    if capacity is None:
-        return family
+def _free(capacity: Capacity | None) -> list[Metric]:
+    return _by_unit("numawatch_capacity_free", {
+        CPUS: "Exclusive CPUs still free for the next pod per NUMA node: in no container's exclusive set (whole free "
+              "cores only under full-pcpus-only); entries of pods that are gone count as free.",
+        BYTES: "Memory Manager memory and huge pages still free for the next pod per NUMA node and resource, in bytes; "
+               "blocks of pods that are gone count as free.",
+        DEVICES: "Registered devices no container holds per NUMA node and resource; devices of pods that are gone "
+                 "count as free.",
+    }, _free_values(capacity))
+
+
+def _free_values(capacity: Capacity | None) -> dict[tuple[int | None, str], int]:
     rows: dict[tuple[int | None, str], int] = {}
+    if capacity is None:
+        return rows
     if capacity.free_cpus is not None:
         rows.update({(node, CPU): len(cpus) for node, cpus in capacity.free_cpus.items()})
     if capacity.memory is not None:
@@ -89,24 +110,17 @@ def _free(capacity: Capacity | None) -> Metric:
                 rows[(None, resource)] = len(device.without_topology & free)
         else:
             rows[(None, resource)] = len(free)
-    for (node_id, resource), value in rows.items():
-        family.add_metric((_node(node_id), resource, _unit(resource)), value)
-    return family
+    return rows
 
 
-def _largest_fit(capacity: Capacity | None) -> Metric:
-    family = GaugeMetricFamily(
-        "numawatch_capacity_largest_fit",
-        "The largest request of the resource a pod could still get on that NUMA node alone (0 for memory while an "
-        "earlier multi-node allocation groups the node with others); numa_node empty for devices registered without "
-        "topology, usable from any node.",
-        labels=CAPACITY_LABELS,
-    )
-    if capacity is None:
-        return family
-    for (node, resource), value in largest_fit(capacity).items():
-        family.add_metric((_node(node), resource, _unit(resource)), value)
-    return family
+def _largest_fit(capacity: Capacity | None) -> list[Metric]:
+    return _by_unit("numawatch_capacity_largest_fit", {
+        CPUS: "The most exclusive CPUs a pod could still get on that NUMA node alone.",
+        BYTES: "The largest request of memory or huge pages, in bytes, a pod could still get on that NUMA node alone "
+               "(0 while an earlier multi-node allocation groups the node with others).",
+        DEVICES: "The most devices of the resource a pod could still get on that NUMA node alone; numa_node empty for "
+                 "devices registered without topology, usable from any node.",
+    }, largest_fit(capacity) if capacity is not None else {})
 
 
 def _shape_replicas(capacity: Capacity | None, shapes: Sequence[Shape]) -> Metric:
@@ -134,4 +148,4 @@ def families(evaluation: Evaluation, shapes: Sequence[Shape] | None = None) -> I
         capacity: Capacity | None = build_capacity(evaluation.host, evaluation.intent)
     except CapacityUnavailable:
         capacity = None
-    return [_allocatable(capacity), _free(capacity), _largest_fit(capacity), _shape_replicas(capacity, shapes)]
+    return [*_allocatable(capacity), *_free(capacity), *_largest_fit(capacity), _shape_replicas(capacity, shapes)]

@@ -1,4 +1,5 @@
-"""The core metric families: drift findings, check and source health, numawatch itself, and the NUMA inventory.
+"""The core metric families: drift findings (``drift``), check and source health, numawatch itself, and the NUMA
+inventory.
 
 Every family is built fresh from one ``Evaluation`` (client_python's custom-collector idiom, and prometheus/docs
 writing_exporters: "create new metrics each time"), so a fixed drift or a deleted pod's series are simply absent
@@ -13,7 +14,7 @@ and NUMA node, per GPU, per finding; never per PID or per IRQ and CPU.
 from __future__ import annotations
 
 import logging
-import platform
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -24,17 +25,17 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
-from numawatch import __version__
-from numawatch.checks import SUBJECT_LABELS, Evaluation
+from numawatch import buildinfo
+from numawatch.checks import Evaluation
 from numawatch.cpuset import format_cpulist
 from numawatch.intent import Intent
+from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
 from numawatch.model import Topology
 from numawatch.workloads import Workload, build_workloads, workloads_by_pod
 
 log = logging.getLogger(__name__)
 
-DRIFT_LABELS = ("check", "severity", *SUBJECT_LABELS)
 CPU_INFO_LABELS = ("cpu", "socket", "core", "numa_node", "isolated", "reserved", "online")
 CONTAINER_CPUS_LABELS = ("namespace", "pod", "pod_uid", "container", "numa_node", "qos", "exclusive")
 GPU_INFO_LABELS = ("gpu", "uuid", "numa_node", "model", "namespace", "pod", "container")
@@ -71,6 +72,8 @@ class EvaluationStats:
     duration_sum: float = 0.0
     bucket_counts: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
     last_timestamp: float | None = None
+    # Unix time the counting began: the OpenMetrics created timestamp of the counter and histogram.
+    created: float = field(default_factory=time.time)
 
     def observe(self, duration_seconds: float, timestamp: float) -> None:
         self.count += 1
@@ -83,54 +86,10 @@ class EvaluationStats:
     @classmethod
     def of(cls, evaluation: Evaluation) -> EvaluationStats:
         """Stats for a one-off render: this evaluation alone (reading the sources plus running the checks)."""
-        stats = cls()
+        stats = cls(created=evaluation.started)
         reading = sum(status.duration_seconds for status in evaluation.host.statuses.values())
         stats.observe(reading + evaluation.duration_seconds, evaluation.started)
         return stats
-
-
-# ------------------------------------------------------------------------------------------------- drift
-def drift(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
-        "numawatch_drift",
-        "1 for every drift finding; the check id, its severity and the finding's subject are labels "
-        "(every subject label is always present, empty when it does not apply).",
-        labels=DRIFT_LABELS,
-    )
-    seen: set[tuple[str, ...]] = set()
-    for finding in evaluation.findings:
-        values = (finding.check, finding.severity, *(finding.labels.get(key, "") for key in SUBJECT_LABELS))
-        # Two findings with one subject would be one series twice, which Prometheus rejects; the count per check
-        # stays exact in numawatch_drift_findings.
-        if values in seen:
-            continue
-        seen.add(values)
-        family.add_metric(values, 1)
-    return family
-
-
-def drift_findings(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
-        "numawatch_drift_findings",
-        "Number of drift findings per check, 0 for every known check that found nothing or was not evaluated.",
-        labels=("check",),
-    )
-    for check, count in evaluation.findings_per_check().items():
-        family.add_metric((check,), count)
-    return family
-
-
-def check_evaluated(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
-        "numawatch_check_evaluated",
-        "1 when the check ran, 0 when it could not (its inputs are missing, or the intent disables it); "
-        "numawatch check shows the reason.",
-        labels=("check",),
-    )
-    skipped = {item.check for item in evaluation.not_evaluated}
-    for check in evaluation.checks:
-        family.add_metric((check,), 0 if check in skipped else 1)
-    return family
 
 
 # ------------------------------------------------------------------------------------------------- sources
@@ -159,10 +118,12 @@ def source_duration(evaluation: Evaluation) -> Metric:
 # ------------------------------------------------------------------------------------------------- numawatch itself
 def build_info(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
-        "numawatch_build_info", "Always 1; the numawatch and Python versions are labels.",
-        labels=("version", "python_version"),
+        "numawatch_build_info",
+        "Always 1; the numawatch version, the git revision it was built from (unknown when the installation does "
+        "not say) and the Python version are labels.",
+        labels=("version", "revision", "python_version"),
     )
-    family.add_metric((__version__, platform.python_version()), 1)
+    family.add_metric(buildinfo.labels(), 1)
     return family
 
 
@@ -179,7 +140,7 @@ def intent_info(evaluation: Evaluation) -> Metric:
 def evaluations_total(stats: EvaluationStats) -> Metric:
     return CounterMetricFamily(
         "numawatch_evaluations", "Evaluations (read every source, run every check) since numawatch started.",
-        value=stats.count,
+        value=stats.count, created=stats.created,
     )
 
 
@@ -466,9 +427,11 @@ def _gpu_rows(evaluation: Evaluation) -> Iterator[tuple[str, ...]]:
 
 # ------------------------------------------------------------------------------------------------- composition
 PER_EVALUATION: tuple[Callable[[Evaluation], Metric], ...] = (
-    drift,
-    drift_findings,
-    check_evaluated,
+    drift_families.drift,
+    drift_families.drift_info,
+    drift_families.drift_findings,
+    drift_families.check_evaluated,
+    drift_families.check_applicable,
     source_up,
     source_duration,
     build_info,

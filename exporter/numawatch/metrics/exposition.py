@@ -1,22 +1,35 @@
-"""The Prometheus text exposition format (0.0.4), written directly: the bytes ``/metrics`` serves.
+"""The Prometheus text exposition format (0.0.4) and OpenMetrics 1.0.0, written directly: the bytes ``/metrics``
+serves.
 
 ``write(families)`` takes client_python metric families (``name``, ``documentation``, ``type``, ``samples`` of
 ``Sample(name, labels, value, timestamp, ...)``) and returns exactly what ``prometheus_client.generate_latest``
-returns for a registry holding them (tests/test_exposition.py holds the two equal, byte for byte):
+returns for a registry holding them with their ``_created`` samples left out; ``write(families, openmetrics=True)``
+exactly what ``prometheus_client.openmetrics.exposition.generate_latest`` returns for them (tests/test_exposition.py
+holds both equal, byte for byte):
 
-- ``# HELP <name> <help>`` with ``\\`` and newline escaped, then ``# TYPE <name> <type>``; a counter is exposed as
-  ``<name>_total``, an info family as ``<name>_info`` of type gauge, a stateset as a gauge, a gauge histogram as a
-  histogram and an unknown family as untyped;
-- one line per sample, ``<name>{<label>="<value>",...} <value>[ <timestamp ms>]``, labels sorted by name, values
-  with ``\\``, ``"`` and newline escaped, no braces without labels;
+- ``# HELP <name> <help>`` then ``# TYPE <name> <type>``. The text format escapes ``\\`` and newline in the help,
+  exposes a counter as ``<name>_total``, an info family as ``<name>_info`` of type gauge, a stateset as a gauge, a
+  gauge histogram as a histogram and an unknown family as untyped. OpenMetrics escapes ``"`` in the help too, keeps
+  the family's own name and type (a counter's family is ``<name>``, its samples ``<name>_total``), adds ``# UNIT``
+  for a family with a unit and ends with ``# EOF``;
+- one line per sample, ``<name>{<label>="<value>",...} <value>[ <timestamp>]``, labels sorted by name, values
+  with ``\\``, ``"`` and newline escaped, no braces without labels; timestamps in milliseconds (text) or as given,
+  in seconds (OpenMetrics);
 - values as Go prints float64 (``1.0``, ``2.5e+06``, ``+Inf``, ``-Inf``, ``NaN``);
-- metric and label names outside the legacy character set with each offending character replaced by ``_``;
-- OpenMetrics-only samples (``_created``, ``_gsum``, ``_gcount``) moved into a gauge family of their own after the
-  family's other samples.
+- metric and label names outside the legacy character set with each offending character replaced by ``_`` (an
+  OpenMetrics sample name also loses its colons, as client_python writes it);
+- in the text format, the OpenMetrics-only samples ``_gsum`` and ``_gcount`` moved into a gauge family of their own
+  after the family's other samples, and ``_created`` samples left out: the classic format has no created
+  timestamps, and client_python's gauge ``<name>_created`` would be one more series per counter for every scraper
+  that reads it (OpenMetrics carries them where the spec puts them, next to the counter's ``_total``).
+
+Exemplars and native histograms are not written (no family of numawatch has them): a sample with an exemplar is an
+error naming its family.
 
 Why not generate_latest: it validates and escapes every label *name* of every sample (~19,000 regex matches for the
 ~4,300 series of a 384-CPU node, half the render). Here names are checked once per family and label set, and the
 line is built from a ``%`` template; label values are escaped only when the finished line shows they need it.
+docs/performance.md has the measured difference.
 """
 
 from __future__ import annotations
@@ -44,7 +57,8 @@ _EXPOSED = {
     "gaugehistogram": ("", "histogram"),
     "unknown": ("", "untyped"),
 }
-_OPENMETRICS_ONLY = ("_created", "_gcount", "_gsum")  # sorted: the order their families follow the main one
+_DEFERRED = ("_gcount", "_gsum")  # sorted: the order their families follow the main one in the text format
+_CREATED = "_created"
 _INF = math.inf
 # Integers in this range print as "<n>.0" in Go's float formatting; outside it the exponent form may start.
 _INT_LOW, _INT_HIGH = -(10**15), 1_000_000
@@ -67,6 +81,21 @@ def _escape_name(name: str, legacy: re.Pattern[str], colon: bool) -> str:
 
 def metric_name(name: str) -> str:
     return _escape_name(name, _LEGACY_METRIC_NAME, True)
+
+
+# client_python's OpenMetrics writer escapes every sample name character by character with the label-name rule: no
+# colon survives, and no regex shortcut lets a trailing newline through.
+_OPENMETRICS_SAMPLE_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def openmetrics_sample_name(name: str) -> str:
+    if _OPENMETRICS_SAMPLE_NAME.fullmatch(name):
+        return name
+    return "".join(
+        char if ("a" <= char <= "z" or "A" <= char <= "Z" or char == "_" or ("0" <= char <= "9" and index > 0))
+        else "_"
+        for index, char in enumerate(name)
+    )
 
 
 def label_name(name: str) -> str:
@@ -109,13 +138,13 @@ class _Template:
 
     __slots__ = ("name", "quotes", "size", "text", "values")
 
-    def __init__(self, name: str, keys: Iterable[str]) -> None:
+    def __init__(self, name: str, keys: Iterable[str], openmetrics: bool = False) -> None:
         ordered = sorted(keys)
         self.name = name
         self.size = len(ordered)
         self.quotes = 2 * len(ordered)
         # Escaped names use only [a-zA-Z0-9_:], so no '%' can reach the template from a name.
-        head = metric_name(name)
+        head = openmetrics_sample_name(name) if openmetrics else metric_name(name)
         if ordered:
             labels = ",".join(f'{label_name(key)}="%s"' for key in ordered)
             self.text = f"{head}{{{labels}}} %s"
@@ -200,10 +229,12 @@ class LineCache:
         self.previous, self.current = self.current, {}
 
 
-def _write_rows(metric: _Rows, sample_name: str, out: list[str], cache: LineCache | None = None) -> None:
+def _write_rows(
+    metric: _Rows, sample_name: str, out: list[str], cache: LineCache | None = None, openmetrics: bool = False
+) -> None:
     """The rows of a row family, written as ``_family`` writes the samples they stand for."""
     names = metric._labelnames
-    template = _Template(sample_name, names)
+    template = _Template(sample_name, names, openmetrics)
     order = sorted(range(len(names)), key=names.__getitem__)  # the template takes the values in label-name order
     size = len(names)
     # The label values of a row in that order, as a tuple (itemgetter of one index returns the item itself).
@@ -237,17 +268,33 @@ def _write_rows(metric: _Rows, sample_name: str, out: list[str], cache: LineCach
         out.append(line)
 
 
-def _family(metric: Any, out: list[str], cache: LineCache | None = None) -> None:
+def _help(documentation: str, openmetrics: bool) -> str:
+    escaped = documentation.replace("\\", "\\\\").replace("\n", "\\n")
+    return escaped.replace('"', '\\"') if openmetrics else escaped
+
+
+def _family(metric: Any, out: list[str], cache: LineCache | None = None, openmetrics: bool = False) -> None:
     name = metric.name
-    suffix, shown = _EXPOSED.get(metric.type, ("", metric.type))
-    exposed = metric_name(name + suffix)
-    documentation = metric.documentation.replace("\\", "\\\\").replace("\n", "\\n")
-    out.append(f"# HELP {exposed} {documentation}\n# TYPE {exposed} {shown}")
+    documentation = _help(metric.documentation, openmetrics)
+    if openmetrics:
+        exposed = metric_name(name)
+        out.append(f"# HELP {exposed} {documentation}\n# TYPE {exposed} {metric.type}")
+        if metric.unit:
+            out.append(f"# UNIT {exposed} {metric.unit}")
+    else:
+        suffix, shown = _EXPOSED.get(metric.type, ("", metric.type))
+        exposed = metric_name(name + suffix)
+        out.append(f"# HELP {exposed} {documentation}\n# TYPE {exposed} {shown}")
     if isinstance(metric, _Rows) and not metric._samples:  # filled through add_metric too: the general way
-        _write_rows(metric, name + metric.sample_suffix, out, cache)
+        _write_rows(metric, name + metric.sample_suffix, out, cache, openmetrics)
         return
-    special = {name + suffix: suffix for suffix in _OPENMETRICS_ONLY}
+    # The text format's special samples: the created ones are left out, the others follow in gauges of their own.
+    special: dict[str, str | None] = {}
+    if not openmetrics:
+        special = {name + suffix: suffix for suffix in _DEFERRED}
+        special[name + _CREATED] = None
     deferred: dict[str, list[str]] = {}
+    dropped: list[str] = []
     templates: dict[tuple[str, frozenset[str]], _Template] = {}
     template: _Template | None = None
     lines = out
@@ -263,10 +310,18 @@ def _family(metric: Any, out: list[str], cache: LineCache | None = None) -> None
             key = (sample_name, frozenset(labels))
             template = templates.get(key)
             if template is None:
-                template = templates[key] = _Template(sample_name, labels)
-            extra = special.get(sample_name)
-            lines = out if extra is None else deferred.setdefault(extra, [])
+                template = templates[key] = _Template(sample_name, labels, openmetrics)
+            if sample_name in special:
+                extra = special[sample_name]
+                lines = dropped if extra is None else deferred.setdefault(extra, [])
+            else:
+                lines = out
             values = template.values(labels)
+        if openmetrics:
+            if sample.exemplar is not None:
+                raise ValueError(f"{name}: exemplars are not written")
+            if sample.native_histogram is not None:
+                continue  # OpenMetrics 1.0 has none; client_python leaves them out below 2.0.0 too
         # format_value's common case inlined: most samples are small integers (flags, counts).
         rendered = f"{value}.0" if type(value) is int and _INT_LOW < value < _INT_HIGH else format_value(value)
         line = template.text % (*values, rendered)
@@ -274,8 +329,9 @@ def _family(metric: Any, out: list[str], cache: LineCache | None = None) -> None
         # needs escaping (rare), and only then are the values escaped one by one.
         if line.count('"') != template.quotes or "\\" in line or "\n" in line:
             line = template.text % (*(escape_label_value(text) for text in values), rendered)
-        if sample.timestamp is not None:
-            line = f"{line} {int(float(sample.timestamp) * 1000):d}"
+        if sample.timestamp is not None:  # OpenMetrics: seconds as given; text: milliseconds
+            stamp = sample.timestamp if openmetrics else f"{int(float(sample.timestamp) * 1000):d}"
+            line = f"{line} {stamp}"
         lines.append(line)
     for extra in sorted(deferred):
         exposed_extra = metric_name(name + extra)
@@ -283,18 +339,22 @@ def _family(metric: Any, out: list[str], cache: LineCache | None = None) -> None
         out.extend(deferred[extra])
 
 
-def write(families: Iterable[Any], cache: LineCache | None = None) -> bytes:
-    """The text exposition of ``families``, in order, UTF-8. With ``cache`` (kept between writes by one caller),
-    rows of row families that the last write wrote too are not formatted again."""
+def write(families: Iterable[Any], cache: LineCache | None = None, *, openmetrics: bool = False) -> bytes:
+    """The exposition of ``families``, in order, UTF-8: the text format 0.0.4, or OpenMetrics 1.0.0. With ``cache``
+    (kept between writes of one format by one caller), rows of row families that the last write wrote too are not
+    formatted again."""
     out: list[str] = []
     for metric in families:
         try:
-            _family(metric, out, cache)
+            _family(metric, out, cache, openmetrics)
         except Exception as error:  # as generate_latest does: say which family could not be written
             error.args = (*(error.args or ("",)), metric)
             raise
     if cache is not None:
         cache.done()
+    if openmetrics:
+        out.append("# EOF\n")
+        return "\n".join(out).encode("utf-8")
     if not out:
         return b""
     out.append("")

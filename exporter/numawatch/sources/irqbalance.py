@@ -134,7 +134,7 @@ def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
             continue
         values = parse_env_file(text)
         merged.update(values)
-        origins.append(str(path))
+        origins.append(f"/{rel}")  # as the host names it: the host root is where numawatch reads it, not a host path
     if not origins:
         return None
     return config_from(merged, ", ".join(origins), problems)

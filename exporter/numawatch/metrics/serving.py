@@ -1,0 +1,58 @@
+"""The families only ``numawatch serve`` has: intent reloads, refused requests, and the process itself.
+
+The process families are the standard ones every Prometheus client library exposes (client_python's
+``ProcessCollector``, ``PlatformCollector`` and ``GCCollector``: ``process_cpu_seconds_total``,
+``process_resident_memory_bytes``, ``process_open_fds``, ``python_info``, ``python_gc_*``...), so the dashboards and
+alerts a fleet already has for its exporters work on numawatch unchanged. They describe this process (its own
+``/proc/self``, never the host root) and are collected with every evaluation, like every other family: their values
+are as old as ``numawatch_last_evaluation_timestamp_seconds`` says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from prometheus_client import gc_collector, platform_collector, process_collector
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+INTENT_RELOAD_SUCCESS_HELP = (
+    "1 when the last intent reload (SIGHUP) succeeded or none was asked for, 0 when the new file was invalid (or "
+    "could not be read in time) and the previous intent is still in force."
+)
+INTENT_RELOAD_TIMESTAMP_HELP = "Unix time of the last intent reload attempt (SIGHUP), or of start-up before any."
+REQUESTS_REFUSED_HELP = (
+    "HTTP requests refused since start: reason max_requests (answered 503 at once, --web.max-requests were in "
+    "flight), read_timeout (request not received within --web.read-timeout), write_timeout (response not taken "
+    "within --web.write-timeout) or password_checks (answered 503 at once, too many bcrypt checks waiting)."
+)
+
+
+def intent_reload(success: bool, timestamp: float) -> list[Metric]:
+    return [
+        GaugeMetricFamily("numawatch_intent_reload_success", INTENT_RELOAD_SUCCESS_HELP, value=1 if success else 0),
+        GaugeMetricFamily("numawatch_intent_reload_timestamp_seconds", INTENT_RELOAD_TIMESTAMP_HELP, value=timestamp),
+    ]
+
+
+def requests_refused(refused: Mapping[str, int], since: float) -> Metric:
+    """``numawatch_http_requests_refused_total`` per reason; ``since`` (Unix time the counting began) is each
+    series' OpenMetrics created timestamp."""
+    family = CounterMetricFamily("numawatch_http_requests_refused", REQUESTS_REFUSED_HELP, labels=("reason",))
+    for reason, count in refused.items():
+        family.add_metric((reason,), count, created=since)
+    return family
+
+
+class ProcessFamilies:
+    """The client library's process, platform and garbage-collector families of this process, in a registry of
+    their own (never the library's global one): each ``collect`` builds them fresh, as numawatch's families are."""
+
+    def __init__(self) -> None:
+        self._registry = CollectorRegistry(auto_describe=False)
+        process_collector.ProcessCollector(registry=self._registry)
+        platform_collector.PlatformCollector(registry=self._registry)
+        gc_collector.GCCollector(registry=self._registry)  # CPython only: registers nothing elsewhere
+
+    def collect(self) -> Iterable[Metric]:
+        return self._registry.collect()
