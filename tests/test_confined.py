@@ -327,3 +327,23 @@ def test_a_tree_rebuilt_in_place_is_read_anew(tree, tmp_path):
     second = Paths.from_root(root)  # while ``first`` still holds the old directory
     assert read(second.procfs / "sys/vm/swappiness") == b"10\n"
     assert first.root == second.root
+
+
+def test_permission_denied_is_not_absence(tmp_path, monkeypatch):
+    """exists()/is_dir()/is_file() say "absent" only for what pathlib calls absent: a directory that cannot be
+    entered raises, so a source reports "Permission denied: <path>" instead of "there is nothing here"."""
+    import errno as errno_module
+
+    from numawatch import confined
+    from numawatch.paths import Paths
+
+    (tmp_path / "etc").mkdir()
+    paths = Paths.from_root(tmp_path)
+    assert confined.is_dir(paths.etc) and not confined.exists(paths.etc / "missing")
+
+    def denied(path, follow_symlinks=True):
+        raise PermissionError(errno_module.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(confined, "stat_path", denied)
+    with pytest.raises(PermissionError):
+        confined.is_dir(paths.etc)

@@ -556,11 +556,20 @@ def lstat(path: str | os.PathLike[str]) -> os.stat_result:
     return stat_path(path, follow_symlinks=False)
 
 
+# What "does not exist" means for exists()/is_dir()/is_file(), as pathlib decides it: anything else (permission
+# denied above all) propagates, so a source says "Permission denied: <path>" instead of "there is nothing here".
+_ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
 def _kind(path: str | os.PathLike[str], follow_symlinks: bool = True) -> int | None:
     try:
         return stat.S_IFMT(stat_path(path, follow_symlinks=follow_symlinks).st_mode)
-    except (OSError, ValueError):
+    except ValueError:
         return None
+    except OSError as error:
+        if error.errno in _ABSENT:
+            return None
+        raise
 
 
 def exists(path: str | os.PathLike[str]) -> bool:
