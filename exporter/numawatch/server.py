@@ -52,6 +52,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from numawatch import __version__, metrics
+from numawatch.background import in_daemon_thread
 from numawatch.checks import Check, Evaluation, evaluate
 from numawatch.connection import Connection
 from numawatch.host import HostReader
@@ -272,37 +273,6 @@ def _family(name: str, kind: str, help_text: str, samples: Iterable[tuple[str, f
 
 def _number(value: float) -> str:
     return repr(float(value))
-
-
-async def in_daemon_thread(function: Callable[[], T], name: str) -> T:
-    """Run ``function`` in a new daemon thread and await its result.
-
-    Not ``asyncio.to_thread``: the default executor's threads are joined when the loop and the interpreter shut
-    down, so an evaluation stuck in a read (a hung NFS or FUSE mount, a wedged sysfs attribute) would keep numawatch
-    from exiting on SIGTERM. A daemon thread is simply left behind.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(result: T | None, error: BaseException | None) -> None:
-        if future.done():  # the awaiting task was cancelled meanwhile
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            # result is a T whenever error is None; mypy cannot tie the two arguments together.
-            future.set_result(result)  # type: ignore[arg-type]
-
-    def run() -> None:
-        try:
-            result, error = function(), None
-        except BaseException as failure:  # handed to the awaiting task, which decides
-            result, error = None, failure
-        with contextlib.suppress(RuntimeError):  # the loop closed while we ran: nobody is waiting any more
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return await future
 
 
 class ReadTimedOut(Exception):
