@@ -307,7 +307,7 @@ def test_serve_accepts_the_daemonset_arguments(capsys):
     for arg in container()["args"][1:]:
         assert arg.split("=", 1)[0] in help_text
     # the port the DaemonSet, Service and probes use is serve's default
-    assert f"0.0.0.0:{METRICS_PORT}" in help_text
+    assert f"(default: :{METRICS_PORT})" in help_text  # every interface, IPv4 and IPv6
 
 
 # --- wiring between the objects ------------------------------------------------------------------------------
