@@ -235,8 +235,10 @@ class ChildRun:
 
 
 def logged_errors(text: str) -> int:
-    """Tracebacks and ERROR-level lines in a numawatch log (a check or metric family that crashed)."""
-    return text.count("Traceback (most recent call last)") + sum(" ERROR " in line for line in text.splitlines())
+    """Tracebacks and error lines in a numawatch log (a check or metric family that crashed); ``level=error`` (or
+    ``"level":"error"``) since logs are logfmt, `` ERROR `` in earlier versions' logs."""
+    return text.count("Traceback (most recent call last)") + sum(
+        " ERROR " in line or "level=error" in line or '"level":"error"' in line for line in text.splitlines())
 
 
 # Started with ``python -S``; forks (a real fork: the child's memory is a copy of this small process) and execs the
@@ -337,6 +339,18 @@ class Server:
             readable, _, _ = select.select([self.process.stdout], [], [], left)
             if readable:
                 buffer += os.read(self.process.stdout.fileno(), 4096)
+
+    def wait_for_log(self, needle: bytes, timeout: float) -> None:
+        """Wait until the server logs a line containing ``needle`` (on stderr, which goes to ``self.log``)."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            self.log.seek(0)
+            if needle in self.log.read():
+                return
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"{self.argv[0]} did not start: {self.stderr()}")
+            time.sleep(0.05)
 
     def stderr(self, limit: int = 2000) -> str:
         self.log.seek(0)
@@ -505,12 +519,14 @@ def measure_serve(
     """serve's CPU per evaluation, memory, series and scrape latency; with ``churn`` the tree's counters move every
     ``SERVE_INTERVAL`` meanwhile (``churning``)."""
     port = free_port()
-    argv = [binary, "serve", "--host-root", root, "--interval", str(SERVE_INTERVAL), "--listen", f"127.0.0.1:{port}",
-            "--log-level", "warning"]  # fmt: skip
+    # info: the "Listening on" line is what the harness waits for; serve logs little else at info (a summary when the
+    # number of findings changes).
+    argv = [binary, "serve", "--host-root", root, "--interval", str(SERVE_INTERVAL), "--web.listen-address",
+            f"127.0.0.1:{port}", "--log.level", "info"]  # fmt: skip
     if stagger is not None:
         argv += ["--stagger", str(stagger)]
     with churning(root, churn, stray), Server(argv, port) as server:
-        server.wait_for_line(b"listening", 60)
+        server.wait_for_log(b'msg="Listening on"', 60)
         result = asyncio.run(_measure_serve(server, SERVE_INTERVAL, warmup, evaluations, requests, concurrency))
         result["errors"] = logged_errors(server.stderr(limit=1 << 24))
     result["churn"], result["stray"] = churn, stray if churn else 0.0

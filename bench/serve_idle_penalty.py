@@ -15,9 +15,11 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 VENV_NUMAWATCH = Path(__file__).resolve().parents[1] / ".venv/bin/numawatch"
 
@@ -36,20 +38,34 @@ def _evaluations(url: str) -> float:
 
 
 def measure(binary: str, host: str, interval: float, warmup: float, window: float) -> tuple[int, float]:
-    command = [binary, "--host-root", host, "--log-level", "error", "serve", "--listen", "127.0.0.1:0",
+    command = [binary, "--host-root", host, "--log.level", "info", "serve", "--web.listen-address", "127.0.0.1:0",
                "--interval", str(interval)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().split("listening on ", 1)[1].split()[0]
-        time.sleep(warmup)
-        count, cpu = _evaluations(url), _cpu_seconds(process.pid)
-        time.sleep(window)
-        evaluations = int(_evaluations(url) - count)
-        return evaluations, (_cpu_seconds(process.pid) - cpu) / max(evaluations, 1)
-    finally:
-        process.kill()
-        process.wait(timeout=10)
+    # The log to a file, not a pipe: nobody reads it while serve runs.
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            url = _listening_url(process, log)
+            time.sleep(warmup)
+            count, cpu = _evaluations(url), _cpu_seconds(process.pid)
+            time.sleep(window)
+            evaluations = int(_evaluations(url) - count)
+            return evaluations, (_cpu_seconds(process.pid) - cpu) / max(evaluations, 1)
+        finally:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _listening_url(process: subprocess.Popen, log: IO[bytes], timeout: float = 60) -> str:
+    """The URL of serve's "Listening on" log line (logfmt: ``msg="Listening on" ... url=http://...``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        log.seek(0)
+        match = re.search(rb'msg="Listening on" .*?\burl=(\S+)', log.read())
+        if match is not None:
+            return match.group(1).decode()
+        time.sleep(0.05)
+    log.seek(0)
+    raise SystemExit(f"serve did not start: {log.read().decode(errors='replace')[-2000:]}")
 
 
 def main(argv: list[str] | None = None) -> int:

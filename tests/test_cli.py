@@ -103,6 +103,8 @@ def test_check_exits_1_when_there_are_findings(recorder, fake_host, capsys):
         (["serve", "--listen", "localhost"], ["expected HOST:PORT"]),
         (["serve", "--listen", "127.0.0.1:99999"], ["port must be 0-65535"]),
         (["--log-level", "chatty", "check"], ["invalid choice: 'chatty'"]),
+        (["--log.format", "xml", "check"], ["invalid choice: 'xml'"]),
+        (["serve", "--config.auto-reload-interval", "-1"], ["must be 0 or a positive number of seconds"]),
         (["check", "--window", "-1"], ["must be 0 or a positive number of seconds"]),
         (["serve", "--stagger", "0"], ["argument --stagger: must be 1 or more, got '0'"]),
         (["serve", "--stagger", "some"], ["expected a whole number, got 'some'"]),
@@ -200,7 +202,7 @@ def test_path_flags_default_under_the_host_root_and_can_each_be_moved(recorder, 
     [
         ("0.0.0.0:10914", "0.0.0.0", 10914),
         ("127.0.0.1:0", "127.0.0.1", 0),
-        (":9000", "0.0.0.0", 9000),
+        (":9000", "", 9000),
         ("[::]:10914", "::", 10914),
         ("[::1]:8080", "::1", 8080),
         ("node.example:10914", "node.example", 10914),
@@ -210,17 +212,41 @@ def test_listen_addresses_parse_into_host_and_port(text, host, port):
     assert cli.Listen(host, port) == cli.parse_listen(text)
 
 
-@pytest.mark.parametrize("text", ["10914", "host:", "host:port", "::1:80", "[::1]:-1", "h:65536"])
+@pytest.mark.parametrize("text", ["10914", "host:", "host:port", "::1:80", "[::1]:-1", "h:65536", "[]:80"])
 def test_malformed_listen_addresses_are_refused(text):
     with pytest.raises(argparse.ArgumentTypeError):
         cli.parse_listen(text)
 
 
-def test_serve_listens_on_the_documented_default_port():
+def test_serve_listens_on_every_interface_ipv4_and_ipv6_on_the_documented_default_port_by_default():
     args = cli.build_parser().parse_args(["serve"])
 
-    assert cli.Listen("0.0.0.0", 10914) == args.listen
+    assert cli.Listen("", 10914) == args.listen
+    assert str(args.listen) == ":10914"
     assert args.interval == 15.0
+
+
+@pytest.mark.parametrize("flag", ["--web.listen-address", "--listen"])
+def test_the_listen_address_has_node_exporters_flag_and_the_earlier_one(flag):
+    assert cli.Listen("::1", 8080) == cli.build_parser().parse_args(["serve", flag, "[::1]:8080"]).listen
+    assert cli.Listen("::1", 8080) == cli.build_parser().parse_args(["serve", f"{flag}=[::1]:8080"]).listen
+
+
+@pytest.mark.parametrize(
+    ("args", "level", "style"),
+    [
+        ([], "info", "logfmt"),
+        (["--log.level", "debug"], "debug", "logfmt"),
+        (["--log-level", "error"], "error", "logfmt"),
+        (["--log-level", "WARNING"], "warn", "logfmt"),  # numawatch's earlier spelling of promslog's "warn"
+        (["--log.level=warn", "--log.format=json"], "warn", "json"),
+    ],
+)
+def test_log_flags_have_promslogs_names_and_values_and_the_earlier_spelling(args, level, style):
+    before = cli.build_parser().parse_args([*args, "serve"])
+    after = cli.build_parser().parse_args(["serve", *args])
+
+    assert (before.log_level, before.log_format) == (after.log_level, after.log_format) == (level, style)
 
 
 # ------------------------------------------------------------------------------------------------ serve refusals

@@ -495,7 +495,7 @@ def test_serve_accepts_the_daemonset_arguments(capsys):
     for arg in container()["args"][1:]:
         assert arg.split("=", 1)[0] in help_text
     # the port the DaemonSet, Service and probes use is serve's default
-    assert f"0.0.0.0:{METRICS_PORT}" in help_text
+    assert f"(default: :{METRICS_PORT})" in help_text  # every interface, IPv4 and IPv6
     args = cli.build_parser().parse_args(container()["args"])
     assert (args.command, args.host_root, args.intent) == ("serve", "/host", "/etc/numawatch/intent/intent.yaml")
 

@@ -338,7 +338,7 @@ def test_every_refusal_carries_the_security_headers_and_logs_no_header_value(fak
         assert headers.get("X-Frame-Options") == "deny", (expected, raw[:300])
         assert headers.get("X-Content-Type-Options") == "nosniff", (expected, raw[:300])
     assert "Traceback" not in stderr
-    assert " ERROR " not in stderr
+    assert "level=error" not in stderr
     assert "hugeheadervalue" not in stderr
     assert bare_credentials[:60] not in stderr
     assert valid.split()[1] not in stderr

@@ -7,6 +7,9 @@ time limit was honoured by getting an answer while the call is still blocked, ne
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import pytest
 from fake_pynvml import FakeGpu, FakeNvml, NVMLError
 from numawatch.errors import SourceUnavailable
@@ -123,6 +126,65 @@ async def test_cleanup_ctx_leaves_initialisation_to_the_first_call_and_shuts_dow
     with pytest.raises(StopAsyncIteration):
         await context.__anext__()
     assert (fake.init_calls, fake.initialised) == (1, 0)
+
+
+def run_to_exit(session: NvmlSession, before_exit=None) -> threading.Thread:
+    """``asyncio.run`` of a program that enters and leaves the session's cleanup context, as serve does, in a thread
+    of its own; the thread has ended once asyncio.run returned, its loop and default executor shut down."""
+
+    async def program() -> None:
+        context = session.cleanup_ctx(None)
+        await context.__anext__()
+        if before_exit is not None:
+            await before_exit()
+        with pytest.raises(StopAsyncIteration):
+            await context.__anext__()
+
+    thread = threading.Thread(target=asyncio.run, args=(program(),), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_exit_does_not_wait_for_a_hung_nvml_shutdown():
+    """The call time limit is an hour here, so only a bounded exit can finish while nvmlShutdown still hangs (with
+    asyncio.to_thread, asyncio.run waits for its default executor, whose thread waits in close())."""
+    fake = one_gpu()
+    session = NvmlSession(nvml=fake, call_timeout=3600, shutdown_timeout=0.1)
+    session.call("nvmlDeviceGetCount")
+    fake.hang("nvmlShutdown")
+    try:
+        program = run_to_exit(session)
+        program.join(60)  # a deadline for the failure only: the exit takes shutdown_timeout
+        assert not program.is_alive(), "the exit waited for the hung nvmlShutdown"
+        assert fake.calls_to("nvmlShutdown")
+        assert fake.shutdown_calls == 0  # still inside nvmlShutdown
+    finally:
+        fake.release()
+    assert session.wait_idle(60)
+    assert (fake.shutdown_calls, fake.initialised) == (1, 0)  # released, the shutdown completes behind us
+
+
+def test_exit_does_not_wait_for_a_close_blocked_behind_a_hung_initialisation():
+    """An evaluation's nvmlInit hangs while it holds the session: close() waits for the session, the exit does not."""
+    fake = one_gpu()
+    session = NvmlSession(nvml=fake, init_timeout=3600, shutdown_timeout=0.1)
+    fake.hang("nvmlInit")
+    evaluation = threading.Thread(target=session.start, daemon=True)
+    evaluation.start()
+
+    async def while_init_hangs() -> None:
+        while not fake.calls_to("nvmlInit"):
+            await asyncio.sleep(0.01)
+
+    try:
+        program = run_to_exit(session, while_init_hangs)
+        program.join(60)
+        assert not program.is_alive(), "the exit waited for close(), which waits for the hung nvmlInit"
+        assert evaluation.is_alive()  # nvmlInit is still hung
+    finally:
+        fake.release()
+    evaluation.join(60)
+    assert not evaluation.is_alive()
 
 
 # --------------------------------------------------------------------------------------------------- errors

@@ -9,8 +9,10 @@ line on stderr and exit 2, never a traceback. ``check --fit``: 0 fits, 1 rejecte
 stderr). ``check --format npd`` prints one line for node-problem-detector on stdout whatever happens, a usage error
 included (NPD shows stdout as the condition's message); ``--group`` judges one node condition's checks.
 
-Logging goes through ``RedactingFormatter``: whatever a library puts in a message or a traceback, an
-``Authorization`` header's credentials never reach the log.
+Logs go to stderr as node_exporter writes them (``logformat``): logfmt, or JSON with ``--log.format=json``, one line
+per record whatever a value holds, and whatever a library puts in a message or a traceback, an ``Authorization``
+header's credentials never reach the log. ``serve`` logs its fatal errors the same way; ``check`` and ``capture``,
+commands for a person or node-problem-detector, print theirs as ``numawatch: error: ...``.
 """
 
 from __future__ import annotations
@@ -22,17 +24,17 @@ import gc
 import itertools
 import logging
 import os
-import re
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from numawatch import __version__
 from numawatch.intent import REFERENCE, Intent, IntentError
+from numawatch.listen import DEFAULT_LISTEN, Listen, parse_listen
+from numawatch.logformat import LEVEL_ALIASES, LOG_FORMATS, LOG_LEVELS, fields, redact
 from numawatch.paths import Paths
 from numawatch.report import CONDITION_BY_NAME
 from numawatch.shapes import shape_argument
@@ -46,9 +48,9 @@ EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2  # also "unknown": the same status as report.EXIT_UNKNOWN
 
-# Outside the fully allocated exporter range 9100-9999 and clear of the kubelet (10248/10250/10255),
-# kube-proxy (10249/10256) and ingress-nginx (10254). README.md says the same.
-DEFAULT_LISTEN = "0.0.0.0:10914"
+# DEFAULT_LISTEN (listen.py), ":10914": every interface, IPv4 and IPv6. The port is outside the fully allocated
+# exporter range 9100-9999 and clear of the kubelet (10248/10250/10255), kube-proxy (10249/10256) and ingress-nginx
+# (10254). README.md says the same.
 DEFAULT_MAX_REQUESTS = 40  # node_exporter's --web.max-requests default
 # check watches this long by default so the rate checks (interrupts and ticks on isolated CPUs) are evaluated;
 # the environment variable changes the default (the test suite sets 0 to read once).
@@ -60,7 +62,18 @@ WINDOW_ENV = "NUMAWATCH_CHECK_WINDOW"
 # interval a change there shows within 60 s (a requested IRQ mask that did not move the IRQ within 2 minutes), far
 # inside the 15-30 minutes the alerts on them wait (docs/performance.md). check and capture read everything.
 DEFAULT_STAGGER = 4
-LOG_LEVELS = ("debug", "info", "warning", "error")
+# serve looks at the intent and web config files (and the certificates the latter names) this often and reloads them
+# when they changed: a ConfigMap or Secret update is a symlink swap that the kubelet announces to nobody. Each look is
+# a stat and a realpath per file; the kubelet itself takes up to a minute or more to project an update.
+DEFAULT_AUTO_RELOAD_INTERVAL = 5.0
+
+
+def _log_level(text: str) -> str:
+    level = text.lower()
+    level = LEVEL_ALIASES.get(level, level)
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(LOG_LEVELS)})")
+    return level
 
 log = logging.getLogger("numawatch")
 
@@ -108,14 +121,19 @@ def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     group.add_argument("--path.rke2", dest="rke2", default=default(None), metavar="DIR",
                        help="RKE2 configuration directory (default: <host-root>/etc/rancher/rke2)")
     group.add_argument("--intent", default=default(None), metavar="FILE",
-                       help="intent YAML file (default: the reference profile, see docs/intent.md)")
+                       help="intent YAML file (default: the reference profile, see docs/intent.md); serve reads "
+                            "it again on SIGHUP and when it changes")
     group.add_argument("--no-self-pin", dest="no_self_pin", action="store_true", default=default(False),
                        help="do not pin numawatch to the housekeeping CPUs (online minus isolcpus and nohz_full); "
                             "by default serve always pins itself, check and capture when they read this host (/)")
     group.add_argument("--no-nvml", dest="no_nvml", action="store_true", default=default(False),
                        help="do not use NVML (GPU utilisation and compute processes); the sysfs GPU inventory stays")
-    group.add_argument("--log-level", default=default("info"), choices=LOG_LEVELS, type=str.lower,
-                       help="log level on stderr (default: info)")
+    logs = parser.add_argument_group("logging (stderr)")
+    logs.add_argument("--log.level", "--log-level", dest="log_level", default=default("info"), type=_log_level,
+                      metavar="LEVEL", help=f"only log messages of this level or above: {', '.join(LOG_LEVELS)} "
+                                            "(default: info; --log-level and 'warning' are the earlier spellings)")
+    logs.add_argument("--log.format", dest="log_format", default=default("logfmt"), choices=LOG_FORMATS,
+                      help="logfmt or json, the keys and levels of node_exporter's logs (default: logfmt)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,8 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="run the Prometheus exporter (/metrics, /healthz, /)",
         description="Evaluate the host every --interval seconds and serve the result as Prometheus metrics.",
     )
-    serve.add_argument("--listen", default=DEFAULT_LISTEN, type=parse_listen, metavar="HOST:PORT",
-                       help=f"address to listen on (default: {DEFAULT_LISTEN}); [::]:PORT for IPv6")
     serve.add_argument("--interval", default=15.0, type=_positive_seconds, metavar="SECONDS",
                        help="seconds between evaluations (default: 15)")
     serve.add_argument("--stagger", default=DEFAULT_STAGGER, type=_whole_number(1), metavar="K",
@@ -169,9 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
                             "pods' CPUs and new pods, IRQs and CPU policies are read every time; 1: read everything "
                             f"(default: {DEFAULT_STAGGER})")
     web = serve.add_argument_group("web server")
+    web.add_argument("--web.listen-address", "--listen", dest="listen", default=parse_listen(DEFAULT_LISTEN),
+                     type=parse_listen, metavar="[HOST]:PORT",
+                     help=f"address to listen on (default: {DEFAULT_LISTEN}): :PORT or [::]:PORT every interface, "
+                          "IPv4 and IPv6; 0.0.0.0:PORT IPv4 only; [::1]:PORT, 127.0.0.1:PORT or HOST:PORT those "
+                          "addresses (--listen is the earlier spelling)")
     web.add_argument("--web.config.file", dest="web_config", default=None, metavar="FILE",
                      help="TLS, client certificates, basic auth and headers, in the exporter-toolkit format "
-                          "(see docs/security.md); re-read on SIGHUP")
+                          "(see docs/security.md); re-read on SIGHUP and when it or a certificate it names changes")
     web.add_argument("--web.max-requests", dest="max_requests", default=DEFAULT_MAX_REQUESTS, type=_whole_number(0),
                      metavar="N", help="requests in flight at once; more are answered 503 at once; 0: no limit "
                                        f"(default: {DEFAULT_MAX_REQUESTS})")
@@ -181,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--web.write-timeout", dest="write_timeout", default=10.0, type=_positive_seconds,
                      metavar="SECONDS", help="time a client has to take its response; then the connection is closed "
                                              "(default: 10)")
+    serve.add_argument("--config.auto-reload-interval", dest="auto_reload_interval",
+                       default=DEFAULT_AUTO_RELOAD_INTERVAL, type=_non_negative_seconds, metavar="SECONDS",
+                       help="look this often whether the --intent or --web.config.file file (or a certificate it "
+                            "names) changed, a Kubernetes ConfigMap or Secret update included, and reload them as "
+                            f"SIGHUP does; 0: only on SIGHUP (default: {DEFAULT_AUTO_RELOAD_INTERVAL:g})")
     _global_flags(serve, suppress=True)
     serve.set_defaults(run=run_serve)
 
@@ -195,33 +221,6 @@ def build_parser() -> argparse.ArgumentParser:
     _global_flags(capture, suppress=True)
     capture.set_defaults(run=run_capture)
     return parser
-
-
-@dataclass(frozen=True)
-class Listen:
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-
-def parse_listen(text: str) -> Listen:
-    """``HOST:PORT``, ``[IPv6]:PORT`` or ``:PORT`` (all IPv4 interfaces)."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise argparse.ArgumentTypeError(f"write an IPv6 address in brackets, as in [::]:10914, got {text!r}")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"port must be a number, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {text!r}")
-    return Listen(host or "0.0.0.0", port)
 
 
 def _positive_seconds(text: str) -> float:
@@ -456,12 +455,37 @@ def tune_gc_for_serve() -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from numawatch import server
+    from numawatch.filewatch import FileWatch
     from numawatch.host import HostReader
     from numawatch.intent import load_intent
+    from numawatch.listen import bind
 
     paths = make_paths(args)
+    gate: server.Gate | None = None
+    web_config: WebConfig | None = None
+
+    def watched() -> list[str]:
+        """The files a change of which is a reload: the intent, the web config and the certificates it names."""
+        files = [name for name in (args.intent, args.web_config) if name is not None]
+        config = gate.web_config if gate is not None else web_config
+        if config is not None and config.tls is not None:
+            tls = config.tls
+            files += [str(name) for name in (tls.cert_file, tls.key_file, tls.client_ca_file) if name is not None]
+        return files
+
+    # Each file is fingerprinted before it is read, so a change while serve starts is a reload at the first poll.
+    watch = FileWatch(watched, args.auto_reload_interval, initial=watched()) if args.auto_reload_interval else None
     intent = intent_from(args.intent)
     web_config = web_config_from(args.web_config)
+    if watch is not None:
+        watch.remember(watched())  # the certificates: read when the Gate below builds its TLS context
+    listen: Listen = args.listen
+    try:
+        sockets = bind(listen)
+    except OSError as error:
+        raise UsageError(f"cannot listen on {listen}: {error.strerror or error}") from None
+    log.info("Starting numawatch", extra=fields(version=__version__, host_root=str(paths.root),
+                                                intent=intent.source))
     intent_path = args.intent
     loader = (lambda: load_intent(intent_path)) if intent_path is not None else None
     # Before the event loop's executor and NVML's worker start, so they inherit the affinity. The topology read runs
@@ -492,54 +516,18 @@ def run_serve(args: argparse.Namespace) -> int:
     gate = server.Gate(limits, web_config, args.web_config)
     app = server.make_app(sampler, gate=gate, contexts=contexts)
 
-    def announce(urls: list[str]) -> None:
-        # stdout, flushed: the one line a person (or a test) waits for, whatever the log level.
-        for url in urls:
-            print(f"numawatch {__version__} listening on {url} (host root {paths.root}, intent {intent.source})",
-                  flush=True)
-
-    listen: Listen = args.listen
     # SIGHUP's default action ends the process; until the server installs its handler, a reload asked for too
     # early is ignored rather than fatal.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     tune_gc_for_serve()
     try:
-        asyncio.run(server.serve(app, listen.host, listen.port, on_listening=announce))
+        asyncio.run(server.serve(app, sockets, watch=watch))
     except OSError as error:
         raise UsageError(f"cannot listen on {listen}: {error.strerror or error}") from None
+    finally:
+        for sock in sockets:
+            sock.close()
     return EXIT_CLEAN
-
-
-# Credentials as they could appear in a message or a traceback: an Authorization header (any scheme) and a bare
-# "Basic <base64>"/"Bearer <token>".
-_CREDENTIALS = re.compile(
-    r"(?i)((?:proxy-)?authorization['\"]?\s*[:=,]\s*['\"]?)[^'\"\r\n]*"
-    r"|\b(basic|bearer)\s+[A-Za-z0-9+/=._~-]{6,}"
-)
-
-
-def redact(text: str) -> str:
-    """``text`` with every credential replaced by ``[redacted]``."""
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(1) is not None:
-            return f"{match.group(1)}[redacted]"
-        return f"{match.group(2)} [redacted]"
-
-    return _CREDENTIALS.sub(replace, text)
-
-
-class RedactingFormatter(logging.Formatter):
-    """Formats as usual, then removes credentials from the whole record, traceback included."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
-
-
-def _configure_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler])
 
 
 def _npd_cannot_run(arguments: Sequence[str], message: str) -> None:
@@ -562,13 +550,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(done, _UsageExit):
             _npd_cannot_run(arguments, done.message)
         return done.code if isinstance(done.code, int) else EXIT_ERROR
-    _configure_logging(args.log_level)
+    from numawatch import logformat
+
+    logformat.configure(args.log_level, args.log_format, sys.stderr)
     try:
         return args.run(args)
     except UsageError as error:
-        print(f"numawatch: error: {error}", file=sys.stderr)
-        _npd_cannot_run(arguments, str(error))
+        if args.command == "serve":  # a daemon's last words go where its logs go, in their format
+            log.error("%s", error)
+        else:
+            print(f"numawatch: error: {error}", file=sys.stderr)
+            _npd_cannot_run(arguments, str(error))
         return EXIT_ERROR
     except KeyboardInterrupt as stopped:
         # Ctrl-C, or SIGTERM/SIGINT during check --from (capture.Interrupted, which says which): the shell's code.
         return 128 + getattr(stopped, "signum", signal.SIGINT)
+
+
+__all__ = ["DEFAULT_LISTEN", "Listen", "main", "parse_listen", "redact"]

@@ -8,6 +8,9 @@ Why a thread of its own (gpu-and-host.md §2.4, §2.5):
   call fails fast until the stuck one returns. Evaluations, and therefore ``/metrics`` and ``/healthz``, go on.
 - The thread is a daemon thread of our own, not a ``concurrent.futures`` pool: the pool's workers are joined at
   interpreter exit, and a hung driver call would then keep numawatch from ever exiting.
+- Shutting down at exit is bounded too: ``cleanup_ctx`` runs ``close()`` in a daemon thread and waits at most
+  ``shutdown_timeout`` for it, so a hung ``nvmlShutdown`` (or a close waiting for a hung call to release the session)
+  never keeps serve from exiting on SIGTERM.
 - One thread serialises the calls. They are "pretty serializing" in the driver anyway (an NVIDIA engineer in
   flightlessmango/MangoHud#1307), and a single thread makes "the previous call is still stuck" a simple question.
 
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from numawatch.background import in_daemon_thread
 from numawatch.errors import SourceUnavailable
 from numawatch.model_gpu import NvmlCall
 
@@ -45,6 +49,9 @@ log = logging.getLogger(__name__)
 DEFAULT_CALL_TIMEOUT = 2.0
 DEFAULT_INIT_TIMEOUT = 20.0
 DEFAULT_RETRY_AFTER = 60.0
+# What serve's exit waits for NVML to shut down (nvmlShutdown takes milliseconds when the driver is healthy); SIGTERM
+# must stop the process within a second, well inside the DaemonSet's termination grace period.
+DEFAULT_SHUTDOWN_TIMEOUT = 0.5
 
 # Error classes (pynvml generates them from NVML_ERROR_*) with a plain-words explanation for the one-line reason.
 _EXPLAINED = {
@@ -124,12 +131,14 @@ class NvmlSession:
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         init_timeout: float = DEFAULT_INIT_TIMEOUT,
         retry_after: float = DEFAULT_RETRY_AFTER,
+        shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._module = nvml
         self.call_timeout = call_timeout
         self.init_timeout = init_timeout
         self.retry_after = retry_after
+        self.shutdown_timeout = shutdown_timeout
         self._clock = clock
         self._lock = threading.RLock()  # one caller at a time (the sampler's thread, start/close from the loop)
         self._stats_lock = threading.Lock()  # the NVML thread updates stats while a caller may read them
@@ -254,13 +263,21 @@ class NvmlSession:
         self.close()
 
     async def cleanup_ctx(self, app: object = None) -> AsyncIterator[None]:
-        """For aiohttp's ``app.cleanup_ctx``: shut NVML down at exit, off the event loop.
+        """For aiohttp's ``app.cleanup_ctx``: shut NVML down at exit, off the event loop, waiting at most
+        ``shutdown_timeout`` seconds for it.
 
         Nothing happens at start-up: the first evaluation initialises NVML on the sampler's worker thread, so a slow
         ``nvmlInit`` (seconds without persistence mode, up to ``init_timeout`` when hung) never delays serving.
         """
         yield
-        await asyncio.to_thread(self.close)
+        try:
+            async with asyncio.timeout(self.shutdown_timeout):
+                # Not asyncio.to_thread: the default executor is joined at exit, so a close() stuck behind a hung
+                # call (it waits for the session lock, then for nvmlShutdown) would hold up the process' exit.
+                await in_daemon_thread(self.close, "numawatch-nvml-close")
+        except TimeoutError:
+            log.warning("NVML did not shut down within %gs; exiting without it (the driver cleans up after the "
+                        "process)", self.shutdown_timeout)
 
     # ----------------------------------------------------------------------------------------- calls
     def call(self, name: str, *args: Any) -> Any:
@@ -366,6 +383,7 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_INIT_TIMEOUT",
     "DEFAULT_RETRY_AFTER",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
     "NvmlSession",
     "NvmlTimeout",
     "NvmlUnavailable",

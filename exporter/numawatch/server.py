@@ -20,6 +20,8 @@ Lifecycle guarantees (docs/security.md):
   sets ``numawatch_intent_reload_success`` to 0; either way the host is evaluated again at once. One reload runs at
   a time and SIGHUPs that arrive meanwhile fold into one that runs next, so the newest SIGHUP always reads the files
   last; each read runs in a daemon thread and is given up after ``RELOAD_SECONDS`` (a hung mount, a FIFO).
+- A change to those files (or to the certificates the web config names), a Kubernetes ConfigMap or Secret update
+  included, is the same reload, asked for by ``filewatch.FileWatch`` from its own thread: the kubelet sends no SIGHUP.
 - SIGTERM and SIGINT stop within a second: requests in flight get ``SHUTDOWN_GRACE_SECONDS``, and an evaluation
   stuck in a read (a hung mount) is left behind in its daemon thread instead of being waited for.
 - A request is authenticated (basic auth, client certificate names) before it takes one of the
@@ -43,20 +45,24 @@ import gzip
 import html
 import logging
 import signal
+import socket
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiohttp import web
 
 from numawatch import __version__, metrics
+from numawatch.background import in_daemon_thread
 from numawatch.checks import Check, Evaluation, evaluate
 from numawatch.connection import Connection
+from numawatch.filewatch import FileWatch
 from numawatch.host import HostReader
 from numawatch.intent import Intent
+from numawatch.logformat import fields
 from numawatch.metrics import serving
 from numawatch.passwords import PoolBusy, VerifierPool
 from numawatch.report import subject, summary, timestamp
@@ -263,37 +269,6 @@ class Sampler:
 REFUSAL_REASONS = ("max_requests", "read_timeout", "write_timeout", "password_checks")
 
 
-async def in_daemon_thread(function: Callable[[], T], name: str) -> T:
-    """Run ``function`` in a new daemon thread and await its result.
-
-    Not ``asyncio.to_thread``: the default executor's threads are joined when the loop and the interpreter shut
-    down, so an evaluation stuck in a read (a hung NFS or FUSE mount, a wedged sysfs attribute) would keep numawatch
-    from exiting on SIGTERM. A daemon thread is simply left behind.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(result: T | None, error: BaseException | None) -> None:
-        if future.done():  # the awaiting task was cancelled meanwhile
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            # result is a T whenever error is None; mypy cannot tie the two arguments together.
-            future.set_result(result)  # type: ignore[arg-type]
-
-    def run() -> None:
-        try:
-            result, error = function(), None
-        except BaseException as failure:  # handed to the awaiting task, which decides
-            result, error = None, failure
-        with contextlib.suppress(RuntimeError):  # the loop closed while we ran: nobody is waiting any more
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return await future
-
-
 class ReadTimedOut(Exception):
     """A reload's read did not finish in time (or too many earlier ones are still stuck); one line."""
 
@@ -359,8 +334,8 @@ class Gate:
     """Everything a request passes before and after its handler: the concurrency limit, the request-read and
     response-write deadlines, basic auth, client certificate names and the configured security headers.
 
-    ``web_config_path`` is re-read on SIGHUP (``reload``): new certificates, users and headers apply to the next
-    connection; a file that is now invalid, or that turns TLS on or off, is refused and the old one kept.
+    ``web_config_path`` is re-read on SIGHUP or a change (``reload``): new certificates, users and headers apply to
+    the next connection; a file that is now invalid, or that turns TLS on or off, is refused and the old one kept.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -771,14 +746,13 @@ async def landing_page(request: web.Request) -> web.Response:
     return web.Response(text=body, content_type="text/html")
 
 
-async def serve(
-    app: web.Application, host: str, port: int, *, on_listening: Callable[[list[str]], None] | None = None
-) -> None:
-    """Listen until SIGTERM or SIGINT, then shut down cleanly (the cleanup contexts run); SIGHUP reloads."""
+async def serve(app: web.Application, sockets: Sequence[socket.socket], *, watch: FileWatch | None = None) -> None:
+    """Listen on ``sockets`` (bound, from ``listen.bind``) until SIGTERM or SIGINT, then shut down cleanly (the cleanup
+    contexts run). SIGHUP reloads, and so does a change ``watch`` notices in the intent or web config files."""
     gate = app.get(GATE) or Gate()
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_SECONDS, **_HANDLER_OPTIONS)
     await runner.setup()
-    listener: asyncio.Server | None = None
+    listeners: list[asyncio.Server] = []
     reloads: set[asyncio.Task[None]] = set()
     try:
         loop = asyncio.get_running_loop()
@@ -789,35 +763,47 @@ async def serve(
             return Connection(manager, loop=loop, read_timeout=gate.limits.read_timeout, answer=gate.apply_headers,
                               timed_out=gate.count_read_timeout, **_HANDLER_OPTIONS)
 
-        # Our own listener rather than web.TCPSite, to make every connection a connection.Connection.
-        listener = await loop.create_server(
-            protocol, host, port, ssl=gate.ssl_context, reuse_address=True, backlog=128,
-            ssl_handshake_timeout=gate.limits.read_timeout if gate.ssl_context is not None else None,
-        )
-        if on_listening is not None:
-            on_listening([_url(sock.getsockname(), gate.scheme) for sock in listener.sockets])
+        # Our own listeners rather than web.TCPSite, to make every connection a connection.Connection.
+        for sock in sockets:
+            listeners.append(await loop.create_server(
+                protocol, sock=sock, ssl=gate.ssl_context, backlog=128,
+                ssl_handshake_timeout=gate.limits.read_timeout if gate.ssl_context is not None else None,
+            ))
         stop = asyncio.Event()
         reloader = Reloader(app)
 
-        def hangup() -> None:
-            log.info("SIGHUP: reloading")
+        def ask_reload(why: str) -> None:
+            log.info("%s: reloading", why)
             task = loop.create_task(reloader.reload(), name="numawatch-reload")
             reloads.add(task)
             task.add_done_callback(reloads.discard)
 
+        def changed(files: tuple[str, ...]) -> None:  # on the watch's thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: shutting down, nothing to reload
+                loop.call_soon_threadsafe(ask_reload, f"{', '.join(files)} changed")
+
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        loop.add_signal_handler(signal.SIGHUP, hangup)
+        loop.add_signal_handler(signal.SIGHUP, ask_reload, "SIGHUP")
+        if watch is not None:
+            watch.start(changed)
+        # Last, so that once it is logged SIGHUP reloads and SIGTERM stops (before, SIGHUP is ignored).
+        for sock in sockets:
+            address = sock.getsockname()
+            log.info("Listening on", extra=fields(address=_address(address), url=_url(address, gate.scheme),
+                                                  tls=gate.ssl_context is not None))
         try:
             await stop.wait()
         finally:
+            if watch is not None:
+                watch.stop()
             for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(signum)
         log.info("shutting down")
     finally:
         for task in reloads:
             task.cancel()  # a read stuck in the kernel stays behind in its daemon thread
-        if listener is not None:
+        for listener in listeners:
             listener.close()  # stop accepting; open connections are closed by the runner below
         await runner.cleanup()
 
@@ -827,9 +813,14 @@ async def serve(
 _HANDLER_OPTIONS: dict[str, Any] = {"access_log": None, "keepalive_timeout": KEEPALIVE_SECONDS}
 
 
-def _url(address: object, scheme: str = "http") -> str:
-    """scheme://host:port/ for a bound socket address (IPv4 pair or IPv6 4-tuple)."""
+def _address(address: object) -> str:
+    """host:port ([host]:port for IPv6) of a bound socket address (IPv4 pair or IPv6 4-tuple)."""
     if isinstance(address, tuple) and len(address) >= 2:
         host, port = str(address[0]), address[1]
-        return f"{scheme}://[{host}]:{port}/" if ":" in host else f"{scheme}://{host}:{port}/"
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return str(address)
+
+
+def _url(address: object, scheme: str = "http") -> str:
+    """scheme://host:port/ for a bound socket address."""
+    return f"{scheme}://{_address(address)}/"

@@ -17,10 +17,13 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import CollectorRegistry
 
 INTENT_RELOAD_SUCCESS_HELP = (
-    "1 when the last intent reload (SIGHUP) succeeded or none was asked for, 0 when the new file was invalid (or "
-    "could not be read in time) and the previous intent is still in force."
+    "1 when the last intent reload (SIGHUP, or the intent or web config file changed) succeeded or none was asked "
+    "for, 0 when the new file was invalid (or could not be read in time) and the previous intent is still in force."
 )
-INTENT_RELOAD_TIMESTAMP_HELP = "Unix time of the last intent reload attempt (SIGHUP), or of start-up before any."
+INTENT_RELOAD_TIMESTAMP_HELP = (
+    "Unix time of the last intent reload attempt (SIGHUP, or the intent or web config file changed), or of start-up "
+    "before any."
+)
 REQUESTS_REFUSED_HELP = (
     "HTTP requests refused since start: reason max_requests (answered 503 at once, --web.max-requests were in "
     "flight), read_timeout (request not received within --web.read-timeout), write_timeout (response not taken "
