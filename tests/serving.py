@@ -35,6 +35,10 @@ class ReplayedStream:
     def fileno(self) -> int:
         return self._stream.fileno()
 
+    @property
+    def closed(self) -> bool:  # Popen.communicate() asks
+        return self._stream.closed
+
     def close(self) -> None:
         self._stream.close()
 
