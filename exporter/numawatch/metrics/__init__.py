@@ -1,9 +1,10 @@
 """The Prometheus exposition of one evaluation: the only part of numawatch that imports prometheus_client.
 
 ``core`` builds the drift, health, self and inventory families; ``host`` the host-layer ones (kernel knobs,
-isolation, IRQs). ``render`` turns one evaluation into the bytes ``/metrics`` serves, written by ``exposition`` (the
-bytes prometheus_client's generate_latest would write, at a fraction of its cost). The server renders once per
-evaluation and answers every scrape from those bytes, so scraping costs the same however many scrapers there are.
+isolation, IRQs); ``platform`` the idle states, GPU-NIC paths and NVLink. ``render`` turns one evaluation into the
+bytes ``/metrics`` serves, written by ``exposition`` (the bytes prometheus_client's generate_latest would write, at a
+fraction of its cost). The server renders once per evaluation and answers every scrape from those bytes, so scraping
+costs the same however many scrapers there are.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from prometheus_client.metrics_core import Metric
 
 from numawatch.checks import Evaluation
-from numawatch.metrics import capacity, core, exposition, gpu, host
+from numawatch.metrics import capacity, core, exposition, gpu, host, platform
 from numawatch.metrics.core import EvaluationStats
 
 # The classic text format. Pinned rather than taken from prometheus_client (whose CONTENT_TYPE_LATEST moved to
@@ -29,6 +30,7 @@ def families(evaluation: Evaluation, stats: EvaluationStats | None = None) -> li
         *core.safely(host.families, evaluation),
         *core.safely(gpu.families, evaluation),
         *core.safely(capacity.families, evaluation),
+        *core.safely(platform.families, evaluation),
     ]
 
 

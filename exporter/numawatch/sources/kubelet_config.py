@@ -28,7 +28,7 @@ import os
 import re
 import shlex
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from numawatch.host import SourceSpec
 from numawatch.model import KubeletConfig, frozen_map
 from numawatch.paths import Paths
 from numawatch.quantity import QuantityError, quantity_bytes
+from numawatch.sources import node_registration
 from numawatch.sources._files import list_dir, parse_env_file, read_optional_text
 from numawatch.sources.kubelet_state import host_name
 
@@ -401,6 +402,7 @@ class _Inputs:
     flags: list[Flag]
     flag_files: list[str]  # host paths of files that contributed flags, in order
     warnings: list[str]
+    documents: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)  # RKE2's config files, parsed
 
 
 def _last(flags: Iterable[Flag], name: str) -> Flag | None:
@@ -458,7 +460,7 @@ def _rke2_inputs(paths: Paths) -> _Inputs:
     else:
         dropin = (paths.host_path(data_dir) if data_dir else paths.rke2_data) / RKE2_DROPIN
     config_file = paths.host_path(config_flag.value) if config_flag and config_flag.value else None
-    return _Inputs("rke2", config_file, config_file is not None, dropin, flags, flag_files, warnings)
+    return _Inputs("rke2", config_file, config_file is not None, dropin, flags, flag_files, warnings, documents)
 
 
 def _rke2_config_files(paths: Paths) -> list[Path]:
@@ -494,8 +496,10 @@ def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
         config = merge_patch(config, patch)
         files.append(file)
         explicit |= _fields_of(patch)
+    config_files = list(files)
     config, flag_fields = apply_flags(config, inputs.flags)
     files += [f for f in inputs.flag_files if f not in files]
+    registration = node_registration.collect(inputs.flavor, config, config_files, inputs.flags, inputs.documents)
     root_dir = _last(inputs.flags, "root-dir")
     reserved_cpus = config.get("reservedSystemCPUs") or ""
     return KubeletConfig(
@@ -518,6 +522,7 @@ def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
         files=tuple(files),
         explicit=frozenset(explicit | flag_fields),
         warnings=tuple(inputs.warnings),
+        registration=registration,
     )
 
 
