@@ -294,3 +294,54 @@ def test_the_metric_follows_what_a_staggered_serve_reads(fake_host):
 
     assert [f.labels["name"] for f in evaluation.findings] == ["C6"]
     assert Path(fake_host.path(CPU)).is_dir()
+
+
+# --------------------------------------------------------------------------------------------------- the corpus
+def corpus_trees_with_idle_states() -> list[str]:
+    from corpus import corpus_root, tree_names
+
+    return [name for name in tree_names() if list((corpus_root(name) / CPU).glob("cpu*/cpuidle/state*"))]
+
+
+def test_the_corpus_trees_with_idle_states_are_the_ones_expected():
+    # Old kernels (2.6 to 3.x) without the per-state disable attribute: 40intel64 (intel_idle's NHM-C*), 32em64t
+    # (acpi_idle's C1-C3) and 2arm-2c (an ARM driver's C2-C6).
+    assert corpus_trees_with_idle_states() == [
+        "2arm-2c", "32em64t-2n8c+dax+nvme+mic+dimms", "40intel64-2g2n4c+pcilocality",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["2arm-2c", "32em64t-2n8c+dax+nvme+mic+dimms", "40intel64-2g2n4c+pcilocality"])
+def test_corpus_idle_states_read_as_their_files_say(name):
+    from corpus import corpus_root
+
+    root = corpus_root(name)
+    idle = cpuidle.read(Paths.from_root(root))
+
+    assert idle.problems == ()
+    expected = {}
+    for state_dir in sorted((root / CPU).glob("cpu*/cpuidle/state*")):
+        cpu = int(state_dir.parent.parent.name[3:])
+        latency = int((state_dir / "latency").read_text())
+        if latency:
+            expected.setdefault(cpu, []).append(((state_dir / "name").read_text().strip(), latency))
+    assert {cpu: [(s.name, s.exit_latency_us) for s in states] for cpu, states in idle.states.items()} == expected
+    assert all(state.disabled is False for states in idle.states.values() for state in states)  # no disable file
+
+
+def test_the_nehalem_capture_with_isolated_cpus_fires_and_a_looser_intent_is_clean(tmp_path):
+    import shutil
+
+    from corpus import corpus_root
+
+    root = tmp_path / "tree"
+    shutil.copytree(corpus_root("40intel64-2g2n4c+pcilocality"), root, symlinks=True)
+    (root / "proc/cmdline").write_text("ro quiet isolcpus=2-7\n")
+    host = read_host(Paths.from_root(root))
+
+    (finding,) = evaluate(host, REFERENCE, [CPUIDLE_DEEP_STATE]).findings
+    clean = evaluate(host, parse_intent("kernel: {maxIdleExitLatencyUs: 200}"), [CPUIDLE_DEEP_STATE])
+
+    assert dict(finding.labels) == {"cpus": "2-7", "name": "NHM-C3,NHM-C6", "value": "200", "expected": "10"}
+    assert "intel_idle.max_cstate=1" in finding.remediation
+    assert clean.findings == () and clean.not_evaluated == ()

@@ -7,8 +7,9 @@ Files read (every path from ``Paths``; Documentation/admin-guide/pm/cpuidle.rst,
   kernel has no cpuidle (CONFIG_CPU_IDLE off): ``driver`` is None.
 - the ``sys/devices/system/cpu`` listing: which CPUs to read (an offline CPU has no ``cpuidle`` directory).
 - per online CPU ``cpuN/cpuidle/stateK/{name,latency,disable}``: the state's name (``C6``), its exit latency in
-  microseconds and whether it is disabled (``cpupower idle-set -d``, ``-D``). States with an exit latency of 0
-  (``POLL``) are left out: they add no wake-up latency whatever the limit.
+  microseconds and whether it is disabled (``cpupower idle-set -d``, ``-D``; kernels before 3.7 have no ``disable``:
+  every state is allowed there). States with an exit latency of 0 (``POLL``, ``C0`` on old kernels) are left out:
+  they add no wake-up latency whatever the limit.
 - per online CPU ``cpuN/power/pm_qos_resume_latency_us``: ``0`` no limit, ``n/a`` only polling, ``N`` a limit in
   microseconds that the governor respects (tuned's cpu plugin writes it).
 
@@ -215,7 +216,9 @@ def _read(
             path = f"{root}/cpu{cpu}/cpuidle/state{index}/disable"
             text = read_optional_text(path, _SMALL)
             if text is None:
-                break  # gone since the layout was learnt: the CPU went offline
+                if not os.path.isdir(path[: -len("/disable")]):
+                    break  # gone since the layout was learnt: the CPU went offline
+                text = "0\n"  # a kernel before 3.7 has no disable attribute: every state is allowed
             disabled = _DISABLE.get(text)
             if disabled is None:
                 disabled = reading.value(Path(path), parse_disable, text)
