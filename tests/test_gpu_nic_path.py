@@ -138,6 +138,18 @@ def test_an_absolute_link_resolves_inside_the_host_root(fake_host):
     assert pci_topology.read(fake_host.paths).functions["0000:18:00.0"].root == "pci0000:18"
 
 
+def test_the_fingerprint_reads_an_absolute_rdma_link_inside_the_host_root(fake_host):
+    reference_node(fake_host)
+    slot = SLOTS[0]
+    target = f"/sys/devices/pci0000:15/{slot.root_port}/{slot.upstream}/{slot.nic_port}/{slot.nic}"
+    fake_host.symlink(f"sys/class/infiniband/{slot.rdma_device}", f"{target}/infiniband/{slot.rdma_device}")
+    fake_host.symlink(f"{target.lstrip('/')}/infiniband/{slot.rdma_device}/device", target)
+
+    _listing, numa = pci_topology.fingerprint(fake_host.paths)
+
+    assert numa[0] == (slot.rdma_device, "0\n")  # the fake's numa_node, not this machine's
+
+
 def test_the_fingerprint_follows_nics_coming_and_their_numa_node(fake_host):
     reference_node(fake_host)
     before = pci_topology.fingerprint(fake_host.paths)
@@ -280,3 +292,24 @@ def test_no_pci_config_space_is_opened_and_no_cpu_latency_device(fake_host):
     assert evaluation.host.statuses["pci_topology"].up and evaluation.host.statuses["cpuidle"].up
     assert any(path.endswith("/class") for path in opened)  # the recorder works: PCI attributes were read
     assert [path for path in opened if path.endswith(("/config", "cpu_dma_latency"))] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "nics"),
+    [
+        ("32em64t-2n8c+dax+nvme+mic+dimms", [("0000:82:00.0", ("mlx4_0",), 1)]),  # ConnectX-3, Ethernet class
+        ("40intel64-2g2n4c+pcilocality", [("0000:43:00.0", ("qib0",), 2)]),  # QLogic HCA, class 0x0c06
+        ("fakepcilocalities", [("0000:43:00.0", ("qib0",), 1)]),
+    ],
+)
+def test_the_corpus_rdma_nics_are_found_and_without_an_nvidia_gpu_the_check_is_not_applicable(name, nics):
+    from corpus import corpus_root
+    from numawatch.host import read_host
+    from numawatch.paths import Paths
+
+    root = corpus_root(name)
+    pci = pci_topology.read(Paths.from_root(root))
+    evaluation = evaluate(read_host(Paths.from_root(root)), REFERENCE, [GPU_NIC_PATH])
+
+    assert [(n.address, n.rdma_devices, n.numa_node) for n in pci.nics] == nics
+    assert evaluation.not_applicable[0].reason == "no GPU on the PCI bus"

@@ -157,13 +157,19 @@ def read(paths: Paths) -> PciTopology:
 
 
 def fingerprint(paths: Paths) -> Hashable:
-    """The ``sys/bus/pci/devices`` and ``sys/class/infiniband`` listings, and each RDMA device's ``numa_node``."""
+    """The ``sys/bus/pci/devices`` and ``sys/class/infiniband`` listings, and each RDMA device's ``numa_node`` (its
+    links resolved inside the host root, as ``read`` does: a captured tree's absolute link must not reach this
+    machine's /sys)."""
     rdma_dir = paths.sysfs / "class/infiniband"
-    names = sorted(list_dir(rdma_dir))
-    return (
-        tuple(sorted(list_dir(paths.sysfs / "bus/pci/devices"))),
-        tuple((name, read_optional_text(rdma_dir / name / "device/numa_node", 64)) for name in names),
-    )
+    found: list[tuple[str, str | None]] = []
+    for name in sorted(list_dir(rdma_dir)):
+        try:
+            device = paths.resolve(rdma_dir / name / "device")
+        except OSError:
+            found.append((name, None))
+            continue
+        found.append((name, read_optional_text(device / "numa_node", 64)))
+    return tuple(sorted(list_dir(paths.sysfs / "bus/pci/devices"))), tuple(found)
 
 
 SOURCE = SourceSpec(
