@@ -197,6 +197,73 @@ ISOLATION_CHECKS = ("isolation_params_mismatch", "tick_on_nohz_full")
 IRQ_CHECKS = ("irq_on_isolated_cpu", "irq_activity_on_isolated_cpu", "irqbalance_unbanned")
 NUMA_PLACEMENT_CHECKS = ("container_numa_split", "container_gpu_numa_mismatch", "gpu_process_remote")
 MEMORY_CHECKS = ("container_memory_numa_mismatch", "container_memory_remote")
+NODE_ISOLATION_CHECKS = ("node_taint_missing", "node_workload_not_isolated")
+
+
+def platform_alerts() -> list[Alert]:
+    """The knobs of issue 17: the CPU reservation stated twice, the node's taints and foreign pods, the GPUs'
+    PCIe path to the RDMA NICs, NVLink peering of a container's GPUs, and deep C-states on pinned CPUs."""
+    return [
+        Alert(
+            name="NumawatchKubeletReservedIncoherent",
+            expr=per_node(("kubelet_reserved_incoherent",)),
+            severity="info",
+            for_="30m",
+            keep_firing_for="15m",
+            summary="The kubelet's CPU reservation is stated twice, or splits cores the CPU Manager hands out whole.",
+            description=f"{ON_NODE}: system-reserved/kube-reserved cpu is set next to reserved-cpus (which the "
+            "kubelet uses instead), or reserved-cpus takes one thread of a core under full-pcpus-only. "
+            f"{SEE_CHECK}",
+            checks=("kubelet_reserved_incoherent",),
+        ),
+        Alert(
+            name="NumawatchNodeNotIsolated",
+            expr=per_node(NODE_ISOLATION_CHECKS),
+            severity="warning",
+            for_="30m",
+            keep_firing_for="15m",
+            summary="A GPU node lacks its taint or label, or runs pods that do not belong on it.",
+            description=f"{ON_NODE} fails {{{{ $labels.check }}}} ({{{{ $value }}}} finding(s)): workloads that "
+            "need no GPU can share the node's memory bandwidth, cache and shared CPUs with the pinned inference "
+            f"pods. {SEE_CHECK}",
+            checks=NODE_ISOLATION_CHECKS,
+        ),
+        Alert(
+            name="NumawatchGPUNICPathDegraded",
+            expr=per_node(("gpu_nic_path",)),
+            severity="warning",
+            for_="30m",
+            keep_firing_for="15m",
+            summary="A GPU's nearest RDMA NIC is behind the host bridge or on the other socket.",
+            description=f"{ON_NODE}: {{{{ $value }}}} GPU(s) reach no RDMA NIC under their PCIe switch although "
+            "others do, or none on their socket: their GPUDirect RDMA traffic crosses the host bridge or the "
+            f"inter-socket link. {SEE_CHECK}",
+            checks=("gpu_nic_path",),
+        ),
+        Alert(
+            name="NumawatchContainerGPUsNotPeered",
+            expr=per_subject(("container_gpus_not_peered",), f"{CONTAINER}, gpu"),
+            severity="warning",
+            for_="15m",
+            keep_firing_for="10m",
+            summary="A container holds GPUs that are not NVLink peers.",
+            description=f"{IN_CONTAINER} on {ON_NODE} holds GPUs {{{{ $labels.gpu }}}} that do not reach each "
+            f"other over NVLink: its tensor-parallel traffic goes over PCIe. {SEE_CHECK}",
+            checks=("container_gpus_not_peered",),
+        ),
+        Alert(
+            name="NumawatchCPUIdleDeepState",
+            expr=per_node(("cpuidle_deep_state",)),
+            severity="warning",
+            for_="30m",
+            keep_firing_for="15m",
+            summary="Isolated or pinned CPUs may enter deep idle states.",
+            description=f"{ON_NODE}: {{{{ $value }}}} group(s) of isolated or exclusive CPUs may enter idle states "
+            "whose exit latency exceeds the intent's limit: every wake-up between short CUDA launches pays it. "
+            f"{SEE_CHECK}",
+            checks=("cpuidle_deep_state",),
+        ),
+    ]
 
 
 def drift_alerts() -> list[Alert]:
@@ -371,6 +438,7 @@ def drift_alerts() -> list[Alert]:
             f"land on cores that feed GPUs and stall them. {SEE_CHECK}",
             checks=IRQ_CHECKS,
         ),
+        *platform_alerts(),
     ]
     covered = sorted({check for alert in alerts for check in alert.checks})
     alerts.append(

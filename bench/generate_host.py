@@ -20,7 +20,11 @@ What the node looks like (2 sockets x ``cpus / 4`` cores x SMT2, one NUMA node p
   whole isolated cores of its GPU's node, memory (and 1 GiB pages) there. A few more Guaranteed CPU-only pods
   (tokenisers) are pinned on isolated cores; every other pod is Burstable or BestEffort on the shared pool, 1-4
   containers each plus the pause sandbox (300 pods -> 860 container cgroups).
-- PCI: one ConnectX NIC per GPU plus a management NIC, and NVMe drives (not GPUs, so the GPU filter works).
+- PCI: one ConnectX NIC per GPU (RoCE: an RDMA device ``mlx5_<n>`` each) plus a management NIC, and NVMe drives
+  (not GPUs, so the GPU filter works). Each GPU and NIC sits on a host bridge of its own (GPU-NIC path NODE).
+- cpuidle: intel_idle's POLL, C1, C1E and C6 on every CPU, C6 disabled on the isolated ones; the node registers with
+  the reference taint and label (RKE2 ``node-taint``, ``node-label``); pods run in system namespaces or the
+  inference pods' one.
 - IRQs: ``--irqs`` rows in /proc/interrupts (the legacy IO-APIC lines, one MSI-X vector per GPU, per NVMe an admin
   queue and a managed spread of I/O queues, and the NICs' completion vectors making up the rest) with ``CPU<n>``
   columns for every online CPU (~8 MB at 384 CPUs x 2,000 IRQs) and ``/proc/irq/<n>/`` affinity files. Device IRQs
@@ -43,7 +47,8 @@ What the node looks like (2 sockets x ``cpus / 4`` cores x SMT2, one NUMA node p
 Planted drift (unless ``--clean``), so the checks do real work; ``GeneratedHost.planted`` lists the check IDs they
 must fire: a GPU pod's cpuset reset to every CPU (``container_cpuset_drift``), a GPU pod with most of its memory on
 the remote node (``container_memory_remote``), a Burstable pod holding a GPU (``pod_not_guaranteed``), a NIC vector
-moved onto an isolated CPU (``irq_on_isolated_cpu``) and THP set to ``always`` (``thp_enabled``).
+moved onto an isolated CPU (``irq_on_isolated_cpu``), THP set to ``always`` (``thp_enabled``) and one Burstable pod
+in a namespace of its own (``node_workload_not_isolated``).
 """
 
 from __future__ import annotations
@@ -68,8 +73,8 @@ for _directory in (_TESTS, _BENCH):  # the fake-host builders live with the test
 
 import node_exporter_files as nefiles  # noqa: E402
 from fakehost import FakeHost  # noqa: E402
-from fakehost.gpus import CLASS_ETHERNET, add_gpu, add_pci_device  # noqa: E402
-from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, add_numastat  # noqa: E402
+from fakehost.gpus import CLASS_ETHERNET, add_gpu, add_pci_device, add_rdma_device  # noqa: E402
+from fakehost.kernel import FakeIrq, add_cpuidle, add_irqs, add_kernel_settings, add_numastat  # noqa: E402
 from fakehost.kubelet import (  # noqa: E402
     kubelet_memory_machine_state,
     write_cpu_manager_state,
@@ -103,8 +108,11 @@ BASE_CPUS, BASE_GPUS, BASE_PODS, BASE_IRQS, BASE_PROCESSES = 384, 8, 300, 2000, 
 CONTAINERS_PER_POD = (1,) * 7 + (2,) * 5 + (3,) * 1 + (4,) * 2
 APP_CONTAINERS_PER_POD = 28 / 15
 
-_NAMESPACES = ("kube-system", "monitoring", "logging", "ingress-nginx", "cert-manager", "team-search", "team-ads",
-               "batch", "feature-store", "gateway")  # fmt: skip
+# What runs on a GPU node kept for inference (knob 10): node agents in the system namespaces and the inference pods'
+# helpers. Ten names, as many as the draw has always picked from, so the random stream is what it was.
+_NAMESPACES = ("kube-system", "gpu-operator", "inference", "numawatch", "kube-system", "inference", "gpu-operator",
+               "inference", "kube-system", "inference")  # fmt: skip
+FOREIGN_NAMESPACE = "analytics"  # planted: a pod that does not belong on the node
 _APPS = ("api", "worker", "cache", "indexer", "scheduler", "web", "router", "ingest", "exporter", "agent", "queue",
          "backend", "frontend", "sync", "compactor")  # fmt: skip
 _SIDECARS = ("istio-proxy", "log-shipper", "metrics", "config-reloader")
@@ -545,9 +553,11 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
             add_gpu(host, address, numa_node=node, local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()),
                     minor=index)
         )  # fmt: skip
-    for address, node in nic_pci:
-        add_pci_device(host, address, vendor_id=MELLANOX, device_id=CX7, class_code=CLASS_ETHERNET, numa_node=node,
-                       local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))  # fmt: skip
+    for index, (address, node) in enumerate(nic_pci):
+        directory = add_pci_device(host, address, vendor_id=MELLANOX, device_id=CX7, class_code=CLASS_ETHERNET,
+                                   numa_node=node, local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))
+        if index < len(gpu_pci):  # the rail NICs run RoCE; the management NIC has no RDMA device
+            add_rdma_device(host, directory, f"mlx5_{index}")
     for address, node in nvme_pci:
         add_pci_device(host, address, vendor_id=SAMSUNG, device_id=PM1743, class_code=CLASS_NVME, numa_node=node,
                        local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))  # fmt: skip
@@ -560,6 +570,8 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
     if spec.drift:
         planted.append("thp_enabled")
     add_kernel_settings(host, thp_enabled=thp, governors="performance", cpus=online)
+    # intel_idle with C6 disabled on the isolated CPUs (cpupower idle-set -D 11 on them)
+    add_cpuidle(host, online, disabled={cpu: {"C6"} for cpu in layout.online - housekeeping})
     # (numa_hit, other_node, interleave_hit) per node, drawn as before the tree was made realistic for node_exporter,
     # so that the main stream, and with it every pod, IRQ and process numawatch reads, stays what it was.
     numa_drawn = {
@@ -570,6 +582,10 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
 
     # -- pods and their cgroups, bundles, logs and processes
     plans = _plan_pods(spec, rng, layout, housekeeping_cores, gpu_nodes, mem_per_node)
+    foreign = next((pod for pod in plans if pod.gpu is None and not pod.exclusive), None)
+    if spec.drift and foreign is not None:
+        foreign.namespace = FOREIGN_NAMESPACE  # planted: node_workload_not_isolated (a ClickHouse on the GPU node)
+        planted.append("node_workload_not_isolated")
     exclusive_all = frozenset().union(*(cpus for pod in plans for cpus in pod.exclusive.values()))
     shared = layout.online - exclusive_all
     add_kubepods(host, version=spec.cgroup_version, driver="systemd", cpus=layout.online, mems=set(nodes))
@@ -652,6 +668,8 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
         system_reserved={"memory": "2Gi"},
         kube_reserved={"memory": "1536Mi"},
         extra_args=("eviction-hard=memory.available=512Mi",),
+        node_taints=("nvidia.com/gpu=present:NoSchedule",),
+        node_labels=("fibercli.local/numa-pinned=true",),
     )
     write_cpu_manager_state(
         host,

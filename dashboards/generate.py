@@ -873,6 +873,39 @@ def capacity_node(layout: Layout) -> None:
     )
 
 
+def platform_node(layout: Layout) -> None:
+    """Issue 17, per node: how deep the CPUs may sleep, and the PCIe path from each GPU to each RDMA NIC."""
+    layout.row("Idle states and GPU-NIC paths")
+    layout.add(
+        table(
+            "Deepest idle state per CPU group",
+            "The exit latency of the deepest idle state each group of CPUs may enter (not disabled, within its PM "
+            "QoS limit; 0: polling only), by role: exclusive (held by a pinned container), isolated, housekeeping. "
+            "cpuidle_deep_state fires when an exclusive or isolated group exceeds the intent's limit (10 µs).",
+            f"max by (role, cpus) (numawatch_cpuidle_exit_latency_max_seconds{{{N}}})",
+            ["role", "cpus", "Value"],
+            rename={"Value": "exit latency"},
+            unit="s",
+            sort="role",
+        ),
+        12,
+        7,
+    )
+    layout.add(
+        table(
+            "GPU to RDMA NIC PCIe paths",
+            "Every GPU and RDMA-capable NIC with the PCIe path between them, in nvidia-smi topo's levels: PIX (one "
+            "switch), PXB (several switches), PHB (host bridge), NODE (host bridges of one NUMA node), SYS (across "
+            "sockets). GPUDirect RDMA wants PIX or PXB.",
+            f"max by (gpu, nic, level) (numawatch_gpu_nic_path_info{{{N}}})",
+            ["gpu", "nic", "level"],
+            sort="gpu",
+        ),
+        12,
+        7,
+    )
+
+
 def node() -> dict:
     layout = Layout()
     layout.row("Health")
@@ -1143,6 +1176,7 @@ def node() -> dict:
         6,
         8,
     )
+    platform_node(layout)
     layout.row("numawatch")
     layout.add(
         table(
@@ -1463,9 +1497,36 @@ def gpu() -> dict:
         24,
         6,
     )
+    layout.row("GPU interconnect")
+    layout.add(
+        table(
+            "NVLink links per GPU",
+            "Active NVLink links of each GPU as NVML enumerated them, and whether they lead to NVSwitches; 0 on a "
+            "PCIe-only GPU. container_gpus_not_peered fires for a container holding GPUs that are not NVLink peers.",
+            f"max by (instance, gpu, uuid, switch) (numawatch_gpu_nvlink_links{{{N}}})",
+            ["instance", "gpu", "uuid", "switch", "Value"],
+            rename={"Value": "active links"},
+            sort="gpu",
+        ),
+        12,
+        7,
+    )
+    layout.add(
+        table(
+            "Nearest RDMA NIC of each GPU",
+            "Each GPU's PCIe paths to the RDMA NICs (nvidia-smi topo levels, PIX best, SYS worst); gpu_nic_path fires "
+            "when a GPU's best path is worse than PXB where other GPUs do better, or no NIC is on its socket.",
+            f"max by (instance, gpu, nic, level) (numawatch_gpu_nic_path_info{{{N}}})",
+            ["instance", "gpu", "nic", "level"],
+            sort="gpu",
+        ),
+        12,
+        7,
+    )
     layout.row("GPU-related drift")
     gpu_checks = (
         "container_gpu_numa_mismatch|container_numa_split|gpu_numa_unknown|gpu_process_remote|gpu_holder_mismatch"
+        "|container_gpus_not_peered|gpu_nic_path"
     )
     layout.add(
         state_timeline(

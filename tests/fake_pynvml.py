@@ -12,6 +12,14 @@ real module does that matters here (gpu-and-host.md §2.2-§2.4):
   while the GPU idles).
 - ``nvmlDeviceGetProcessUtilization(h, lastSeen)`` returns samples newer than ``lastSeen``, NotFound when none.
 - A lost GPU raises ``NVMLError_GpuIsLost`` from every call on its handle.
+- NVLink (nvml.h, "NvLink Methods" and ``nvmlDeviceGetP2PStatus``): ``nvmlDeviceGetNvLinkState(h, link)`` returns
+  ``NVML_FEATURE_ENABLED`` (1) or ``DISABLED`` (0) for each link the GPU has, raises ``NVMLError_InvalidArgument``
+  past its last link and ``NVMLError_NotSupported`` on a GPU without NVLink; ``…GetNvLinkRemoteDeviceType`` and
+  ``…GetNvLinkRemotePciInfo`` (the ``_v2`` C function behind pynvml's name) describe an active link's far end;
+  ``nvmlDeviceGetP2PStatus(h1, h2, NVML_P2P_CAPS_INDEX_NVLINK)`` is ``NVML_P2P_STATUS_OK`` (0) when the two are
+  linked directly or both reach NVSwitches, else ``NVML_P2P_STATUS_NOT_SUPPORTED`` (5);
+  ``nvmlDeviceGetTopologyCommonAncestor(h1, h2)`` a ``NVML_TOPOLOGY_*`` level (the GPU's ``pcie_levels`` for the
+  other's UUID, else NODE on one NUMA node, SYSTEM across nodes).
 
 ``hang(name)`` makes a function block until ``release()``, to test the time limit without waiting for it.
 """
@@ -43,7 +51,10 @@ _ERRORS = {
     21: ("NoData", "No data"),
     999: ("Unknown", "Unknown Error"),
 }
-UNINITIALIZED, NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND = 1, 3, 4, 6
+UNINITIALIZED, INVALID_ARGUMENT, NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND = 1, 2, 3, 4, 6
+NVLINK_GPU, NVLINK_SWITCH = 0x00, 0x02  # NVML_NVLINK_DEVICE_TYPE_*
+TOPOLOGY_SINGLE, TOPOLOGY_MULTIPLE, TOPOLOGY_HOSTBRIDGE, TOPOLOGY_NODE, TOPOLOGY_SYSTEM = 10, 20, 30, 40, 50
+P2P_STATUS_OK, P2P_STATUS_NOT_SUPPORTED = 0, 5
 LIBRARY_NOT_FOUND, GPU_IS_LOST, UNKNOWN = 12, 15, 999
 
 
@@ -86,6 +97,11 @@ class FakeGpu:
     process_samples: list[tuple[int, int, int]] = field(default_factory=list)
     lost: bool = False
     errors: dict[str, int] = field(default_factory=dict)
+    # NVLink: how many links the GPU has (0: none, a PCIe card), and the far end of each active one, in link order:
+    # (NVLINK_GPU or NVLINK_SWITCH, NVML bus ID). Links past the active ones are inactive.
+    nvlink_slots: int = 0
+    nvlinks: list[tuple[int, str]] = field(default_factory=list)
+    pcie_levels: dict[str, int] = field(default_factory=dict)  # other GPU's UUID -> NVML_TOPOLOGY_* level
 
 
 def _words(bits: Iterable[int], size: int) -> list[int]:
@@ -104,6 +120,12 @@ class FakeNvml(types.ModuleType):
     NVML_GPU_UTILIZATION_SAMPLES = 1
     NVML_VALUE_TYPE_UNSIGNED_INT = 1
     NVML_AFFINITY_SCOPE_NODE = 0
+    NVML_FEATURE_DISABLED = 0
+    NVML_FEATURE_ENABLED = 1
+    NVML_NVLINK_MAX_LINKS = 18
+    NVML_P2P_CAPS_INDEX_NVLINK = 2
+    NVML_P2P_STATUS_OK = P2P_STATUS_OK
+    NVML_P2P_STATUS_NOT_SUPPORTED = P2P_STATUS_NOT_SUPPORTED
 
     def __init__(self, gpus: Iterable[FakeGpu] = (), *, library: bool = True, driver: str = "570.86.15") -> None:
         super().__init__("pynvml")
@@ -230,6 +252,55 @@ class FakeNvml(types.ModuleType):
         return newer
 
 
+    # ------------------------------------------------------------------------------------ NVLink and topology
+    def _link(self, name: str, handle: FakeGpu, link: int) -> FakeGpu:
+        gpu = self._device(name, handle, link)
+        if gpu.nvlink_slots == 0:
+            raise NVMLError(NOT_SUPPORTED)
+        if not 0 <= link < gpu.nvlink_slots:
+            raise NVMLError(INVALID_ARGUMENT)
+        return gpu
+
+    def nvmlDeviceGetNvLinkState(self, handle: FakeGpu, link: int) -> int:
+        gpu = self._link("nvmlDeviceGetNvLinkState", handle, link)
+        return self.NVML_FEATURE_ENABLED if link < len(gpu.nvlinks) else self.NVML_FEATURE_DISABLED
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: FakeGpu, link: int) -> int:
+        gpu = self._link("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
+        if link >= len(gpu.nvlinks):
+            raise NVMLError(NOT_SUPPORTED)  # an inactive link has no far end
+        return gpu.nvlinks[link][0]
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: FakeGpu, link: int) -> types.SimpleNamespace:
+        gpu = self._link("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
+        if link >= len(gpu.nvlinks):
+            raise NVMLError(NOT_SUPPORTED)
+        bus_id = gpu.nvlinks[link][1]
+        return types.SimpleNamespace(busId=bus_id, busIdLegacy=bus_id[4:])
+
+    def nvmlDeviceGetP2PStatus(self, first: FakeGpu, second: FakeGpu, index: int) -> int:
+        gpu = self._device("nvmlDeviceGetP2PStatus", first, second, index)
+        if second.lost:
+            raise NVMLError(GPU_IS_LOST)
+        if index != self.NVML_P2P_CAPS_INDEX_NVLINK:
+            raise NVMLError(NOT_SUPPORTED)  # this fake answers the NVLink index only
+        direct = any(bus == second.bus_id for _, bus in gpu.nvlinks) or any(
+            bus == gpu.bus_id for _, bus in second.nvlinks
+        )
+        switched = any(kind == NVLINK_SWITCH for kind, _ in gpu.nvlinks) and any(
+            kind == NVLINK_SWITCH for kind, _ in second.nvlinks
+        )
+        return P2P_STATUS_OK if direct or switched else P2P_STATUS_NOT_SUPPORTED
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, first: FakeGpu, second: FakeGpu) -> int:
+        gpu = self._device("nvmlDeviceGetTopologyCommonAncestor", first, second)
+        if second.lost:
+            raise NVMLError(GPU_IS_LOST)
+        if second.uuid in gpu.pcie_levels:
+            return gpu.pcie_levels[second.uuid]
+        return TOPOLOGY_NODE if gpu.numa_nodes == second.numa_nodes else TOPOLOGY_SYSTEM
+
+
 # --------------------------------------------------------------------------------------------------- procfs side
 @dataclass(frozen=True)
 class FakeThread:
@@ -317,10 +388,16 @@ def reference_nvml(**kwargs: Any) -> FakeNvml:
             samples=[(1_000_000 + step * 500_000, 90) for step in range(4)],
             processes=[(reference_pid(holders[index]), 40 << 30)],
             process_samples=[(reference_pid(holders[index]), 2_000_000 + step * 500_000, 80) for step in range(4)],
+            # An HGX baseboard: every GPU's 18 NVLinks go to the NVSwitches (four of them, as PCI functions).
+            nvlink_slots=18,
+            nvlinks=[(NVLINK_SWITCH, NVSWITCHES[link % len(NVSWITCHES)]) for link in range(18)],
         )
         for index, gpu in enumerate(GPUS)
     ]
     return FakeNvml(gpus, **kwargs)
+
+
+NVSWITCHES = ("00000000:C1:00.0", "00000000:C2:00.0", "00000000:C3:00.0", "00000000:C4:00.0")
 
 
 def write_reference_threads(host: FakeHost, *, memlock: int | None = MEMLOCK_UNLIMITED) -> None:
@@ -389,6 +466,12 @@ def reference_gpu_results() -> dict[str, Any]:
                     pod_uid=holders[index].uid,
                     sm_utilization=0.8,
                 ),
+            ),
+            nvlink_peers=tuple(sorted(other.uuid for other in GPUS if other is not gpu)),
+            nvlink_links=18,
+            nvlink_switch=True,
+            pcie_paths=frozen_map(
+                {o.uuid: "NODE" if o.numa_node == gpu.numa_node else "SYS" for o in GPUS if o is not gpu}
             ),
         )
         for index, gpu in enumerate(GPUS)

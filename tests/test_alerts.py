@@ -408,7 +408,7 @@ def test_amtool_route_test_fails_on_a_wrong_receiver():
 
 def test_every_alert_severity_is_routed_to_a_receiver_with_its_policy():
     amtool = require("amtool")
-    expected = {"critical": "numawatch-pager", "warning": "numawatch-ticket"}
+    expected = {"critical": "numawatch-pager", "warning": "numawatch-ticket", "info": "null"}
     for rule in alerting_rules():
         severity = rule["labels"]["severity"]
         labels = [f"alertname={rule['alert']}", f"severity={severity}", "cluster=c1", "check=some_check"]

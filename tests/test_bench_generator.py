@@ -115,7 +115,7 @@ def test_planted_drift_fires_its_checks(drifted, drifted_host):
     fired = {finding.check for finding in evaluate(drifted_host, REFERENCE).findings}
     assert set(drifted.planted) == {
         "container_cpuset_drift", "container_memory_remote", "pod_not_guaranteed", "irq_on_isolated_cpu",
-        "thp_enabled",
+        "thp_enabled", "node_workload_not_isolated",
     }  # fmt: skip
     assert set(drifted.planted) <= fired
 

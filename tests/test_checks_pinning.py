@@ -108,7 +108,7 @@ def test_burstable_pod_without_gpus_or_selector_need_not_be_guaranteed():
 
 
 def test_pod_named_by_an_intent_selector_must_be_guaranteed():
-    intent = Intent(pinned=(PodSelector(namespace="monitoring"),))
+    intent = Intent(pinned=(PodSelector(namespace="kube-system"),))
 
     (finding,) = findings("pod_not_guaranteed", reference_snapshot(), intent)
 
@@ -201,7 +201,7 @@ def test_container_running_on_another_containers_exclusive_cpus_overlaps():
     assert finding.labels["container"] == "node-exporter"
     assert finding.labels["cpus"] == "9-10"
     assert "inference/trtllm-mistral-0/trtllm" in finding.message
-    assert "monitoring/node-exporter-x7k2p/node-exporter" in finding.message
+    assert "kube-system/node-exporter-x7k2p/node-exporter" in finding.message
 
 
 def test_exclusive_containers_do_not_overlap_themselves():

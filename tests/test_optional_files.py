@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 from fakehost import FakeHost
-from fakehost.reference import GPU_IRQ_BASE, GPUS, ReferenceNode, reference_node
+from fakehost.reference import GPU_IRQ_BASE, GPUS, NODE_EXPORTER, SLOTS, ReferenceNode, reference_node
 from numawatch.checks import Evaluation, evaluate
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
@@ -65,6 +65,7 @@ FAULTS = (
                 "container_outside_isolated",
                 "isolation_params_mismatch",
                 "irq_on_isolated_cpu",
+                "cpuidle_deep_state",
             }
         ),
         _without_isolcpus,
@@ -98,6 +99,25 @@ FAULTS = (
         f"sys/bus/pci/devices/{GPU}/local_cpulist",
         "0-",
         frozenset({"numa_topology_inconsistent"}),
+    ),
+    # issue 17's sources
+    Fault("idle state disable", f"{CPU}/cpu3/cpuidle/state3/disable", "on", frozenset({"cpuidle_deep_state"})),
+    # The driver's table is read from the first CPU with one: cpu0, housekeeping, whose states nothing judges (cpu1's
+    # table is read for the others).
+    Fault("idle state latency", f"{CPU}/cpu0/cpuidle/state2/latency", "fast", frozenset()),
+    Fault("pm qos limit", f"{CPU}/cpu3/power/pm_qos_resume_latency_us", "soon", frozenset({"cpuidle_deep_state"})),
+    Fault("cpuidle governor", f"{CPU}/cpuidle/current_governor", "Menu!", frozenset()),
+    # The NIC sits under its GPU's switch: its path is PIX whatever its NUMA node or class says.
+    Fault("nic numa_node", f"sys/bus/pci/devices/{SLOTS[0].nic}/numa_node", "zero", frozenset()),
+    Fault("nic class", f"sys/bus/pci/devices/{SLOTS[0].nic}/class", "ib", frozenset()),
+    Fault("switch port class", f"sys/bus/pci/devices/{SLOTS[0].upstream}/class", "?", frozenset()),
+    # node-exporter runs in kube-system: nothing judges its use.
+    Fault(
+        "pod cpu.stat",
+        "sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/"
+        f"kubepods-burstable-pod{NODE_EXPORTER.uid.replace('-', '_')}.slice/cpu.stat",
+        "usage_usec lots",
+        frozenset(),
     ),
 )
 

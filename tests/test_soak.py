@@ -88,7 +88,7 @@ def test_pods_coming_and_going_leave_series_and_memory_flat(fake_host):
                 node.host,
                 uid=uid,
                 qos="burstable",
-                namespace="soak",
+                namespace="inference",  # the GPU pods' namespace: helpers coming and going belong on the node
                 name=f"soak-{created}",
                 containers=[ContainerSpec("app", cpus=DEFAULT_CPUSET, mems={0, 1}, numa_bytes={0: 8 << 20})],
             )

@@ -200,7 +200,7 @@ def test_devices_of_other_resources_are_not_gpus_and_do_not_require_pinning():
 
 
 def test_intent_selectors_make_a_container_must_pin_and_gpu_pinning_can_be_turned_off():
-    intent = Intent(pin_gpu_containers=False, pinned=(PodSelector(namespace="monitoring", pod="node-exporter-*"),))
+    intent = Intent(pin_gpu_containers=False, pinned=(PodSelector(namespace="kube-system", pod="node-exporter-*"),))
 
     workloads = by_name(build_workloads(reference_snapshot(), intent))
 

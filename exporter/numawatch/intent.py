@@ -23,6 +23,7 @@ from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.model import frozen_map
 from numawatch.quantity import QuantityError, quantity_bytes
 from numawatch.shapes import Shape, ShapeError, shapes_from_intent
+from numawatch.taints import Taint, TaintError, parse_label, parse_taint
 
 REFERENCE_PROFILE = "reference profile"
 
@@ -64,6 +65,37 @@ class KernelIntent:
     irq_activity_threshold_per_second: float = 1.0  # device interrupts per second per isolated/exclusive CPU
     tick_threshold_per_second: float = 10.0  # local timer interrupts per second on a nohz_full CPU
     check_irqbalance: bool = True
+    # The longest exit latency (µs) of an idle state that isolated and exclusive CPUs may enter: C1 and C1E are a
+    # microsecond or two, C6 on a server 100 µs and more.
+    max_idle_exit_latency_us: int = 10
+
+
+# nvidia-smi topo's levels of a PCIe path, best first (see checks/gpu_nic.py).
+PCI_PATH_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+# Namespaces whose pods belong on every node whatever the taints (the kubelet's and Kubernetes' own, numawatch's as
+# deploy/ installs it, and the NVIDIA GPU Operator's under its two usual names); node.systemNamespaces adds more.
+BUILTIN_SYSTEM_NAMESPACES = ("kube-system", "numawatch", "gpu-operator", "nvidia-gpu-operator")
+
+
+@dataclass(frozen=True)
+class NodeIntent:
+    """What keeps other workloads off a GPU node (knob 10): its taints and labels, and who may run there anyway."""
+
+    taints: tuple[Taint, ...] = (Taint("nvidia.com/gpu", "present", "NoSchedule"),)
+    labels: Mapping[str, str] = field(default_factory=lambda: frozen_map({"fibercli.local/numa-pinned": "true"}))
+    system_namespaces: tuple[str, ...] = ()  # in addition to BUILTIN_SYSTEM_NAMESPACES
+
+    @property
+    def allowed_namespaces(self) -> frozenset[str]:
+        return frozenset(BUILTIN_SYSTEM_NAMESPACES) | frozenset(self.system_namespaces)
+
+
+@dataclass(frozen=True)
+class GpuIntent:
+    """Where GPUs sit relative to what they talk to."""
+
+    max_nic_path_level: str = "PXB"  # the worst acceptable PCIe path from a GPU to an RDMA NIC (PCI_PATH_LEVELS)
 
 
 @dataclass(frozen=True)
@@ -86,6 +118,8 @@ class Intent:
     kernel: KernelIntent = field(default_factory=KernelIntent)
     # Named pod shapes whose remaining replicas the capacity metrics export (docs/capacity.md).
     shapes: tuple[Shape, ...] = ()
+    node: NodeIntent = field(default_factory=NodeIntent)
+    gpus: GpuIntent = field(default_factory=GpuIntent)
 
     def severity_for(self, check_id: str, default: str) -> str:
         return self.severities.get(check_id, default)
@@ -112,6 +146,8 @@ CPUFREQ_GOVERNORS = ("performance", "powersave", "schedutil", "ondemand", "conse
 HOUSEKEEPING = "housekeeping"
 # An extended resource name: a domain prefix and a name (nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-1g.10gb).
 _RESOURCE_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", re.ASCII)
+# A namespace is a DNS label (RFC 1123).
+_NAMESPACE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
 # Intent files are small; a larger one is a mistake (a log, a binary), not an intent.
 _MAX_INTENT_BYTES = 1 << 20
 
@@ -295,7 +331,7 @@ class _IntentReader:
 
     # ----------------------------------------------------------------------------------------------- sections
     def intent(self, data: Any) -> Intent:
-        top = self.section(data, "", ("kubelet", "pinning", "thresholds", "checks", "kernel", "shapes"))
+        top = self.section(data, "", ("kubelet", "pinning", "thresholds", "checks", "kernel", "shapes", "node", "gpus"))
         values: dict[str, Any] = {"source": self.source}
         values.update(self.kubelet(top.get("kubelet")))
         values.update(self.pinning(top.get("pinning")))
@@ -303,7 +339,70 @@ class _IntentReader:
         values.update(self.checks(top.get("checks")))
         values["kernel"] = self.kernel(top.get("kernel"))
         values["shapes"] = self.shapes(top.get("shapes"))
+        values["node"] = self.node(top.get("node"))
+        values["gpus"] = self.gpus(top.get("gpus"))
         return Intent(**values)
+
+    def node(self, value: Any) -> NodeIntent:
+        key = "node"
+        section = self.section(value, key, ("taints", "labels", "systemNamespaces"))
+        out: dict[str, Any] = {}
+        if "taints" in section:
+            out["taints"] = tuple(
+                self.taint(item, f"{key}.taints[{index}]")
+                for index, item in enumerate(self.list_of(section["taints"], f"{key}.taints"))
+            )
+        if "labels" in section:
+            labels = section["labels"]
+            if not isinstance(labels, dict):
+                raise self.fail(f"{key}.labels", "a mapping of label key to value", labels)
+            parsed: dict[str, str] = {}
+            for name, label_value in labels.items():
+                path = f"{key}.labels.{name}"
+                if isinstance(label_value, bool):
+                    label_value = "true" if label_value else "false"  # YAML's true is the label value "true"
+                if not isinstance(name, str) or not isinstance(label_value, (str, int)):
+                    raise self.fail(path, "a label key and a string value", label_value)
+                try:
+                    label_key, text = parse_label(f"{name}={label_value}")
+                except TaintError as error:
+                    raise self.fail(path, f"a Kubernetes label ({error})", label_value) from None
+                parsed[label_key] = text
+            out["labels"] = frozen_map(parsed)
+        if "systemNamespaces" in section:
+            out["system_namespaces"] = self.string_list(
+                section["systemNamespaces"], f"{key}.systemNamespaces", self.namespace
+            )
+        return NodeIntent(**out)
+
+    def list_of(self, value: Any, key: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(key, "a list", value)
+        return value
+
+    def taint(self, value: Any, key: str) -> Taint:
+        expected = "a taint such as nvidia.com/gpu=present:NoSchedule"
+        if not isinstance(value, str):
+            raise self.fail(key, expected, value)
+        try:
+            return parse_taint(value)
+        except TaintError as error:
+            raise self.fail(key, f"{expected} ({error})", value) from None
+
+    def namespace(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not _NAMESPACE.fullmatch(value):
+            raise self.fail(key, "a namespace name (lower-case letters, digits and '-', at most 63)", value)
+        return value
+
+    def gpus(self, value: Any) -> GpuIntent:
+        key = "gpus"
+        section = self.section(value, key, ("maxNicPathLevel",))
+        out: dict[str, Any] = {}
+        if "maxNicPathLevel" in section:
+            out["max_nic_path_level"] = self.choice(
+                section["maxNicPathLevel"], f"{key}.maxNicPathLevel", PCI_PATH_LEVELS
+            )
+        return GpuIntent(**out)
 
     def shapes(self, value: Any) -> tuple[Shape, ...]:
         try:
@@ -426,6 +525,7 @@ class _IntentReader:
                 "irqActivityThresholdPerSecond",
                 "tickThresholdPerSecond",
                 "checkIrqbalance",
+                "maxIdleExitLatencyUs",
             ),
         )
         out: dict[str, Any] = {}
@@ -464,6 +564,10 @@ class _IntentReader:
             )
         if "checkIrqbalance" in section:
             out["check_irqbalance"] = self.boolean(section["checkIrqbalance"], f"{key}.checkIrqbalance")
+        if "maxIdleExitLatencyUs" in section:
+            out["max_idle_exit_latency_us"] = self.integer(
+                section["maxIdleExitLatencyUs"], f"{key}.maxIdleExitLatencyUs", 0, 1_000_000
+            )
         return KernelIntent(**out)
 
     def hugepages_per_node(self, value: Any) -> dict[int, Mapping[int, int]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from numawatch.cpuset import EMPTY, CPUSet
+from numawatch.taints import Taint
 
 
 def frozen_map(items: Mapping | None = None) -> Mapping:
@@ -215,6 +216,19 @@ class Names:
 
 # --------------------------------------------------------------------------------------------------- kubelet config
 @dataclass(frozen=True)
+class NodeRegistration:
+    """The taints and labels the node registers with, as the files numawatch reads declare them
+    (sources/node_registration.py)."""
+
+    taints: tuple[Taint, ...] | None = None  # None: no file numawatch reads declares them (set through the API)
+    labels: Mapping[str, str] | None = None
+    files: tuple[str, ...] = ()  # host paths of the files that declared them
+    # Declarations the kubelet (or RKE2) would refuse, one line each naming the file: that half is then unknown.
+    taint_problems: tuple[str, ...] = ()
+    label_problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class KubeletConfig:
     """The kubelet's effective CPU/Memory/Topology Manager settings, with the kubelet's defaults applied."""
 
@@ -238,6 +252,7 @@ class KubeletConfig:
     # Inputs read leniently that the kubelet itself may reject, one line each naming the file (e.g. a quoted
     # kubelet-arg value, whose quotes RKE2 passes to the kubelet verbatim).
     warnings: tuple[str, ...] = ()
+    registration: NodeRegistration = field(default_factory=NodeRegistration)
 
 
 # --------------------------------------------------------------------------------------------------- kubelet state

@@ -69,6 +69,15 @@ class NvmlGpu:
     held_idle_seconds: float = 0.0  # (1 - utilisation) x interval, over intervals ending with a compute process on it
     processes: tuple[GpuProcess, ...] | None = ()  # None: NVML could not list them (see problems)
     problems: tuple[str, ...] = ()  # calls that failed on this GPU without taking it down, one line each
+    # NVLink, read once per enumeration (issue 17): the UUIDs of the other GPUs this one reaches peer-to-peer over
+    # NVLink or NVSwitch (nvmlDeviceGetP2PStatus with the NVLink index, else its active links' far ends); None when
+    # NVML could not say. ``nvlink_links`` counts its active links (0: none, a PCIe-only GPU), ``nvlink_switch``
+    # whether they lead to NVSwitches. ``pcie_paths``: other GPU's UUID -> NVML's common-ancestor level on PCIe
+    # (nvmlDeviceGetTopologyCommonAncestor: "PIX", "PXB", "PHB", "NODE", "SYS", "internal").
+    nvlink_peers: tuple[str, ...] | None = None
+    nvlink_links: int | None = None
+    nvlink_switch: bool | None = None
+    pcie_paths: Mapping[str, str] = field(default_factory=frozen_map)
 
 
 @dataclass(frozen=True)

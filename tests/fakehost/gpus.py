@@ -1,9 +1,14 @@
 """Fake PCI functions: NVIDIA GPUs (and other devices, so the GPU filter is exercised) in the real sysfs shape.
 
 Each device is a directory ``sys/devices/pci<domain>:<bus>/<bdf>/`` with ``vendor``, ``device``, ``class``,
-``numa_node`` (``-1`` when unknown), ``local_cpulist``, ``local_cpus`` (hex mask), ``irq`` and ``msi_irqs/<n>``,
-reached through the relative link ``sys/bus/pci/devices/<bdf> -> ../../../devices/pci<domain>:<bus>/<bdf>`` as
-the kernel makes it. GPUs also get the driver's ``proc/driver/nvidia/gpus/<bdf>/information``.
+``numa_node`` (``-1`` when unknown), ``local_cpulist``, ``local_cpus`` (hex mask), ``irq``, ``msi_irqs/<n>`` and
+``config`` (the first 256 bytes of its configuration space: IDs, class, header type and, for a bridge, its primary,
+secondary and subordinate bus numbers, which is what hwloc builds the hierarchy from), reached through the relative
+link ``sys/bus/pci/devices/<bdf> -> ../../../devices/pci<domain>:<bus>/<bdf>`` as the kernel makes it. A device
+behind bridges nests in their directories (``parent``): ``add_pcie_switch`` writes a root port and a PCIe switch
+(upstream and downstream ports) the way a GPU baseboard has them. GPUs also get the driver's
+``proc/driver/nvidia/gpus/<bdf>/information``; RDMA NICs (``add_rdma_nic``) their ``infiniband/<name>`` directory and
+the ``sys/class/infiniband/<name>`` link.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ CLASS_VGA = "0x030000"
 CLASS_ETHERNET = "0x020000"
 CLASS_AUDIO = "0x040300"  # NVIDIA HDMI audio function on the same card as a VGA GPU
 CLASS_BRIDGE_OTHER = "0x068000"  # NVSwitch
+CLASS_PCI_BRIDGE = "0x060400"  # root ports and PCIe switch ports
+CLASS_INFINIBAND = "0x020700"
+MELLANOX = "0x15b3"
+CONNECTX7 = "0x1021"
 
 _BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 
@@ -57,6 +66,19 @@ def _nr_cpu_ids(host: FakeHost, cpus: CPUSet) -> int:
     return max(cpus) + 1 if cpus else 1
 
 
+def config_space(vendor_id: str, device_id: str, class_code: str, buses: tuple[int, int, int] | None = None) -> bytes:
+    """The first 256 bytes of a function's configuration space: a type 0 header, or with ``buses`` (primary,
+    secondary, subordinate) a type 1 (PCI-to-PCI bridge) header (PCI Local Bus Specification, 6.1)."""
+    data = bytearray(256)
+    data[0:2] = int(vendor_id, 16).to_bytes(2, "little")
+    data[2:4] = int(device_id, 16).to_bytes(2, "little")
+    data[0x09:0x0C] = int(class_code, 16).to_bytes(3, "little")  # prog-if, subclass, base class
+    if buses is not None:
+        data[0x0E] = 0x01
+        data[0x18], data[0x19], data[0x1A] = buses
+    return bytes(data)
+
+
 def add_pci_device(
     host: FakeHost,
     pci_address: str,
@@ -67,24 +89,32 @@ def add_pci_device(
     numa_node: int | None = None,
     local_cpus: Iterable[int] | str | None = None,
     msi_irqs: Iterable[int] = (),
+    parent: str | None = None,
+    buses: tuple[int, int, int] | None = None,
+    config: bool = True,
 ) -> Path:
     """Write one PCI function and its ``sys/bus/pci/devices`` link; return its directory under sys/devices.
 
     ``numa_node`` None writes ``-1`` (firmware gave no locality). ``local_cpus`` is a CPU list string or CPU ids;
     None writes no local_cpulist/local_cpus (as on a kernel without NUMA). ``msi_irqs`` creates ``msi_irqs/<n>``
     entries (what the IRQ readers use to find a device's interrupts) and sets ``irq`` to the first one.
+    ``parent``: the directory (relative to the host root) of the bridge it sits behind; None puts it on its bus's
+    root (``sys/devices/pci<domain>:<bus>``). ``buses``: a bridge's (primary, secondary, subordinate) bus numbers
+    for its configuration space; ``config`` False writes none (as the QEMU captures lack it).
     """
     address = pci_address.lower()
     match = _BDF.match(address)
     if match is None:
         raise ValueError(f"PCI address must look like 0000:18:00.0, not {pci_address!r}")
     domain, bus = match.group(1), match.group(2)
-    root_bus = f"pci{domain}:{bus}"
-    rel_dir = f"sys/devices/{root_bus}/{address}"
+    parent_dir = parent if parent is not None else f"sys/devices/pci{domain}:{bus}"
+    rel_dir = f"{parent_dir}/{address}"
     host.write(f"{rel_dir}/vendor", vendor_id)
     host.write(f"{rel_dir}/device", device_id)
     host.write(f"{rel_dir}/class", class_code)
     host.write(f"{rel_dir}/numa_node", str(-1 if numa_node is None else numa_node))
+    if config:
+        host.write(f"{rel_dir}/config", config_space(vendor_id, device_id, class_code, buses))
     if local_cpus is not None:
         cpus = parse_cpulist(local_cpus) if isinstance(local_cpus, str) else frozenset(local_cpus)
         host.write(f"{rel_dir}/local_cpulist", format_cpulist(cpus))
@@ -93,8 +123,88 @@ def add_pci_device(
     host.write(f"{rel_dir}/irq", str(irqs[0] if irqs else 0))
     for irq in irqs:
         host.write(f"{rel_dir}/msi_irqs/{irq}", "msix")
-    host.symlink(f"sys/bus/pci/devices/{address}", f"../../../devices/{root_bus}/{address}")
+    host.symlink(f"sys/bus/pci/devices/{address}", "../../../" + rel_dir.removeprefix("sys/"))
     return host.path(rel_dir)
+
+
+def _bus(address: str) -> int:
+    return int(address.split(":")[1], 16)
+
+
+def add_pcie_switch(
+    host: FakeHost,
+    root_port: str,
+    upstream: str,
+    downstream: Iterable[str],
+    *,
+    numa_node: int | None,
+    local_cpus: Iterable[int] | str | None,
+    config: bool = True,
+) -> dict[str, str]:
+    """A root port of its host bridge with a PCIe switch behind it (a GPU baseboard's PEX switch): the upstream port
+    on the root port's secondary bus, the downstream ports on the upstream port's, and behind them, in address
+    order, the buses that follow: downstream ports ``0000:17:00.0`` and ``0000:17:01.0`` lead to buses 0x18 and
+    0x19, where the caller puts the GPU and the NIC. Returns downstream port -> its directory (the ``parent`` of the
+    device behind it)."""
+    ports = sorted(address.lower() for address in downstream)
+    first_behind = _bus(ports[0]) + 1 if ports else _bus(upstream) + 1
+    behind = {port: first_behind + index for index, port in enumerate(ports)}
+    last = max(behind.values(), default=_bus(upstream))
+    common = {"numa_node": numa_node, "local_cpus": local_cpus, "config": config}
+    rp_dir = add_pci_device(
+        host, root_port, vendor_id="0x8086", device_id="0x352a", class_code=CLASS_PCI_BRIDGE,
+        buses=(_bus(root_port), _bus(upstream), last), **common,
+    )  # fmt: skip
+    rp_rel = str(rp_dir.relative_to(host.root))
+    usp_dir = add_pci_device(
+        host, upstream, vendor_id="0x1000", device_id="0xc030", class_code=CLASS_PCI_BRIDGE, parent=rp_rel,
+        buses=(_bus(upstream), _bus(ports[0]) if ports else _bus(upstream) + 1, last), **common,
+    )  # fmt: skip
+    usp_rel = str(usp_dir.relative_to(host.root))
+    found = {}
+    for port in ports:
+        dsp_dir = add_pci_device(
+            host, port, vendor_id="0x1000", device_id="0xc030", class_code=CLASS_PCI_BRIDGE, parent=usp_rel,
+            buses=(_bus(port), behind[port], behind[port]), **common,
+        )  # fmt: skip
+        found[port] = str(dsp_dir.relative_to(host.root))
+    return found
+
+
+def add_rdma_nic(
+    host: FakeHost,
+    pci_address: str,
+    *,
+    name: str | None,
+    numa_node: int | None,
+    local_cpus: Iterable[int] | str | None,
+    parent: str | None = None,
+    class_code: str = CLASS_INFINIBAND,
+    virtual_of: str | None = None,
+    config: bool = True,
+) -> Path:
+    """A ConnectX NIC: class InfiniBand by default (``CLASS_ETHERNET`` for RoCE), and with ``name`` its RDMA device
+    (``infiniband/<name>/`` in the function's directory and the ``sys/class/infiniband/<name>`` link the mlx5 driver
+    makes); None: no driver bound. ``virtual_of``: the physical function's address, for an SR-IOV VF (``physfn``)."""
+    directory = add_pci_device(
+        host, pci_address, vendor_id=MELLANOX, device_id=CONNECTX7, class_code=class_code,
+        numa_node=numa_node, local_cpus=local_cpus, parent=parent, config=config,
+    )  # fmt: skip
+    rel = str(directory.relative_to(host.root))
+    if virtual_of is not None:
+        host.symlink(f"{rel}/physfn", f"../{virtual_of.lower()}")
+    if name is not None:
+        add_rdma_device(host, directory, name)
+    return directory
+
+
+def add_rdma_device(host: FakeHost, directory: Path, name: str) -> None:
+    """The RDMA device a driver (mlx5_ib) registers for the PCI function at ``directory``: ``infiniband/<name>/``
+    with its ``device`` link back to the function, and ``sys/class/infiniband/<name>``."""
+    rel = str(directory.relative_to(host.root))
+    host.write(f"{rel}/infiniband/{name}/node_type", "1: CA")
+    host.symlink(f"{rel}/infiniband/{name}/device", f"../../../{directory.name}")
+    host.symlink(f"sys/class/infiniband/{name}", "../../" + rel.removeprefix("sys/") + f"/infiniband/{name}")
 
 
 def add_gpu(
@@ -110,13 +220,15 @@ def add_gpu(
     class_code: str = CLASS_3D_CONTROLLER,
     minor: int | None = None,
     msi_irqs: Iterable[int] = (),
+    parent: str | None = None,
 ) -> FakeGpu:
     """Write an NVIDIA GPU at ``pci_address`` (``0000:18:00.0``).
 
     ``numa_node`` None means the kernel reports ``-1``; ``local_cpus`` as in ``add_pci_device``. ``uuid`` None
     derives a stable one from the address (``fake_uuid``). ``nvidia_proc`` False leaves out the driver's procfs
     entry (nvidia module not loaded: UUID and model unknown). ``minor`` is the ``Device Minor`` line (default: the
-    number of GPUs already in proc/driver/nvidia/gpus).
+    number of GPUs already in proc/driver/nvidia/gpus). ``parent``: the bridge directory it sits behind (see
+    ``add_pci_device``).
     """
     address = pci_address.lower()
     gpu_uuid = uuid if uuid is not None else fake_uuid(address)
@@ -130,6 +242,7 @@ def add_gpu(
         numa_node=numa_node,
         local_cpus=local_cpus,
         msi_irqs=irqs,
+        parent=parent,
     )
     if nvidia_proc:
         gpus_dir = host.path("proc/driver/nvidia/gpus")

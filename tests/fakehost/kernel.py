@@ -191,6 +191,45 @@ def add_irqs(
 
 
 # --------------------------------------------------------------------------------------------------- numastat
+# intel_idle's states on a Sapphire Rapids server (drivers/idle/intel_idle.c spr_cstates): name, exit latency µs.
+INTEL_IDLE_STATES: tuple[tuple[str, int], ...] = (("POLL", 0), ("C1", 1), ("C1E", 2), ("C6", 290))
+
+
+def add_cpuidle(
+    host: FakeHost,
+    cpus: Iterable[int],
+    *,
+    driver: str = "intel_idle",
+    governor: str = "menu",
+    states: Sequence[tuple[str, int]] = INTEL_IDLE_STATES,
+    disabled: Mapping[int, Iterable[str]] | None = None,
+    resume_latency: Mapping[int, str] | None = None,
+) -> None:
+    """Write ``cpu/cpuidle/{current_driver,current_governor}`` and, per CPU, ``cpuidle/stateK/{name,desc,latency,
+    residency,disable,usage,time}`` and ``power/pm_qos_resume_latency_us`` as the kernel lays them out.
+
+    ``disabled``: CPU -> names of its states whose ``disable`` is 1 (``cpupower idle-set -d``); ``resume_latency``:
+    CPU -> the PM QoS file's text (default ``0``: no limit; ``n/a``: polling only).
+    """
+    base = "sys/devices/system/cpu"
+    host.write(f"{base}/cpuidle/current_driver", driver)
+    host.write(f"{base}/cpuidle/current_governor", governor)
+    host.write(f"{base}/cpuidle/current_governor_ro", governor)
+    host.write(f"{base}/cpuidle/available_governors", "ladder menu teo")
+    off = {cpu: set(names) for cpu, names in (disabled or {}).items()}
+    for cpu in cpus:
+        for index, (name, latency) in enumerate(states):
+            state = f"{base}/cpu{cpu}/cpuidle/state{index}"
+            host.write(f"{state}/name", name)
+            host.write(f"{state}/desc", "CPUIDLE CORE POLL IDLE" if latency == 0 else f"MWAIT {index:#04x}")
+            host.write(f"{state}/latency", str(latency))
+            host.write(f"{state}/residency", str(latency * 3))
+            host.write(f"{state}/disable", "1" if name in off.get(cpu, ()) else "0")
+            host.write(f"{state}/usage", str(1000 * (index + 1)))
+            host.write(f"{state}/time", str(50_000 * (index + 1)))
+        host.write(f"{base}/cpu{cpu}/power/pm_qos_resume_latency_us", (resume_latency or {}).get(cpu, "0"))
+
+
 def add_numastat(host: FakeHost, node: int, **counters: int) -> None:
     """``nodeN/numastat`` with the six kernel fields (0 unless given) plus any extra ones given."""
     fields = dict.fromkeys(

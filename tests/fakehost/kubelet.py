@@ -107,6 +107,8 @@ def write_kubelet_config(
     extra_args: Sequence[str] = (),
     as_flags: bool = True,
     rke2_defaults: bool = True,
+    node_taints: Sequence[str] | None = None,
+    node_labels: Sequence[str] | None = None,
 ) -> Path:
     """Write the kubelet configuration of a node and return the main file written.
 
@@ -120,6 +122,10 @@ def write_kubelet_config(
     as_flags: True writes the settings as flags (kubelet-arg / KUBELET_KUBEADM_ARGS); False as KubeletConfiguration
         fields (RKE2: a drop-in ``50-numawatch.conf`` in RKE2's kubelet.conf.d; kubeadm: ``config.yaml``).
     rke2_defaults: RKE2 only, also write ``00-rke2-defaults.conf`` as recent RKE2 releases do.
+    node_taints / node_labels: what the node registers with (``key=value:Effect``, ``key=value``): RKE2's
+        ``node-taint`` / ``node-label`` lists; kubeadm's ``--register-with-taints`` and ``--node-labels`` flags
+        (with as_flags False, the taints as ``registerWithTaints`` in config.yaml: labels have no field). None
+        writes nothing (kubeadm: taints set through the API).
     """
     fields: dict[str, Any] = {}  # KubeletConfiguration field -> value
     flags: list[str] = []  # "flag=value", as RKE2's kubelet-arg spells them
@@ -155,10 +161,23 @@ def write_kubelet_config(
             {"numaNode": node, "limits": {k: _quantity(v) for k, v in limits.items()}} for node, limits in nodes
         ]
 
+    registration: dict[str, Any] = {}
     if flavor == "rke2":
-        return _write_rke2(host, fields, flags, extra_args, as_flags, rke2_defaults)
+        if node_taints is not None:
+            registration["node-taint"] = list(node_taints)
+        if node_labels is not None:
+            registration["node-label"] = list(node_labels)
+        return _write_rke2(host, fields, flags, extra_args, as_flags, rke2_defaults, registration)
     if flavor == "kubeadm":
-        return _write_kubeadm(host, fields, flags, extra_args, as_flags)
+        extra = list(extra_args)
+        if node_taints is not None:
+            if as_flags:
+                extra.append("register-with-taints=" + ",".join(node_taints))
+            else:
+                fields["registerWithTaints"] = [_taint_field(taint) for taint in node_taints]
+        if node_labels is not None:
+            extra.append("node-labels=" + ",".join(node_labels))
+        return _write_kubeadm(host, fields, flags, extra, as_flags)
     raise ValueError(f"unknown flavor {flavor!r}: rke2 or kubeadm")
 
 
@@ -166,12 +185,25 @@ def _yaml(document: Mapping[str, Any]) -> str:
     return yaml.safe_dump(dict(document), default_flow_style=False, sort_keys=False)
 
 
+def _taint_field(taint: str) -> dict[str, str]:
+    """``key=value:Effect`` -> the KubeletConfiguration's ``{key, value, effect}``."""
+    body, _, effect = taint.rpartition(":")
+    key, _, value = body.partition("=")
+    return {"key": key, "value": value, "effect": effect} if value else {"key": key, "effect": effect}
+
+
 def _write_rke2(
-    host: FakeHost, fields: dict[str, Any], flags: list[str], extra: Sequence[str], as_flags: bool, defaults: bool
+    host: FakeHost,
+    fields: dict[str, Any],
+    flags: list[str],
+    extra: Sequence[str],
+    as_flags: bool,
+    defaults: bool,
+    registration: Mapping[str, Any] | None = None,
 ) -> Path:
     if defaults:
         host.write(f"{RKE2_DROPIN_DIR}/00-rke2-defaults.conf", _yaml(_RKE2_DEFAULTS))
-    document: dict[str, Any] = {"write-kubeconfig-mode": "0644"}
+    document: dict[str, Any] = {"write-kubeconfig-mode": "0644", **(registration or {})}
     args = [*(flags if as_flags else ()), *extra]
     if args:
         document["kubelet-arg"] = args

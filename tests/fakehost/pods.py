@@ -478,6 +478,8 @@ def add_pod(
         log_dir = f"var/log/pods/{namespace}_{name}_{uid}"
         for handle in handles:
             _put(f"{host.root}/{log_dir}/{handle.name}", {"0.log": ""})
+    resident = sum(sum((spec.numa_bytes or {}).values()) for spec in containers)
+    write_pod_usage(host, version, pod_rel, cpu_seconds=0.0, memory_bytes=resident)
     return PodHandle(
         uid=uid,
         qos=qos,
@@ -492,6 +494,27 @@ def add_pod(
         bundle_dirs=tuple(bundle_dirs),
         log_dir=log_dir,
     )
+
+
+def write_pod_usage(host: FakeHost, version: int, pod_rel: str, *, cpu_seconds: float, memory_bytes: int) -> None:
+    """A pod cgroup's CPU time and memory charge, as the kernel keeps them at the pod level: cgroup v2 ``cpu.stat``
+    and ``memory.current``; v1 ``cpu,cpuacct/<pod>/cpuacct.usage`` (ns) and ``memory/<pod>/memory.usage_in_bytes``."""
+    base = host.path("sys/fs/cgroup")
+    usec = round(cpu_seconds * 1e6)
+    if version == 2:
+        _put(f"{base}/{pod_rel}", {
+            "cpu.stat": f"usage_usec {usec}\nuser_usec {usec * 4 // 5}\nsystem_usec {usec - usec * 4 // 5}\n"
+                        "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\nnr_bursts 0\nburst_usec 0\n",
+            "memory.current": f"{memory_bytes}\n",
+        })  # fmt: skip
+    else:
+        _put(f"{base}/cpu,cpuacct/{pod_rel}", {"cpuacct.usage": f"{usec * 1000}\n"})
+        _put(f"{base}/memory/{pod_rel}", {"memory.usage_in_bytes": f"{memory_bytes}\n"})
+
+
+def set_pod_usage(host: FakeHost, pod: PodHandle, *, cpu_seconds: float, memory_bytes: int) -> None:
+    """What a running pod has used since it started (see ``write_pod_usage``)."""
+    write_pod_usage(host, pod.version, pod.cgroup_path, cpu_seconds=cpu_seconds, memory_bytes=memory_bytes)
 
 
 def _write_bundle(

@@ -4,9 +4,11 @@ The node (DOMAIN.md's reference profile): 2 sockets x 8 cores x SMT2 = 32 CPUs n
 fakehost.topology does (cpu = thread * 16 + socket * 8 + core: socket/NUMA node 0 is 0-7,16-23, node 1 is
 8-15,24-31, CPU n and n+16 are SMT siblings), ``isolcpus=domain,managed_irq`` = every CPU but core 0 of each socket
 (housekeeping 0,8,16,24) with ``nohz_full`` and ``rcu_nocbs`` equal, the kubelet on
-static / single-numa-node / pod / Static with ``reserved-cpus`` = the housekeeping CPUs, 4 GPUs (2 per NUMA node,
-registered with their node), two Guaranteed GPU pods pinned on isolated CPUs of their GPUs' node with their memory
-there, one Burstable system pod on the shared pool, and valid checkpoint files.
+static / single-numa-node / pod / Static with ``reserved-cpus`` = the housekeeping CPUs, registering with the seed's
+taint and label (RKE2 ``node-taint``, ``node-label``), 4 GPUs (2 per NUMA node, registered with their node), each
+behind a PCIe switch with a ConnectX NIC (GPU-NIC PIX), NVSwitch-connected (fake_pynvml), intel_idle with C6
+disabled on the isolated CPUs, two Guaranteed GPU pods pinned on isolated CPUs of their GPUs' node with their memory
+there, one Burstable system pod (kube-system) on the shared pool, and valid checkpoint files.
 
 Two forms of the same node:
 - ``reference_snapshot()``: the model objects (a ``Host`` with every source up), for check unit tests that need
@@ -59,9 +61,9 @@ from numawatch.model import (
 from numawatch.paths import Paths
 
 from fakehost import FakeHost
-from fakehost.gpus import FakeGpu, add_gpu
+from fakehost.gpus import FakeGpu, add_gpu, add_pcie_switch, add_rdma_nic
 from fakehost.hotplug import take_cpus_offline
-from fakehost.kernel import FakeIrq, add_irqs, add_kernel_settings, add_numastat
+from fakehost.kernel import FakeIrq, add_cpuidle, add_irqs, add_kernel_settings, add_numastat
 from fakehost.kubelet import (
     write_cpu_manager_state,
     write_device_checkpoint,
@@ -132,6 +134,30 @@ GPUS = (
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
+@dataclass(frozen=True)
+class RefSlot:
+    """Where a GPU sits on the PCIe fabric, as on an HGX baseboard: its host bridge's root port, a PCIe switch
+    (upstream port, two downstream ports), the GPU behind one downstream port and its ConnectX NIC behind the other
+    (nvidia-smi topo: GPU-NIC PIX)."""
+
+    root_port: str
+    upstream: str
+    gpu_port: str
+    nic_port: str
+    nic: str
+    rdma_device: str
+
+
+SLOTS = (
+    RefSlot("0000:15:01.0", "0000:16:00.0", "0000:17:00.0", "0000:17:01.0", "0000:19:00.0", "mlx5_0"),
+    RefSlot("0000:27:01.0", "0000:28:00.0", "0000:29:00.0", "0000:29:01.0", "0000:2b:00.0", "mlx5_1"),
+    RefSlot("0000:97:01.0", "0000:98:00.0", "0000:99:00.0", "0000:99:01.0", "0000:9b:00.0", "mlx5_2"),
+    RefSlot("0000:a8:01.0", "0000:a9:00.0", "0000:aa:00.0", "0000:aa:01.0", "0000:ac:00.0", "mlx5_3"),
+)
+NODE_TAINTS = ("nvidia.com/gpu=present:NoSchedule",)
+NODE_LABELS = ("fibercli.local/numa-pinned=true",)
+
+
 # --------------------------------------------------------------------------------------------- pods
 @dataclass(frozen=True)
 class RefContainer:
@@ -187,7 +213,7 @@ TRTLLM = RefPod(
 )
 NODE_EXPORTER = RefPod(
     uid="0b6e1f2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b",
-    namespace="monitoring",
+    namespace="kube-system",
     name="node-exporter-x7k2p",
     qos=QOS_BURSTABLE,
     container=RefContainer("node-exporter", _cid("c1")),
@@ -341,6 +367,9 @@ def reference_names() -> Names:
 
 
 def reference_kubelet_config() -> KubeletConfig:
+    from numawatch.model import NodeRegistration
+    from numawatch.taints import parse_label, parse_taint
+
     return KubeletConfig(
         flavor="rke2",
         cpu_manager_policy="static",
@@ -364,6 +393,11 @@ def reference_kubelet_config() -> KubeletConfig:
                 "systemReserved",
                 "kubeReserved",
             }
+        ),
+        registration=NodeRegistration(
+            taints=tuple(parse_taint(taint) for taint in NODE_TAINTS),
+            labels=frozen_map(dict(parse_label(label) for label in NODE_LABELS)),
+            files=("/etc/rancher/rke2/config.yaml",),
         ),
     )
 
@@ -644,11 +678,14 @@ class ReferenceNode:
         """gpu_numa_unknown (sysfs): the firmware gives one GPU no NUMA node (numa_node -1).
 
         The kernel then also reports every online CPU as local to it: ``local_cpus`` is ``cpumask_of_pcibus()`` of
-        its bus, which is ``cpu_online_mask`` for a bus without a node (arch/x86/include/asm/pci.h)."""
+        its bus, which is ``cpu_online_mask`` for a bus without a node (arch/x86/include/asm/pci.h). The node comes
+        from the host bridge's _PXM, so every function under that host bridge (root port, switch, NIC) loses it."""
         directory = self.gpus[index].device_dir
-        (directory / "numa_node").write_text("-1\n")
-        (directory / "local_cpulist").write_text(format_cpulist(self.layout.online) + "\n")
-        (directory / "local_cpus").write_text(format_cpumask(self.layout.online, max(self.layout.cpus) + 1) + "\n")
+        bridge = next(p for p in directory.parents if p.name.startswith("pci") and p.parent.name == "devices")
+        for function in (path.parent for path in bridge.rglob("numa_node")):
+            (function / "numa_node").write_text("-1\n")
+            (function / "local_cpulist").write_text(format_cpulist(self.layout.online) + "\n")
+            (function / "local_cpus").write_text(format_cpumask(self.layout.online, max(self.layout.cpus) + 1) + "\n")
 
     # ----------------------------------------------------------------------------------------- building
     def _rewrite_topology(self, **changes: Any) -> None:
@@ -720,17 +757,7 @@ def reference_node(
     # Guard the hand-written constants of this module against the builder's numbering.
     assert layout.node_cpus(0) == NODE_CPUS[0] and layout.node_cpus(1) == NODE_CPUS[1]
     assert frozenset(layout.core_cpus(s, 0) for s in range(SOCKETS)) == {frozenset({0, 16}), frozenset({8, 24})}
-    gpus = tuple(
-        add_gpu(
-            host,
-            gpu.pci_address,
-            numa_node=gpu.numa_node,
-            local_cpus=NODE_CPUS[gpu.numa_node],
-            uuid=gpu.uuid,
-            msi_irqs=(GPU_IRQ_BASE + index,),
-        )
-        for index, gpu in enumerate(GPUS)
-    )
+    gpus = tuple(_add_slot(host, index, gpu, SLOTS[index]) for index, gpu in enumerate(GPUS))
     node = ReferenceNode(
         host=host,
         layout=layout,
@@ -750,6 +777,8 @@ def reference_node(
             "system_reserved": {"memory": "2Gi"},
             "kube_reserved": {"memory": "1536Mi"},
             "extra_args": ("eviction-hard=memory.available=512Mi",),
+            "node_taints": NODE_TAINTS,
+            "node_labels": NODE_LABELS,
         },
         exclusive={pod.uid: pod.exclusive for pod in PODS if pod.exclusive},
         device_numa={pod.uid: pod.numa_node for pod in PODS if pod.gpus and pod.numa_node is not None},
@@ -765,6 +794,26 @@ def reference_node(
     return node
 
 
+def _add_slot(host: FakeHost, index: int, gpu: RefGpu, slot: RefSlot) -> FakeGpu:
+    """One GPU with its switch and NIC (see RefSlot)."""
+    cpus = NODE_CPUS[gpu.numa_node]
+    ports = add_pcie_switch(
+        host, slot.root_port, slot.upstream, (slot.gpu_port, slot.nic_port), numa_node=gpu.numa_node, local_cpus=cpus
+    )
+    add_rdma_nic(
+        host, slot.nic, name=slot.rdma_device, numa_node=gpu.numa_node, local_cpus=cpus, parent=ports[slot.nic_port]
+    )
+    return add_gpu(
+        host,
+        gpu.pci_address,
+        numa_node=gpu.numa_node,
+        local_cpus=cpus,
+        uuid=gpu.uuid,
+        msi_irqs=(GPU_IRQ_BASE + index,),
+        parent=ports[slot.gpu_port],
+    )
+
+
 def _add_host_layer(host: FakeHost) -> None:
     """Kernel knobs as the reference profile wants them, and device IRQs on housekeeping CPUs only.
 
@@ -774,6 +823,8 @@ def _add_host_layer(host: FakeHost) -> None:
     """
     online = sorted(ONLINE)
     add_kernel_settings(host, governors="performance", cpus=online)
+    # intel_idle with C6 disabled on the isolated CPUs (cpupower idle-set -D 11 on them); housekeeping keeps it.
+    add_cpuidle(host, online, disabled={cpu: {"C6"} for cpu in ISOLATED})
     housekeeping_of = {0: 0, 1: 8}
     irqs = [
         FakeIrq(0, "timer", HOUSEKEEPING, frozenset({0}), {0: 120}, chip="IO-APIC", hwirq="2-edge"),

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
-from numawatch.checks import Check, gpu_process, gpus, host, kubelet, pinning
+from numawatch.checks import Check, gpu_process, gpus, host, kubelet, pinning, platform
 
-CHECKS: tuple[Check, ...] = (*kubelet.CHECKS, *pinning.CHECKS, *gpus.CHECKS, *host.CHECKS, *gpu_process.CHECKS)
+CHECKS: tuple[Check, ...] = (
+    *kubelet.CHECKS,
+    *pinning.CHECKS,
+    *gpus.CHECKS,
+    *host.CHECKS,
+    *gpu_process.CHECKS,
+    *platform.CHECKS,  # issue 17
+)

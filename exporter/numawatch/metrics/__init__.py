@@ -1,10 +1,11 @@
 """The Prometheus exposition of one evaluation: the only part of numawatch that imports prometheus_client.
 
 ``core`` builds the health, self and inventory families, ``drift`` the drift families and their label contract;
-``host`` the host-layer ones (kernel knobs, isolation, IRQs). ``render`` turns one evaluation into the bytes
-``/metrics`` serves, in the text format or OpenMetrics, written by ``exposition`` (the bytes prometheus_client's
-encoders would write, at a fraction of their cost). The server renders once per evaluation and answers every scrape
-from those bytes, so scraping costs the same however many scrapers there are.
+``host`` the host-layer ones (kernel knobs, isolation, IRQs); ``platform`` the idle states, GPU-NIC paths and NVLink.
+``render`` turns one evaluation into the bytes ``/metrics`` serves, in the text format or OpenMetrics, written by
+``exposition`` (the bytes prometheus_client's encoders would write, at a fraction of their cost). The server renders
+once per evaluation and answers every scrape from those bytes, so scraping costs the same however many scrapers
+there are.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from prometheus_client.metrics_core import Metric
 
 from numawatch.checks import Evaluation
-from numawatch.metrics import capacity, core, drift, exposition, gpu, host
+from numawatch.metrics import capacity, core, drift, exposition, gpu, host, platform
 from numawatch.metrics.core import EvaluationStats
 
 # The classic text format. Pinned rather than taken from prometheus_client (whose CONTENT_TYPE_LATEST moved to
@@ -41,6 +42,7 @@ def families(evaluation: Evaluation, stats: EvaluationStats | None = None) -> li
         *core.safely(host.families, evaluation),
         *core.safely(gpu.families, evaluation),
         *core.safely(capacity.families, evaluation),
+        *core.safely(platform.families, evaluation),
     ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from numawatch.host import SourceSpec
 from numawatch.sources import (
     cgroups,
+    cpuidle,
     gpus_sysfs,
     interrupts,
     irqbalance,
@@ -18,6 +19,8 @@ from numawatch.sources import (
     names,
     numastat,
     nvml,
+    pci_topology,
+    pod_usage,
     processes,
     topology,
 )
@@ -39,4 +42,8 @@ SOURCES: tuple[SourceSpec, ...] = (
     # GPUs (issue 4): placeholders until a running numawatch binds its NVML session (sources.nvml.GpuReaders.bind)
     nvml.SOURCE,
     processes.SOURCE,
+    # the platform around pinned CPUs and GPUs (issue 17)
+    cpuidle.SOURCE,
+    pci_topology.SOURCE,
+    pod_usage.SOURCE,
 )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from numawatch.hosttext import excerpt, one_of, printable, shown
 from numawatch.model import KubeletConfig, frozen_map
 from numawatch.paths import Paths
 from numawatch.quantity import QuantityError, quantity_bytes
+from numawatch.sources import node_registration
 from numawatch.sources._files import list_dir, parse_env_file, read_optional_text
 from numawatch.sources.kubelet_state import host_name
 
@@ -440,6 +441,7 @@ class _Inputs:
     flags: list[Flag]
     flag_files: list[str]  # host paths of files that contributed flags, in order
     warnings: list[str]
+    documents: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)  # RKE2's config files, parsed
 
 
 def _last(flags: Iterable[Flag], name: str) -> Flag | None:
@@ -499,7 +501,7 @@ def _rke2_inputs(paths: Paths) -> _Inputs:
         dropin = (paths.host_path(data_dir) if data_dir else paths.rke2_data) / RKE2_DROPIN  # checked when read
     config_file = _named_path(paths, config_flag) if config_flag and config_flag.value else None
     _named_path(paths, _last(flags, "root-dir"))
-    return _Inputs("rke2", config_file, config_file is not None, dropin, flags, flag_files, warnings)
+    return _Inputs("rke2", config_file, config_file is not None, dropin, flags, flag_files, warnings, documents)
 
 
 def _named_path(paths: Paths, flag: Flag | None) -> Path:
@@ -554,8 +556,10 @@ def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
         config = merge_patch(config, patch)
         files.append(file)
         explicit |= _fields_of(patch)
+    config_files = list(files)
     config, flag_fields = apply_flags(config, inputs.flags)
     files += [f for f in inputs.flag_files if f not in files]
+    registration = node_registration.collect(inputs.flavor, config, config_files, inputs.flags, inputs.documents)
     root_dir = _last(inputs.flags, "root-dir")
     reserved_cpus = config.get("reservedSystemCPUs") or ""
     return KubeletConfig(
@@ -578,6 +582,7 @@ def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
         files=tuple(files),
         explicit=frozenset(explicit | flag_fields),
         warnings=tuple(inputs.warnings),
+        registration=registration,
     )
 
 

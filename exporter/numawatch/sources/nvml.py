@@ -45,6 +45,7 @@ from typing import Any
 from numawatch.cpuset import CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
+from numawatch.model import frozen_map
 from numawatch.model_gpu import (
     UTILIZATION_RATES,
     UTILIZATION_SAMPLES,
@@ -62,6 +63,12 @@ log = logging.getLogger(__name__)
 
 NVML_GPU_UTILIZATION_SAMPLES = 1  # nvmlSamplingType_t
 NVML_AFFINITY_SCOPE_NODE = 0
+NVML_P2P_CAPS_INDEX_NVLINK = 2  # nvmlGpuP2PCapsIndex_t
+NVML_P2P_STATUS_OK = 0  # nvmlGpuP2PStatus_t
+NVML_NVLINK_DEVICE_TYPE_SWITCH = 2  # nvmlIntNvLinkDeviceType_t
+DEFAULT_NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS before Blackwell (pynvml defines it: 36 since)
+# nvmlGpuTopologyLevel_t -> nvidia-smi topo's name for the PCIe path between two GPUs
+TOPOLOGY_LEVELS = {0: "internal", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 MAX_SAMPLE_GAP_US = 2_000_000  # twice the longest sample period: a longer gap lost samples
 MAX_RATES_INTERVAL = 120.0  # seconds one utilisation-rates reading may stand for (a paused exporter: not a guess)
 DEFAULT_CPU_WORDS = 16  # 1,024 CPUs when sysfs does not say how many are possible
@@ -172,6 +179,11 @@ class _Device:
     cpu_affinity: CPUSet | None = None
     problems: list[str] = field(default_factory=list)
     lost: str = ""
+    nvlink_links: int | None = None  # active NVLink links; None: NVML could not say
+    nvlink_switch: bool | None = None  # whether an active link leads to an NVSwitch
+    nvlink_remote: frozenset[str] = frozenset()  # far ends' PCI addresses (sysfs spelling) of the active links
+    nvlink_peers: tuple[str, ...] | None = None
+    pcie_paths: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -241,6 +253,7 @@ class NvmlReader:
                     raise
         words = cpu_words(paths)
         devices = [self._identify(index, words) for index in range(count)]
+        self._nvlink(devices)
         self._devices = devices
         log.info("NVML enumerates %d GPU(s)", count)
         return devices
@@ -263,6 +276,99 @@ class NvmlReader:
         device.numa_node = next(iter(nodes)) if nodes is not None and len(nodes) == 1 else None
         device.cpu_affinity = self._optional(device, "nvmlDeviceGetCpuAffinity", mask_bits, cpu_words_needed)
         return device
+
+    # ----------------------------------------------------------------------------------------- NVLink
+    def _nvlink(self, devices: list[_Device]) -> None:
+        """Which GPUs reach each other over NVLink, once per enumeration: the topology of NVLink and NVSwitch is the
+        baseboard's, and a link that fails later (Xid 74) is left to DCGM and nvidia-smi nvlink."""
+        usable = [device for device in devices if not device.lost and device.uuid]
+        for device in usable:
+            self._links(device)
+        peers: dict[str, set[str]] = {device.key: set() for device in usable}
+        known: dict[str, bool] = {device.key: True for device in usable}
+        for position, first in enumerate(usable):
+            for second in usable[position + 1 :]:
+                level = self._optional(first, "nvmlDeviceGetTopologyCommonAncestor", int, second.handle)
+                if level is not None:
+                    name = TOPOLOGY_LEVELS.get(level, str(level))
+                    first.pcie_paths[second.key] = second.pcie_paths[first.key] = name
+                peered = self._p2p_nvlink(first, second)
+                if peered is None:
+                    peered = self._linked(first, second)
+                if peered is None:
+                    known[first.key] = known[second.key] = False
+                elif peered:
+                    peers[first.key].add(second.key)
+                    peers[second.key].add(first.key)
+        for device in usable:
+            # Only a GPU whose every pair is known says who its peers are: an unknown pair read as "not a peer"
+            # would make a container holding that pair a finding.
+            if known[device.key]:
+                device.nvlink_peers = tuple(sorted(peers[device.key]))
+
+    def _links(self, device: _Device) -> None:
+        """The GPU's active NVLink links and their far ends (nvmlDeviceGetNvLinkState per link until NVML says the
+        link does not exist; a GPU without NVLink answers NotSupported for link 0)."""
+        limit = int(getattr(self.session.nvml, "NVML_NVLINK_MAX_LINKS", DEFAULT_NVLINK_MAX_LINKS))
+        active = 0
+        switch = False
+        remote: set[str] = set()
+        for link in range(limit):
+            try:
+                state = self._call("nvmlDeviceGetNvLinkState", device.handle, link)
+            except NvmlUnavailable:
+                raise
+            except Exception as error:
+                if not self._nvml_error(error):
+                    raise
+                if error_name(error) in LOST:
+                    device.lost = describe(error)
+                    return
+                if link == 0 and error_name(error) not in ("NVMLError_NotSupported", "NVMLError_InvalidArgument"):
+                    device.problems.append(f"nvmlDeviceGetNvLinkState: {describe(error)}")
+                    return
+                break  # past the GPU's last link (InvalidArgument), or no NVLink at all (NotSupported)
+            if int(state) != 1:  # NVML_FEATURE_ENABLED
+                continue
+            active += 1
+            kind = self._optional(device, "nvmlDeviceGetNvLinkRemoteDeviceType", int, link)
+            if kind == NVML_NVLINK_DEVICE_TYPE_SWITCH:
+                switch = True
+            address = self._optional(
+                device, "nvmlDeviceGetNvLinkRemotePciInfo", lambda info: normalise_bus_id(info.busId), link
+            )
+            if address:
+                remote.add(address)
+        device.nvlink_links = active
+        device.nvlink_switch = switch
+        device.nvlink_remote = frozenset(remote)
+
+    def _p2p_nvlink(self, first: _Device, second: _Device) -> bool | None:
+        """NVML's own answer to "can these two do peer-to-peer over NVLink"; None when it gives none."""
+        if first.lost or second.lost:
+            return None
+        try:
+            status = self._call("nvmlDeviceGetP2PStatus", first.handle, second.handle, NVML_P2P_CAPS_INDEX_NVLINK)
+        except NvmlUnavailable:
+            raise
+        except Exception as error:
+            if not self._nvml_error(error):
+                raise
+            if error_name(error) in LOST:
+                first.lost = first.lost or describe(error)
+            elif error_name(error) != "NVMLError_NotSupported":
+                first.problems.append(f"nvmlDeviceGetP2PStatus: {describe(error)}")
+            return None
+        return int(status) == NVML_P2P_STATUS_OK
+
+    @staticmethod
+    def _linked(first: _Device, second: _Device) -> bool | None:
+        """Peering from the links when NVML gives no P2P status: a link between the two, or both on NVSwitches."""
+        if first.nvlink_links is None or second.nvlink_links is None:
+            return None
+        if second.pci_address in first.nvlink_remote or first.pci_address in second.nvlink_remote:
+            return True
+        return bool(first.nvlink_switch and second.nvlink_switch)
 
     def _optional(self, device: _Device, name: str, convert: Callable[[Any], Any], *args: Any) -> Any:
         """One static attribute; an NVML error leaves it unknown (and is recorded), a lost GPU is marked lost."""
@@ -315,6 +421,10 @@ class NvmlReader:
             held_idle_seconds=counters.held_idle,
             processes=() if counters.lost else found,
             problems=tuple(problems),
+            nvlink_peers=device.nvlink_peers,
+            nvlink_links=device.nvlink_links,
+            nvlink_switch=device.nvlink_switch,
+            pcie_paths=frozen_map(device.pcie_paths),
         )
 
     def _guarded(self, name: str, device: _Device, *args: Any) -> Any:

@@ -1,0 +1,219 @@
+"""Knob 10: taints and labels keep everything that does not need a GPU off the GPU node.
+
+"Un ClickHouse robando ancho de banda de memoria a un pod de vLLM cuidadosamente pinneado tira por tierra todo el
+trabajo": exclusive CPUs do not share the memory channels, the last-level cache or the PCIe root, so a database on
+the shared pool of an inference node slows the pinned pods anyway. Two checks:
+
+- ``node_taint_missing``: the node does not declare the intent's taint (``nvidia.com/gpu=present:NoSchedule``) or
+  label where it declares them in a file (RKE2 ``node-taint``/``node-label``, kubelet ``registerWithTaints``,
+  ``--register-with-taints``, ``--node-labels``). Taints set through the API (kubeadm) are not visible on the node:
+  not evaluated.
+- ``node_workload_not_isolated``: a pod that holds no accelerator, in a namespace that is neither a system namespace
+  nor one whose pods hold accelerators here, runs on the node.
+
+A node without GPUs has nothing to keep others away from: both are not applicable there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated
+from numawatch.checks.kubelet import RKE2_CONFIG, require
+from numawatch.host import Host
+from numawatch.intent import Intent
+from numawatch.model import KubeletConfig, KubeletState, NodeRegistration
+from numawatch.model_platform import PodsUsage, PodUsage
+from numawatch.workloads import Workload, workloads_by_pod
+
+GiB = 1 << 30
+
+
+def gpu_node(host: Host, intent: Intent) -> bool:
+    """Whether this node has GPUs: on the PCI bus, or registered by a device plugin for a GPU resource."""
+    inventory = host.gpus
+    state: KubeletState | None = host.kubelet_state
+    devices = state.devices if state is not None else None
+    registered = devices is not None and any(devices.registered.get(r) for r in intent.gpu_resources)
+    if inventory is None and devices is None:
+        raise NotEvaluated(
+            f"whether the node has GPUs is unknown: needs the gpus_sysfs source ({host.down_reason('gpus_sysfs')}) "
+            "or the device-plugin checkpoint"
+        )
+    return bool(inventory and inventory.gpus) or registered
+
+
+# --------------------------------------------------------------------------------------------- taints and labels
+def _where(config: KubeletConfig) -> tuple[str, str, str]:
+    """(taint setting, label setting, file to edit) in the form this node's flavour uses."""
+    if config.flavor == "rke2":
+        return "node-taint", "node-label", RKE2_CONFIG
+    kubelet_file = config.files[0] if config.files else "/var/lib/kubelet/config.yaml"
+    return "registerWithTaints", "node-labels", kubelet_file
+
+
+def check_node_taint_missing(host: Host, intent: Intent) -> Iterator[Finding]:
+    config: KubeletConfig = require(host, "kubelet_config")
+    if not gpu_node(host, intent):
+        raise NotApplicable("the node has no GPU: no taint is needed to keep other workloads off it")
+    registration: NodeRegistration = config.registration
+    taint_setting, label_setting, file = _where(config)
+    findings = []
+    unknown = []
+    if registration.taint_problems:
+        unknown.append(registration.taint_problems[0])
+    elif registration.taints is None:
+        if intent.node.taints:
+            unknown.append(
+                "the node's taints are not declared in any file numawatch reads (no registerWithTaints or "
+                "--register-with-taints: kubeadm sets them through the API, nodeRegistration.taints)"
+            )
+    else:
+        for taint in intent.node.taints:
+            if taint in registration.taints:
+                continue
+            same_key = [str(t) for t in registration.taints if t.key == taint.key]
+            declared = ", ".join(str(t) for t in registration.taints) or "none"
+            findings.append(
+                NODE_TAINT_MISSING.finding(
+                    intent,
+                    {"setting": taint_setting, "expected": str(taint), "value": ",".join(same_key), "file": file},
+                    f"the node does not register with the taint {taint} (declared: {declared}): pods that do not "
+                    "need a GPU can be scheduled here and share memory bandwidth, cache and the shared CPU pool with "
+                    "the pinned inference pods",
+                    _taint_fix(config, str(taint), file),
+                )
+            )
+    if registration.label_problems:
+        unknown.append(registration.label_problems[0])
+    elif registration.labels is None:
+        if intent.node.labels:
+            unknown.append("the node's labels are not declared in any file numawatch reads (no --node-labels)")
+    else:
+        for key, value in sorted(intent.node.labels.items()):
+            if registration.labels.get(key) == value:
+                continue
+            found = registration.labels.get(key)
+            findings.append(
+                NODE_TAINT_MISSING.finding(
+                    intent,
+                    {
+                        "setting": label_setting,
+                        "expected": f"{key}={value}",
+                        "value": f"{key}={found}" if found is not None else "",
+                        "file": file,
+                    },
+                    f"the node does not register with the label {key}={value}"
+                    + (f" (it says {key}={found})" if found is not None else "")
+                    + ": the inference pods' node selectors or affinities cannot find it",
+                    _label_fix(config, f"{key}={value}", file),
+                )
+            )
+    if not findings and unknown:
+        raise NotEvaluated(unknown[0])
+    yield from findings
+
+
+def _taint_fix(config: KubeletConfig, taint: str, file: str) -> str:
+    if config.flavor == "rke2":
+        return (
+            f'add "{taint}" to node-taint in {file}; RKE2 applies it only when the node registers, so also '
+            f"kubectl taint node <node> {taint} (and give the GPU pods a matching toleration)"
+        )
+    return (
+        f"kubectl taint node <node> {taint}, and declare it for re-registration in registerWithTaints of {file} "
+        "(or kubeadm's nodeRegistration.taints); give the GPU pods a matching toleration"
+    )
+
+
+def _label_fix(config: KubeletConfig, label: str, file: str) -> str:
+    if config.flavor == "rke2":
+        return f'add "{label}" to node-label in {file} and kubectl label node <node> {label}'
+    return f"kubectl label node <node> {label}, and add --node-labels={label} to the kubelet's flags"
+
+
+# --------------------------------------------------------------------------------------------- foreign pods
+def _holds_gpu(pod: tuple[Workload, ...]) -> bool:
+    return any(workload.gpus for workload in pod)
+
+
+def check_node_workload_not_isolated(host: Host, intent: Intent) -> Iterator[Finding]:
+    require(host, "cgroups")
+    state: KubeletState = require(host, "kubelet_state")
+    if state.devices is None:
+        raise NotEvaluated("the kubelet has no readable device-plugin checkpoint, so who holds accelerators is unknown")
+    if not gpu_node(host, intent):
+        raise NotApplicable("the node has no GPU: every workload may run here")
+    pods = [pod for pod in workloads_by_pod(host, intent) if pod]
+    gpu_namespaces = {w.namespace for pod in pods if _holds_gpu(pod) for w in pod if w.namespace}
+    allowed = intent.node.allowed_namespaces | gpu_namespaces
+    usage: PodsUsage | None = host.get("pod_usage")
+    unnamed = []
+    findings = []
+    for pod in pods:
+        first = pod[0]
+        if _holds_gpu(pod):
+            continue
+        if first.namespace is None:
+            unnamed.append(first.pod_uid)
+            continue
+        if first.namespace in allowed:
+            continue
+        used = usage.pods.get(first.pod_uid) if usage is not None else None
+        findings.append(
+            NODE_WORKLOAD_NOT_ISOLATED.finding(
+                intent,
+                {**first.pod_labels, "value": first.qos},
+                f"pod {first.pod_display} ({first.qos.capitalize()}) holds no GPU and its namespace is neither a "
+                "system namespace nor one whose pods hold GPUs on this node; "
+                + _use(used, usage, host)
+                + ", taking memory bandwidth, cache and shared-pool CPU time from the pinned inference pods",
+                "keep it off the GPU node: taint the node (nvidia.com/gpu=present:NoSchedule) and remove the pod's "
+                "toleration, or give it a nodeSelector/affinity for the nodes it belongs on; if it must run here "
+                "(a node agent), list its namespace in the intent's node.systemNamespaces",
+            )
+        )
+    if not findings and unnamed:
+        raise NotEvaluated(
+            f"the namespaces of {len(unnamed)} pod(s) are unknown (the names source: {host.down_reason('names')})"
+            if host.names is None
+            else f"the namespaces of {len(unnamed)} pod(s) are unknown, e.g. pod UID {unnamed[0]}"
+        )
+    yield from findings
+
+
+def _use(used: PodUsage | None, usage: PodsUsage | None, host: Host) -> str:
+    if used is None:
+        why = host.down_reason("pod_usage") if usage is None else "its pod cgroup was not read"
+        return f"its CPU and memory use are unknown ({why})"
+    parts = []
+    if used.cpu_cores is not None:
+        parts.append(f"it uses {used.cpu_cores:.2f} CPUs")
+    elif used.cpu_seconds is not None:
+        parts.append(f"it has used {used.cpu_seconds:.0f} CPU-seconds since it started")
+    if used.memory_bytes is not None:
+        parts.append(f"{used.memory_bytes / GiB:.2f} GiB of memory")
+    problem = usage.problems.get(used.uid) if usage is not None else None
+    if problem is not None:
+        parts.append(f"the rest is unknown ({problem})")
+    return " and ".join(parts) if parts else "its CPU and memory use are unknown"
+
+
+NODE_TAINT_MISSING = Check(
+    id="node_taint_missing",
+    severity="warning",
+    summary="A GPU node does not declare the intended taint or label (RKE2 node-taint/node-label, registerWithTaints).",
+    remediation="declare the taint (nvidia.com/gpu=present:NoSchedule) and label where the node registers them",
+    run=check_node_taint_missing,
+    knob="10",
+)
+NODE_WORKLOAD_NOT_ISOLATED = Check(
+    id="node_workload_not_isolated",
+    severity="warning",
+    summary="A pod holding no accelerator, outside the system namespaces and the GPU pods' ones, runs on a GPU node.",
+    remediation="keep the pod off the GPU node (taint and tolerations, node selectors), or list its namespace",
+    run=check_node_workload_not_isolated,
+    knob="10",
+)
+
+CHECKS: tuple[Check, ...] = (NODE_TAINT_MISSING, NODE_WORKLOAD_NOT_ISOLATED)

@@ -1,0 +1,277 @@
+"""CPU idle states: which ones each online CPU may enter, and how long each takes to leave.
+
+Files read (every path from ``Paths``; Documentation/admin-guide/pm/cpuidle.rst, ABI sysfs-devices-system-cpu):
+
+- ``sys/devices/system/cpu/cpuidle/current_driver`` (``intel_idle``, ``acpi_idle``, ``haltpoll``, ``none``) and
+  ``current_governor`` (``current_governor_ro`` on kernels that cannot switch governors). Without the directory the
+  kernel has no cpuidle (CONFIG_CPU_IDLE off): ``driver`` is None.
+- the ``sys/devices/system/cpu`` listing: which CPUs to read (an offline CPU has no ``cpuidle`` directory).
+- per online CPU ``cpuN/cpuidle/stateK/{name,latency,disable}``: the state's name (``C6``), its exit latency in
+  microseconds and whether it is disabled (``cpupower idle-set -d``, ``-D``; kernels before 3.7 have no ``disable``:
+  every state is allowed there). States with an exit latency of 0 (``POLL``, ``C0`` on old kernels) are left out:
+  they add no wake-up latency whatever the limit.
+- per online CPU ``cpuN/power/pm_qos_resume_latency_us``: ``0`` no limit, ``n/a`` only polling, ``N`` a limit in
+  microseconds that the governor respects (tuned's cpu plugin writes it).
+
+All of them are plain attributes: reading them does not interrupt the CPU they describe (no IPI, unlike
+``scaling_cur_freq``). Names and latencies are the driver's table of states (``drv->states``), one table for every
+CPU unless the kernel runs one driver per CPU cluster (CONFIG_CPU_IDLE_MULTIPLE_DRIVERS, which adds a per-CPU
+``cpuidle/driver`` directory): they are read from one CPU, or per CPU in that case. Only ``disable`` and the PM QoS
+limit change at run time, and names and latencies are fixed while the driver is, so ``serve``'s reader
+(``CpuIdleReader``) reads them once and then, per reading, one ``disable`` per state and one limit per CPU: 4 files
+per CPU on a server with three deep states (C1, C1E, C6). Staggered (``set_stagger(k)``, serve only), a reading opens
+those of a rotating 1/k of the CPUs (CPU number modulo k) and keeps the others' of the previous reading: someone must
+write a file to change them.
+
+A malformed file leaves that CPU's value unknown (``problems``); the rest is still read. The global PM QoS limit of
+``/dev/cpu_dma_latency`` (held by tuned's ``force_latency`` or a low-latency runtime) has no sysfs view and is not
+read: opening the device would itself register a latency request.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from numawatch.errors import MalformedFile, SourceUnavailable
+from numawatch.host import SourceSpec
+from numawatch.hosttext import strip_value
+from numawatch.model import frozen_map
+from numawatch.model_platform import CpuIdle, IdleState
+from numawatch.paths import Paths
+from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._stagger import Staggered
+
+_SMALL = 256  # every file here is one short line
+_STATE = re.compile(r"state(\d{1,3})\Z")
+_CPU = re.compile(r"cpu(\d{1,5})\Z")
+# What drivers name their states: "POLL", "C1", "C1E", "C6", "C1-SKX", "C10", "C3_ACPI", "haltpoll idle" (single
+# spaces inside, as cpuidle-haltpoll.c names its state).
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_+.-]| (?! )){0,31}(?<! )\Z")
+_WORD = re.compile(r"[a-z0-9_-]{1,32}\Z")
+_DISABLE = {"0\n": False, "1\n": True}  # what the kernel prints, looked up before any parsing
+_MAX_LATENCY_US = 10**9  # no idle state takes more than a second to leave; a bigger number is not a latency
+
+
+# --------------------------------------------------------------------------------------------------- parsers
+def parse_state_name(text: str) -> str:
+    name = strip_value(text)
+    if not _NAME.match(name):
+        raise ValueError(f"expected an idle state name such as C6, got {name[:40]!r}")
+    return name
+
+
+def parse_latency(text: str) -> int:
+    """``latency``: microseconds, a non-negative integer."""
+    value = strip_value(text)
+    if not value.isascii() or not value.isdigit() or len(value) > 10 or int(value) > _MAX_LATENCY_US:
+        raise ValueError(f"expected an exit latency in microseconds, got {value[:40]!r}")
+    return int(value)
+
+
+def parse_disable(text: str) -> bool:
+    value = strip_value(text)
+    if value not in ("0", "1"):
+        raise ValueError(f"expected 0 or 1, got {value[:40]!r}")
+    return value == "1"
+
+
+def parse_resume_latency(text: str) -> int | None:
+    """``pm_qos_resume_latency_us`` -> the limit in µs, 0 for ``n/a`` (only polling), None for ``0`` (no limit)."""
+    value = strip_value(text)
+    if value == "n/a":
+        return 0
+    if not value.isascii() or not value.isdigit() or len(value) > 10:
+        raise ValueError(f"expected a latency in microseconds or n/a, got {value[:40]!r}")
+    number = int(value)
+    return None if number == 0 else number
+
+
+def parse_word(text: str, what: str) -> str:
+    """A driver or governor name: lower-case letters, digits, ``_`` and ``-``."""
+    value = strip_value(text)
+    if not _WORD.match(value):
+        raise ValueError(f"expected a cpuidle {what} name, got {value[:40]!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------------- reading
+# (index, name, latency) of a CPU's deep states: what does not change while the driver stays.
+_Layout = tuple[tuple[int, str, int], ...]
+_LayoutKey = tuple[str, int]  # (current_driver's text, CPU or SHARED)
+SHARED = -1  # the layout key of a driver whose one table of states every CPU uses
+
+
+class _Reading:
+    """One reading's problems, and the IdleState objects it shares (hundreds of CPUs have the same few states)."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.failures = 0  # malformed values met, all of them (problems keeps the first few)
+        self.shared: dict[tuple[int, str, int, bool | None], IdleState] = {}
+
+    def value(self, path: Path, parse, text: str | None):
+        if text is None:
+            return None
+        try:
+            return parse(text)
+        except ValueError as error:
+            self.failures += 1
+            if len(self.problems) < 64:
+                self.problems.append(str(MalformedFile(path, str(error))))
+            return None
+
+    def state(self, index: int, name: str, latency: int, disabled: bool | None) -> IdleState:
+        key = (index, name, latency, disabled)
+        found = self.shared.get(key)
+        if found is None:
+            found = self.shared[key] = IdleState(index, name, latency, disabled)
+        return found
+
+
+def _layout(reading: _Reading, cpu_dir: Path) -> _Layout | None:
+    """The deep states of one CPU (latency > 0), by index; None when a name or latency could not be read."""
+    states = []
+    for entry in list_dir(cpu_dir / "cpuidle"):
+        match = _STATE.match(entry)
+        if match is None:
+            continue
+        directory = cpu_dir / "cpuidle" / entry
+        name = reading.value(directory / "name", parse_state_name, read_optional_text(directory / "name", _SMALL))
+        latency_path = directory / "latency"
+        latency = reading.value(latency_path, parse_latency, read_optional_text(latency_path, _SMALL))
+        if name is None or latency is None:
+            return None
+        if latency > 0:
+            states.append((int(match.group(1)), name, latency))
+    return tuple(sorted(states))
+
+
+def _cpus(cpu_root: Path) -> list[int]:
+    """The CPUs with a ``cpuN`` directory; only online ones have a ``cpuidle`` directory in it (the driver removes
+    it when a CPU goes offline), so ``cpu/online`` is not needed, and a malformed one costs this source nothing."""
+    return sorted(int(m.group(1)) for m in map(_CPU.match, list_dir(cpu_root)) if m is not None)
+
+
+def _read(
+    paths: Paths,
+    layouts: dict[_LayoutKey, _Layout] | None = None,
+    carried: CpuIdle | None = None,
+    share: int = 1,
+    turn: int = 0,
+) -> CpuIdle:
+    cpu_root = paths.sysfs / "devices/system/cpu"
+    if not cpu_root.is_dir():
+        raise SourceUnavailable(f"{cpu_root} does not exist")
+    reading = _Reading()
+    idle_dir = cpu_root / "cpuidle"
+    driver_text = read_optional_text(idle_dir / "current_driver", _SMALL)
+    if driver_text is None:
+        # No cpuidle in this kernel (or no driver ever registered): nothing more to read.
+        return CpuIdle(driver=None, governor=None)
+    driver = reading.value(idle_dir / "current_driver", lambda t: parse_word(t, "driver"), driver_text)
+    governor_path = idle_dir / "current_governor"
+    governor_text = read_optional_text(governor_path, _SMALL)
+    if governor_text is None:
+        governor_path = idle_dir / "current_governor_ro"
+        governor_text = read_optional_text(governor_path, _SMALL)
+    governor = reading.value(governor_path, lambda t: parse_word(t, "governor"), governor_text)
+    cpus = _cpus(cpu_root)
+    remembered = layouts if layouts is not None else {}
+    states: dict[int, tuple[IdleState, ...]] = {}
+    limits: dict[int, int] = {}
+    root = os.fspath(cpu_root)  # strings, not pathlib, in the loop: it runs for every CPU at every reading
+    # With CONFIG_CPU_IDLE_MULTIPLE_DRIVERS (big.LITTLE arm64) each CPU has a cpuidle/driver directory and CPUs of
+    # different clusters have different states.
+    per_cpu_drivers = bool(cpus) and os.path.isdir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
+    for cpu in cpus:
+        if carried is not None and share > 1 and cpu % share != turn and cpu in carried.states:
+            states[cpu] = carried.states[cpu]
+            if cpu in carried.resume_latency_us:
+                limits[cpu] = carried.resume_latency_us[cpu]
+            continue
+        # One driver for every CPU (the usual kernel: no per-CPU cpuidle/driver directory) means one table of
+        # states for every CPU: the names and latencies in sysfs are the driver's, read from one CPU.
+        key = (driver_text, cpu if per_cpu_drivers else SHARED)
+        layout = remembered.get(key)
+        if layout is None:
+            found_layout = _layout(reading, cpu_root / f"cpu{cpu}")
+            if found_layout is None:
+                continue  # a malformed name or latency: this CPU's states are unknown
+            if not found_layout:
+                continue  # no deep state: an offline CPU (no cpuidle directory), or polling only
+            layout = remembered[key] = found_layout
+        limit_path = f"{root}/cpu{cpu}/power/pm_qos_resume_latency_us"
+        limit_text = read_optional_text(limit_path, _SMALL)
+        if limit_text != "0\n":  # "0": no limit, the usual case
+            failures = reading.failures
+            limit = reading.value(Path(limit_path), parse_resume_latency, limit_text)
+            if reading.failures > failures:
+                continue  # a malformed limit: which states the CPU may enter is unknown
+            if limit is not None:
+                limits[cpu] = limit
+        found = []
+        for index, name, latency in layout:
+            path = f"{root}/cpu{cpu}/cpuidle/state{index}/disable"
+            text = read_optional_text(path, _SMALL)
+            if text is None:
+                if not os.path.isdir(path[: -len("/disable")]):
+                    break  # gone since the layout was learnt: the CPU went offline
+                text = "0\n"  # a kernel before 3.7 has no disable attribute: every state is allowed
+            disabled = _DISABLE.get(text)
+            if disabled is None:
+                disabled = reading.value(Path(path), parse_disable, text)
+            found.append(reading.state(index, name, latency, disabled))
+        else:
+            states[cpu] = tuple(found)
+    if layouts is not None and len(remembered) > 1:
+        for key in [key for key in remembered if key[0] != driver_text or (key[1] != SHARED and key[1] not in cpus)]:
+            del remembered[key]
+    return CpuIdle(
+        driver=driver,
+        governor=governor,
+        states=frozen_map(states),
+        resume_latency_us=frozen_map(limits),
+        problems=tuple(reading.problems),
+    )
+
+
+def read(paths: Paths) -> CpuIdle:
+    return _read(paths)
+
+
+class CpuIdleReader(Staggered):
+    """The cpuidle source as serve runs it (one per HostReader): remembers each CPU's state names and latencies
+    while the driver stays, and, staggered, re-reads the ``disable`` files and PM QoS limits of
+    a rotating 1/k of the CPUs per reading."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._layouts: dict[_LayoutKey, _Layout] = {}
+        self._last: CpuIdle | None = None
+
+    def read(self, paths: Paths) -> CpuIdle:
+        share, turn = self.next_turn()
+        result = _read(paths, self._layouts, self._last, share, turn)
+        self._last = result
+        return result
+
+
+SOURCE = SourceSpec(
+    name="cpuidle",
+    read=read,
+    factory=CpuIdleReader,
+    description="CPU idle states per online CPU: exit latency, disabled or not, PM QoS resume latency limits",
+)
+
+__all__ = [
+    "SOURCE",
+    "CpuIdleReader",
+    "parse_disable",
+    "parse_latency",
+    "parse_resume_latency",
+    "parse_state_name",
+    "parse_word",
+    "read",
+]

@@ -1,0 +1,197 @@
+"""What each pod uses of CPU and memory, from its pod cgroup (not its containers': two files per pod).
+
+Files read, per pod cgroup under kubepods (the layouts and QoS slices of sources/cgroups.py):
+
+- cgroup v2: ``cpu.stat`` (the ``usage_usec`` line: CPU time in µs) and ``memory.current`` (bytes charged now);
+- cgroup v1: ``cpuacct/<pod>/cpuacct.usage`` (ns; ``cpu,cpuacct/`` where the hierarchy has no ``cpuacct`` link) and
+  ``memory/<pod>/memory.usage_in_bytes``; the pods are listed in the ``cpuset`` hierarchy, as the cgroups source does.
+
+Only node_workload_not_isolated uses it, to say how much a pod that does not belong on a GPU node takes from it, so
+the cost is kept small: the pod level (a pod's containers are summed there by the kernel), no per-container file.
+The CPU use is a rate, cores on average since the reader's previous reading of the pod (``serve``'s
+``PodUsageReader``; ``check --window`` reads twice); one reading has only the cumulative time. Staggered
+(``set_stagger(k)``, serve only) a reading reads a rotating 1/k of the pods (turn by the UID's CRC, as the cgroups
+source staggers Burstable pods) and hands the others' last values on; a new pod is read at once.
+A malformed or vanished file leaves that value unknown.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+from numawatch.errors import MalformedFile
+from numawatch.host import SourceSpec
+from numawatch.hosttext import strip_value
+from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, frozen_map
+from numawatch.model_platform import PodsUsage, PodUsage
+from numawatch.paths import Paths
+from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._stagger import Staggered
+from numawatch.sources.cgroups import _detect as detect_kubepods
+from numawatch.sources.cgroups import parse_pod_dir
+
+_LIMIT = 8192  # cpu.stat is a dozen lines
+
+
+def parse_usage_usec(text: str) -> float:
+    """cgroup v2 ``cpu.stat`` -> CPU seconds (its ``usage_usec`` line)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "usage_usec":
+            value = value.strip()
+            if value.isascii() and value.isdigit() and len(value) <= 20:
+                return int(value) / 1e6
+            raise ValueError(f"usage_usec is not a number: {value[:40]!r}")
+    raise ValueError("no usage_usec line")
+
+
+def parse_nanoseconds(text: str) -> float:
+    """cgroup v1 ``cpuacct.usage`` (ns) -> seconds."""
+    value = strip_value(text)
+    if not value.isascii() or not value.isdigit() or len(value) > 20:
+        raise ValueError(f"expected nanoseconds, got {value[:40]!r}")
+    return int(value) / 1e9
+
+
+def parse_bytes(text: str) -> int:
+    value = strip_value(text)
+    if not value.isascii() or not value.isdigit() or len(value) > 20:
+        raise ValueError(f"expected a number of bytes, got {value[:40]!r}")
+    return int(value)
+
+
+def pod_directories(paths: Paths) -> tuple[int, list[tuple[str, str, str]]]:
+    """(cgroup version, [(path relative to the hierarchy, uid, qos)]) of every pod cgroup."""
+    version, driver, kubepods = detect_kubepods(paths)
+    base = paths.cgroupfs if version == 2 else paths.cgroupfs / "cpuset"
+    found = []
+    qos_dirs = {
+        (f"kubepods-{qos}.slice" if driver == "systemd" else qos): qos for qos in (QOS_BURSTABLE, QOS_BESTEFFORT)
+    }
+    for name in sorted(list_dir(base / kubepods)):
+        if name in qos_dirs:
+            qos = qos_dirs[name]
+            for pod_name in sorted(list_dir(base / kubepods / name)):
+                uid = parse_pod_dir(pod_name, driver, qos)
+                if uid is not None:
+                    found.append((f"{kubepods}/{name}/{pod_name}", uid, qos))
+            continue
+        uid = parse_pod_dir(name, driver, QOS_GUARANTEED)
+        if uid is not None:
+            found.append((f"{kubepods}/{name}", uid, QOS_GUARANTEED))
+    return version, found
+
+
+def _value(path: Path, parse: Callable[[str], float | int]) -> float | int | None:
+    text = read_optional_text(path, _LIMIT)
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as error:
+        raise MalformedFile(path, str(error)) from None
+
+
+def _cpu_hierarchy(paths: Paths, version: int) -> Path:
+    """Where the pods' CPU time is: the unified tree, or v1's cpuacct (``cpu,cpuacct`` without the link)."""
+    root = paths.cgroupfs
+    if version == 2:
+        return root
+    return root / "cpuacct" if (root / "cpuacct").is_dir() else root / "cpu,cpuacct"
+
+
+def _read_pod(
+    paths: Paths, version: int, cpu_root: Path, rel: str, uid: str, qos: str, problems: dict[str, str]
+) -> PodUsage:
+    root = paths.cgroupfs
+    if version == 2:
+        cpu_path, cpu_parse = root / rel / "cpu.stat", parse_usage_usec
+        memory_path = root / rel / "memory.current"
+    else:
+        cpu_path, cpu_parse = cpu_root / rel / "cpuacct.usage", parse_nanoseconds
+        memory_path = root / "memory" / rel / "memory.usage_in_bytes"
+    values: list[float | int | None] = []
+    for path, parse in ((cpu_path, cpu_parse), (memory_path, parse_bytes)):
+        try:
+            values.append(_value(path, parse))
+        except MalformedFile as error:
+            values.append(None)  # that value of that pod is unknown; the rest is read
+            problems.setdefault(uid, str(error))
+    cpu, memory = values
+    return PodUsage(
+        uid=uid,
+        qos=qos,
+        cpu_seconds=float(cpu) if cpu is not None else None,
+        memory_bytes=int(memory) if memory is not None else None,
+    )
+
+
+def read(paths: Paths) -> PodsUsage:
+    version, pods = pod_directories(paths)
+    problems: dict[str, str] = {}
+    cpu_root = _cpu_hierarchy(paths, version)
+    found = {uid: _read_pod(paths, version, cpu_root, rel, uid, qos, problems) for rel, uid, qos in pods}
+    return PodsUsage(pods=frozen_map(found), problems=frozen_map(problems))
+
+
+class PodUsageReader(Staggered):
+    """The pod_usage source as serve runs it: the CPU use is a rate over the time since this reader last read each
+    pod, and staggered it reads 1/k of the pods per reading."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._clock = clock
+        self._last: dict[str, tuple[PodUsage, float]] = {}  # uid -> (usage, when it was read)
+
+    def read(self, paths: Paths) -> PodsUsage:
+        share, turn = self.next_turn()
+        version, pods = pod_directories(paths)
+        now = self._clock()
+        cpu_root = _cpu_hierarchy(paths, version)
+        found: dict[str, PodUsage] = {}
+        kept: dict[str, tuple[PodUsage, float]] = {}
+        problems: dict[str, str] = {}
+        for rel, uid, qos in pods:
+            previous = self._last.get(uid)
+            if previous is not None and share > 1 and zlib.crc32(uid.encode()) % share != turn:
+                found[uid] = previous[0]
+                kept[uid] = previous
+                continue
+            usage = _read_pod(paths, version, cpu_root, rel, uid, qos, problems)
+            if previous is not None:
+                usage = _with_rate(usage, *previous, now)
+            found[uid] = usage
+            kept[uid] = (usage, now)
+        self._last = kept  # pods that went away are forgotten
+        return PodsUsage(pods=frozen_map(found), problems=frozen_map(problems))
+
+
+def _with_rate(usage: PodUsage, before: PodUsage, then: float, now: float) -> PodUsage:
+    elapsed = now - then
+    if usage.cpu_seconds is None or before.cpu_seconds is None or elapsed <= 0:
+        return usage
+    spent = usage.cpu_seconds - before.cpu_seconds
+    if spent < 0:  # a pod re-created under the same UID is impossible; a counter that went down is not a rate
+        return usage
+    return PodUsage(usage.uid, usage.qos, usage.cpu_seconds, usage.memory_bytes, cpu_cores=spent / elapsed)
+
+
+SOURCE = SourceSpec(
+    name="pod_usage",
+    read=read,
+    factory=PodUsageReader,
+    description="CPU time and memory charged per pod cgroup (pod level: two files per pod)",
+)
+
+__all__ = [
+    "SOURCE",
+    "PodUsageReader",
+    "parse_bytes",
+    "parse_nanoseconds",
+    "parse_usage_usec",
+    "pod_directories",
+    "read",
+]
