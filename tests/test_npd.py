@@ -192,6 +192,7 @@ def hosts(tmp_path_factory) -> dict[str, Path]:
     node.set_topology_manager_policy("best-effort")  # KubeletPolicyDrift
     node.split_across_nodes()  # NUMAPinningDrift
     node.hide_gpu_numa_node()  # NUMATopologyInconsistent
+    node.write_kubelet_config(node_taints=None)  # GPUNodeNotDedicated: the GPU taint is not declared
     node.fossilise_cpu_state()  # KubeletStateStale (last: the two above rewrite the checkpoint)
     drifted.write(f"proc/irq/{GPU_IRQ_BASE}/smp_affinity_list", "3")  # CPUIsolationDrift: a GPU IRQ on CPU 3
     drifted.write(f"proc/irq/{GPU_IRQ_BASE}/effective_affinity_list", "3")

@@ -92,6 +92,16 @@ CONTRACT: Mapping[str, LabelContract] = {
     "gpu_process_remote": LabelContract(identity=("gpu", *GPU_USER), details=("uuid", "numa_node", "cpus")),
     "gpu_process_memlock": LabelContract(identity=GPU_USER, details=("value", "expected")),
     "gpu_holder_mismatch": LabelContract(identity=("gpu", *CONTAINER, "reason"), details=("uuid", "expected")),
+    # the platform around pinned CPUs and GPUs
+    "kubelet_reserved_incoherent": LabelContract(identity=("reason", "setting"), details=("cpus", "value", "expected")),
+    # The taint or label asked is the subject; what the node declares instead and where is what it looks like.
+    "node_taint_missing": LabelContract(identity=("setting", "expected"), details=("file", "value")),
+    "node_workload_not_isolated": LabelContract(identity=POD, details=("value",)),
+    "gpu_nic_path": LabelContract(identity=("gpu", "reason"), details=("uuid", "value", "expected")),
+    # The GPUs a container holds stay the same for its life.
+    "container_gpus_not_peered": LabelContract(identity=(*CONTAINER, "gpu")),
+    # The idle states are the subject; which CPUs are protected moves as pinned pods come and go.
+    "cpuidle_deep_state": LabelContract(identity=("name",), details=("cpus", "value", "expected")),
 }
 
 # A check without an entry (one added without deciding; tests/test_checks_kubelet.py fails until it has one) is
