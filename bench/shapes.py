@@ -5,8 +5,9 @@
     .venv/bin/python bench/shapes.py --work DIR --profile-only                          # the per-phase profiles
 
 The trees are generate_host.SHAPES (host32, a192, b384, c768, d384churn: what each models and how their layouts
-differ is in that table) and three sweeps on the layout of b384: 32 to 768 CPUs at 110 pods, 10 to 300 pods at 384
-CPUs, and the share of Guaranteed pods from none but the GPU and tokeniser pods to nine in ten. Each tree is
+differ is in that table) and four sweeps on the layout of b384: 32 to 768 CPUs at 110 pods, 10 to 300 pods at 384
+CPUs, the share of Guaranteed pods from none but the GPU and tokeniser pods to nine in ten, and issue 7's tree
+turned into b384 one difference at a time (what hid the costs the issue measured). Each tree is
 generated into ``--work`` once and reused while its recorded spec (``<name>.json`` beside it) is the same; a tree
 whose pods and counters move (d384churn) is generated again for every run, since the churn changes it in place.
 
@@ -178,7 +179,16 @@ def sweep_specs() -> dict[str, list[tuple[str, object, gen.HostSpec]]]:
     pod_points = [(f"sweep-cpus384-pods{pods}", pods, replace(base, pods=pods)) for pods in POD_SWEEP]
     guaranteed_points = [(f"sweep-guaranteed{round(share * 100)}", share, replace(base, guaranteed=share))
                          for share in GUARANTEED_SWEEP]  # fmt: skip
-    return {"cpus": cpus_points, "pods": pod_points, "guaranteed": guaranteed_points}
+    # From issue 7's tree to b384 one difference at a time: which of them hid the issue's costs.
+    issue7 = gen.HostSpec.scaled(gen.BASE_CPUS)
+    steps = [("issue 7's tree", issue7)]
+    steps.append(("+ irqbalance unseen, no socket table", replace(steps[-1][1], irqbalance=base.irqbalance,
+                                                                  socket_table=base.socket_table)))  # fmt: skip
+    steps.append((f"+ {base.guaranteed:.0%} of pods Guaranteed", replace(steps[-1][1], guaranteed=base.guaranteed)))
+    steps.append(("+ a kernel before 6.12 (= b384)", replace(steps[-1][1], managed_modes=base.managed_modes)))
+    assert steps[-1][1] == base
+    hider_points = [(f"sweep-hiders{index}", label, spec) for index, (label, spec) in enumerate(steps)]
+    return {"cpus": cpus_points, "pods": pod_points, "guaranteed": guaranteed_points, "hiders": hider_points}
 
 
 # --------------------------------------------------------------------------------------------------- measuring
@@ -553,11 +563,14 @@ def markdown(results: Sequence[ShapeResult], points: Sequence[SweepPoint], heade
         *side_by_side_table(results),
     ]
     if points:
-        for sweep, label in (("cpus", f"CPUs ({SWEEP_PODS} pods)"), ("pods", "pods (384 CPUs)"),
-                             ("guaranteed", "Guaranteed share (384 CPUs, 300 pods)")):  # fmt: skip
+        for sweep, label, title in (
+            ("cpus", f"CPUs ({SWEEP_PODS} pods)", "Growth with CPUs (layout of b384)"),
+            ("pods", "pods (384 CPUs)", "Growth with pods (layout of b384)"),
+            ("guaranteed", "Guaranteed share (384 CPUs, 300 pods)", "The share of Guaranteed pods (layout of b384)"),
+            ("hiders", "tree (384 CPUs, 300 pods)", "From issue 7's tree to b384, one difference at a time"),
+        ):
             if any(p.sweep == sweep for p in points):
-                lines += ["", f"**Growth with {label.split(' (')[0]}** ({label}, layout of b384):", "",
-                          *sweep_table(points, sweep, label)]  # fmt: skip
+                lines += ["", f"**{title}**:", "", *sweep_table(points, sweep, label)]
     if any(r.profile for r in results):
         lines += ["", "**Where an evaluation goes** (in-process, warm, one evaluation right after another; sources: "
                   "wall ms; checks, metrics, totals: CPU ms):", "", *profile_table(results)]  # fmt: skip
