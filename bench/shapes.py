@@ -26,12 +26,12 @@ Per shape:
    all per run, evaluations still running every second); p99 is the nearest-rank percentile.
 3. **Where an evaluation goes**, in this process, a warm ``HostReader`` as serve keeps it (staggered as serve's
    default), ``--evaluations`` times (for d384churn with one churn advance before each, outside the timed part):
-   each source's wall time (``SourceStatus.duration_seconds``), each check's CPU time (run one by one, in the
-   registry's order, memos shared as in ``evaluate``), each group of metric families, the exposition writer and the
-   gzip, medians in milliseconds. An evaluation here follows the previous one at once: after an idle second, as
+   each source's CPU time (its wall time too, in the JSON), each check's (run one by one, in the registry's order,
+   memos shared as in ``evaluate``), each group of metric families, the exposition writer and the gzip, medians in
+   milliseconds. An evaluation here follows the previous one at once: after an idle second, as
    serve runs, the same work costs more on this VM (docs/performance.md), which is why the verdict comes from 1.
 
-Per sweep point: 1 with one round of ``--sweep-window`` seconds, and 3's totals.
+Per sweep point: 1 with ``--sweep-rounds`` rounds of ``--sweep-window`` seconds, and 3.
 
 Targets (issue 16, for the engine to meet): ratio at most 0.6 on every shape (1.0 on the 32-CPU host), peak RSS at
 most 80 MB, p99 at most 100 ms with 20 concurrent scrapers. The report says per shape whether today's code meets
@@ -304,6 +304,32 @@ def _metric_groups(evaluation: Any, stats: Any) -> list[tuple[str, Callable[[], 
     ]
 
 
+@contextlib.contextmanager
+def source_cpu_meter(spent: dict[str, float]) -> Iterator[bool]:
+    """Each source's CPU time (its read, when not answered from the fingerprint cache) added to ``spent`` while the
+    block runs, by wrapping ``numawatch.host._read_one``, which HostReader calls for every read. Yields False (and
+    measures nothing) when that function is gone: the profile then gives each source's wall time."""
+    from numawatch import host as host_module
+
+    original = getattr(host_module, "_read_one", None)
+    if original is None:
+        yield False
+        return
+
+    def timed(spec: Any, read: Any, paths: Any) -> Any:
+        started = time.process_time()
+        try:
+            return original(spec, read, paths)
+        finally:
+            spent[spec.name] = spent.get(spec.name, 0.0) + time.process_time() - started
+
+    host_module._read_one = timed  # type: ignore[attr-defined]
+    try:
+        yield True
+    finally:
+        host_module._read_one = original  # type: ignore[attr-defined]
+
+
 def profile(root: str, evaluations: int, *, churn: bool) -> dict[str, Any]:
     """Medians in ms of every part of a warm evaluation (see the module docstring, 3)."""
     from numawatch import metrics
@@ -329,9 +355,11 @@ def profile(root: str, evaluations: int, *, churn: bool) -> dict[str, Any]:
             mover.advance()
         spent: dict[str, float] = {}
         checks = [_TimedCheck(check, spent) for check in all_checks()]
-        began = time.process_time()
-        host = reader.read()
-        read = time.process_time()
+        sources: dict[str, float] = {}
+        with source_cpu_meter(sources) as metered:
+            began = time.process_time()
+            host = reader.read()
+            read = time.process_time()
         evaluation = evaluate(host, REFERENCE, checks)  # type: ignore[arg-type]
         judged = time.process_time()
         stats.observe(judged - began, time.time())
@@ -356,7 +384,10 @@ def profile(root: str, evaluations: int, *, churn: bool) -> dict[str, Any]:
         keep("render: families + exposition (CPU)", started - judged)
         keep("total (CPU)", ended - began)
         for status in host.statuses.values():
-            keep(f"source: {status.name}", status.duration_seconds)
+            # CPU where it was measured; a source answered from its fingerprint cache costs its (wall) lookup.
+            cpu = sources.get(status.name) if metered else None
+            keep(f"source: {status.name}", status.duration_seconds if cpu is None else cpu)
+            keep(f"source wall: {status.name}", status.duration_seconds)
         for check_id, seconds in spent.items():
             keep(f"check: {check_id}", seconds)
     return {name: round(statistics.median(values) * 1000, 2) for name, values in parts.items()}
@@ -426,11 +457,12 @@ def measure_sweeps(args: argparse.Namespace, numawatch: str, exporter: str,
             if name in done:  # a point two sweeps share
                 points.append(replace(done[name], sweep=sweep, x=x))
                 continue
-            bench_run.log(f"[sweep {sweep} {x}] tree, 1 x {args.sweep_window:g} s side by side, profile")
+            bench_run.log(f"[sweep {sweep} {x}] tree, {args.sweep_rounds} x {args.sweep_window:g} s side by side, "
+                          "profile")  # fmt: skip
             tree = ensure_tree(Path(args.work), name, spec)
             point = SweepPoint(sweep, x, dict(tree.summary, root=tree.root, reused=not tree.generated_now))
-            point.rounds = measure_pairs(numawatch, exporter, tree.root, rounds=1, window=args.sweep_window,
-                                         warmup=args.warmup, churn=False)  # fmt: skip
+            point.rounds = measure_pairs(numawatch, exporter, tree.root, rounds=args.sweep_rounds,
+                                         window=args.sweep_window, warmup=args.warmup, churn=False)  # fmt: skip
             point.profile = profile(tree.root, args.evaluations, churn=False)
             done[name] = point
             points.append(point)
@@ -532,11 +564,14 @@ def profile_table(results: Sequence[ShapeResult], floor_ms: float = 0.2) -> list
         for name in r.profile:
             if name not in names:
                 names.append(name)
-    order = ("source: ", "read:", "check: ", "checks:", "metrics: ", "exposition", "render:", "gzip", "total")
+    order = ("source: ", "source wall: ", "read:", "check: ", "checks:", "metrics: ", "exposition", "render:", "gzip",
+             "total")  # fmt: skip
     names.sort(key=lambda name: next(i for i, prefix in enumerate(order) if name.startswith(prefix)))
     lines = ["| part (ms, median) | " + " | ".join(r.name for r in results) + " |",
              "|---|" + "---|" * len(results)]  # fmt: skip
     for name in names:
+        if name.startswith("source wall: "):
+            continue  # in the JSON: what a source took with the kernel's (here: the page cache's) share
         values = [r.profile.get(name) for r in results]
         if name.startswith(("source: ", "check: ", "metrics: ")) and max(v or 0 for v in values) < floor_ms:
             continue
@@ -572,8 +607,9 @@ def markdown(results: Sequence[ShapeResult], points: Sequence[SweepPoint], heade
             if any(p.sweep == sweep for p in points):
                 lines += ["", f"**{title}**:", "", *sweep_table(points, sweep, label)]
     if any(r.profile for r in results):
-        lines += ["", "**Where an evaluation goes** (in-process, warm, one evaluation right after another; sources: "
-                  "wall ms; checks, metrics, totals: CPU ms):", "", *profile_table(results)]  # fmt: skip
+        lines += ["", "**Where an evaluation goes** (in-process, warm, one evaluation right after another; CPU ms, "
+                  "medians; a source answered from its fingerprint cache: the wall time of its lookup):", "",
+                  *profile_table(results)]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -587,7 +623,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "no node_exporter, no sweeps)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="side-by-side rounds per shape (default: 3)")
     parser.add_argument("--window", type=float, default=60.0, help="seconds per round (default: 60)")
-    parser.add_argument("--sweep-window", type=float, default=40.0, help="seconds per sweep point (default: 40)")
+    parser.add_argument("--sweep-window", type=float, default=40.0, help="seconds per sweep round (default: 40)")
+    parser.add_argument("--sweep-rounds", type=int, default=2, help="side-by-side rounds per sweep point (default: 2)")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds serve runs before a round (default: 10)")
     parser.add_argument("--evaluations", type=int, default=10, help="evaluations profiled, and measured for serve "
                         "alone (default: 10)")  # fmt: skip
