@@ -3,6 +3,7 @@
     .venv/bin/python bench/shapes.py --work /var/tmp/numawatch-shapes                  # every shape and sweep
     .venv/bin/python bench/shapes.py --work DIR --shapes b384,d384churn --no-sweeps    # some shapes only
     .venv/bin/python bench/shapes.py --work DIR --profile-only                          # the per-phase profiles
+    .venv/bin/python bench/shapes.py --merge run1.json run2.json                        # several runs as one report
 
 The trees are generate_host.SHAPES (host32, a192, b384, c768, d384churn: what each models and how their layouts
 differ is in that table) and four sweeps on the layout of b384: 32 to 768 CPUs at 110 pods, 10 to 300 pods at 384
@@ -516,7 +517,7 @@ def side_by_side_table(results: Sequence[ShapeResult]) -> list[str]:
         target = ratio_target(r.name)
         ratio = f"{found.text(1, 2)} ({met(found.high, target)}, ≤ {target:g})" if found else "–"
         s = r.serve
-        alone = f"{s['cpu_seconds_per_evaluation'] * 1000:.1f}" if s else "–"
+        alone = _ms(Spread.of(s.get("cpu_all", [s["cpu_seconds_per_evaluation"]]))) if s else "–"
         rss = f"{s['vm_hwm_mb']:.1f} ({met(s['vm_hwm_mb'], TARGET_RSS_MB)})" if s else "–"
         p99 = s.get("scrape_many", {}).get("p99_ms") if s else None
         latency = f"{p99:.1f} ({met(p99, TARGET_P99_MS)})" if p99 is not None else "–"
@@ -613,9 +614,58 @@ def markdown(results: Sequence[ShapeResult], points: Sequence[SweepPoint], heade
     return "\n".join(lines) + "\n"
 
 
+def merge(documents: Sequence[Mapping[str, Any]]) -> tuple[list[ShapeResult], list[SweepPoint], dict[str, Any]]:
+    """Several runs' JSON as one: every round of every run in the ranges, each profile part the median of the runs'
+    medians, serve alone at its worst (highest RSS, highest p99) across runs, the headers' times and loads joined."""
+    shapes: dict[str, ShapeResult] = {}
+    points: dict[tuple[str, str], SweepPoint] = {}
+    profiles: dict[str, list[dict[str, float]]] = {}
+    point_profiles: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for document in documents:
+        for item in document["shapes"]:
+            rounds = [Round(**r) for r in item["rounds"]]
+            found = shapes.get(item["name"])
+            if found is None:
+                found = shapes[item["name"]] = ShapeResult(item["name"], item["description"], item["tree"],
+                                                           churn=item["churn"])  # fmt: skip
+            found.rounds += rounds
+            profiles.setdefault(item["name"], []).append(item["profile"])
+            serve = item["serve"]
+            if serve:
+                seen = found.serve.get("cpu_all", [])
+                if not found.serve or serve["vm_hwm_mb"] > found.serve["vm_hwm_mb"]:
+                    found.serve = dict(serve, scrape_many=found.serve.get("scrape_many", serve["scrape_many"]))
+                if serve["scrape_many"]["p99_ms"] >= found.serve["scrape_many"]["p99_ms"]:
+                    found.serve["scrape_many"] = serve["scrape_many"]
+                found.serve["cpu_all"] = [*seen, serve["cpu_seconds_per_evaluation"]]
+        for item in document["sweeps"]:
+            key = (item["sweep"], str(item["x"]))
+            point = points.get(key)
+            if point is None:
+                point = points[key] = SweepPoint(item["sweep"], item["x"], item["tree"])
+            point.rounds += [Round(**r) for r in item["rounds"]]
+            point_profiles.setdefault(key, []).append(item["profile"])
+
+    def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+        names = {name for run in runs for name in run}
+        return {name: round(statistics.median(run[name] for run in runs if name in run), 2) for name in names}
+
+    for name, runs in profiles.items():
+        shapes[name].profile = medians(runs)
+    for key, runs in point_profiles.items():
+        points[key].profile = medians(runs)
+    headers = [document["header"] for document in documents]
+    header = dict(headers[-1])
+    header["command"] = "; ".join(dict.fromkeys(h["command"] for h in headers))
+    header["load_before"] = ", ".join(h["load_before"] for h in headers)
+    header["load_after"] = ", ".join(h["load_after"] for h in headers)
+    header["started"], header["ended"] = headers[0]["started"], headers[-1]["ended"]
+    return list(shapes.values()), list(points.values()), header
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", required=True, help="where the trees are generated and kept between runs")
+    parser.add_argument("--work", help="where the trees are generated and kept between runs (required unless --merge)")
     parser.add_argument("--shapes", default=",".join(gen.SHAPES),
                         help=f"comma-separated shapes (default: all: {','.join(gen.SHAPES)})")
     parser.add_argument("--no-sweeps", action="store_true", help="measure the shapes only")
@@ -633,7 +683,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--node-exporter", metavar="BINARY", help="node_exporter to compare with (default: Debian's "
                         "prometheus-node-exporter, installed or unpacked)")  # fmt: skip
     parser.add_argument("--json-out", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", help="measure nothing: report these runs' --json-out "
+                        "files as one (every round of every run in the ranges)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.merge:
+        results, points, header = merge([json.loads(Path(path).read_text()) for path in args.merge])
+        print(markdown(results, points, header), end="")
+        return 0
+    if not args.work:
+        parser.error("--work is required")
     names = [name.strip() for name in args.shapes.split(",") if name.strip()]
     unknown = [name for name in names if name not in gen.SHAPES]
     if unknown:

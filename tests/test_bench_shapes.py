@@ -387,3 +387,30 @@ def test_the_profile_names_every_source_check_and_phase(trees):
     assert {"read: all sources (CPU)", "checks: all (CPU)", "render: families + exposition (CPU)", "gzip",
             "exposition (write)", "total (CPU)"} <= set(parts)  # fmt: skip
     assert all(value >= 0 for value in parts.values())
+
+
+def _run_document(serve: tuple[float, float], exporter: tuple[float, float], rss: float, p99: float) -> dict:
+    rounds = [{"serve_seconds": a, "exporter_seconds": b, "evaluations": 60, "scrapes": 60, "load": 1.0}
+              for a, b in zip(serve, exporter, strict=True)]  # fmt: skip
+    return {
+        "header": {"command": "python bench/shapes.py --work W", "load_before": "1.0", "load_after": "2.0",
+                   "started": "t0", "ended": "t1", "machine": "m", "node_exporter": "1.5.0"},
+        "shapes": [{"name": "b384", "description": "", "tree": {}, "churn": False, "rounds": rounds,
+                    "serve": {"cpu_seconds_per_evaluation": serve[0], "vm_hwm_mb": rss, "series": 4240,
+                              "scrape_many": {"p99_ms": p99}},
+                    "profile": {"total (CPU)": serve[0] * 1000}}],
+        "sweeps": [],
+    }  # fmt: skip
+
+
+def test_runs_merge_into_one_report_over_every_round():
+    results, points, header = shapes.merge([_run_document((0.08, 0.09), (0.10, 0.10), 65.0, 7.0),
+                                            _run_document((0.07, 0.12), (0.10, 0.10), 64.0, 9.0)])  # fmt: skip
+    (b384,) = results
+    spread = shapes.Spread.of(shapes.ratios(b384.pairs()))
+    assert (spread.low, spread.median, spread.high, spread.count) == (pytest.approx(0.7), pytest.approx(0.85),
+                                                                      pytest.approx(1.2), 4)  # fmt: skip
+    assert b384.serve["vm_hwm_mb"] == 65.0 and b384.serve["scrape_many"]["p99_ms"] == 9.0  # the worst of each
+    assert b384.serve["cpu_all"] == [0.08, 0.07]
+    assert b384.profile["total (CPU)"] == 75.0  # the median of the runs' medians
+    assert points == [] and header["load_before"] == "1.0, 1.0" and header["started"] == "t0"
