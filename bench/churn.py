@@ -57,9 +57,11 @@ What one advance changes, values only (the set of files and of lines, and every 
      Numbers are printed right-aligned in the same span (the kernel's ``%8lu``), so lines keep their lengths.
    - ``cpufreq/policyN/scaling_cur_freq`` where the tree has it: its starting value +-5 %, within the policy's
      scaling_min_freq..scaling_max_freq (numawatch never opens this file; node_exporter does).
-4. Nothing about pods, cpusets, ``cgroup.procs``, processes (``proc/<pid>/*``), IRQ affinity, topology or the
-   kubelet's files: those are stable on a running node, and pod churn is the soak test's business
-   (tests/test_soak.py).
+4. Pods only when asked (``--pods N``, ``--pinned-every K``; bench/pod_churn.py says what changes): N
+   Burstable/BestEffort pods replaced per advance, a pinned pod (and with it the kubelet's ``cpu_manager_state`` and
+   ``memory_manager_state``) every K advances; the new containers' ``memory.numa_stat`` then move like the others.
+   Otherwise nothing about pods, cpusets, ``cgroup.procs``, processes (``proc/<pid>/*``), IRQ affinity, topology or
+   the kubelet's files changes: those are stable on a running node.
 
 Writing. /proc/interrupts is renamed into place (above). The ~1,250 small files (860 memory.numa_stat, 384
 scaling_cur_freq...) are written over in place when the new text has the old one's layout (digits changed in place,
@@ -712,14 +714,24 @@ class _NumaStats:
         self.written: dict[str, bytes] = {}
         for directory, _dirs, names in os.walk(paths.cgroupfs):
             if "memory.numa_stat" in names and "kubepods" in directory:
-                path = f"{directory}/memory.numa_stat"
-                text = _text(path)
-                if text is not None:
-                    lines = parse_numa_stat_lines(text, path)
-                    kept = [line if any(value for _, value in line[2]) else format_numa_stat([line]) for line in lines]
-                    self.files.append((path, kept))
-                    self.written[path] = text.encode()
+                self.track(f"{directory}/memory.numa_stat")
         self.files.sort()
+
+    def track(self, path: str) -> None:
+        """Move this file too from now on (a container that came after the tree was read)."""
+        text = _text(path)
+        if text is not None:
+            lines = parse_numa_stat_lines(text, path)
+            kept = [line if any(value for _, value in line[2]) else format_numa_stat([line]) for line in lines]
+            self.files.append((path, kept))
+            self.written[path] = text.encode()
+
+    def forget(self, directories: Sequence[str]) -> None:
+        """Stop moving the files under these directories (pods that went away)."""
+        prefixes = tuple(directory.rstrip("/") + "/" for directory in directories)
+        if prefixes:
+            self.files = [(path, lines) for path, lines in self.files if not path.startswith(prefixes)]
+            self.written = {path: data for path, data in self.written.items() if not path.startswith(prefixes)}
 
     def advance(self, rng: random.Random) -> int:
         uniform, written = rng.uniform, self.written
@@ -778,9 +790,16 @@ class Churn:
     docstring for what moves and how). Reads the tree once, here; ChurnError names a file it cannot patch."""
 
     def __init__(self, root: str | os.PathLike[str], *, seed: int = 1, stray: float = 0.0,
-                 seconds: float = DEFAULT_SECONDS) -> None:  # fmt: skip
+                 seconds: float = DEFAULT_SECONDS, pods: float = 0.0, pinned_every: int = 0) -> None:  # fmt: skip
         if not 0.0 <= stray <= 1.0:
             raise ValueError(f"stray must be a fraction between 0 and 1, not {stray}")
+        # Pods coming and going (bench/pod_churn.py), off unless asked for: the counters alone are what earlier
+        # figures were measured with.
+        self.pods = None
+        if pods or pinned_every:
+            from pod_churn import PodChurn
+
+            self.pods = PodChurn(root, per_advance=pods, pinned_every=pinned_every, seed=seed)
         self.root = os.fspath(root)
         self.paths = paths = Paths.from_root(self.root)
         self.rng = random.Random(seed)
@@ -811,10 +830,11 @@ class Churn:
     def describe(self) -> str:
         interrupts = self.interrupts
         rows = f"{len(interrupts.devices)} device rows x {len(interrupts.cpus)} CPUs" if interrupts else "none"
+        pods = f"; pods: {self.pods.describe()}" if self.pods is not None else ""
         return (f"{self.root}: /proc/interrupts ({rows}), {len(self.numa_stats.files)} memory.numa_stat, "
                 f"{self.nodes.files} numastat/meminfo/vmstat, {len(self.cur_freq.files)} scaling_cur_freq, "
                 f"/proc/stat {'yes' if self.stat else 'no'}; {len(self.isolated)} isolated CPUs; stray {self.stray}; "
-                f"{self.seconds:g} s per advance")  # fmt: skip
+                f"{self.seconds:g} s per advance{pods}")  # fmt: skip
 
     def advance(self) -> Step:
         """Move every counter on by one interval and write the files (each atomically)."""
@@ -827,6 +847,12 @@ class Churn:
         if self.stat is not None:
             self.stat.advance(rng, self.seconds, per_irq, arch_total)
         self.nodes.advance(rng, self.seconds)
+        if self.pods is not None:
+            self.pods.advance()
+            added, removed = self.pods.take_changes()
+            self.numa_stats.forget(removed)
+            for path in added:
+                self.numa_stats.track(path)
         self.numa_stats.advance(rng)
         self.cur_freq.advance(rng)
         self.advances += 1
@@ -842,6 +868,11 @@ def add_churn_arguments(parser: argparse.ArgumentParser, when: str) -> None:
     parser.add_argument("--stray", type=float, default=0.0, metavar="F",
                         help="with --churn, the fraction of device IRQ rows that also count on an isolated CPU at "
                         "each advance (default: 0, the well-configured node)")  # fmt: skip
+    parser.add_argument("--pods", type=float, default=0.0, metavar="N",
+                        help="with --churn, Burstable/BestEffort pods replaced per advance (bench/pod_churn.py; "
+                        "default: 0, pods stay)")  # fmt: skip
+    parser.add_argument("--pinned-every", type=int, default=0, metavar="K",
+                        help="with --churn, replace a pinned pod without a GPU every K advances (default: 0, never)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -861,9 +892,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"node time one advance stands for (default: {DEFAULT_SECONDS:g})",
     )
     parser.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    parser.add_argument("--pods", type=float, default=0.0, metavar="N",
+                        help="Burstable/BestEffort pods replaced per advance (bench/pod_churn.py; default: 0)")
+    parser.add_argument("--pinned-every", type=int, default=0, metavar="K",
+                        help="replace a pinned pod without a GPU every K advances (default: 0, never)")
     args = parser.parse_args(argv)
     try:
-        churn = Churn(args.root, seed=args.seed, stray=args.stray, seconds=args.seconds)
+        churn = Churn(args.root, seed=args.seed, stray=args.stray, seconds=args.seconds, pods=args.pods,
+                      pinned_every=args.pinned_every)  # fmt: skip
         lock = lock_tree(args.root)
     except (ValueError, OSError) as error:
         print(f"churn: error: {error}", file=sys.stderr)

@@ -61,8 +61,8 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 _BENCH = Path(__file__).resolve().parent
@@ -119,6 +119,34 @@ _SIDECARS = ("istio-proxy", "log-shipper", "metrics", "config-reloader")
 _DAEMONS = ("rke2", "containerd", "kubelet", "systemd-journal", "systemd-udevd", "systemd-logind", "dbus-daemon",
             "chronyd", "sshd", "rsyslogd", "cron", "agetty", "nvidia-persiste", "nv-hostengine", "multipathd",
             "polkitd", "lldpd", "auditd", "node-problem-de", "fluent-bit")  # fmt: skip
+# The daemon whose place irqbalance takes when it runs (lldpd is the least needed on a GPU node).
+IRQBALANCE_SLOT = _DAEMONS.index("lldpd")
+
+IRQBALANCE_MODES = {
+    "none": "not running",
+    "service": "running in irqbalance.service, its control socket @irqbalance<pid>.sock in /proc/1/net/unix",
+    "unlisted": "running outside its unit (started from a login session) with no socket in /proc/1/net/unix (an "
+                "irqbalance older than 1.4, or one in another network namespace)",
+}  # fmt: skip
+MANAGED_MODES = {
+    "read-only": "managed IRQs' smp_affinity is read-only (0444), as Linux 6.12 and later show it",
+    "writable": "every smp_affinity is 0644, as before Linux 6.12: managed IRQs are told by their vectors' spread",
+}
+NUMBERINGS = ("interleaved", "packed")
+CGROUP_DRIVERS = ("systemd", "cgroupfs")
+# Debian's /etc/default/irqbalance as the package installs it: every setting commented out, so irqbalance bans the
+# isolated and nohz_full CPUs by itself.
+DEBIAN_IRQBALANCE_DEFAULTS = (
+    "# irqbalance is a daemon process that distributes interrupts across\n"
+    "# CPUs on SMP systems.  The default is to rebalance once every 10\n"
+    "# seconds.  This is the environment file that is specified to systemd via the\n"
+    "# EnvironmentFile key in the service unit file (or via whatever method the init\n"
+    "# system you're using has).\n"
+    "#\n"
+    "#IRQBALANCE_ONESHOT=\n"
+    "#IRQBALANCE_BANNED_CPULIST=\n"
+    "#IRQBALANCE_ARGS=\n"
+)
 
 
 @dataclass(frozen=True)
@@ -133,13 +161,22 @@ class HostSpec:
     seed: int = 1
     drift: bool = True
     cgroup_version: int = 2
+    # The layout (the defaults write the tree issue 7's figures were measured on, byte for byte; SHAPES varies them).
+    sockets: int = SOCKETS
+    nodes_per_socket: int = 1  # sub-NUMA clustering (SNC / NPS) when more than 1
+    numbering: str = "interleaved"  # or "packed" (SMT siblings adjacent): tests/fakehost/topology.py
+    cgroup_driver: str = "systemd"  # or "cgroupfs"
+    guaranteed: float = 0.0  # the share of pods that are Guaranteed (at least the GPU and tokeniser pods)
+    irqbalance: str = "none"  # IRQBALANCE_MODES
+    socket_table: bool = True  # /proc/1/net/unix present (where irqbalance's socket shows)
+    managed_modes: str = "read-only"  # MANAGED_MODES: what smp_affinity's mode says about managed IRQs
 
     @classmethod
-    def scaled(cls, cpus: int, **overrides: int | bool) -> HostSpec:
+    def scaled(cls, cpus: int, **overrides: object) -> HostSpec:
         """A node of ``cpus`` CPUs with pods, IRQs and processes in the proportions of the 384-CPU host
         (32 CPUs: 4 GPUs, 25 pods, 167 IRQs, 417 processes)."""
         ratio = cpus / BASE_CPUS
-        sizes: dict[str, int | bool] = {
+        sizes: dict[str, object] = {
             "cpus": cpus,
             "gpus": BASE_GPUS if cpus >= 128 else 4,
             "pods": max(4, round(BASE_PODS * ratio)),
@@ -148,6 +185,56 @@ class HostSpec:
         }
         sizes.update(overrides)
         return cls(**sizes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A benchmark tree of issue 16: a name, what it models, its size and layout, and whether its pods and counters
+    move while it is measured (bench/churn.py ``--pods``)."""
+
+    name: str
+    description: str
+    spec: HostSpec
+    churn: bool = False
+
+
+# The trees issue 16's engine is measured on (bench/shapes.py measures them all side by side with node_exporter).
+# Their layouts differ on purpose, so that no optimisation can lean on one tree's shape: CPU numbering packed and
+# interleaved, cgroup v1 and v2, the systemd and cgroupfs drivers, one and four NUMA nodes per socket, irqbalance not
+# running, running as its unit with its socket listed, and running unseen (no socket, outside its unit), the socket
+# table present or absent, managed IRQs told by their read-only mode or only by their vectors' spread. Every tree
+# has intel_pstate policies per CPU and a share of Guaranteed pods as on a shared production node (a third).
+SHAPES: dict[str, Shape] = {
+    shape.name: shape
+    for shape in (
+        Shape("host32", "the 32-CPU host: 2 x 8 cores SMT2, packed numbering, cgroup v1 with the cgroupfs driver, "
+                        "irqbalance not running",
+              HostSpec(cpus=32, gpus=4, pods=25, irqs=167, processes=417, numbering="packed", cgroup_version=1,
+                       cgroup_driver="cgroupfs", guaranteed=0.3)),
+        Shape("a192", "(a) 192 CPUs (2 x 48 cores SMT2), 110 pods (the kubelet's default max-pods), 1,500 processes; "
+                      "packed numbering, cgroup v2 with the cgroupfs driver, irqbalance as its unit with its socket "
+                      "listed, a kernel before 6.12 (every smp_affinity writable)",
+              HostSpec(cpus=192, gpus=8, pods=110, irqs=1000, processes=1500, numbering="packed",
+                       cgroup_driver="cgroupfs", guaranteed=0.3, irqbalance="service", managed_modes="writable")),
+        Shape("b384", "(b) 384 CPUs (2 x 96 cores SMT2), 300 pods / 860 container cgroups, 5,000 processes, 2,000 "
+                      "IRQs, 8 GPUs: the issue's tree; interleaved numbering, cgroup v2 with the systemd driver, "
+                      "irqbalance running outside its unit and no /proc/1/net/unix (found only by reading every "
+                      "process's comm), a kernel before 6.12",
+              HostSpec(cpus=384, gpus=8, pods=300, irqs=2000, processes=5000, guaranteed=0.3, irqbalance="unlisted",
+                       socket_table=False, managed_modes="writable")),
+        Shape("c768", "(c) 768 CPUs (2 sockets x 192 cores SMT2, SNC: 4 NUMA nodes per socket), 8 GPUs, 110 pods, "
+                      "6,000 processes, 2,000 IRQs; interleaved numbering, cgroup v1 with the systemd driver, "
+                      "irqbalance running outside its unit with the socket table present (today's source misses it), "
+                      "managed IRQs read-only (6.12)",
+              HostSpec(cpus=768, gpus=8, pods=110, irqs=2000, processes=6000, nodes_per_socket=4, cgroup_version=1,
+                       guaranteed=0.3, irqbalance="unlisted")),
+        Shape("d384churn", "(d) the tree of (b) with pods coming and going (one replaced per second, a pinned one "
+                           "every 30 s) and counters moving between evaluations",
+              HostSpec(cpus=384, gpus=8, pods=300, irqs=2000, processes=5000, guaranteed=0.3, irqbalance="unlisted",
+                       socket_table=False, managed_modes="writable"),
+              churn=True),
+    )
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -170,6 +257,12 @@ class GeneratedHost:
     planted: tuple[str, ...] = ()  # check IDs the planted drift must fire
     seconds: float = 0.0
     qos: dict[str, int] = field(default_factory=dict)  # pods per QoS class
+    numa_nodes: int = 0
+    exclusive_cpus: int = 0  # CPUs held exclusively (cpu_manager_state entries)
+    irqbalance_pid: int | None = None  # the running irqbalance's PID, None when it does not run
+    managed_irqs: int = 0  # IRQs with a managed (kernel-owned) affinity
+    files: int = 0  # files and links written
+    bytes_on_disk: int = 0  # what they take on disk (allocated blocks)
 
 
 @dataclass
@@ -239,6 +332,12 @@ def _numa_split(rng: random.Random, total: int, nodes: int) -> dict[int, int]:
     return split
 
 
+def _remote_node(layout: TopologyLayout, node: int) -> int:
+    """The node another socket's (same position) is for ``node``: where a pod's remote memory lands."""
+    count = len(layout.cpu_nodes)
+    return (node + layout.nodes_per_socket) % count if count > 1 else node
+
+
 def _plan_pods(
     spec: HostSpec,
     rng: random.Random,
@@ -247,12 +346,16 @@ def _plan_pods(
     gpu_nodes: list[int],
     mem_per_node: int,
 ) -> list[_Pod]:
-    """Every pod with its containers, QoS and (for the pinned ones) exclusive cores and memory blocks."""
+    """Every pod with its containers, QoS and (for the pinned ones) exclusive cores and memory blocks.
+
+    ``housekeeping_cores`` is per NUMA node (its first cores); a node's exclusive cores are taken after them, and one
+    core per node stays in the shared pool."""
     nodes = list(layout.cpu_nodes)
-    isolated_cores = layout.cores_per_socket - housekeeping_cores
+    cores_per_node = layout.cores_per_socket // layout.nodes_per_socket
+    isolated_cores = cores_per_node - housekeeping_cores
     gpus_per_node = max(gpu_nodes.count(node) for node in nodes) if gpu_nodes else 0
     gpu_cores = max(1, isolated_cores // max(1, gpus_per_node * 3))
-    next_core = dict.fromkeys(nodes, housekeeping_cores)  # next free core index per node (socket)
+    next_core = dict.fromkeys(nodes, housekeeping_cores)  # next free core index per node
     pods: list[_Pod] = []
 
     def take(node: int, cores: int) -> CPUSet:
@@ -265,9 +368,10 @@ def _plan_pods(
         name = f"vllm-{index}-{_suffix(rng, 5)}"
         uid = _uid(rng)
         block = mem_per_node // 16  # 32 GiB on the 384-CPU host's 512 GiB nodes
-        numa = {node: block * 3 // 4, 1 - node: 200 * MiB}
+        remote = _remote_node(layout, node)
+        numa = {node: block * 3 // 4, remote: min(200 * MiB, block // 20)}
         if spec.drift and index == 1:
-            numa = {node: block // 4, 1 - node: block // 2}  # planted: container_memory_remote
+            numa = {node: block // 4, remote: block // 2}  # planted: container_memory_remote
         if index == burstable_gpu:  # planted: pod_not_guaranteed (a limit forgotten: requests != limits)
             vllm = ContainerSpec("vllm", "", set(nodes), numa)
             pods.append(_Pod(uid, "inference", name, QOS_BURSTABLE, [vllm], gpu=index))
@@ -281,8 +385,8 @@ def _plan_pods(
     pinned = max(1, spec.pods // 20) if spec.pods > len(pods) else 0
     for index in range(pinned):
         node = nodes[index % len(nodes)]
-        cores = 2 if layout.cores_per_socket - next_core[node] >= 2 + 1 else 1
-        if layout.cores_per_socket - next_core[node] < cores + 1:  # keep a free core per node in the shared pool
+        cores = 2 if cores_per_node - next_core[node] >= 2 + 1 else 1
+        if cores_per_node - next_core[node] < cores + 1:  # keep a free core per node in the shared pool
             break
         cpus = take(node, cores)
         block = mem_per_node // 128  # 4 GiB on 512 GiB nodes
@@ -296,13 +400,26 @@ def _plan_pods(
     rest = spec.pods - len(pods)
     fixed = sum(len(pod.containers) for pod in pods)
     counts = _container_counts(rng, rest, round(spec.pods * APP_CONTAINERS_PER_POD) - fixed) if rest > 0 else []
-    for count in counts:
+    # More Guaranteed pods where the share asks for them, spread evenly among the others: platform and batch pods
+    # with requests = limits. Every other one asks for a whole CPU (an exclusive core) while its node has cores to
+    # spare; the others ask for fractions and share the pool. The Memory Manager binds each to one node.
+    guaranteed_now = sum(pod.qos == QOS_GUARANTEED for pod in pods)
+    extra = min(rest, max(0, round(spec.pods * spec.guaranteed) - guaranteed_now))
+    guaranteed_at = {position * rest // extra for position in range(extra)} if extra else set()
+    made = 0
+    for position, count in enumerate(counts):
         namespace = rng.choice(_NAMESPACES)
         app = rng.choice(_APPS)
+        if position in guaranteed_at:
+            name = f"{app}-{_suffix(rng, 9)}-{_suffix(rng, 5)}"
+            pods.append(_guaranteed_pod(rng, layout, nodes[made % len(nodes)], namespace, app, name, count,
+                                        made % 2 == 0, take, next_core, cores_per_node))  # fmt: skip
+            made += 1
+            continue
         qos = QOS_BURSTABLE if rng.random() < 0.7 else QOS_BESTEFFORT
         containers = []
-        for position in range(count):
-            cname = app if position == 0 else _SIDECARS[(position - 1) % len(_SIDECARS)]
+        for index in range(count):
+            cname = app if index == 0 else _SIDECARS[(index - 1) % len(_SIDECARS)]
             quota = rng.choice((50000, 100000, 200000, 400000)) if qos == QOS_BURSTABLE else None
             numa = _numa_split(rng, rng.randrange(20, 2000) * MiB, len(nodes))
             containers.append(ContainerSpec(cname, "", set(nodes), numa, cpu_quota_us=quota))
@@ -311,9 +428,44 @@ def _plan_pods(
     return pods
 
 
+def _guaranteed_pod(
+    rng: random.Random,
+    layout: TopologyLayout,
+    node: int,
+    namespace: str,
+    app: str,
+    name: str,
+    count: int,
+    wants_core: bool,
+    take: Callable[[int, int], CPUSet],
+    next_core: dict[int, int],
+    cores_per_node: int,
+) -> _Pod:
+    """A Guaranteed pod of ``count`` containers bound to ``node``'s memory: its first container on an exclusive core
+    when ``wants_core`` and the node keeps a spare core after it, every other container on the shared pool."""
+    remote = _remote_node(layout, node)
+    containers: list[ContainerSpec] = []
+    exclusive: dict[str, CPUSet] = {}
+    memory: dict[str, tuple[MemoryBlock, ...]] = {}
+    for index in range(count):
+        cname = app if index == 0 else _SIDECARS[(index - 1) % len(_SIDECARS)]
+        size = rng.randrange(256, 4096) * MiB
+        resident = size * rng.randrange(40, 90) // 100
+        numa = {node: resident, remote: resident // 200} if remote != node else {node: resident}
+        cpus: CPUSet | str = ""
+        if index == 0 and wants_core and cores_per_node - next_core[node] >= 2:
+            cpus = take(node, 1)
+            exclusive[cname] = cpus
+        quota = 100000 * (len(cpus) if cpus else 1) if cpus else rng.choice((20000, 50000, 250000))
+        containers.append(ContainerSpec(cname, cpus, {node}, numa, cpu_quota_us=quota))
+        memory[cname] = (MemoryBlock((node,), "memory", size),)
+    return _Pod(_uid(rng), namespace, name, QOS_GUARANTEED, containers, node, None, exclusive, memory)
+
+
 # --------------------------------------------------------------------------------------------------- processes
-def _status(proc: _Proc) -> str:
-    """/proc/<pid>/status of a host process or kernel thread (kernel threads have no memory lines)."""
+def _status(proc: _Proc, mems: str) -> str:
+    """/proc/<pid>/status of a host process or kernel thread (kernel threads have no memory lines); ``mems``: the
+    node list processes may allocate on."""
     memory = "" if proc.kthread else (
         "VmPeak:\t  812340 kB\nVmSize:\t  812340 kB\nVmLck:\t       0 kB\nVmPin:\t       0 kB\n"
         "VmHWM:\t   40960 kB\nVmRSS:\t   40960 kB\nRssAnon:\t   30720 kB\nRssFile:\t   10240 kB\n"
@@ -331,7 +483,7 @@ def _status(proc: _Proc) -> str:
         "SigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\nCapInh:\t0000000000000000\n"
         "CapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\nCapBnd:\t000001ffffffffff\n"
         "CapAmb:\t0000000000000000\nNoNewPrivs:\t0\nSeccomp:\t0\nSeccomp_filters:\t0\n"
-        f"Cpus_allowed_list:\t{format_cpulist(cpus)}\nMems_allowed_list:\t0-1\n"
+        f"Cpus_allowed_list:\t{format_cpulist(cpus)}\nMems_allowed_list:\t{mems}\n"
         "voluntary_ctxt_switches:\t1843\nnonvoluntary_ctxt_switches:\t12\n"
     )
 
@@ -356,7 +508,7 @@ def _cgroup_line(version: int, path: str) -> str:
     return f"12:cpuset:{path}\n11:memory:{path}\n4:cpu,cpuacct:{path}\n1:name=systemd:{path}\n0::/\n"
 
 
-def _write_proc(root: str, proc: _Proc, version: int, rng: random.Random, *, full: bool) -> None:
+def _write_proc(root: str, proc: _Proc, version: int, rng: random.Random, *, full: bool, mems: str = "0-1") -> None:
     """``stat`` and ``schedstat`` (and, unless add_pod already wrote them, ``comm``, ``status``, ``cgroup``)."""
     directory = f"{root}/proc/{proc.pid}"
     os.makedirs(directory, exist_ok=True)
@@ -365,7 +517,7 @@ def _write_proc(root: str, proc: _Proc, version: int, rng: random.Random, *, ful
         "schedstat": f"{rng.randrange(10**6, 10**12)} {rng.randrange(0, 10**9)} {rng.randrange(10, 10**6)}\n",
     }
     if full:
-        files |= {"comm": proc.comm + "\n", "status": _status(proc), "cgroup": _cgroup_line(version, proc.cgroup)}
+        files |= {"comm": proc.comm + "\n", "status": _status(proc, mems), "cgroup": _cgroup_line(version, proc.cgroup)}
     for name, text in files.items():
         with open(f"{directory}/{name}", "w") as handle:
             handle.write(text)
@@ -477,17 +629,61 @@ def _named_rows(rng: random.Random, online: list[int], housekeeping: CPUSet) -> 
 
 
 # --------------------------------------------------------------------------------------------------- generate
+def _validate(spec: HostSpec) -> None:
+    """ValueError naming what about ``spec`` no node could have, before anything is written."""
+    per_node = spec.sockets * THREADS_PER_CORE * spec.nodes_per_socket
+    if spec.sockets < 1 or spec.nodes_per_socket < 1:
+        raise ValueError(f"sockets and nodes per socket must be at least 1, not {spec.sockets}/{spec.nodes_per_socket}")
+    if spec.cpus % per_node or spec.cpus < 4 * spec.sockets:
+        raise ValueError(f"--cpus must be a multiple of {per_node} ({spec.sockets} sockets x SMT2 x "
+                         f"{spec.nodes_per_socket} nodes per socket) and at least {4 * spec.sockets}, not "
+                         f"{spec.cpus}")  # fmt: skip
+    if spec.cgroup_version not in (1, 2):
+        raise ValueError(f"cgroup version must be 1 or 2, not {spec.cgroup_version}")
+    for what, value, allowed in (("numbering", spec.numbering, NUMBERINGS),
+                                 ("cgroup driver", spec.cgroup_driver, CGROUP_DRIVERS),
+                                 ("irqbalance", spec.irqbalance, tuple(IRQBALANCE_MODES)),
+                                 ("managed modes", spec.managed_modes, tuple(MANAGED_MODES))):  # fmt: skip
+        if value not in allowed:
+            raise ValueError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
+    if not 0.0 <= spec.guaranteed <= 1.0:
+        raise ValueError(f"the Guaranteed share must be a fraction between 0 and 1, not {spec.guaranteed}")
+
+
+def cpu_id(spec: HostSpec, socket: int, core: int, thread: int) -> int:
+    """The CPU number of a thread as add_topology numbers it for ``spec`` (``core``: index within its socket)."""
+    cores_per_socket = spec.cpus // (spec.sockets * THREADS_PER_CORE)
+    if spec.numbering == "interleaved":
+        return thread * spec.sockets * cores_per_socket + socket * cores_per_socket + core
+    return (socket * cores_per_socket + core) * THREADS_PER_CORE + thread
+
+
+def housekeeping_cpus(spec: HostSpec) -> CPUSet:
+    """The housekeeping CPUs: both threads of the first ``cores per node // 24`` cores (at least one) of each NUMA
+    node, so that every node has CPUs for its devices' IRQs and its kernel threads."""
+    cores_per_socket = spec.cpus // (spec.sockets * THREADS_PER_CORE)
+    cores_per_node = cores_per_socket // spec.nodes_per_socket
+    first = max(1, cores_per_node // 24)
+    return frozenset(
+        cpu_id(spec, socket, node * cores_per_node + core, thread)
+        for socket in range(spec.sockets)
+        for node in range(spec.nodes_per_socket)
+        for core in range(first)
+        for thread in range(THREADS_PER_CORE)
+    )
+
+
 def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
     """Write the node described by ``spec`` under ``out`` (which must be empty or absent) and say what was written."""
     started = time.perf_counter()
-    if spec.cpus % (SOCKETS * THREADS_PER_CORE) or spec.cpus < 8:
-        raise ValueError(f"--cpus must be a multiple of 4 and at least 8, not {spec.cpus}")
-    if spec.cgroup_version not in (1, 2):
-        raise ValueError(f"cgroup version must be 1 or 2, not {spec.cgroup_version}")
-    cores_per_socket = spec.cpus // (SOCKETS * THREADS_PER_CORE)
-    housekeeping_cores = max(1, cores_per_socket // 24)
-    gpus_per_node = max(1, (spec.gpus + 1) // SOCKETS)
-    if gpus_per_node >= cores_per_socket - housekeeping_cores:  # a pinned core per GPU, one spare for the shared pool
+    _validate(spec)
+    sockets, nodes_per_socket = spec.sockets, spec.nodes_per_socket
+    node_count = sockets * nodes_per_socket
+    cores_per_socket = spec.cpus // (sockets * THREADS_PER_CORE)
+    cores_per_node = cores_per_socket // nodes_per_socket
+    housekeeping_cores = max(1, cores_per_node // 24)  # per node
+    gpus_per_node = max(1, -(-spec.gpus // node_count))
+    if gpus_per_node >= cores_per_node - housekeeping_cores:  # a pinned core per GPU, one spare for the shared pool
         raise ValueError(f"{spec.gpus} GPUs need more than {spec.cpus} CPUs (a pinned core each, one spare per node)")
     root = Path(out)
     if root.exists() and any(root.iterdir()):
@@ -497,43 +693,42 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
 
     # -- topology: isolation parameters in the command line, 1 GiB pages on each node
     online_all = frozenset(range(spec.cpus))
-    housekeeping = frozenset(
-        cpu
-        for socket in range(SOCKETS)
-        for core in range(housekeeping_cores)
-        for cpu in (
-            thread * SOCKETS * cores_per_socket + socket * cores_per_socket + core
-            for thread in range(THREADS_PER_CORE)
-        )
-    )  # interleaved numbering, as add_topology writes it (checked below)
+    housekeeping = housekeeping_cpus(spec)
     isolated_list = format_cpulist(online_all - housekeeping)
     pages_1g = 4 * gpus_per_node
-    mem_per_node = (64 if spec.cpus <= 64 else 512) * GiB
+    mem_per_node = (64 if spec.cpus <= 64 else 512) * GiB // nodes_per_socket
     cmdline = (
         "BOOT_IMAGE=/boot/vmlinuz-6.8.0-52-generic root=/dev/nvme0n1p2 ro quiet "
         f"isolcpus=domain,managed_irq,{isolated_list} nohz_full={isolated_list} rcu_nocbs={isolated_list} "
-        f"irqaffinity={format_cpulist(housekeeping)} default_hugepagesz=1G hugepagesz=1G hugepages={2 * pages_1g}"
+        f"irqaffinity={format_cpulist(housekeeping)} default_hugepagesz=1G hugepagesz=1G "
+        f"hugepages={node_count * pages_1g}"
     )
     layout = add_topology(
         host,
-        sockets=SOCKETS,
+        sockets=sockets,
         cores_per_socket=cores_per_socket,
         threads_per_core=THREADS_PER_CORE,
+        nodes_per_socket=nodes_per_socket,
+        numbering=spec.numbering,
         cmdline=cmdline,
         mem_per_node_bytes=mem_per_node,
         hugepages_per_node={2048: 0, 1048576: pages_1g},
     )
-    assert housekeeping == frozenset().union(*(layout.core_cpus(s, c) for s in range(SOCKETS)
-                                               for c in range(housekeeping_cores)))  # fmt: skip
+    assert housekeeping == frozenset().union(*(
+        layout.core_cpus(socket, node * cores_per_node + core) for socket in range(sockets)
+        for node in range(nodes_per_socket) for core in range(housekeeping_cores)
+    ))  # fmt: skip
     online = sorted(layout.online)
     nodes = list(layout.cpu_nodes)
+    mems_allowed = format_cpulist(nodes)
 
     # -- PCI devices: GPUs, one rail NIC per GPU plus a management NIC, NVMe drives
-    gpu_nodes = [index * SOCKETS // max(spec.gpus, 1) for index in range(spec.gpus)]
+    gpu_nodes = [index * node_count // max(spec.gpus, 1) for index in range(spec.gpus)]
     gpu_pci = [(_gpu_address(index, spec.gpus), node) for index, node in enumerate(gpu_nodes)]
     nic_pci = [(f"0000:{int(address[5:7], 16) + 1:02x}:00.0", node) for address, node in gpu_pci]
     nic_pci.append(("0000:01:00.0", 0))
-    nvme_pci = [(f"0000:{0x60 + 0x80 * (index % 2) + index // 2:02x}:00.0", index % 2) for index in range(4)]
+    nvme_pci = [(f"0000:{0x60 + 0x80 * (index % 2) + index // 2:02x}:00.0", (index % sockets) * nodes_per_socket)
+                for index in range(4)]  # fmt: skip
     irq_rows, vectors = _irq_rows(spec, rng, layout, housekeeping, gpu_pci, nic_pci, nvme_pci)
     planted: list[str] = []
     if spec.drift:
@@ -563,6 +758,11 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
                        local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))  # fmt: skip
     named_rows = _named_rows(rng, online, housekeeping)
     add_irqs(host, online, irq_rows, named_rows, default_affinity=housekeeping, nr_cpu_ids=spec.cpus)
+    if spec.managed_modes == "writable":  # a kernel before 6.12 shows every smp_affinity writable
+        for irq_row in irq_rows:
+            if irq_row.managed:
+                for name in ("smp_affinity", "smp_affinity_list"):
+                    os.chmod(host.path(f"proc/irq/{irq_row.irq}/{name}"), 0o644)
     interrupts_bytes = host.path("proc/interrupts").stat().st_size
 
     # -- kernel knobs, NUMA counters
@@ -588,7 +788,7 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
         planted.append("node_workload_not_isolated")
     exclusive_all = frozenset().union(*(cpus for pod in plans for cpus in pod.exclusive.values()))
     shared = layout.online - exclusive_all
-    add_kubepods(host, version=spec.cgroup_version, driver="systemd", cpus=layout.online, mems=set(nodes))
+    add_kubepods(host, version=spec.cgroup_version, driver=spec.cgroup_driver, cpus=layout.online, mems=set(nodes))
     app_containers = sum(len(pod.containers) for pod in plans)
     budget = spec.processes - 1 - len(plans) - app_containers  # pid 1, one pause per pod, one per container
     if budget < 0:
@@ -607,11 +807,21 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
     for offset, (comm, cpu, allowed) in enumerate(_kernel_threads(layout, kthread_count, housekeeping)):
         procs.append(_Proc(2 + offset, comm, 2 if offset else 0, cpu, kthread=True, allowed=allowed))  # 2: kthreadd
     first_daemon = max(1000, 2 + kthread_count)
+    irqbalance_pid = None
+    if spec.irqbalance != "none":
+        if daemon_count < 1:
+            raise ValueError(f"--processes {spec.processes} leaves no room for irqbalance")
+        irqbalance_pid = first_daemon + min(IRQBALANCE_SLOT, daemon_count - 1)
     for offset in range(daemon_count):
         comm = _DAEMONS[offset] if offset < len(_DAEMONS) else "containerd-shim"
         unit = "rke2-agent.service" if comm in ("containerd-shim", "rke2", "containerd", "kubelet") else "misc.service"
-        procs.append(_Proc(first_daemon + offset, comm, 1, rng.choice(sorted(housekeeping)),
-                           cgroup=f"/system.slice/{unit}", allowed=housekeeping))  # fmt: skip
+        cgroup = f"/system.slice/{unit}"
+        if first_daemon + offset == irqbalance_pid:
+            comm = "irqbalance"
+            cgroup = ("/system.slice/irqbalance.service" if spec.irqbalance == "service"
+                      else "/user.slice/user-0.slice/session-3.scope")  # fmt: skip
+        procs.append(_Proc(first_daemon + offset, comm, 1, rng.choice(sorted(housekeeping)), cgroup=cgroup,
+                           allowed=housekeeping))  # fmt: skip
     shim_pid = first_daemon
 
     handles: dict[str, PodHandle] = {}
@@ -647,8 +857,12 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
 
     root_text = str(host.root)
     for proc in procs:
-        _write_proc(root_text, proc, spec.cgroup_version, rng, full=not proc.in_pod)
-    host.write("proc/1/net/unix", _unix_sockets(rng))
+        _write_proc(root_text, proc, spec.cgroup_version, rng, full=not proc.in_pod, mems=mems_allowed)
+    sockets_text = _unix_sockets(rng, irqbalance_pid if spec.irqbalance == "service" else None)
+    if spec.socket_table:
+        host.write("proc/1/net/unix", sockets_text)
+    if irqbalance_pid is not None:
+        _add_irqbalance(host, spec, irqbalance_pid)
     host.write("proc/meminfo", _proc_meminfo(mem_per_node * len(nodes), pages_1g * len(nodes)))
     host.write("proc/loadavg", f"3.12 2.98 2.87 4/{len(procs) + 400} {next_pid}")
     _node_exporter_files(host, spec, layout, housekeeping, exclusive_all, irq_rows, named_rows, numa_drawn,
@@ -667,7 +881,8 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
         reserved_memory=reserved_memory,
         system_reserved={"memory": "2Gi"},
         kube_reserved={"memory": "1536Mi"},
-        extra_args=("eviction-hard=memory.available=512Mi",),
+        extra_args=("eviction-hard=memory.available=512Mi",
+                    *(("cgroup-driver=cgroupfs",) if spec.cgroup_driver == "cgroupfs" else ())),
         node_taints=("nvidia.com/gpu=present:NoSchedule",),
         node_labels=("fibercli.local/numa-pinned=true",),
     )
@@ -695,6 +910,8 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
     qos: dict[str, int] = {}
     for pod in plans:
         qos[pod.qos] = qos.get(pod.qos, 0) + 1
+    seconds = round(time.perf_counter() - started, 2)
+    files, bytes_on_disk = tree_size(root)
     return GeneratedHost(
         root=str(root),
         spec=spec,
@@ -710,9 +927,26 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
         processes=len(procs),
         interrupts_bytes=interrupts_bytes,
         planted=tuple(planted),
-        seconds=round(time.perf_counter() - started, 2),
+        seconds=seconds,
         qos=qos,
+        numa_nodes=len(nodes),
+        exclusive_cpus=len(exclusive_all),
+        irqbalance_pid=irqbalance_pid,
+        managed_irqs=sum(row.managed for row in irq_rows),
+        files=files,
+        bytes_on_disk=bytes_on_disk,
     )
+
+
+def tree_size(root: str | os.PathLike[str]) -> tuple[int, int]:
+    """(files and links, bytes allocated on disk) under ``root``: what a generated tree costs to keep."""
+    files = allocated = 0
+    for directory, _subdirectories, names in os.walk(root):
+        for name in names:
+            info = os.lstat(os.path.join(directory, name))
+            files += 1
+            allocated += info.st_blocks * 512
+    return files, allocated
 
 
 def _node_exporter_files(
@@ -777,14 +1011,33 @@ def _proc_meminfo(total_bytes: int, hugepages_1g: int) -> str:
     )
 
 
-def _unix_sockets(rng: random.Random) -> str:
-    """proc/1/net/unix with the sockets of a node's daemons (irqbalance's is not among them: it does not run)."""
+def _unix_sockets(rng: random.Random, irqbalance_pid: int | None = None) -> str:
+    """proc/1/net/unix with the sockets of a node's daemons, irqbalance's control socket among them when its PID is
+    given (irqbalance 1.4 and later listen on ``@irqbalance<pid>.sock``)."""
     lines = ["Num       RefCount Protocol Flags    Type St Inode Path"]
     for path in ("/run/k3s/containerd/containerd.sock", "/var/lib/kubelet/device-plugins/kubelet.sock",
                  "/var/lib/kubelet/pod-resources/kubelet.sock", "/run/systemd/journal/stdout",
                  "/run/dbus/system_bus_socket", "@/org/kernel/linux/storage/multipathd"):  # fmt: skip
         lines.append(f"0000000000000000: 00000002 00000000 00010000 0001 01 {rng.randrange(10**4, 10**6)} {path}")
+    if irqbalance_pid is not None:
+        lines.append(f"0000000000000000: 00000002 00000000 00010000 0001 01 {40000 + irqbalance_pid % 10**5} "
+                     f"@irqbalance{irqbalance_pid}.sock")  # fmt: skip
     return "\n".join(lines)
+
+
+def _add_irqbalance(host: FakeHost, spec: HostSpec, pid: int) -> None:
+    """What a running irqbalance leaves: its environment (Debian's unit reads /etc/default/irqbalance, whose
+    settings are all commented out: the automatic ban of isolated and nohz_full CPUs applies), that file, and, run as
+    its systemd unit, the unit's ``cgroup.procs``."""
+    environ = {"LANG": "C.UTF-8", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "INVOCATION_ID": f"{pid:032x}", "JOURNAL_STREAM": "8:23671", "SYSTEMD_EXEC_PID": str(pid)}  # fmt: skip
+    if spec.irqbalance != "service":
+        environ = {"LANG": "C.UTF-8", "PATH": environ["PATH"], "HOME": "/root", "SHELL": "/bin/bash", "USER": "root"}
+    host.write(f"proc/{pid}/environ", b"".join(f"{key}={value}".encode() + b"\0" for key, value in environ.items()))
+    host.write("etc/default/irqbalance", DEBIAN_IRQBALANCE_DEFAULTS)
+    if spec.irqbalance == "service":
+        unit = "system.slice/irqbalance.service/cgroup.procs"
+        host.write(f"sys/fs/cgroup/{unit}" if spec.cgroup_version == 2 else f"sys/fs/cgroup/systemd/{unit}", f"{pid}\n")
 
 
 def _summary(found: GeneratedHost) -> dict[str, object]:
@@ -796,26 +1049,46 @@ def _summary(found: GeneratedHost) -> dict[str, object]:
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="directory to write the host tree into (empty or absent)")
-    parser.add_argument("--cpus", type=int, default=BASE_CPUS, help="CPUs, a multiple of 4 (default: 384)")
+    parser.add_argument("--cpus", type=int, help="CPUs, a multiple of 4 x nodes per socket (default: 384, or the "
+                                                 "shape's)")
     parser.add_argument("--gpus", type=int, help="NVIDIA GPUs (default: 8 from 128 CPUs up, else 4)")
     parser.add_argument("--pods", type=int, help="pods (default: 300 x cpus / 384)")
     parser.add_argument("--irqs", type=int, help="device IRQs in /proc/interrupts (default: 2000 x cpus / 384)")
     parser.add_argument("--processes", type=int, help="/proc/<pid> entries (default: 5000 x cpus / 384)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
-    parser.add_argument("--cgroup-version", type=int, choices=(1, 2), default=2, help="cgroup version (default: 2)")
+    parser.add_argument("--cgroup-version", type=int, choices=(1, 2), help="cgroup version (default: 2)")
+    parser.add_argument("--shape", choices=sorted(SHAPES),
+                        help="one of issue 16's benchmark trees (SHAPES); the other options override its settings")
+    parser.add_argument("--nodes-per-socket", type=int, help="NUMA nodes per socket, >1 for SNC (default: 1)")
+    parser.add_argument("--numbering", choices=NUMBERINGS, help="CPU numbering (default: interleaved)")
+    parser.add_argument("--cgroup-driver", choices=CGROUP_DRIVERS,
+                        help="the kubelet's cgroup driver (default: systemd)")
+    parser.add_argument("--guaranteed", type=float, metavar="SHARE",
+                        help="share of pods that are Guaranteed, 0-1 (default: only the GPU and tokeniser pods)")
+    parser.add_argument("--irqbalance", choices=tuple(IRQBALANCE_MODES),
+                        help="; ".join(f"{name}: {what}" for name, what in IRQBALANCE_MODES.items())
+                        + " (default: none)")
+    parser.add_argument("--no-socket-table", action="store_true", help="write no /proc/1/net/unix")
+    parser.add_argument("--managed-modes", choices=tuple(MANAGED_MODES),
+                        help="; ".join(f"{name}: {what}" for name, what in MANAGED_MODES.items()) +
+                        " (default: read-only)")  # fmt: skip
     parser.add_argument("--clean", action="store_true", help="plant no drift")
     parser.add_argument("--force", action="store_true", help="delete --out first if it exists")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    overrides: Mapping[str, int | None] = {
+    overrides: dict[str, object] = {
         "gpus": args.gpus, "pods": args.pods, "irqs": args.irqs, "processes": args.processes,
+        "cgroup_version": args.cgroup_version, "nodes_per_socket": args.nodes_per_socket, "numbering": args.numbering,
+        "cgroup_driver": args.cgroup_driver, "guaranteed": args.guaranteed, "irqbalance": args.irqbalance,
+        "managed_modes": args.managed_modes, "socket_table": False if args.no_socket_table else None,
     }  # fmt: skip
-    spec = HostSpec.scaled(
-        args.cpus,
-        seed=args.seed,
-        drift=not args.clean,
-        cgroup_version=args.cgroup_version,
-        **{key: value for key, value in overrides.items() if value is not None},
-    )
+    given = {key: value for key, value in overrides.items() if value is not None}
+    given |= {"seed": args.seed, "drift": not args.clean}
+    if args.shape:
+        base = SHAPES[args.shape].spec
+        cpus = base.cpus if args.cpus is None else args.cpus
+        spec = replace(base, cpus=cpus, **given)  # type: ignore[arg-type]
+    else:
+        spec = HostSpec.scaled(BASE_CPUS if args.cpus is None else args.cpus, **given)  # type: ignore[arg-type]
     if args.force and os.path.lexists(args.out):
         shutil.rmtree(args.out)
     try:

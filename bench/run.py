@@ -488,15 +488,17 @@ async def _measure_serve(
 
 
 @contextlib.contextmanager
-def churning(root: str, churn: bool, stray: float = 0.0) -> Iterator[None]:
+def churning(root: str, churn: bool, stray: float = 0.0, pods: float = 0.0, pinned_every: int = 0) -> Iterator[None]:
     """With ``churn``, bench/churn.py in a child process advancing the tree under ``root`` every ``SERVE_INTERVAL``
     until the block ends (a child, not a thread: this harness's GIL would slow the scrapers' event loop, and its CPU
-    shows in no measured program's /proc/<pid>/stat). The block starts once the child has read the tree."""
+    shows in no measured program's /proc/<pid>/stat); ``pods`` and ``pinned_every`` also replace pods at each
+    advance (bench/pod_churn.py). The block starts once the child has read the tree."""
     if not churn:
         yield
         return
     argv = [sys.executable, str(BENCH / "churn.py"), "--root", root, "--every", str(SERVE_INTERVAL),
-            "--seconds", str(SERVE_INTERVAL), "--stray", str(stray)]  # fmt: skip
+            "--seconds", str(SERVE_INTERVAL), "--stray", str(stray), "--pods", str(pods),
+            "--pinned-every", str(pinned_every)]  # fmt: skip
     with Server(argv, 0) as mover:  # no port: Server is only the start / wait-for-a-line / SIGTERM here
         mover.wait_for_line(b"churning", 300)
         yield
@@ -515,9 +517,11 @@ def measure_serve(
     stagger: int | None,
     churn: bool = False,
     stray: float = 0.0,
+    pods: float = 0.0,
+    pinned_every: int = 0,
 ) -> dict:
-    """serve's CPU per evaluation, memory, series and scrape latency; with ``churn`` the tree's counters move every
-    ``SERVE_INTERVAL`` meanwhile (``churning``)."""
+    """serve's CPU per evaluation, memory, series and scrape latency; with ``churn`` the tree's counters (and with
+    ``pods``/``pinned_every`` its pods) move every ``SERVE_INTERVAL`` meanwhile (``churning``)."""
     port = free_port()
     # info: the "Listening on" line is what the harness waits for; serve logs little else at info (a summary when the
     # number of findings changes).
@@ -525,7 +529,7 @@ def measure_serve(
             f"127.0.0.1:{port}", "--log.level", "info"]  # fmt: skip
     if stagger is not None:
         argv += ["--stagger", str(stagger)]
-    with churning(root, churn, stray), Server(argv, port) as server:
+    with churning(root, churn, stray, pods, pinned_every), Server(argv, port) as server:
         server.wait_for_log(b'msg="Listening on"', 60)
         result = asyncio.run(_measure_serve(server, SERVE_INTERVAL, warmup, evaluations, requests, concurrency))
         result["errors"] = logged_errors(server.stderr(limit=1 << 24))
