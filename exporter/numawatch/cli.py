@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from numawatch import __version__
+from numawatch import __version__, collectors
 from numawatch.intent import REFERENCE, Intent, IntentError
 from numawatch.listen import DEFAULT_LISTEN, Listen, parse_listen
 from numawatch.logformat import LEVEL_ALIASES, LOG_FORMATS, LOG_LEVELS, fields, redact
@@ -207,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="look this often whether the --intent or --web.config.file file (or a certificate it "
                             "names) changed, a Kubernetes ConfigMap or Secret update included, and reload them as "
                             f"SIGHUP does; 0: only on SIGHUP (default: {DEFAULT_AUTO_RELOAD_INTERVAL:g})")
+    collectors.add_flags(serve)
     _global_flags(serve, suppress=True)
     serve.set_defaults(run=run_serve)
 
@@ -511,7 +512,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
     # GPUs and CPUs coming and going refresh the inventory and topology without polling them every evaluation.
     contexts.append(HotplugMonitor(invalidator(reader, gpu)).cleanup_ctx)
-    sampler = server.Sampler(reader, intent, interval=args.interval, intent_loader=loader)
+    enabled = collectors.from_args(args)
+    if enabled.disabled:
+        log.info("Collectors turned off", extra=fields(collectors=",".join(sorted(enabled.disabled))))
+    sampler = server.Sampler(reader, intent, interval=args.interval, intent_loader=loader, collectors=enabled)
     limits = server.Limits(args.max_requests, args.read_timeout, args.write_timeout)
     gate = server.Gate(limits, web_config, args.web_config)
     app = server.make_app(sampler, gate=gate, contexts=contexts)

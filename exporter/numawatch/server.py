@@ -58,6 +58,7 @@ from aiohttp import web
 from numawatch import __version__, metrics
 from numawatch.background import in_daemon_thread
 from numawatch.checks import Check, Evaluation, evaluate
+from numawatch.collectors import Collectors
 from numawatch.connection import Connection
 from numawatch.filewatch import FileWatch
 from numawatch.host import HostReader
@@ -141,6 +142,7 @@ class Sampler:
         interval: float = DEFAULT_INTERVAL,
         checks: Iterable[Check] | None = None,
         intent_loader: Callable[[], Intent] | None = None,
+        collectors: Collectors | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval}")
@@ -150,6 +152,7 @@ class Sampler:
         self.checks = tuple(checks) if checks is not None else None
         # Loads the intent file again on SIGHUP (raises on an invalid file); None: the reference profile, no file.
         self.intent_loader = intent_loader
+        self.collectors = collectors if collectors is not None else Collectors.defaults()
         self.reload_status = ReloadStatus(True, time.time())
         self.reads = BoundedReads()
         self._reloads_started = 0
@@ -173,7 +176,7 @@ class Sampler:
         duration = time.perf_counter() - start
         finished = time.time()
         self.stats.observe(duration, finished)
-        families = [*metrics.families(evaluation, self.stats), *self.self_families()]
+        families = [*self.collectors.keep(metrics.families(evaluation, self.stats)), *self.self_families()]
         body = self.renderer.write(families)
         openmetrics = self.renderer.write(families, openmetrics=True)
         # Level 1: on a 384-CPU node's 580 KB body it takes 2.3 ms instead of level 6's 5.3 ms, for 74 KB instead of
