@@ -152,8 +152,10 @@ def test_every_cluster_grouping_and_matcher_uses_the_configured_cluster_label():
             assert "cluster" not in labels, f"{where}: groups by cluster"
         for selector in selectors(expr):
             assert all(label != "cluster" for label, _, _ in selector.matchers), where
-            if ":" in selector.metric or selector.metric == "ALERTS":  # recorded per cluster: only the cluster label
-                assert selector.has("k8s_cluster", "=~", "$cluster") or not where.endswith(".json"), where
+            on_dashboard = ".json/" in where
+            if on_dashboard and (":" in selector.metric or selector.metric == "ALERTS"):
+                # recorded per cluster, or an alert: only the cluster label to select on
+                assert selector.has("k8s_cluster", "=~", "$cluster"), where
     text = json.dumps(rendered("prometheusAlerts", CUSTOM))
     assert "$labels.cluster" not in text and "$labels.k8s_cluster" in text
 
