@@ -19,6 +19,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from promql_selectors import selectors
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARDS = ROOT / "dashboards"
@@ -48,7 +49,8 @@ SUBSTITUTIONS = {
     "$__interval": "1m",
     "$__range": "1h",
     "$cluster": ".*",
-    "$node": "gpu-1",
+    "$job": "numawatch",
+    "$instance": "gpu-1",
     "$check": ".*",
     "$shape": ".*",
 }
@@ -173,12 +175,11 @@ def test_exactly_one_datasource_variable_named_datasource():
         assert (source["name"], source["label"], source["query"]) == ("datasource", "Data source", "prometheus")
 
 
-def test_every_dashboard_has_a_cluster_variable_and_node_views_a_node_variable():
+def test_every_dashboard_has_cluster_job_and_instance_variables():
     for name, document in dashboards():
-        names = {v["name"] for v in document["templating"]["list"]}
-        assert "cluster" in names, name
-        if name != "numawatch-fleet.json":
-            assert "node" in names, name
+        names = [v["name"] for v in document["templating"]["list"]]
+        # in this order: each one's query narrows by the ones before it
+        assert names[:4] == ["datasource", "cluster", "job", "instance"], name
 
 
 def test_query_variables_use_the_datasource_variable_and_refresh_on_time_change():
@@ -188,7 +189,10 @@ def test_query_variables_use_the_datasource_variable_and_refresh_on_time_change(
                 assert variable["datasource"] == DATASOURCE, (name, variable["name"])
                 assert variable["refresh"] == 2, (name, variable["name"])
                 if variable.get("includeAll"):
-                    assert variable["allValue"] == ".*", (name, variable["name"])
+                    # job and instance: dashboard-linter's `.+` (every numawatch series has both); the rest `.*`,
+                    # which also matches series without the label (a single-cluster Prometheus has no cluster)
+                    expected = ".+" if variable["name"] in ("job", "instance") else ".*"
+                    assert variable["allValue"] == expected, (name, variable["name"])
 
 
 def test_every_used_variable_is_defined():
@@ -258,13 +262,23 @@ def test_drift_state_timelines_map_0_to_ok_and_1_to_drift():
         assert '"OK"' in texts and '"DRIFT"' in texts, (name, panel["title"])
 
 
+def runbook_url_pattern() -> str:
+    sys.path.insert(0, str(ROOT / "numawatch-mixin"))
+    from render import JsonnetMissing, render
+
+    try:
+        return str(render("_config")["runbookURLPattern"])
+    except JsonnetMissing as missing:
+        pytest.skip(str(missing))
+
+
 def test_dashboards_link_each_other_and_the_runbooks():
-    base = load_generator().RUNBOOKS
+    pattern = runbook_url_pattern()
     for name, document in dashboards():
         kinds = {link["type"]: link for link in document["links"]}
         assert kinds["dashboards"]["tags"] == ["numawatch"], name
         assert kinds["dashboards"]["includeVars"] is True, name
-        assert kinds["link"]["url"] == f"{base}README.md", name
+        assert kinds["link"]["url"] == pattern % "README", name
 
 
 def test_firing_alerts_table_links_each_alert_to_its_runbook():
@@ -277,7 +291,7 @@ def test_firing_alerts_table_links_each_alert_to_its_runbook():
         if prop["id"] == "links"
         for link in prop["value"]
     ]
-    assert f"{load_generator().RUNBOOKS}${{__data.fields.alertname}}.md" in links
+    assert runbook_url_pattern() % "${__data.fields.alertname}" in links
 
 
 def test_node_view_has_the_numa_map_gpu_holders_and_findings_with_remediation():
@@ -450,3 +464,117 @@ def test_node_view_has_capacity_per_numa_node_and_the_largest_fit():
         assert panel["fieldConfig"]["defaults"]["unit"] == unit, title
     shapes = panel_by_title(node, "Replicas of each shape this node admits")
     assert "numawatch_capacity_shape_replicas" in shapes["targets"][0]["expr"]
+
+
+# --- dashboard-linter's job and instance rules ---------------------------------------------------------------
+# grafana/dashboard-linter's template-datasource-rule, template-job-rule, template-instance-rule, target-job-rule
+# and target-instance-rule, as its rule definitions state them, with its exclusion file (dashboards/.lint, the
+# linter's own format: a reason per rule and the dashboard/panel entries it excuses).
+
+LINT_FILE = DASHBOARDS / ".lint"
+
+
+def lint_exclusions() -> dict[str, list[dict]]:
+    document = yaml.safe_load(LINT_FILE.read_text())
+    return {rule: settings.get("entries", []) for rule, settings in document["exclusions"].items()}
+
+
+def excluded(rule: str, dashboard: dict, panel: dict | None = None) -> bool:
+    for entry in lint_exclusions().get(rule, []):
+        if entry.get("dashboard") == dashboard["title"] and (panel is None or entry.get("panel") == panel["title"]):
+            return True
+    return False
+
+
+def template_datasource_problems(document: dict) -> list[str]:
+    sources = [v for v in document["templating"]["list"] if v["type"] == "datasource"]
+    if not sources:
+        return ["no templated data source"]
+    problems = []
+    for source in sources:
+        names = {f"{source['query'].lower()}_datasource"} | ({"datasource"} if len(sources) == 1 else set())
+        labels = {f"{source['query'].title()} data source"} | ({"Data source"} if len(sources) == 1 else set())
+        if source["name"] not in names:
+            problems.append(f"data source variable named {source['name']!r}, not one of {sorted(names)}")
+        if source["label"] not in labels:
+            problems.append(f"data source variable labelled {source['label']!r}, not one of {sorted(labels)}")
+    return problems
+
+
+def template_problems(document: dict, name: str) -> list[str]:
+    """The linter's checkTemplate: a multi-select Prometheus query variable on $datasource, allValue `.+`."""
+    found = [v for v in document["templating"]["list"] if v["name"] == name]
+    if not found:
+        return [f"missing the {name} template"]
+    (variable,) = found
+    problems = []
+    if variable.get("datasource", {}).get("uid") not in ("$datasource", "${datasource}"):
+        problems.append(f"{name} does not use the $datasource variable")
+    if variable["type"] != "query":
+        problems.append(f"{name} is a {variable['type']} variable, not a Prometheus query")
+    if variable.get("label") != name.title():
+        problems.append(f"{name} is labelled {variable.get('label')!r}, not {name.title()!r}")
+    if not variable.get("multi"):
+        problems.append(f"{name} is not a multi select")
+    if variable.get("allValue") != ".+":
+        problems.append(f"{name} allValue is {variable.get('allValue')!r}, not '.+'")
+    return problems
+
+
+def target_problems(document: dict, label: str) -> list[str]:
+    """target-<label>-rule: every selector of every query carries label=~"$label" (unless excluded)."""
+    problems = []
+    for panel in data_panels(document):
+        if excluded(f"target-{label}-rule", document, panel):
+            continue
+        for index, target in enumerate(panel["targets"]):
+            for selector in selectors(target["expr"]):
+                if not selector.has(label, "=~", f"${label}"):
+                    problems.append(f"{panel['title']!r} target {index}: {selector.metric or '{...}'} lacks {label}")
+    return problems
+
+
+def test_dashboards_pass_the_template_datasource_job_and_instance_rules():
+    for name, document in dashboards():
+        assert template_datasource_problems(document) == [], name
+        for variable in ("job", "instance"):
+            assert template_problems(document, variable) == [], name
+
+
+@pytest.mark.parametrize("label", ["job", "instance"])
+def test_dashboards_pass_the_target_job_and_instance_rules(label):
+    for name, document in dashboards():
+        assert target_problems(document, label) == [], name
+
+
+def test_every_lint_exclusion_has_a_reason_and_is_needed():
+    """An exclusion that no longer excuses anything is a rule silently switched off for the next panel."""
+    document = yaml.safe_load(LINT_FILE.read_text())
+    by_title = {d["title"]: d for _, d in dashboards()}
+    for rule, settings in document["exclusions"].items():
+        assert settings.get("reason"), rule
+        label = rule.removeprefix("target-").removesuffix("-rule")
+        assert rule in ("target-job-rule", "target-instance-rule"), rule
+        for entry in settings["entries"]:
+            dashboard = by_title[entry["dashboard"]]
+            (panel,) = [p for p in data_panels(dashboard) if p["title"] == entry["panel"]]
+            lacking = [
+                s for t in panel["targets"] for s in selectors(t["expr"]) if not s.has(label, "=~", f"${label}")
+            ]
+            assert lacking, f"{rule}: {entry} excuses nothing"
+
+
+def test_the_lint_rules_catch_what_they_are_for():
+    _, fleet = next(d for d in dashboards() if d[0] == "numawatch-node.json")
+    broken = json.loads(json.dumps(fleet))
+    broken["templating"]["list"] = [v for v in broken["templating"]["list"] if v["name"] != "job"]
+    for variable in broken["templating"]["list"]:
+        if variable["name"] == "instance":
+            variable["allValue"], variable["multi"] = ".*", False
+    assert template_problems(broken, "job") == ["missing the job template"]
+    assert len(template_problems(broken, "instance")) == 2
+    first = next(p for p in data_panels(broken) if p["targets"])
+    first["targets"][0]["expr"] = 'sum(numawatch_drift_findings{job=~"$job"})'
+    assert target_problems(broken, "instance") and not target_problems(broken, "job")
+    broken["templating"]["list"][0]["name"] = "ds"
+    assert template_datasource_problems(broken)

@@ -440,7 +440,14 @@ def dashboard_queries() -> list[tuple[str, str, str]]:
 
 
 def substitute(expr: str) -> str:
-    values = {"$__rate_interval": "15s", "$cluster": CLUSTER, "$node": NODE, "$check": ".*", "$shape": ".*"}
+    values = {
+        "$__rate_interval": "15s",
+        "$cluster": CLUSTER,
+        "$job": "numawatch",
+        "$instance": NODE,
+        "$check": ".*",
+        "$shape": ".*",
+    }
     for variable, value in values.items():
         expr = expr.replace(variable, value)
     return expr

@@ -1,0 +1,191 @@
+// Building blocks of numawatch's Grafana dashboards: classic dashboard JSON (schemaVersion 39: Grafana 10.4 and 11
+// load it as is, 12 migrates it on load) written as plain jsonnet objects, no grafonnet (dashboards/README.md).
+{
+  checks:: import '../checks.json',
+
+  datasource:: { type: 'prometheus', uid: '${datasource}' },
+
+  // The matchers every panel query carries. N: a numawatch series (the configured numawatchSelector, then the
+  // dashboard's cluster, job and instance variables, which dashboard-linter's target-job-rule and
+  // target-instance-rule ask for); C: a series recorded per cluster or an ALERTS series, which keep only the
+  // cluster label; cl: the cluster label, for `by`/`on` clauses.
+  selectors(c):: {
+    cl: c.clusterLabel,
+    C: '%s=~"$cluster"' % c.clusterLabel,
+    N: '%s, %s=~"$cluster", job=~"$job", instance=~"$instance"' % [c.numawatchSelector, c.clusterLabel],
+  },
+
+  // Links between the dashboards keep the data source, the cluster and the job; tables rename `instance` to `node`.
+  links(c):: {
+    local to(file) = '/d/%s/%s?${datasource:queryparam}&${cluster:queryparam}&${job:queryparam}'
+                     % [c.grafanaDashboardIDs[file], std.strReplace(file, '.json', '')]
+                     + '&var-instance=${__data.fields.node}&${__url_time_range}',
+    node: to('numawatch-node.json'),
+    gpu: to('numawatch-gpu.json'),
+  },
+
+  // Maps each check id to its one-line remediation (from the checks registry, checks.json) in the `remediation`
+  // column.
+  remediationOverride:: {
+    matcher: { id: 'byName', options: 'remediation' },
+    properties: [
+      {
+        id: 'mappings',
+        value: [{
+          type: 'value',
+          options: {
+            [check.id]: { text: check.remediation, index: index }
+            for index in std.range(0, std.length($.checks.checks) - 1)
+            for check in [$.checks.checks[index]]
+          },
+        }],
+      },
+      { id: 'custom.width', value: 600 },
+    ],
+  },
+
+  // --- layout: panels left to right on Grafana's 24-column grid, wrapping to a new line when a line is full ---
+  row(title):: { row: title },
+  at(width, height, panel):: { panel: panel, w: width, h: height },
+
+  layout(items)::
+    local step(state, item) =
+      if std.objectHas(item, 'row') then
+        local y = if state.x > 0 then state.y + state.lineHeight else state.y;
+        state {
+          x: 0,
+          y: y + 1,
+          lineHeight: 0,
+          id: state.id + 1,
+          panels+: [{
+            type: 'row',
+            title: item.row,
+            id: state.id,
+            collapsed: false,
+            panels: [],
+            gridPos: { x: 0, y: y, w: 24, h: 1 },
+          }],
+        }
+      else
+        local wrap = state.x + item.w > 24;
+        local x = if wrap then 0 else state.x;
+        local y = if wrap then state.y + state.lineHeight else state.y;
+        local lineHeight = if wrap then 0 else state.lineHeight;
+        state {
+          x: x + item.w,
+          y: y,
+          lineHeight: std.max(lineHeight, item.h),
+          id: state.id + 1,
+          panels+: [item.panel { id: state.id, gridPos: { x: x, y: y, w: item.w, h: item.h } }],
+        };
+    std.foldl(step, items, { x: 0, y: 0, lineHeight: 0, id: 1, panels: [] }).panels,
+
+  // --- variables ---
+  datasourceVariable:: {
+    type: 'datasource',
+    name: 'datasource',
+    label: 'Data source',
+    query: 'prometheus',
+    current: {},
+    hide: 0,
+    refresh: 1,
+    regex: '',
+    options: [],
+  },
+
+  // allValue: `.*` also matches series without the label (a single-cluster Prometheus has no cluster label);
+  // job and instance use dashboard-linter's `.+` (every numawatch series has both).
+  queryVariable(name, label, query, description, multi=true, includeAll=true, allValue='.*', hide=0):: {
+    type: 'query',
+    name: name,
+    label: label,
+    description: description,
+    datasource: $.datasource,
+    definition: query,
+    query: { query: query, refId: '%s-variable' % name, qryType: 1 },
+    refresh: 2,  // on time-range change: nodes come and go
+    sort: 1,
+    multi: multi,
+    includeAll: includeAll,
+    current: if includeAll then { selected: true, text: ['All'], value: ['$__all'] } else {},
+    options: [],
+    hide: hide,
+    regex: '',
+  } + (if includeAll then { allValue: allValue } else {}),
+
+  // datasource, cluster (hidden unless showMultiCluster), job and instance: what every numawatch dashboard has.
+  standardVariables(c):: [
+    $.datasourceVariable,
+    $.queryVariable(
+      'cluster', 'Cluster', 'label_values(numawatch_build_info{%s}, %s)' % [c.numawatchSelector, c.clusterLabel],
+      'The `%s` label your Prometheus adds; All when there is none.' % c.clusterLabel,
+      multi=false, hide=if c.showMultiCluster then 0 else 2,
+    ),
+    $.queryVariable(
+      'job', 'Job', 'label_values(numawatch_build_info{%s, %s=~"$cluster"}, job)' % [c.numawatchSelector, c.clusterLabel],
+      "numawatch's scrape jobs (the mixin's numawatchSelector picks them).", allValue='.+',
+    ),
+    $.queryVariable(
+      'instance', 'Instance',
+      'label_values(numawatch_build_info{%s, %s=~"$cluster", job=~"$job"}, instance)' % [c.numawatchSelector, c.clusterLabel],
+      'Nodes running numawatch (the ServiceMonitor sets instance to the node name).', allValue='.+',
+    ),
+  ],
+
+  dashboard(c, file, title, description, variables, items):: {
+    uid: c.grafanaDashboardIDs[file],
+    title: c.dashboardTitlePrefix + title,
+    description: description,
+    tags: c.dashboardTags,
+    timezone: c.dashboardTimezone,
+    editable: false,
+    graphTooltip: 1,
+    refresh: c.dashboardRefresh,
+    schemaVersion: 39,
+    version: 1,
+    time: { from: 'now-6h', to: 'now' },
+    timepicker: {},
+    fiscalYearStartMonth: 0,
+    liveNow: false,
+    weekStart: '',
+    annotations: {
+      list: [{
+        builtIn: 1,
+        datasource: { type: 'grafana', uid: '-- Grafana --' },
+        enable: true,
+        hide: true,
+        iconColor: 'rgba(0, 211, 255, 1)',
+        name: 'Annotations & Alerts',
+        type: 'dashboard',
+      }],
+    },
+    links: [
+      {
+        type: 'dashboards',
+        title: 'numawatch',
+        tags: c.dashboardTags,
+        asDropdown: true,
+        includeVars: true,
+        keepTime: true,
+        icon: 'external link',
+        targetBlank: false,
+        tooltip: '',
+        url: '',
+      },
+      {
+        type: 'link',
+        title: 'Runbooks',
+        url: c.runbookURLPattern % 'README',
+        icon: 'doc',
+        tags: [],
+        asDropdown: false,
+        includeVars: false,
+        keepTime: false,
+        targetBlank: true,
+        tooltip: 'What each numawatch alert means and how to fix it',
+      },
+    ],
+    templating: { list: variables },
+    panels: $.layout(items),
+  },
+}
