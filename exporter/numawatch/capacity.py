@@ -10,7 +10,8 @@ Inputs, all from one ``Host`` (no file is read here):
   resource), only under the Memory Manager's ``Static`` policy;
 - devices: the device checkpoint's ``RegisteredDevices`` (healthy devices) minus its ``PodDeviceEntries``. A device's
   NUMA node is the key the kubelet filed its assignment under (``-1``: the plugin gave no topology); for a device
-  nobody holds yet, the PCI function's sysfs ``numa_node`` found through its UUID, unless the plugin is known to
+  nobody holds yet, the PCI function's sysfs ``numa_node`` found through its device ID (a GPU UUID, an AMD PCI
+  address, a Gaudi serial: ``GpuInventory.for_device_id``), unless the plugin is known to
   register that resource without topology (an assignment filed under ``-1`` only).
 
 State entries of pods that have no cgroup any more are released first, as the kubelet's managers do before they
@@ -402,8 +403,8 @@ def _device_resources(
 
 
 def _sysfs_node(device: str, inventory: GpuInventory | None) -> frozenset[int]:
-    base = device.split("::", 1)[0]  # time-sliced replicas are "GPU-<uuid>::N"
-    gpu = inventory.by_uuid(base) if inventory is not None and base.startswith("GPU-") else None
+    """The sysfs NUMA node of the accelerator a device ID names (any vendor's: GpuInventory.for_device_id)."""
+    gpu = inventory.for_device_id(device) if inventory is not None else None
     return frozenset({gpu.numa_node}) if gpu is not None and gpu.numa_node is not None else frozenset()
 
 

@@ -108,8 +108,7 @@ def check_pod_not_guaranteed(host: Host, intent: Intent) -> Iterator[Finding]:
     gpu_pods: set[str] = set()
     state = host.kubelet_state
     if intent.pin_gpu_containers and state is not None and state.devices is not None:
-        resources = set(intent.gpu_resources)
-        gpu_pods = {e.pod_uid for e in state.devices.entries if e.resource_name in resources}
+        gpu_pods = {e.pod_uid for e in state.devices.entries if intent.is_gpu_resource(e.resource_name)}
     by_pod: dict[str, list[Workload]] = defaultdict(list)
     for workload in found:
         by_pod[workload.pod_uid].append(workload)
