@@ -389,3 +389,90 @@ def test_an_nvidia_gpu_beside_amd_ones_keeps_its_own_vendor(fake_host):
     vendors = [(g.pci_address, g.vendor) for g in gpus_sysfs.read(fake_host.paths).gpus]
 
     assert vendors == [("0000:18:00.0", "nvidia"), ("0000:9a:00.0", "amd"), ("0000:b3:00.0", "habana")]
+
+
+# --------------------------------------------------------------------------------------------------- Grace-class
+GiB = 1 << 30
+
+
+def grace_like(host: FakeHost):
+    """The reference node with two CPU-less NUMA nodes (2, 3) holding GPU memory, as on a Grace-class node, and the
+    first two GPUs' functions reporting memory node 2 while their local CPUs are node 0's."""
+    node = reference_node(host)
+    node._rewrite_topology(memory_only_nodes=2)
+    for gpu in node.gpus[:2]:
+        (gpu.device_dir / "numa_node").write_text("2\n")
+    return node
+
+
+def test_a_gpu_on_a_cpu_less_memory_node_is_local_to_the_cpu_node_next_to_it(fake_host):
+    node = grace_like(fake_host)
+    host = node.read()
+
+    assert host.topology.nodes[2].cpus == frozenset()
+    (vllm,) = [w for w in build_workloads(host, REFERENCE) if w.container_name == VLLM.container.name]
+    assert [(g.pci_address, g.numa_node) for g in vllm.gpus] == [(gpu.pci_address, 0) for gpu in VLLM.gpus]
+    assert gpu_checks(evaluate(host, REFERENCE), "container_gpu_numa_mismatch") == []
+
+    node.pin_away_from_gpus()  # on node 1: remote to the CPUs next to its GPUs
+    found = gpu_checks(node.evaluate(), "container_gpu_numa_mismatch")
+    assert [(f["gpu"], f["numa_node"]) for f in found] == [(gpu.pci_address, "0") for gpu in VLLM.gpus]
+
+
+def test_gpu_memory_on_cpu_less_nodes_is_not_remote_for_a_gpu_holder_but_is_for_others(fake_host):
+    from fakehost.pods import set_numa_bytes
+
+    node = grace_like(fake_host)
+    set_numa_bytes(fake_host, node.pod(VLLM), VLLM.container.name, {0: 2 * GiB, 2: 6 * GiB})
+
+    assert gpu_checks(node.evaluate(), "container_memory_remote") == []
+    no_gpus = replace(REFERENCE, gpu_resources=())  # the same pod judged as one holding no GPU
+    (finding,) = gpu_checks(evaluate(node.read(), no_gpus), "container_memory_remote")
+    assert (finding["container"], finding["numa_node"]) == (VLLM.container.name, "2")
+
+    set_numa_bytes(fake_host, node.pod(VLLM), VLLM.container.name, {0: 2 * GiB, 1: 6 * GiB})
+    (finding,) = gpu_checks(node.evaluate(), "container_memory_remote")  # a CPU node's memory stays remote
+    assert finding["numa_node"] == "1"
+
+
+def test_a_gpu_holder_allowed_the_gpu_memory_nodes_is_not_a_memory_mismatch(fake_host):
+    from fakehost.pods import set_container_cpus
+
+    node = grace_like(fake_host)
+    pod, name, cpus = node.pod(VLLM), VLLM.container.name, node.exclusive[VLLM.uid]
+
+    set_container_cpus(fake_host, pod, name, cpus, mems={0, 2, 3})
+    assert gpu_checks(node.evaluate(), "container_memory_numa_mismatch") == []
+
+    set_container_cpus(fake_host, pod, name, cpus, mems={0, 1, 2})
+    (finding,) = gpu_checks(node.evaluate(), "container_memory_numa_mismatch")
+    assert finding["numa_node"] == "0,1,2"
+
+
+def test_check_fit_never_seats_cpus_on_a_cpu_less_node(fake_host):
+    node = grace_like(fake_host)
+    remove_pod(fake_host, node.pod(TRTLLM))
+
+    result = numawatch_fit(fake_host.root, "cpu=2,memory=1Gi,nvidia.com/gpu=2")
+
+    answer = json.loads(result.stdout)["fit"]
+    assert result.returncode == 0, result.stderr
+    assert answer["numa_nodes"] == [1]
+    free = {entry["numa_node"]: entry["free"] for entry in answer["per_node"]}
+    assert (free[2]["cpu"], free[3]["cpu"], free[1]["nvidia.com/gpu"]) == (0, 0, 2)
+    cpus_only = json.loads(numawatch_fit(fake_host.root, "cpu=2,memory=1Gi").stdout)["fit"]
+    assert cpus_only["fits"] and set(cpus_only["numa_nodes"]) <= {0, 1}
+
+
+def test_cpu_node_keeps_numa_node_unless_it_is_cpu_less_and_the_local_cpus_name_one_node():
+    host = reference_snapshot()
+    topology = host.topology
+    gpu = host.gpus.gpus[0]
+    memory_node = replace(topology.nodes[0], id=2, cpus=frozenset())
+    cpuless = replace(topology, nodes=frozen_map({**topology.nodes, 2: memory_node}))
+
+    assert gpu.cpu_node(topology) == 0 and gpu.cpu_node(None) == 0
+    assert replace(gpu, numa_node=2).cpu_node(cpuless) == 0
+    assert replace(gpu, numa_node=2, local_cpus=frozenset({0, 8})).cpu_node(cpuless) == 2  # two nodes: no guess
+    assert replace(gpu, numa_node=2, local_cpus=None).cpu_node(cpuless) == 2
+    assert replace(gpu, numa_node=None).cpu_node(cpuless) is None

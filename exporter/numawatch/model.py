@@ -370,6 +370,21 @@ class GpuDevice:
     problems: Mapping[str, str] = field(default_factory=frozen_map)
     vendor: str = "nvidia"  # "nvidia", "amd" or "habana" (gpus_sysfs.VENDORS): the vendor label
 
+    def cpu_node(self, topology: Topology | None) -> int | None:
+        """The NUMA node whose CPUs are next to the device: ``numa_node``, unless that node has no CPUs.
+
+        On a Grace-class node GPU memory is onlined as CPU-less NUMA nodes; a device whose ``numa_node`` names one
+        is local to the CPU node its ``local_cpulist`` lies on (when exactly one), which is what pinning needs.
+        """
+        node = self.numa_node
+        if node is None or topology is None:
+            return node
+        found = topology.nodes.get(node)
+        if found is None or found.cpus or not self.local_cpus:
+            return node
+        near = [n for n, other in topology.nodes.items() if not other.cpus.isdisjoint(self.local_cpus)]
+        return near[0] if len(near) == 1 else node
+
 
 @dataclass(frozen=True)
 class GpuInventory:
