@@ -476,3 +476,15 @@ def test_cpu_node_keeps_numa_node_unless_it_is_cpu_less_and_the_local_cpus_name_
     assert replace(gpu, numa_node=2, local_cpus=frozenset({0, 8})).cpu_node(cpuless) == 2  # two nodes: no guess
     assert replace(gpu, numa_node=2, local_cpus=None).cpu_node(cpuless) == 2
     assert replace(gpu, numa_node=None).cpu_node(cpuless) is None
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+def test_capacity_families_count_free_accelerators_per_numa_node_for_the_vendors_resource(fake_host, vendor):
+    node = reference_node(fake_host, vendor=vendor)
+    remove_pod(fake_host, node.pod(VLLM))  # the two on node 0 are free again
+
+    text = metrics.render(node.evaluate()).decode()
+    family = next(f for f in text_string_to_metric_families(text) if f.name == "numawatch_capacity_free_devices")
+    free = {(s.labels["numa_node"], s.labels["resource"]): s.value for s in family.samples}
+
+    assert free == {("0", RESOURCES[vendor]): 2.0, ("1", RESOURCES[vendor]): 0.0}
