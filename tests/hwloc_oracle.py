@@ -69,7 +69,8 @@ class CpuReading:
 @dataclass(frozen=True)
 class Reading:
     """One reader's CPU map of a tree: the online CPUs with their socket, core, node and siblings, the NUMA nodes,
-    which of them have no CPU, and the NUMA node of every NVIDIA GPU (None: not local to one node)."""
+    which of them have no CPU, and the NUMA node of every accelerator (NVIDIA and AMD GPUs, Gaudi; None: not local
+    to one node)."""
 
     cpus: Mapping[int, CpuReading]
     nodes: frozenset[int]
@@ -105,6 +106,12 @@ def lstopo_xml(root: Path, *, timeout: float = 60.0) -> str:
     if done.returncode != 0 or "<topology" not in done.stdout:
         raise OracleError(f"{LSTOPO} on {root} exited {done.returncode}: {done.stderr.strip()[-500:]}")
     return done.stdout
+
+
+# PCI vendor -> the classes of its accelerators, as pci.ids and the vendors' docs name them (docs/gpu.md, "Vendors"):
+# NVIDIA's VGA and 3D controllers, AMD Instinct's display controller and processing accelerator (and 3D controller),
+# Habana's processing accelerator. Spelled out here, not taken from gpus_sysfs, so the oracle stays independent.
+_ACCELERATOR_CLASSES = {"10de": ("0300", "0302"), "1002": ("0302", "0380", "1200"), "1da3": ("1200",)}
 
 
 def _os_index(element: ElementTree.Element) -> int | None:
@@ -158,7 +165,7 @@ def parse_lstopo_xml(text: str) -> Reading:
             busid, pci_type = element.get("pci_busid", ""), element.get("pci_type", "")
             # pci_type: "0302 [10de:2330] [10de:16c1] a1" = class, [vendor:device], [subsystem], revision
             class_code, _, rest = pci_type.partition(" ")
-            if rest.lower().startswith("[10de:") and class_code[:4].lower() in ("0300", "0302"):
+            if class_code[:4].lower() in _ACCELERATOR_CLASSES.get(rest[1:5].lower(), ()):
                 gpus[busid.lower()] = _gpu_node(ancestors)
         for child in element:
             if child.tag == "object":

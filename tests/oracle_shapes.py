@@ -37,6 +37,14 @@ def _reference(root: Path) -> None:
     reference_node(FakeHost(root))
 
 
+def _reference_amd(root: Path) -> None:
+    reference_node(FakeHost(root), vendor="amd")
+
+
+def _reference_gaudi(root: Path) -> None:
+    reference_node(FakeHost(root), vendor="habana")
+
+
 def _reference_gpu_numa_hidden(root: Path) -> None:
     reference_node(FakeHost(root)).hide_gpu_numa_node(3)
 
@@ -85,6 +93,9 @@ def _firmware_overlap(root: Path) -> None:
 SHAPES: tuple[Shape, ...] = (
     Shape("reference", "the reference GPU node: 2 sockets x 8 cores x SMT2, 4 GPUs (tests/fakehost/reference.py)",
           _reference),
+    Shape("reference-amd", "the reference node with 4 AMD Instinct MI300X (amdgpu's sysfs, the KFD topology)",
+          _reference_amd),
+    Shape("reference-gaudi", "the reference node with 4 Intel Gaudi2 (habanalabs' sysfs)", _reference_gaudi),
     Shape("reference-gpu-numa-hidden", "the reference node with one GPU's numa_node -1 (hide_gpu_numa_node)",
           _reference_gpu_numa_hidden),
     Shape("reference-cpu-offline", "the reference node with CPU 31 offline (take_cpu_offline)", _reference_cpu_offline),

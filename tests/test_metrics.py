@@ -413,7 +413,7 @@ def test_gpu_info_lists_every_gpu_with_the_container_holding_it():
     gpus = {labels["gpu"]: labels for labels, _ in series(evaluation, "numawatch_gpu_info")}
     assert gpus["0000:18:00.0"] == {
         "gpu": "0000:18:00.0", "uuid": "GPU-aaaa", "numa_node": "0", "model": "H100", "namespace": "llm",
-        "pod": "vllm-0", "container": "server",
+        "pod": "vllm-0", "container": "server", "vendor": "nvidia",
     }
     assert {"namespace": "", "pod": "", "container": "", "numa_node": "1"}.items() <= gpus["0000:9a:00.0"].items()
 
@@ -424,8 +424,8 @@ def test_gpu_info_shows_a_checkpointed_gpu_that_sysfs_does_not():
     evaluation = make_evaluation(results, down={"gpus_sysfs": "no NVIDIA PCI functions"})
 
     [(labels, _)] = series(evaluation, "numawatch_gpu_info")
-    assert {"gpu": "GPU-aaaa", "uuid": "GPU-aaaa", "numa_node": "0", "model": "", "pod": "vllm-0"}.items() <= \
-        labels.items()
+    assert {"gpu": "GPU-aaaa", "uuid": "GPU-aaaa", "numa_node": "0", "model": "", "pod": "vllm-0",
+            "vendor": "nvidia"}.items() <= labels.items()
 
 
 def test_every_family_is_present_even_when_every_source_is_down():

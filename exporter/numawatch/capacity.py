@@ -10,7 +10,8 @@ Inputs, all from one ``Host`` (no file is read here):
   resource), only under the Memory Manager's ``Static`` policy;
 - devices: the device checkpoint's ``RegisteredDevices`` (healthy devices) minus its ``PodDeviceEntries``. A device's
   NUMA node is the key the kubelet filed its assignment under (``-1``: the plugin gave no topology); for a device
-  nobody holds yet, the PCI function's sysfs ``numa_node`` found through its UUID, unless the plugin is known to
+  nobody holds yet, the PCI function's sysfs ``numa_node`` found through its device ID (a GPU UUID, an AMD PCI
+  address, a Gaudi serial: ``GpuInventory.for_device_id``), unless the plugin is known to
   register that resource without topology (an assignment filed under ``-1`` only).
 
 State entries of pods that have no cgroup any more are released first, as the kubelet's managers do before they
@@ -223,7 +224,7 @@ def build_capacity(host: Host, intent: Intent) -> Capacity:
     if state is None or state.devices is None:
         unknown["devices"] = _state_reason(host, state, "kubelet_internal_checkpoint")
     else:
-        devices = _device_resources(state.devices, host.gpus, live)
+        devices = _device_resources(state.devices, host.gpus, topology, live)
 
     distances: dict[tuple[int, int], int] = {}
     for node in node_ids:
@@ -368,7 +369,10 @@ def _release_stale_memory(
 
 
 def _device_resources(
-    checkpoint: DeviceCheckpoint, inventory: GpuInventory | None, live: tuple[frozenset[str], frozenset[str]] | None
+    checkpoint: DeviceCheckpoint,
+    inventory: GpuInventory | None,
+    topology: Topology,
+    live: tuple[frozenset[str], frozenset[str]] | None,
 ) -> dict[str, DeviceResource]:
     filed: dict[tuple[str, str], set[int]] = {}  # (resource, device) -> NUMA keys its assignments were filed under
     allocated: dict[str, set[str]] = {}
@@ -384,27 +388,29 @@ def _device_resources(
         keys = [nodes for (name, _), nodes in filed.items() if name == resource]
         # Assignments filed only under -1: this plugin registers the resource without topology.
         without = bool(keys) and all(nodes == {NODE_WITHOUT_TOPOLOGY} for nodes in keys)
-        topology: dict[str, frozenset[int]] = {}
+        placed: dict[str, frozenset[int]] = {}
         for device in device_ids:
             nodes = filed.get((resource, device))
             if nodes is not None:
-                topology[device] = frozenset(n for n in nodes if n != NODE_WITHOUT_TOPOLOGY)
+                placed[device] = frozenset(n for n in nodes if n != NODE_WITHOUT_TOPOLOGY)
             elif without:
-                topology[device] = frozenset()
+                placed[device] = frozenset()
             else:
-                topology[device] = _sysfs_node(device, inventory)
+                placed[device] = _sysfs_node(device, inventory, topology)
         resources[resource] = DeviceResource(
             name=resource,
-            topology=frozen_map(topology),
-            allocated=frozenset(allocated.get(resource, set()) & set(topology)),
+            topology=frozen_map(placed),
+            allocated=frozenset(allocated.get(resource, set()) & set(placed)),
         )
     return resources
 
 
-def _sysfs_node(device: str, inventory: GpuInventory | None) -> frozenset[int]:
-    base = device.split("::", 1)[0]  # time-sliced replicas are "GPU-<uuid>::N"
-    gpu = inventory.by_uuid(base) if inventory is not None and base.startswith("GPU-") else None
-    return frozenset({gpu.numa_node}) if gpu is not None and gpu.numa_node is not None else frozenset()
+def _sysfs_node(device: str, inventory: GpuInventory | None, topology: Topology) -> frozenset[int]:
+    """The sysfs NUMA node of the accelerator a device ID names (any vendor's: GpuInventory.for_device_id), or the
+    CPU node next to it when that node has no CPUs (GpuDevice.cpu_node)."""
+    gpu = inventory.for_device_id(device) if inventory is not None else None
+    node = gpu.cpu_node(topology) if gpu is not None else None
+    return frozenset({node}) if node is not None else frozenset()
 
 
 # --------------------------------------------------------------------------------------------------- simulation

@@ -3,10 +3,11 @@
 A ``HotplugMonitor`` listens to the kernel's uevents on a netlink socket (pyudev ``Monitor.from_netlink`` with
 ``source="kernel"``: no udevd needed, which containers rarely have) for two subsystems:
 
-- ``pci``: ``add``/``remove`` of a function, ``bind``/``unbind`` of its driver, for NVIDIA (``PCI_ID`` vendor
-  ``10DE``) display controllers (``PCI_CLASS`` 0300xx VGA or 0302xx 3D controller; audio, USB and NVSwitch functions
-  of the same cards have other classes). These change the sysfs inventory and NVML's enumeration, which NVML only
-  makes at initialisation: ``gpus_sysfs`` and ``nvml`` are refreshed.
+- ``pci``: ``add``/``remove`` of a function, ``bind``/``unbind`` of its driver, for the accelerators ``gpus_sysfs``
+  inventories (``gpus_sysfs.VENDORS``: NVIDIA ``PCI_ID`` vendor ``10DE`` with ``PCI_CLASS`` 0300xx VGA or 0302xx 3D
+  controller, AMD ``1002`` with those or 0380xx / 1200xx, Habana ``1DA3`` with 1200xx; audio, USB and NVSwitch
+  functions of the same cards have other classes). These change the sysfs inventory and NVML's enumeration, which
+  NVML only makes at initialisation: ``gpus_sysfs`` and ``nvml`` are refreshed.
 - ``cpu``: ``online``/``offline`` (and ``add``/``remove``): ``topology`` is refreshed.
 
 The socket is watched with the event loop's ``add_reader``: no thread and no polling; an event costs one callback.
@@ -26,11 +27,10 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from numawatch.sources.gpus_sysfs import is_gpu_class
+from numawatch.sources.gpus_sysfs import accelerator_vendor
 
 log = logging.getLogger(__name__)
 
-NVIDIA_VENDOR = "10de"
 GPU_SOURCES = frozenset({"gpus_sysfs", "nvml"})
 # A CPU coming or going changes the topology, and the kernel moves IRQs off an offlined CPU and adds or drops its
 # cpufreq policy: the staggered irqs and kernel readers read everything at their next reading.
@@ -51,7 +51,7 @@ def sources_to_refresh(action: str | None, subsystem: str | None, properties: Ma
             class_code = int(properties.get("PCI_CLASS", ""), 16)
         except ValueError:
             return frozenset()
-        if vendor == NVIDIA_VENDOR and is_gpu_class(class_code):
+        if vendor and accelerator_vendor(f"0x{vendor}", class_code) is not None:
             return GPU_SOURCES
         return frozenset()
     if subsystem == "cpu" and action in CPU_ACTIONS:

@@ -98,6 +98,11 @@ class GpuIntent:
     max_nic_path_level: str = "PXB"  # the worst acceptable PCIe path from a GPU to an RDMA NIC (PCI_PATH_LEVELS)
 
 
+# The device plugins' accelerator resources (docs/gpu.md, "Device plugins"): NVIDIA's GPUs and MIG profiles, AMD's
+# (ROCm k8s-device-plugin) and Intel Gaudi's (habanalabs device plugin).
+DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*", "amd.com/gpu", "habana.ai/gaudi")
+
+
 @dataclass(frozen=True)
 class Intent:
     source: str = REFERENCE_PROFILE  # the intent file's path, or "reference profile"
@@ -107,8 +112,9 @@ class Intent:
     memory_manager_policy: str = "Static"
     # None: reserved CPUs must equal the housekeeping CPUs (online minus isolcpus), the seed's rule.
     reserved_cpus: CPUSet | None = None
-    # Containers holding one of these resources must be exclusively pinned on their GPUs' NUMA node.
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
+    # Containers holding one of these resources must be exclusively pinned on their accelerators' NUMA node. A name
+    # ending in "*" is a prefix: "nvidia.com/mig-*" is every MIG profile (nvidia.com/mig-1g.10gb, ...).
+    gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
     pin_gpu_containers: bool = True
     pinned: tuple[PodSelector, ...] = ()  # more containers that must be pinned
     remote_memory_ratio: float = 0.10  # container_memory_remote fires above this share of resident memory
@@ -127,6 +133,17 @@ class Intent:
     def check_enabled(self, check_id: str) -> bool:
         return check_id not in self.disabled
 
+    def is_gpu_resource(self, name: str) -> bool:
+        """Whether ``name`` (a device-plugin resource) is one of ``gpu_resources``, exactly or by a ``*`` prefix."""
+        for resource in self.gpu_resources:
+            if resource.endswith("*"):
+                prefix = resource[:-1]
+                if name.startswith(prefix) and len(name) > len(prefix) and not name.endswith("*"):
+                    return True
+            elif resource == name:
+                return True
+        return False
+
     def must_pin(self, namespace: str | None, pod: str | None, container: str | None) -> bool:
         """Whether intent names this container as one that must be pinned (GPU holders are decided elsewhere)."""
         return any(selector.matches(namespace, pod, container) for selector in self.pinned)
@@ -144,8 +161,10 @@ THP_ENABLED = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
 CPUFREQ_GOVERNORS = ("performance", "powersave", "schedutil", "ondemand", "conservative", "userspace")
 HOUSEKEEPING = "housekeeping"
-# An extended resource name: a domain prefix and a name (nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-1g.10gb).
+# An extended resource name: a domain prefix and a name (nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-1g.10gb), or
+# in gpuResources a prefix of one ending in "*" (nvidia.com/mig-*).
 _RESOURCE_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", re.ASCII)
+_RESOURCE_PREFIX = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?/([A-Za-z0-9][A-Za-z0-9._-]*)?\*", re.ASCII)
 # A namespace is a DNS label (RFC 1123).
 _NAMESPACE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
 # Intent files are small; a larger one is a mistake (a log, a binary), not an intent.
@@ -459,7 +478,9 @@ class _IntentReader:
         if "gpuContainers" in section:
             out["pin_gpu_containers"] = self.boolean(section["gpuContainers"], f"{key}.gpuContainers")
         if "gpuResources" in section:
-            out["gpu_resources"] = self.string_list(section["gpuResources"], f"{key}.gpuResources", self.resource)
+            out["gpu_resources"] = self.string_list(
+                section["gpuResources"], f"{key}.gpuResources", self.resource_or_prefix
+            )
         if "pods" in section:
             pods = section["pods"]
             if not isinstance(pods, list):
@@ -470,6 +491,14 @@ class _IntentReader:
     def resource(self, value: Any, key: str) -> str:
         if not isinstance(value, str) or not _RESOURCE_NAME.fullmatch(value):
             raise self.fail(key, "an extended resource name such as nvidia.com/gpu", value)
+        return value
+
+    def resource_or_prefix(self, value: Any, key: str) -> str:
+        if isinstance(value, str) and _RESOURCE_PREFIX.fullmatch(value):
+            return value
+        if not isinstance(value, str) or not _RESOURCE_NAME.fullmatch(value):
+            expected = "an extended resource name such as nvidia.com/gpu, or a prefix such as nvidia.com/mig-*"
+            raise self.fail(key, expected, value)
         return value
 
     def selector(self, value: Any, key: str) -> PodSelector:

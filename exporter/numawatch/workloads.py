@@ -32,28 +32,45 @@ from numawatch.model import (
     MemoryBlock,
     Names,
     PodCgroup,
+    Topology,
 )
 
 # The device plugin files a device without NUMA topology under this key (devicemanager nodeWithoutTopology).
 NODE_WITHOUT_TOPOLOGY = -1
+# The domain of a device plugin's resources -> the vendor label of its devices (docs/gpu.md, "Device plugins").
+RESOURCE_VENDORS = {"nvidia.com": "nvidia", "amd.com": "amd", "habana.ai": "habana"}
 
 
 @dataclass(frozen=True)
 class GpuAssignment:
     """One device of a GPU resource the device manager gave a container."""
 
-    device_id: str  # as the plugin registered it: a UUID ("GPU-…"), "MIG-…", or "GPU-…::N" for time-sliced replicas
-    resource: str  # e.g. "nvidia.com/gpu"
+    # As the plugin registered it: a UUID ("GPU-…"), "MIG-…", "GPU-…::N" for time-sliced replicas, a PCI address
+    # (amd.com/gpu), HLML's id (habana.ai/gaudi): GpuInventory.for_device_id says how each maps to a PCI function.
+    device_id: str
+    resource: str  # e.g. "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu", "habana.ai/gaudi"
     plugin_numa_nodes: frozenset[int]  # nodes the plugin registered it on; empty when only under "-1"
     plugin_without_topology: bool  # listed under "-1": the Topology Manager had no hint for it
-    sysfs_numa_node: int | None = None  # the PCI function's numa_node, found through the UUID; None: unknown
-    pci_address: str | None = None  # found through the UUID; None when the GPU is not in the sysfs inventory
+    # The PCI function's numa_node, found through the device ID (a CPU-less node: the CPU node next to it,
+    # GpuDevice.cpu_node); None: unknown
+    sysfs_numa_node: int | None = None
+    pci_address: str | None = None  # found through the device ID; None when it is not in the sysfs inventory
+    device_uuid: str | None = None  # the accelerator's stable id in the sysfs inventory (GpuDevice.uuid)
+    vendor: str | None = None  # the inventory's vendor ("nvidia", "amd", "habana"); None when not found there
 
     @property
     def uuid(self) -> str | None:
-        """The GPU UUID the device ID names (replica suffix ``::N`` removed), or None for non-UUID IDs."""
+        """The device's stable id: the inventory's when the device was found there, else the GPU or MIG UUID the
+        device ID names (replica suffix ``::N`` removed), else None."""
+        if self.device_uuid is not None:
+            return self.device_uuid
         base = self.device_id.split("::", 1)[0]
         return base if base.startswith(("GPU-", "MIG-")) else None
+
+    @property
+    def plugin_vendor(self) -> str | None:
+        """The vendor: the inventory's, else the one whose device plugin serves the resource (its domain)."""
+        return self.vendor or RESOURCE_VENDORS.get(self.resource.partition("/")[0])
 
     @property
     def numa_node(self) -> int | None:
@@ -81,7 +98,7 @@ class Workload:
     cgroup: ContainerCgroup
     # Exclusive CPUs the CPU Manager assigned; None when it assigned none (shared pool) or its state is unknown.
     exclusive_cpus: CPUSet | None
-    gpus: tuple[GpuAssignment, ...]  # devices of intent.gpu_resources
+    gpus: tuple[GpuAssignment, ...]  # devices of intent.gpu_resources (Intent.is_gpu_resource)
     memory_blocks: tuple[MemoryBlock, ...]  # Memory Manager blocks (Static policy only)
     must_pin: bool
 
@@ -172,6 +189,7 @@ class _Join:
     names: Names | None
     state: KubeletState | None
     inventory: GpuInventory | None
+    moved: tuple[tuple[str, int | None], ...]  # _moved_gpus: what of the topology the join depends on
     pods: _PodJoins
     workloads: tuple[Workload, ...]
     per_pod: tuple[tuple[Workload, ...], ...]  # the workloads of each pod in cgroups.pods, in order
@@ -190,17 +208,19 @@ def _reusable(host: Host, key: tuple[str, int], intent: Intent) -> _PodJoins | N
         or prior.names is not host.names
         or prior.state is not host.kubelet_state
         or prior.inventory is not host.gpus
+        or prior.moved != _moved_gpus(host.gpus, host.topology)
     ):
         return None
     return prior.pods
 
 
 def _join(host: Host, intent: Intent, reusable: _PodJoins | None) -> _Join:
-    names, state, inventory = host.names, host.kubelet_state, host.gpus
+    names, state, inventory, topology = host.names, host.kubelet_state, host.gpus, host.topology
+    moved = _moved_gpus(inventory, topology)
     cgroups = host.cgroups
     pods: _PodJoins = {}
     if cgroups is None:
-        return _Join(intent, names, state, inventory, pods, (), ())
+        return _Join(intent, names, state, inventory, moved, pods, (), ())
     shared: _Shared | None = None  # built on the first pod that is joined: none when every pod is reused
     workloads: list[Workload] = []
     per_pod: list[tuple[Workload, ...]] = []
@@ -210,21 +230,36 @@ def _join(host: Host, intent: Intent, reusable: _PodJoins | None) -> _Join:
             joined = prior[1]
         else:
             if shared is None:
-                shared = _Shared(names, state, inventory, intent)
+                shared = _Shared(names, state, inventory, topology, intent)
             joined = _join_pod(pod, shared)
         pods[id(pod)] = (pod, joined)
         per_pod.append(joined)
         workloads.extend(joined)
-    return _Join(intent, names, state, inventory, pods, tuple(workloads), tuple(per_pod))
+    return _Join(intent, names, state, inventory, moved, pods, tuple(workloads), tuple(per_pod))
+
+
+def _moved_gpus(inventory: GpuInventory | None, topology: Topology | None) -> tuple[tuple[str, int | None], ...]:
+    """The GPUs whose CPU node is not their ``numa_node`` (a CPU-less memory node: GpuDevice.cpu_node), with it: the
+    only part of the topology a pod's join depends on (empty on most nodes), so a re-read topology that leaves it
+    alone keeps the previous joins."""
+    if inventory is None:
+        return ()
+    nodes = [(gpu, gpu.cpu_node(topology)) for gpu in inventory.gpus]
+    return tuple((gpu.pci_address, node) for gpu, node in nodes if node != gpu.numa_node)
 
 
 class _Shared:
     """What every pod's join looks up, derived once per join."""
 
-    __slots__ = ("cpu_state", "devices", "gpu_resources", "intent", "inventory", "memory_state", "names", "state")
+    __slots__ = ("cpu_state", "devices", "intent", "inventory", "memory_state", "names", "state", "topology")
 
     def __init__(
-        self, names: Names | None, state: KubeletState | None, inventory: GpuInventory | None, intent: Intent
+        self,
+        names: Names | None,
+        state: KubeletState | None,
+        inventory: GpuInventory | None,
+        topology: Topology | None,
+        intent: Intent,
     ) -> None:
         self.names = names
         self.state = state
@@ -232,8 +267,8 @@ class _Shared:
         self.memory_state = state.memory if state else None
         self.devices = _devices_by_container(state.devices.entries if state and state.devices else ())
         self.inventory = inventory
+        self.topology = topology
         self.intent = intent
-        self.gpu_resources = frozenset(intent.gpu_resources)
 
 
 def _join_pod(pod: PodCgroup, shared: _Shared) -> tuple[Workload, ...]:
@@ -265,7 +300,9 @@ def _join_pod(pod: PodCgroup, shared: _Shared) -> tuple[Workload, ...]:
             assigned = shared.devices.get((pod.uid, container_name))
             if assigned:  # most containers hold no device: skip the work for them (~860 on a large node)
                 gpus = _gpu_assignments(
-                    [a for a in assigned if a.resource_name in shared.gpu_resources], shared.inventory
+                    [a for a in assigned if shared.intent.is_gpu_resource(a.resource_name)],
+                    shared.inventory,
+                    shared.topology,
                 )
 
         must_pin = (intent.pin_gpu_containers and bool(gpus)) or (
@@ -365,7 +402,9 @@ def _repeatable(value: str) -> bool:
     return _REPEATABLE.fullmatch(value) is not None
 
 
-def _gpu_assignments(assigned: list[DeviceAssignment], inventory: GpuInventory | None) -> tuple[GpuAssignment, ...]:
+def _gpu_assignments(
+    assigned: list[DeviceAssignment], inventory: GpuInventory | None, topology: Topology | None
+) -> tuple[GpuAssignment, ...]:
     # A device on several NUMA nodes is listed under each of them; collect its nodes first.
     nodes_of: dict[tuple[str, str], set[int]] = {}
     for entry in assigned:
@@ -382,15 +421,17 @@ def _gpu_assignments(assigned: list[DeviceAssignment], inventory: GpuInventory |
             plugin_numa_nodes=frozenset(n for n in nodes if n != NODE_WITHOUT_TOPOLOGY),
             plugin_without_topology=NODE_WITHOUT_TOPOLOGY in nodes,
         )
-        gpu = inventory.by_uuid(assignment.uuid) if inventory and assignment.uuid else None
+        gpu = inventory.for_device_id(device_id) if inventory else None
         if gpu is not None:
             assignment = GpuAssignment(
                 device_id=device_id,
                 resource=resource,
                 plugin_numa_nodes=assignment.plugin_numa_nodes,
                 plugin_without_topology=assignment.plugin_without_topology,
-                sysfs_numa_node=gpu.numa_node,
+                sysfs_numa_node=gpu.cpu_node(topology),
                 pci_address=gpu.pci_address,
+                device_uuid=gpu.uuid,
+                vendor=gpu.vendor,
             )
         result.append(assignment)
     return tuple(sorted(result, key=lambda g: (g.resource, g.device_id)))

@@ -1,4 +1,5 @@
-"""Fake PCI functions: NVIDIA GPUs (and other devices, so the GPU filter is exercised) in the real sysfs shape.
+"""Fake PCI functions: NVIDIA and AMD GPUs, Intel Gaudi accelerators (and other devices, so the accelerator filter
+is exercised) in the real sysfs shape.
 
 Each device is a directory ``sys/devices/pci<domain>:<bus>/<bdf>/`` with ``vendor``, ``device``, ``class``,
 ``numa_node`` (``-1`` when unknown), ``local_cpulist``, ``local_cpus`` (hex mask), ``irq``, ``msi_irqs/<n>`` and
@@ -9,6 +10,13 @@ behind bridges nests in their directories (``parent``): ``add_pcie_switch`` writ
 (upstream and downstream ports) the way a GPU baseboard has them. GPUs also get the driver's
 ``proc/driver/nvidia/gpus/<bdf>/information``; RDMA NICs (``add_rdma_nic``) their ``infiniband/<name>`` directory and
 the ``sys/class/infiniband/<name>`` link.
+
+AMD GPUs (``add_amd_gpu``) are laid out as amdgpu lays them out: the function bound to the driver
+(``driver`` link, ``sys/bus/pci/drivers/amdgpu/<bdf>``), ``unique_id`` and ``product_name`` in its directory,
+``drm/card<n>`` and ``drm/renderD<n>``, and a GPU node in the KFD topology (``add_kfd_cpu_node`` writes the CPU nodes
+KFD lists first). Gaudi accelerators (``add_gaudi``) as habanalabs does: bound to ``habanalabs``, ``serial_number``,
+``device_type``, ``pci_addr`` and ``module_id`` in the function's directory, and ``accel/accel<n>`` under it with
+the ``sys/class/accel/accel<n>`` link.
 """
 
 from __future__ import annotations
@@ -28,6 +36,14 @@ if TYPE_CHECKING:
     from fakehost import FakeHost
 
 NVIDIA = "0x10de"
+AMD = "0x1002"
+HABANA = "0x1da3"
+MI300X = "0x74a1"  # Aqua Vanjaram [Instinct MI300X] (pci.ids)
+MI250X = "0x740c"  # Aldebaran [Instinct MI250X]
+GAUDI2 = "0x1020"  # Gaudi2 (HL-225)
+CLASS_PROCESSING_ACCELERATOR = "0x120000"  # Instinct MI300, Gaudi
+CLASS_DISPLAY_OTHER = "0x038000"  # Instinct MI100 / MI200
+CLASS_AMD_AUDIO = "0x040300"  # the HDMI audio function of a Radeon card
 CLASS_3D_CONTROLLER = "0x030200"  # data-centre GPUs (H100, A100, ...)
 CLASS_VGA = "0x030000"
 CLASS_ETHERNET = "0x020000"
@@ -49,6 +65,7 @@ class FakeGpu:
     numa_node: int | None
     local_cpus: CPUSet | None
     device_dir: Path  # the real directory under sys/devices
+    vendor: str = "nvidia"  # the vendor label: "nvidia", "amd", "habana"
 
 
 def fake_uuid(pci_address: str) -> str:
@@ -266,3 +283,154 @@ def add_gpu(
     else:
         cpus = parse_cpulist(local_cpus) if isinstance(local_cpus, str) else frozenset(local_cpus)
     return FakeGpu(address, gpu_uuid, model, numa_node, cpus, device_dir)
+
+
+def fake_amd_unique_id(pci_address: str) -> str:
+    """A stable amdgpu ``unique_id`` (16 hex digits) for an address."""
+    return uuidlib.uuid5(uuidlib.NAMESPACE_URL, f"numawatch-fake-amd:{pci_address}").hex[:16]
+
+
+def fake_gaudi_serial(pci_address: str) -> str:
+    """A stable Gaudi board serial number (``AN`` and eight digits) for an address."""
+    return f"AN{uuidlib.uuid5(uuidlib.NAMESPACE_URL, f'numawatch-fake-gaudi:{pci_address}').int % 10**8:08d}"
+
+
+def _bind(host: FakeHost, device_dir: Path, driver: str) -> None:
+    """The function bound to ``driver``: its ``driver`` link and ``sys/bus/pci/drivers/<driver>/<bdf>``."""
+    rel_dir = device_dir.relative_to(host.root).as_posix()
+    depth = rel_dir.count("/")
+    host.symlink(f"{rel_dir}/driver", "../" * depth + f"bus/pci/drivers/{driver}")
+    host.symlink(f"sys/bus/pci/drivers/{driver}/{device_dir.name}", "../../../../" + rel_dir.removeprefix("sys/"))
+
+
+def add_kfd_cpu_node(host: FakeHost, node: int, cpu_cores: int) -> None:
+    """A CPU node of the KFD topology (``sys/class/kfd/kfd/topology/nodes/<node>/properties``): KFD lists one per
+    NUMA node with CPUs before the GPUs (kfd_topology.c)."""
+    host.write(
+        f"sys/class/kfd/kfd/topology/nodes/{node}/properties",
+        f"cpu_cores_count {cpu_cores}\nsimd_count 0\nmem_banks_count 1\ncaches_count 0\nio_links_count 1\n"
+        "cpu_core_id_base 0\nsimd_id_base 0\nmax_waves_per_simd 0\nlds_size_in_kb 0\ngds_size_in_kb 0\n"
+        "num_gws 0\nwave_front_size 0\narray_count 0\nsimd_arrays_per_engine 0\ncu_per_simd_array 0\n"
+        "simd_per_cu 0\nmax_slots_scratch_cu 0\ngfx_target_version 0\nvendor_id 0\ndevice_id 0\n"
+        "location_id 0\ndomain 0\ndrm_render_minor 0\nhive_id 0\nnum_sdma_engines 0\n"
+        "num_sdma_xgmi_engines 0\nnum_sdma_queues_per_engine 0\nnum_cp_queues 0\nmax_engine_clk_ccompute 3700\n",
+    )
+
+
+def add_amd_gpu(
+    host: FakeHost,
+    pci_address: str,
+    *,
+    numa_node: int | None,
+    local_cpus: Iterable[int] | str | None,
+    unique_id: str | None = None,
+    model: str | None = "AMD Instinct MI300X",
+    device_id: str = MI300X,
+    class_code: str = CLASS_PROCESSING_ACCELERATOR,
+    driver: bool = True,
+    sysfs_unique_id: bool = True,
+    kfd_node: int | None = None,
+    card: int | None = None,
+    msi_irqs: Iterable[int] = (),
+    parent: str | None = None,
+) -> FakeGpu:
+    """Write an AMD Instinct GPU at ``pci_address`` as amdgpu lays it out.
+
+    ``unique_id`` None derives a stable one (``fake_amd_unique_id``). ``driver`` False: amdgpu not loaded (no
+    driver attributes, no KFD node). ``sysfs_unique_id`` False leaves ``unique_id`` out of the function's directory
+    (older ASICs; only KFD's decimal one then). ``kfd_node``: its KFD topology node number (None: none written).
+    ``card``: the DRM minor (default: the number of amdgpu functions already bound).
+    """
+    address = pci_address.lower()
+    unique = unique_id if unique_id is not None else fake_amd_unique_id(address)
+    device_dir = add_pci_device(
+        host,
+        address,
+        vendor_id=AMD,
+        device_id=device_id,
+        class_code=class_code,
+        numa_node=numa_node,
+        local_cpus=local_cpus,
+        msi_irqs=msi_irqs,
+        parent=parent,
+    )
+    rel_dir = device_dir.relative_to(host.root).as_posix()
+    if driver:
+        bound = host.path("sys/bus/pci/drivers/amdgpu")
+        minor = card if card is not None else (len(list(bound.iterdir())) if bound.is_dir() else 0)
+        _bind(host, device_dir, "amdgpu")
+        if sysfs_unique_id:
+            host.write(f"{rel_dir}/unique_id", unique)
+        if model is not None:
+            host.write(f"{rel_dir}/product_name", model)
+        host.write(f"{rel_dir}/drm/card{minor}/dev", f"226:{minor}")
+        host.write(f"{rel_dir}/drm/renderD{128 + minor}/dev", f"226:{128 + minor}")
+        if kfd_node is not None:
+            match = _BDF.match(address)
+            assert match is not None
+            domain, bus, dev, fn = (int(part, 16) for part in match.groups())
+            host.write(
+                f"sys/class/kfd/kfd/topology/nodes/{kfd_node}/properties",
+                "cpu_cores_count 0\nsimd_count 1216\nmem_banks_count 1\ncaches_count 0\nio_links_count 1\n"
+                f"gfx_target_version 90402\nvendor_id 4098\ndevice_id {int(device_id, 16)}\n"
+                f"location_id {(bus << 8) | (dev << 3) | fn}\ndomain {domain}\n"
+                f"drm_render_minor {128 + minor}\nhive_id 0\nunique_id {int(unique, 16)}\n"
+                "num_xcc 8\nmax_engine_clk_fcompute 2100\n",
+            )
+    if local_cpus is None:
+        cpus = None
+    else:
+        cpus = parse_cpulist(local_cpus) if isinstance(local_cpus, str) else frozenset(local_cpus)
+    return FakeGpu(address, unique if driver else "", model or "", numa_node, cpus, device_dir, vendor="amd")
+
+
+def add_gaudi(
+    host: FakeHost,
+    pci_address: str,
+    *,
+    numa_node: int | None,
+    local_cpus: Iterable[int] | str | None,
+    serial: str | None = None,
+    device_type: str = "GAUDI2",
+    device_id: str = GAUDI2,
+    driver: bool = True,
+    accel: int | None = None,
+    msi_irqs: Iterable[int] = (),
+    parent: str | None = None,
+) -> FakeGpu:
+    """Write an Intel Gaudi accelerator at ``pci_address`` as habanalabs lays it out (sysfs-driver-habanalabs).
+
+    ``serial`` None derives a stable one (``fake_gaudi_serial``). ``driver`` False: habanalabs not loaded.
+    ``accel``: the accel minor (default: the number of functions already bound).
+    """
+    address = pci_address.lower()
+    serial_number = serial if serial is not None else fake_gaudi_serial(address)
+    device_dir = add_pci_device(
+        host,
+        address,
+        vendor_id=HABANA,
+        device_id=device_id,
+        class_code=CLASS_PROCESSING_ACCELERATOR,
+        numa_node=numa_node,
+        local_cpus=local_cpus,
+        msi_irqs=msi_irqs,
+        parent=parent,
+    )
+    rel_dir = device_dir.relative_to(host.root).as_posix()
+    if driver:
+        bound = host.path("sys/bus/pci/drivers/habanalabs")
+        minor = accel if accel is not None else (len(list(bound.iterdir())) if bound.is_dir() else 0)
+        _bind(host, device_dir, "habanalabs")
+        host.write(f"{rel_dir}/serial_number", serial_number)
+        host.write(f"{rel_dir}/device_type", device_type)
+        host.write(f"{rel_dir}/pci_addr", address)
+        host.write(f"{rel_dir}/module_id", str(minor))
+        host.write(f"{rel_dir}/status", "operational")
+        host.write(f"{rel_dir}/accel/accel{minor}/dev", f"261:{minor}")
+        host.symlink(f"sys/class/accel/accel{minor}", "../../" + rel_dir.removeprefix("sys/") + f"/accel/accel{minor}")
+    if local_cpus is None:
+        cpus = None
+    else:
+        cpus = parse_cpulist(local_cpus) if isinstance(local_cpus, str) else frozenset(local_cpus)
+    return FakeGpu(address, serial_number if driver else "", device_type if driver else "", numa_node, cpus,
+                   device_dir, vendor="habana")

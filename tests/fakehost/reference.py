@@ -61,7 +61,7 @@ from numawatch.model import (
 from numawatch.paths import Paths
 
 from fakehost import FakeHost
-from fakehost.gpus import FakeGpu, add_gpu, add_pcie_switch, add_rdma_nic
+from fakehost.gpus import FakeGpu, add_amd_gpu, add_gaudi, add_gpu, add_kfd_cpu_node, add_pcie_switch, add_rdma_nic
 from fakehost.hotplug import take_cpus_offline
 from fakehost.kernel import FakeIrq, add_cpuidle, add_irqs, add_kernel_settings, add_numastat
 from fakehost.kubelet import (
@@ -132,6 +132,9 @@ GPUS = (
     RefGpu("0000:ab:00.0", "GPU-1a2b3c4d-0000-4000-8000-000000000003", 1),
 )
 GPU_RESOURCE = "nvidia.com/gpu"
+# The same node with another vendor's accelerators in the same slots (reference_node(vendor=...)): the device plugin's
+# resource for each vendor (docs/gpu.md, "Device plugins").
+VENDOR_RESOURCES = {"nvidia": GPU_RESOURCE, "amd": "amd.com/gpu", "habana": "habana.ai/gaudi"}
 
 
 @dataclass(frozen=True)
@@ -535,6 +538,21 @@ class ReferenceNode:
     kubelet: dict[str, Any] = field(default_factory=dict)  # write_kubelet_config keyword arguments
     exclusive: dict[str, CPUSet] = field(default_factory=dict)  # pod UID -> the app container's exclusive CPUs
     device_numa: dict[str, int] = field(default_factory=dict)  # pod UID -> NUMA key the plugin files its GPUs under
+    vendor: str = "nvidia"  # whose accelerators sit in the slots (VENDOR_RESOURCES)
+
+    @property
+    def resource(self) -> str:
+        """The device plugin's resource for this node's accelerators."""
+        return VENDOR_RESOURCES[self.vendor]
+
+    def device_id(self, gpu: RefGpu) -> str:
+        """The ID the vendor's device plugin registers the accelerator in ``gpu``'s slot under: NVIDIA's GPU UUID,
+        the PCI address for AMD's plugin, HLML's id (the board serial) for Habana's."""
+        if self.vendor == "nvidia":
+            return gpu.uuid
+        if self.vendor == "amd":
+            return gpu.pci_address
+        return next(fake.uuid for fake in self.gpus if fake.pci_address == gpu.pci_address)
 
     # ----------------------------------------------------------------------------------------- reading
     @property
@@ -570,13 +588,14 @@ class ReferenceNode:
             DeviceAssignment(
                 pod_uid=pod.uid,
                 container_name=pod.container.name,
-                resource_name=GPU_RESOURCE,
-                devices_per_numa={self.device_numa[pod.uid]: tuple(g.uuid for g in pod.gpus)},
+                resource_name=self.resource,
+                devices_per_numa={self.device_numa[pod.uid]: tuple(self.device_id(g) for g in pod.gpus)},
             )
             for pod in PODS
             if pod.gpus
         ]
-        write_device_checkpoint(self.host, entries=entries, registered={GPU_RESOURCE: [g.uuid for g in GPUS]})
+        registered = {self.resource: [self.device_id(g) for g in GPUS]}
+        write_device_checkpoint(self.host, entries=entries, registered=registered)
 
     def pin(self, ref: RefPod, cpus: Iterable[int], mems: Iterable[int] | None = None) -> None:
         """Give a pod's app container other exclusive CPUs, consistently in cpu_manager_state and its cgroup."""
@@ -747,17 +766,23 @@ def reference_node(
     cgroup_version: int = 2,
     driver: str = "systemd",
     runtime: str = "containerd",
+    vendor: str = "nvidia",
 ) -> ReferenceNode:
     """Write the clean reference node into ``host`` and return it with its mutators.
 
     ``flavor`` "rke2" (kubelet-arg in /etc/rancher/rke2/config.yaml) or "kubeadm"; ``cgroup_version`` 1 or 2;
-    ``driver`` "systemd" or "cgroupfs"; ``runtime`` "containerd" or "crio".
+    ``driver`` "systemd" or "cgroupfs"; ``runtime`` "containerd" or "crio"; ``vendor`` "nvidia" (H100s), "amd"
+    (Instinct MI300X, with the KFD topology) or "habana" (Gaudi2) in the GPU slots, registered by that vendor's
+    device plugin.
     """
     layout = add_topology(host, **_TOPOLOGY)
     # Guard the hand-written constants of this module against the builder's numbering.
     assert layout.node_cpus(0) == NODE_CPUS[0] and layout.node_cpus(1) == NODE_CPUS[1]
     assert frozenset(layout.core_cpus(s, 0) for s in range(SOCKETS)) == {frozenset({0, 16}), frozenset({8, 24})}
-    gpus = tuple(_add_slot(host, index, gpu, SLOTS[index]) for index, gpu in enumerate(GPUS))
+    if vendor == "amd":
+        for node_id in range(SOCKETS):
+            add_kfd_cpu_node(host, node_id, len(NODE_CPUS[node_id]))
+    gpus = tuple(_add_slot(host, index, gpu, SLOTS[index], vendor) for index, gpu in enumerate(GPUS))
     node = ReferenceNode(
         host=host,
         layout=layout,
@@ -782,6 +807,7 @@ def reference_node(
         },
         exclusive={pod.uid: pod.exclusive for pod in PODS if pod.exclusive},
         device_numa={pod.uid: pod.numa_node for pod in PODS if pod.gpus and pod.numa_node is not None},
+        vendor=vendor,
     )
     add_kubepods(host, version=cgroup_version, driver=driver, cpus=ONLINE, mems={0, 1})
     for pod in PODS:
@@ -794,8 +820,8 @@ def reference_node(
     return node
 
 
-def _add_slot(host: FakeHost, index: int, gpu: RefGpu, slot: RefSlot) -> FakeGpu:
-    """One GPU with its switch and NIC (see RefSlot)."""
+def _add_slot(host: FakeHost, index: int, gpu: RefGpu, slot: RefSlot, vendor: str = "nvidia") -> FakeGpu:
+    """One GPU (or AMD / Gaudi accelerator) with its switch and NIC (see RefSlot)."""
     cpus = NODE_CPUS[gpu.numa_node]
     ports = add_pcie_switch(
         host, slot.root_port, slot.upstream, (slot.gpu_port, slot.nic_port), numa_node=gpu.numa_node, local_cpus=cpus
@@ -803,15 +829,17 @@ def _add_slot(host: FakeHost, index: int, gpu: RefGpu, slot: RefSlot) -> FakeGpu
     add_rdma_nic(
         host, slot.nic, name=slot.rdma_device, numa_node=gpu.numa_node, local_cpus=cpus, parent=ports[slot.nic_port]
     )
-    return add_gpu(
-        host,
-        gpu.pci_address,
-        numa_node=gpu.numa_node,
-        local_cpus=cpus,
-        uuid=gpu.uuid,
-        msi_irqs=(GPU_IRQ_BASE + index,),
-        parent=ports[slot.gpu_port],
-    )
+    common: dict[str, Any] = {
+        "numa_node": gpu.numa_node,
+        "local_cpus": cpus,
+        "msi_irqs": (GPU_IRQ_BASE + index,),
+        "parent": ports[slot.gpu_port],
+    }
+    if vendor == "amd":
+        return add_amd_gpu(host, gpu.pci_address, kfd_node=SOCKETS + index, **common)
+    if vendor == "habana":
+        return add_gaudi(host, gpu.pci_address, **common)
+    return add_gpu(host, gpu.pci_address, uuid=gpu.uuid, **common)
 
 
 def _add_host_layer(host: FakeHost) -> None:

@@ -224,13 +224,12 @@ def _size(value: int) -> str:
 # --------------------------------------------------------------------------------------------- gpu_holder_mismatch
 def _assignments(state: KubeletState, intent: Intent) -> tuple[dict[str, set[tuple[str, str]]], set[tuple[str, str]]]:
     """GPU UUID -> (pod UID, container) the device plugin assigned it to; and the containers holding MIG devices."""
-    resources = set(intent.gpu_resources)
     assigned: dict[str, set[tuple[str, str]]] = {}
     mig: set[tuple[str, str]] = set()
     if state.devices is None:
         return assigned, mig
     for entry in state.devices.entries:
-        if entry.resource_name not in resources and not entry.resource_name.startswith("nvidia.com/"):
+        if not intent.is_gpu_resource(entry.resource_name) and not entry.resource_name.startswith("nvidia.com/"):
             continue
         owner = (entry.pod_uid, entry.container_name)
         for device_ids in entry.devices_per_numa.values():

@@ -64,21 +64,21 @@ def _unknown_nodes(host: Host, intent: Intent) -> Iterator[Finding]:
         )
     if devices is None:
         return
-    resources = set(intent.gpu_resources)
     seen: set[str] = set()
     for entry in devices.entries:
-        if entry.resource_name not in resources:
+        if not intent.is_gpu_resource(entry.resource_name):
             continue
         for device_id in entry.devices_per_numa.get(NODE_WITHOUT_TOPOLOGY, ()):
-            uuid = device_id.split("::", 1)[0]
-            device = inventory.by_uuid(uuid) if inventory is not None else None
+            base = device_id.split("::", 1)[0]
+            device = inventory.for_device_id(device_id) if inventory is not None else None
             label = device.pci_address if device is not None else device_id
             if label in seen:
                 continue
             seen.add(label)
+            uuid = device.uuid if device is not None else (base if base.startswith(("GPU-", "MIG-")) else None)
             yield GPU_NUMA_UNKNOWN.finding(
                 intent,
-                {"gpu": label, "uuid": uuid if uuid.startswith(("GPU-", "MIG-")) else "", "reason": "device_plugin"},
+                {"gpu": label, "uuid": uuid or "", "reason": "device_plugin"},
                 f"GPU {label} ({device_id}) is registered by the device plugin for {entry.resource_name} without NUMA "
                 "topology (node -1): the Topology Manager cannot align it with the pod's CPUs and memory",
                 PLUGIN_REMEDIATION,

@@ -34,7 +34,9 @@ def gpu_node(host: Host, intent: Intent) -> bool:
     inventory = host.gpus
     state: KubeletState | None = host.kubelet_state
     devices = state.devices if state is not None else None
-    registered = devices is not None and any(devices.registered.get(r) for r in intent.gpu_resources)
+    registered = devices is not None and any(
+        ids for resource, ids in devices.registered.items() if intent.is_gpu_resource(resource)
+    )
     if inventory is None and devices is None:
         raise NotEvaluated(
             f"whether the node has GPUs is unknown: needs the gpus_sysfs source ({host.down_reason('gpus_sysfs')}) "

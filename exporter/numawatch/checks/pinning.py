@@ -108,8 +108,7 @@ def check_pod_not_guaranteed(host: Host, intent: Intent) -> Iterator[Finding]:
     gpu_pods: set[str] = set()
     state = host.kubelet_state
     if intent.pin_gpu_containers and state is not None and state.devices is not None:
-        resources = set(intent.gpu_resources)
-        gpu_pods = {e.pod_uid for e in state.devices.entries if e.resource_name in resources}
+        gpu_pods = {e.pod_uid for e in state.devices.entries if intent.is_gpu_resource(e.resource_name)}
     by_pod: dict[str, list[Workload]] = defaultdict(list)
     for workload in found:
         by_pod[workload.pod_uid].append(workload)
@@ -358,19 +357,23 @@ def check_memory_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
     if intent.memory_manager_policy != "Static":
         raise NotEvaluated(f'intent does not bind memory (memoryManagerPolicy "{intent.memory_manager_policy}")')
     nodes_of = node_finder(host, topology)
+    cpuless = _cpuless_nodes(topology)
     for workload in found:
         if not (workload.pinned or workload.memory_blocks) or workload.mems is None or workload.cpus is None:
             continue
         cpu_nodes = nodes_of(workload.cpus)
+        # A GPU holder may be allowed the CPU-less nodes that hold GPU memory (Grace-class nodes): they are no CPU's
+        # local memory, so they cannot be remote to its CPUs.
+        mems = workload.mems - cpuless if workload.gpus else workload.mems
         problems = []
         # Only exclusive CPUs must share the memory's nodes. A shared-pool container of a Guaranteed pod (a
         # fractional-CPU sidecar) legitimately runs anywhere while the Memory Manager binds its memory to one node.
         # Memory on fewer nodes than the CPUs (CPUs split over two nodes, memory bound to one) is not remote memory:
         # container_numa_split reports the CPUs.
-        if workload.pinned and not workload.mems <= cpu_nodes:
+        if workload.pinned and not mems <= cpu_nodes:
             problems.append(f"its CPUs are on NUMA nodes {nodes_text(cpu_nodes)}")
         assigned = workload.memory_nodes
-        if assigned and workload.mems != assigned:
+        if assigned and mems != assigned:
             problems.append(f"the Memory Manager assigned NUMA nodes {nodes_text(assigned)}")
         if not problems:
             continue
@@ -398,11 +401,14 @@ def check_memory_remote(host: Host, intent: Intent) -> Iterator[Finding]:
     if candidates and not measured:
         raise NotEvaluated("no pinned container's memory.numa_stat could be read")
     nodes_of = node_finder(host, topology)
+    cpuless = _cpuless_nodes(topology)
     for workload in measured:
         local = nodes_of(_cpus(workload, topology.online))
         numa_bytes = workload.numa_bytes or {}
         total = sum(numa_bytes.values())
-        remote_nodes = {n: b for n, b in numa_bytes.items() if n not in local and b > 0}
+        # GPU memory a GPU holder reaches through the driver sits on CPU-less nodes on Grace-class nodes: not remote.
+        skipped = cpuless if workload.gpus else frozenset()
+        remote_nodes = {n: b for n, b in numa_bytes.items() if n not in local and n not in skipped and b > 0}
         remote = sum(remote_nodes.values())
         if not total or remote < intent.remote_memory_min_bytes or remote / total <= intent.remote_memory_ratio:
             continue
@@ -413,6 +419,11 @@ def check_memory_remote(host: Host, intent: Intent) -> Iterator[Finding]:
             f"({remote / total:.0%}) on NUMA nodes {nodes_text(remote_nodes)}, remote to its CPUs on "
             f"{nodes_text(local)} (threshold {intent.remote_memory_ratio:.0%})",
         )
+
+
+def _cpuless_nodes(topology: Topology) -> frozenset[int]:
+    """NUMA nodes without online CPUs (HBM, CXL, a Grace-class node's GPU memory)."""
+    return frozenset(node for node, numa in topology.nodes.items() if not numa.cpus)
 
 
 def _size(value: int) -> str:

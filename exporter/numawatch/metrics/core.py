@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 CPU_INFO_LABELS = ("cpu", "socket", "core", "numa_node", "isolated", "reserved", "online")
 CONTAINER_CPUS_LABELS = ("namespace", "pod", "pod_uid", "container", "numa_node", "qos", "exclusive")
-GPU_INFO_LABELS = ("gpu", "uuid", "numa_node", "model", "namespace", "pod", "container")
+GPU_INFO_LABELS = ("gpu", "uuid", "numa_node", "model", "namespace", "pod", "container", "vendor")
 KUBELET_CONFIG_LABELS = (
     "cpu_manager_policy",
     "topology_manager_policy",
@@ -254,8 +254,8 @@ def container_cpus(evaluation: Evaluation) -> Metric:
 def gpu_info(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_gpu_info",
-        "Always 1, one series per GPU: its PCI address, UUID, NUMA node and model, and the container the kubelet's "
-        "device checkpoint assigns it to (empty when none).",
+        "Always 1, one series per GPU or accelerator: its PCI address, stable id (UUID or serial), NUMA node, model "
+        "and vendor, and the container the kubelet's device checkpoint assigns it to (empty when none).",
         labels=GPU_INFO_LABELS,
     )
     for row in _gpu_rows(evaluation):
@@ -390,7 +390,7 @@ def _cpus_per_node(cpus: frozenset[int], topology: Topology | None) -> dict[str,
 
 
 def _gpu_rows(evaluation: Evaluation) -> Iterator[tuple[str, ...]]:
-    """(gpu, uuid, numa_node, model, namespace, pod, container) per GPU and holder.
+    """(gpu, uuid, numa_node, model, namespace, pod, container, vendor) per GPU and holder.
 
     Every GPU on the PCI bus appears (with empty holder labels when unassigned), plus any GPU the device checkpoint
     assigns that sysfs does not show, so a plugin/host disagreement is visible too. A time-sliced GPU shared by
@@ -398,7 +398,7 @@ def _gpu_rows(evaluation: Evaluation) -> Iterator[tuple[str, ...]]:
     """
     host = evaluation.host
     holders: dict[str, list[tuple[str, str, str]]] = {}
-    unmatched: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
+    unmatched: dict[tuple[str, str, str, str], list[tuple[str, str, str]]] = {}
     for workload in build_workloads(host, evaluation.intent):
         if not workload.gpus:
             continue  # most containers hold no GPU
@@ -407,7 +407,7 @@ def _gpu_rows(evaluation: Evaluation) -> Iterator[tuple[str, ...]]:
             if gpu.pci_address is not None:
                 holders.setdefault(gpu.pci_address, []).append(holder)
             else:
-                key = (gpu.label, gpu.uuid or "", _text(gpu.numa_node))
+                key = (gpu.label, gpu.uuid or "", _text(gpu.numa_node), gpu.plugin_vendor or "")
                 unmatched.setdefault(key, []).append(holder)
     seen: set[tuple[str, ...]] = set()
     rows: list[tuple[str, ...]] = []
@@ -415,10 +415,10 @@ def _gpu_rows(evaluation: Evaluation) -> Iterator[tuple[str, ...]]:
     for device in sorted(inventory, key=lambda d: d.pci_address):
         columns = (device.pci_address, device.uuid or "", _text(device.numa_node), device.model or "")
         for holder in holders.get(device.pci_address) or [("", "", "")]:
-            rows.append((*columns, *holder))
-    for (label, uuid, node), held_by in sorted(unmatched.items()):
+            rows.append((*columns, *holder, device.vendor))
+    for (label, uuid, node, vendor), held_by in sorted(unmatched.items()):
         for holder in held_by:
-            rows.append((label, uuid, node, "", *holder))
+            rows.append((label, uuid, node, "", *holder, vendor))
     for row in rows:
         if row not in seen:
             seen.add(row)

@@ -1,15 +1,34 @@
-"""NVIDIA GPUs on the PCI bus and their NUMA locality, from sysfs (no NVML needed).
+"""Accelerators on the PCI bus (NVIDIA and AMD GPUs, Intel Gaudi) and their NUMA locality, from sysfs (no vendor
+library needed).
+
+Which functions are accelerators (``VENDORS``; docs/gpu.md "Vendors" has the table with its sources): the PCI
+vendor ID and the top 16 bits of the class code, from the PCI ID database (pci.ids) and the drivers' ID tables:
+
+- NVIDIA ``0x10de``: ``0x0302`` 3D controller (data-centre GPUs) or ``0x0300`` VGA; NVIDIA's audio, USB and
+  NVSwitch functions have other classes;
+- AMD ``0x1002`` (the former ATI ID, which amdgpu binds; AMD's CPUs' functions are ``0x1022``): ``0x0380`` display
+  controller (Instinct MI100/MI200), ``0x1200`` processing accelerator (Instinct MI300), ``0x0302`` 3D controller,
+  and ``0x0300`` VGA only when bound to amdgpu (a Radeon card): a server's on-board ATI VGA (ES1000, driven by
+  ``radeon`` or nothing) is not an accelerator; the cards' HDMI audio functions (``0x0403``) are left out;
+- Habana Labs (Intel Gaudi) ``0x1da3``: ``0x1200`` processing accelerator.
 
 Files read (every path from ``Paths``), per PCI function under ``sys/bus/pci/devices/<DDDD:BB:DD.F>/``
 (Documentation/ABI/testing/sysfs-bus-pci):
 
-- ``vendor`` (``0x10de`` for NVIDIA), ``device`` (``0x2330``), ``class`` (24 bits: ``0x030200`` 3D controller, the
-  usual data-centre GPU, or ``0x030000`` VGA; NVIDIA's audio, USB and NVSwitch functions have other classes);
+- ``vendor``, ``device`` (``0x2330``), ``class`` (24 bits, ``0x030200``);
 - ``numa_node``: decimal, ``-1`` when firmware gave no proximity (_PXM) — common in VMs and with NUMA-per-socket
   off in the BIOS; reported as None ("unknown"), which a check must not confuse with node 0;
 - ``local_cpulist``: the CPUs near the device (``0-55,112-167``).
 
-And ``proc/driver/nvidia/gpus/<bdf>/information`` (present only with the nvidia module loaded)::
+Then the driver's own description, where its module is loaded (absent: stable id and model unknown):
+
+- AMD (amdgpu, Documentation/gpu/amdgpu/driver-misc.rst): ``unique_id`` (16 hex digits, on Instinct parts) and
+  ``product_name`` (from the board's FRU) in the function's directory; without ``unique_id``, the KFD topology
+  (``sys/class/kfd/kfd/topology/nodes/<n>/properties``, drivers/gpu/drm/amd/amdkfd/kfd_topology.c), whose GPU node
+  for this function (``domain`` and ``location_id`` = bus << 8 | devfn) prints ``unique_id`` in decimal;
+- Gaudi (habanalabs, Documentation/ABI/testing/sysfs-driver-habanalabs, where ``/sys/class/accel/accel<n>/device``
+  is this function): ``serial_number`` and ``device_type`` (``GAUDI2``);
+- NVIDIA: ``proc/driver/nvidia/gpus/<bdf>/information``::
 
     Model:           NVIDIA H100 80GB HBM3
     IRQ:             137
@@ -23,6 +42,9 @@ The entries of ``sys/bus/pci/devices`` are relative symlinks into ``sys/devices/
 (``/sys/devices/...``), or an attribute that is itself a link, is read inside the host root, never from this
 machine's own /sys.
 
+``GpuDevice.uuid`` is the device's stable id whichever the vendor: NVIDIA's ``GPU-<uuid>``, AMD's ``unique_id``,
+Gaudi's serial number.
+
 Essential: the ``sys/bus/pci/devices`` listing. Optional, per function: a ``class`` that cannot be parsed leaves the
 function out (``GpuInventory.problems``); a malformed ``numa_node`` or ``local_cpulist`` leaves that value unknown
 (``GpuDevice.problems``), which is not the kernel's -1.
@@ -32,6 +54,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -45,8 +68,31 @@ from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
 
 NVIDIA_VENDOR = "0x10de"
+AMD_VENDOR = "0x1002"
+HABANA_VENDOR = "0x1da3"
 # The top 16 bits of the PCI class: base class 0x03 (display), subclass 0x00 (VGA) or 0x02 (3D controller).
 GPU_CLASSES = frozenset({0x0300, 0x0302})
+# Base class 0x03 subclass 0x80 (other display controller) and base class 0x12 (processing accelerator).
+DISPLAY_OTHER_CLASS = 0x0380
+PROCESSING_ACCELERATOR_CLASS = 0x1200
+
+
+@dataclass(frozen=True)
+class AcceleratorVendor:
+    """A vendor whose PCI functions of ``classes`` are accelerators (``name`` is the ``vendor`` label)."""
+
+    name: str
+    vendor_id: str  # as sysfs prints it: "0x10de"
+    classes: frozenset[int]  # top 16 bits of the class code
+
+
+NVIDIA = AcceleratorVendor("nvidia", NVIDIA_VENDOR, GPU_CLASSES)
+AMD = AcceleratorVendor("amd", AMD_VENDOR, GPU_CLASSES | {DISPLAY_OTHER_CLASS, PROCESSING_ACCELERATOR_CLASS})
+HABANA = AcceleratorVendor("habana", HABANA_VENDOR, frozenset({PROCESSING_ACCELERATOR_CLASS}))
+VENDORS: Mapping[str, AcceleratorVendor] = {v.vendor_id: v for v in (NVIDIA, AMD, HABANA)}
+# Drivers whose bound functions' numa_node the fingerprint watches (an administrator may rewrite it).
+_DRIVERS = ("amdgpu", "habanalabs")
+_VGA_CLASS = 0x0300
 
 T = TypeVar("T")
 
@@ -55,7 +101,11 @@ _ATTRIBUTE_LIMIT = 1 << 16  # sysfs attributes are at most one page; anything bi
 # A PCI function as sysfs names it (``DDDD:BB:DD.F``; VMD domains have 5 hex digits): the ``gpu`` label.
 PCI_ADDRESS = re.compile(r"[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 _GPU_UUID = re.compile(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_AMD_UNIQUE_ID = re.compile(r"[0-9a-f]{1,16}")  # amdgpu prints %016llx
+_HABANA_SERIAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the board's serial number ("AN01234567")
 _MODEL_LIMIT = 96  # the driver's model names are a few words ("NVIDIA H100 80GB HBM3")
+_KFD_NODES = "class/kfd/kfd/topology/nodes"
+_KFD_NODE_LIMIT = 256  # KFD nodes: one per CPU socket and one per GPU (or MI300 partition)
 
 
 def parse_numa_node(text: str) -> int | None:
@@ -82,7 +132,57 @@ def parse_class(text: str) -> int:
 
 
 def is_gpu_class(class_code: int) -> bool:
+    """NVIDIA's GPU classes (VGA or 3D controller)."""
     return (class_code >> 8) in GPU_CLASSES
+
+
+def accelerator_vendor(vendor_id: str, class_code: int) -> AcceleratorVendor | None:
+    """The vendor when a function of ``vendor_id`` (``0x10de``, any case) and ``class_code`` is an accelerator."""
+    vendor = VENDORS.get(vendor_id.lower())
+    if vendor is None or (class_code >> 8) not in vendor.classes:
+        return None
+    return vendor
+
+
+def parse_kfd_properties(text: str) -> dict[str, int]:
+    """A KFD node's ``properties``: lines ``name value`` (decimal) -> {name: value}; other lines are ignored."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, value = strip_value(line).partition(" ")
+        value = value.strip()
+        if name and value.isascii() and value.isdigit():
+            values[name] = int(value)
+    return values
+
+
+def kfd_pci_address(properties: Mapping[str, int]) -> str | None:
+    """The PCI function of a KFD GPU node (``domain``, ``location_id`` = bus << 8 | devfn); None for a CPU node."""
+    location, domain = properties.get("location_id"), properties.get("domain", 0)
+    if not properties.get("simd_count") or location is None or location > 0xFFFF or domain > 0xFFFFF:
+        return None
+    bus, devfn = location >> 8, location & 0xFF
+    return f"{domain:04x}:{bus:02x}:{devfn >> 3:02x}.{devfn & 7}"
+
+
+def _kfd_unique_ids(paths: Paths) -> dict[str, str]:
+    """PCI address -> ``unique_id`` (as amdgpu spells it: 16 hex digits) of every KFD GPU node that has one.
+
+    An MI300 in a compute partition mode has one KFD node per partition, all at the same PCI function and with the
+    same ``unique_id``; the first wins.
+    """
+    nodes = paths.sysfs / _KFD_NODES
+    found: dict[str, str] = {}
+    for name in sorted(list_dir(nodes), key=lambda n: (len(n), n))[:_KFD_NODE_LIMIT]:
+        if not name.isdigit():
+            continue
+        text = read_optional_text(nodes / name / "properties", _ATTRIBUTE_LIMIT)
+        if text is None:
+            continue
+        properties = parse_kfd_properties(text)
+        address, unique = kfd_pci_address(properties), properties.get("unique_id")
+        if address is not None and unique and unique < 1 << 64:
+            found.setdefault(address, f"{unique:016x}")
+    return found
 
 
 def pci_sort_key(address: str) -> tuple[int, ...] | tuple[int, str]:
@@ -147,41 +247,92 @@ def _driver_info(paths: Paths, address: str) -> Mapping[str, str]:
     return fields
 
 
-def _read_device(paths: Paths, address: str, directory: Path, skipped: list[str]) -> GpuDevice | None:
-    """The GPU at ``directory``, or None when it is not an NVIDIA GPU, vanished (hot unplug) during the scan, or has
+def _driver_name(directory: Path) -> str | None:
+    """The name of the driver bound to the function (its ``driver`` link's last component); None when unbound."""
+    try:
+        target = confined.readlink(directory / "driver")
+    except OSError:
+        return None
+    return target.rstrip("/").rpartition("/")[2] or None
+
+
+def _driver_attribute(directory: Path, name: str, pattern: re.Pattern[str] | None) -> str | None:
+    """A driver's attribute in the function's directory: None when absent or empty; MalformedFile when it is not
+    what the driver prints (``pattern``, else printable text of a model name's length)."""
+    text = _attribute(directory / name)
+    value = strip_value(text) if text is not None else ""
+    if not value:
+        return None
+    try:
+        return checked(value, pattern, name) if pattern is not None else printable(value, name, _MODEL_LIMIT)
+    except ValueError as error:
+        raise MalformedFile(directory / name, str(error)) from None
+
+
+def _identity(
+    paths: Paths, vendor: AcceleratorVendor, address: str, directory: Path, kfd: Callable[[], Mapping[str, str]]
+) -> tuple[str | None, str | None]:
+    """(stable id, model) as the vendor's driver gives them; (None, None) without the driver."""
+    if vendor is NVIDIA:
+        info = _driver_info(paths, address)
+        return info.get("GPU UUID") or None, info.get("Model") or None
+    if vendor is AMD:
+        unique = _driver_attribute(directory, "unique_id", _AMD_UNIQUE_ID)
+        return unique or kfd().get(address), _driver_attribute(directory, "product_name", None)
+    return _driver_attribute(directory, "serial_number", _HABANA_SERIAL), _driver_attribute(
+        directory, "device_type", None
+    )
+
+
+def _read_device(
+    paths: Paths, address: str, directory: Path, skipped: list[str], kfd: Callable[[], Mapping[str, str]]
+) -> GpuDevice | None:
+    """The accelerator at ``directory``, or None when it is not one, vanished (hot unplug) during the scan, or has
     a class that cannot be parsed (then described in ``skipped``)."""
-    vendor = _attribute(directory / "vendor")
-    if vendor is None or strip_value(vendor).lower() != NVIDIA_VENDOR:
+    vendor_text = _attribute(directory / "vendor")
+    vendor_id = strip_value(vendor_text).lower() if vendor_text is not None else ""
+    if vendor_id not in VENDORS:
         return None
     class_code = _parsed(directory / "class", parse_class, _attribute(directory / "class"), skipped)
-    if class_code is None or not is_gpu_class(class_code):
+    vendor = accelerator_vendor(vendor_id, class_code) if class_code is not None else None
+    if vendor is None or class_code is None:
+        return None
+    if vendor is AMD and class_code >> 8 == _VGA_CLASS and _driver_name(directory) != "amdgpu":
         return None
     problems: dict[str, str] = {}
     # Without CONFIG_NUMA numa_node is absent: the locality is as unknown as with -1.
     numa_node = _parsed(directory / "numa_node", parse_numa_node, _attribute(directory / "numa_node"), problems)
     local_cpus = _parsed(directory / "local_cpulist", parse_cpulist, _attribute(directory / "local_cpulist"), problems)
     device = _attribute(directory / "device")
-    info = _driver_info(paths, address)
+    stable_id, model = _identity(paths, vendor, address, directory, kfd)
     return GpuDevice(
         pci_address=address,
         numa_node=numa_node,
         local_cpus=local_cpus,
-        vendor_id=NVIDIA_VENDOR,
+        vendor_id=vendor.vendor_id,
         device_id=strip_value(device).lower() if device is not None else "",
         class_code=f"0x{class_code:06x}",
-        uuid=info.get("GPU UUID") or None,
-        model=info.get("Model") or None,
+        uuid=stable_id,
+        model=model,
         problems=frozen_map(problems),
+        vendor=vendor.name,
     )
 
 
 def read(paths: Paths) -> GpuInventory:
-    """Every NVIDIA GPU function on the PCI bus, sorted by PCI address. No GPU at all is an empty inventory."""
+    """Every accelerator function on the PCI bus, sorted by PCI address. None at all is an empty inventory."""
     devices_dir = paths.sysfs / "bus/pci/devices"
     if not confined.is_dir(devices_dir):
         raise SourceUnavailable(f"{devices_dir} does not exist")
     gpus = []
     skipped: list[str] = []
+    kfd_ids: list[Mapping[str, str]] = []  # read once, on the first AMD GPU without its own unique_id
+
+    def kfd() -> Mapping[str, str]:
+        if not kfd_ids:
+            kfd_ids.append(_kfd_unique_ids(paths))
+        return kfd_ids[0]
+
     for address in sorted(list_dir(devices_dir), key=pci_sort_key):
         if PCI_ADDRESS.fullmatch(address) is None:
             continue  # not a PCI function's name: nothing sysfs would list (and it would become a label)
@@ -190,14 +341,15 @@ def read(paths: Paths) -> GpuInventory:
             directory = paths.resolve(devices_dir / address)
         except OSError:  # a link loop in a captured tree: not a device we can read
             continue
-        gpu = _read_device(paths, address, directory, skipped)
+        gpu = _read_device(paths, address, directory, skipped, kfd)
         if gpu is not None:
             gpus.append(gpu)
     return GpuInventory(gpus=tuple(gpus), problems=tuple(skipped))
 
 
 def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | None], ...]]:
-    """The entries of ``sys/bus/pci/devices``, and each GPU of ``proc/driver/nvidia/gpus`` with its ``numa_node``.
+    """The entries of ``sys/bus/pci/devices``, and each GPU of ``proc/driver/nvidia/gpus`` and each function bound to
+    amdgpu or habanalabs (``sys/bus/pci/drivers/<driver>/<bdf>``) with its ``numa_node``.
 
     What this source reads is fixed for a PCI function's lifetime (IDs, class, ``local_cpulist``) or for the
     driver's (UUID, model), so a function coming or going (hotplug, a VF, the driver loading) changes the result —
@@ -206,7 +358,10 @@ def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | N
     one small read per GPU instead of resolving ~20 device links and reading ~50 attributes every 15 s.
     """
     devices = paths.sysfs / "bus/pci/devices"
-    gpus = sorted(list_dir(paths.procfs / "driver/nvidia/gpus"))
+    bound = list_dir(paths.procfs / "driver/nvidia/gpus")
+    for driver in _DRIVERS:
+        bound += list_dir(paths.sysfs / "bus/pci/drivers" / driver)
+    gpus = sorted(name for name in set(bound) if PCI_ADDRESS.fullmatch(name))
     return (
         tuple(sorted(list_dir(devices))),
         tuple((gpu, read_optional_text(devices / gpu / "numa_node", 64)) for gpu in gpus),
@@ -217,16 +372,27 @@ SOURCE = SourceSpec(
     name="gpus_sysfs",
     read=read,
     fingerprint=fingerprint,
-    description="NVIDIA GPUs on the PCI bus with their NUMA node and local CPUs (sysfs, /proc/driver/nvidia)",
+    description="NVIDIA and AMD GPUs and Gaudi accelerators on the PCI bus with their NUMA node, local CPUs and "
+    "stable id (sysfs, /proc/driver/nvidia, the KFD topology)",
 )
 
 __all__ = [
+    "AMD",
+    "AMD_VENDOR",
     "GPU_CLASSES",
+    "HABANA",
+    "HABANA_VENDOR",
+    "NVIDIA",
     "NVIDIA_VENDOR",
     "SOURCE",
+    "VENDORS",
+    "AcceleratorVendor",
+    "accelerator_vendor",
     "fingerprint",
     "is_gpu_class",
+    "kfd_pci_address",
     "parse_class",
+    "parse_kfd_properties",
     "parse_numa_node",
     "parse_nvidia_information",
     "pci_sort_key",
