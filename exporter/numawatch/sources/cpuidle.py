@@ -261,7 +261,7 @@ class CpuIdleReader(Staggered):
 SOURCE = SourceSpec(
     name="cpuidle",
     read=read,
-    factory=CpuIdleReader,
+    factory=lambda _context: CpuIdleReader(),
     description="CPU idle states per online CPU: exit latency, disabled or not, PM QoS resume latency limits",
 )
 

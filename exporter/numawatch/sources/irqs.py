@@ -394,7 +394,7 @@ def _numbered(listing: list[str]) -> list[tuple[int, str]]:
 SOURCE = SourceSpec(
     name="irqs",
     read=read,
-    factory=IrqsReader,
+    factory=lambda _context: IrqsReader(),
     description="requested and effective affinity of every IRQ (/proc/irq/<n>)",
 )
 

@@ -365,7 +365,7 @@ class KernelReader(Staggered):
 SOURCE = SourceSpec(
     name="kernel",
     read=read,
-    factory=KernelReader,
+    factory=lambda _context: KernelReader(),
     description="kernel tunables: numa_balancing, swappiness, THP, cpufreq governors, huge page pools",
 )
 
