@@ -443,9 +443,8 @@ def tune_gc_for_serve() -> None:
     What is imported and built by now (modules, the sources' tables, the app) lives as long as the process:
     ``gc.freeze()`` keeps the collector from walking it again at every full collection. An evaluation allocates tens
     of thousands of short-lived objects that reference counting frees; with young collections every 5,000 net
-    allocations instead of 700 few of them are still alive when one runs. Measured on the 384-CPU benchmark host
-    (docs/performance.md, round 6): the collector's time per evaluation fell from ~2.3 ms to ~0.25 ms. Cycles are
-    still collected, only less often.
+    allocations instead of 700 few of them are still alive when one runs, so the collector's time per evaluation
+    falls to a fraction (the measurement is in docs/performance.md). Cycles are still collected, only less often.
     """
     gc.freeze()
     gc.set_threshold(*SERVE_GC_THRESHOLDS)

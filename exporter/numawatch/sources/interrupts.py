@@ -17,16 +17,17 @@ Format (kernel/irq/proc.c ``show_interrupts`` and arch ``arch_show_interrupts``;
 Kinds: ``device`` (numeric rows), ``local_timer`` (LOC, arch_timer, riscv-timer), ``ipi`` (RES, CAL, TLB, IWI,
 IPI<n>), ``other`` (the rest).
 
-Cost. A 384-CPU host with 2,000 IRQs prints ~8 MB here every read. Converting every cell would cost ~80 ms of
-Python per evaluation, so counts are kept only for the *watched* CPUs (isolated, nohz_full and exclusively pinned:
-the ones a finding or metric is about) and found without splitting: every count is printed in an 11-byte cell
-(`` %10u`` on current kernels, ``%10u `` on older ones, both right-aligned to the same offsets after the ``:``), so
-the watched columns are byte ranges of the line; digits 1-9 are marked with one ``bytes.translate`` and found with
-``bytes.find`` (both C loops), so only non-zero counts are touched in Python and zeros, the vast majority, are never
-converted. A line whose layout does not check out (a count wider than 10 digits shifts the cells; arm64 prints
-``IPI0:`` without the extra space) is split the slow, safe way; ``_looks_like_a_count`` says why the checks are
-exact. The file is read in 1 MiB blocks parsed as they arrive (``read_interrupts``), so neither it nor its marked
-copy is ever held whole (~2.5 MiB peak instead of ~18). See bench/bench_interrupts.py and docs/performance.md.
+Cost. A host with hundreds of CPUs and thousands of IRQs prints megabytes here every read, and converting every cell
+in Python would be the most expensive part of an evaluation, so counts are kept only for the *watched* CPUs
+(isolated, nohz_full and exclusively pinned: the ones a finding or metric is about) and found without splitting:
+every count is printed in an 11-byte cell (`` %10u`` on current kernels, ``%10u `` on older ones, both right-aligned
+to the same offsets after the ``:``), so the watched columns are byte ranges of the line; digits 1-9 are marked with
+one ``bytes.translate`` and found with ``bytes.find`` (both C loops), so only non-zero counts are touched in Python
+and zeros, the vast majority, are never converted. A line whose layout does not check out (a count wider than 10
+digits shifts the cells; arm64 prints ``IPI0:`` without the extra space) is split the slow, safe way;
+``_looks_like_a_count`` says why the checks are exact. The file is read in 1 MiB blocks parsed as they arrive
+(``read_interrupts``), so neither it nor its marked copy is ever held whole. See bench/bench_interrupts.py and
+docs/performance.md.
 
 The watched CPUs come from the sources this one needs: the isolation the topology source read (``isolcpus=``,
 ``nohz_full=``, sysfs ``isolated`` and ``nohz_full``) and the exclusive CPUs of the kubelet_state source's CPU
@@ -36,11 +37,11 @@ the columns worked out from the last header and watched CPUs, and the previous r
 row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
 (devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows
 are searched again). With several runs of watched columns, a row also keeps one CRC-32 of the whole span from its
-first to its last watched cell, which is checked first: one zlib call per row instead of one per run (each costs
-~150 ns before its first byte; ~1 ms a reading on the 384-CPU benchmark host). A row whose unwatched cells inside
-that span move (a busy device on a housekeeping CPU between isolated ones) is checked run by run instead until it is
-searched again. The tick and IPI rows, which count on nearly every watched CPU, are converted run by run in C loops
-(``_dense_counts``) rather than one count at a time.
+first to its last watched cell, which is checked first: one zlib call per row instead of one per run (each call has
+a fixed setup cost before its first byte). A row whose unwatched cells inside that span move (a busy device on a
+housekeeping CPU between isolated ones) is checked run by run instead until it is searched again. The tick and IPI
+rows, which count on nearly every watched CPU, are converted run by run in C loops (``_dense_counts``) rather than
+one count at a time.
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ _MARK_NONZERO = bytes.maketrans(b"123456789", b"xxxxxxxxx")
 _DIGITS = frozenset(b"0123456789")
 _MAX_RUNS = 8  # beyond this many separate runs of watched columns, one span with a membership test is cheaper
 # A row whose previous reading had at least 1/_DENSE_SHARE of the watched counts non-zero is converted run by run
-# (``_dense_counts``): ~25 us for 368 watched cells in 4 runs, what finding and converting ~50 counts one at a time
-# costs.
+# (``_dense_counts``): past that share, converting whole runs in C loops is cheaper than finding and converting the
+# non-zero counts one at a time (bench/bench_interrupts.py).
 _DENSE_SHARE = 4
 
 IPI_KEYS = frozenset({"RES", "CAL", "TLB", "IWI"})
@@ -197,8 +198,8 @@ _Layout = tuple[tuple[int, ...], tuple[int, ...]]
 class _Columns:
     """What a reading's header and watched CPUs decide: the CPU of each column, the watched columns and their runs,
     and the byte ranges (from a row's ":") that the digests and the run-by-run conversion use. A reader's next
-    reading reuses it while the header and the watched CPUs are the same (working it out costs ~0.15 ms with 384
-    CPUs, parsing the header most of it)."""
+    reading reuses it while the header and the watched CPUs are the same (parsing the header is most of the cost of
+    working it out, and it grows with the CPUs)."""
 
     __slots__ = (
         "columns", "cpus", "dense_at", "dense_runs", "digest_spans", "header", "layout", "ncols", "runs", "span",
@@ -221,7 +222,7 @@ class _Columns:
         else:
             self.digest_spans = [(CELL * columns[0], CELL * (columns[-1] + 1))]
         # With several runs, one CRC-32 over the whole span from the first to the last watched cell is checked first:
-        # one call instead of one per run, each of which costs ~150 ns before its first byte (zlib.crc32's setup).
+        # one call instead of one per run, each of which pays zlib.crc32's setup before its first byte.
         self.whole_span = (CELL * columns[0], CELL * (columns[-1] + 1)) if len(self.digest_spans) > 1 else None
         # A row with many non-zero watched counts (the tick and IPI rows count on every CPU) converts each run of
         # watched cells in one go (``_dense_counts``): the runs, their CPUs and the space every cell starts with.
@@ -272,9 +273,9 @@ class _RowParser:
         self.columns = columns = shape.columns
         # The previous reading's digests are comparable only when it had the same columns and watched the same ones.
         self.digests = known is not None and known.layout == self.layout and bool(columns)
-        # Marking a whole block costs ~0.4 ns/byte; worth it when many columns are watched and most rows are to be
-        # searched. With the previous digests most rows are not searched at all: mark only the segments of those
-        # that are.
+        # Marking a whole block costs in proportion to its bytes; worth it when many columns are watched and most rows
+        # are to be searched. With the previous digests most rows are not searched at all: mark only the segments of
+        # those that are.
         self.mark_blocks = len(columns) * 4 >= self.ncols and not self.digests
         self.only: frozenset[int] | None = None
         # With the block marked, one find() over the span from the first to the last watched column and a membership
