@@ -227,7 +227,7 @@ def test_an_irq_seen_before_is_not_stat_ed_again_but_a_new_one_is(fake_host, mon
 def test_an_irq_without_effective_affinity_is_not_asked_for_it_again(fake_host, monkeypatch):
     some_irqs(fake_host)  # IRQ 32 has no effective_affinity_list, as on kernels without the option
     reader = irqs.IrqsReader()
-    reads = recording(monkeypatch, irqs, "_read_small")
+    reads = recording(monkeypatch, irqs, "read_small")
     reader.read(fake_host.paths)
     assert any(path.endswith("/32/effective_affinity_list") for path in reads)
     reads.clear()
@@ -715,7 +715,7 @@ def test_a_policy_shared_by_several_cpus_gives_each_its_governor_from_one_read(f
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
     add_kernel_settings(fake_host, governors=None)
     policy(fake_host, 0, "0 1 2 3", "schedutil")  # acpi-cpufreq on a shared clock domain
-    reads = recording(monkeypatch, kernel, "_read_small")
+    reads = recording(monkeypatch, kernel, "read_small_text")
 
     settings = kernel.read(fake_host.paths)
 
@@ -727,7 +727,7 @@ def test_the_reader_remembers_policy_cpus_until_a_cpu_goes_offline(fake_host, mo
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
     add_kernel_settings(fake_host, governors="performance", cpus=range(4))
     reader = kernel.KernelReader()
-    reads = recording(monkeypatch, kernel, "_read_small")
+    reads = recording(monkeypatch, kernel, "read_small_text")
     reader.read(fake_host.paths)
     reads.clear()
 
@@ -767,7 +767,7 @@ def test_an_unstaggered_kernel_reader_reads_every_governor_every_time(fake_host,
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
     add_kernel_settings(fake_host, governors="performance", cpus=range(8))
     reader = kernel.KernelReader()  # as check and capture read
-    reads = recording(monkeypatch, kernel, "_read_small")
+    reads = recording(monkeypatch, kernel, "read_small_text")
 
     for _ in range(3):
         reads.clear()
@@ -777,7 +777,7 @@ def test_an_unstaggered_kernel_reader_reads_every_governor_every_time(fake_host,
 
 def test_a_staggered_kernel_reader_reads_each_governor_once_in_k_readings(fake_host, monkeypatch):
     reader = staggered_kernel(fake_host)
-    reads = recording(monkeypatch, kernel, "_read_small")
+    reads = recording(monkeypatch, kernel, "read_small_text")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/scaling_governor") for path in reads) == 8  # every policy is new: all read
 
@@ -1162,7 +1162,7 @@ def many_irqs(fake_host, affinity: frozenset[int] = frozenset({0, 1}), numbers=r
 def test_a_staggered_irqs_reader_reads_each_irq_once_in_k_readings(fake_host, monkeypatch):
     many_irqs(fake_host)
     reader = staggered(irqs.IrqsReader())
-    reads = recording(monkeypatch, irqs, "_read_small")
+    reads = recording(monkeypatch, irqs, "read_small")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/smp_affinity_list") for path in reads) == 16
 
@@ -1238,14 +1238,14 @@ def test_a_staggered_irqs_reader_reads_new_irqs_at_once_and_drops_removed_ones_a
 def failing_reads(monkeypatch) -> set[int]:
     """IRQs whose smp_affinity_list reads fail (vanished mid-read) while their number is in the returned set."""
     failing: set[int] = set()
-    real = irqs._read_small
+    real = irqs.read_small
 
-    def read_small(path: str) -> bytes | None:
+    def read_small(path: str, *args, **kwargs) -> bytes | None:
         if path.endswith("/smp_affinity_list") and int(path.rsplit("/", 2)[1]) in failing:
             return None
-        return real(path)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(irqs, "_read_small", read_small)
+    monkeypatch.setattr(irqs, "read_small", read_small)
     return failing
 
 
@@ -1345,7 +1345,7 @@ def warm_staggered_irqs(fake_host, numbers=range(40, 56)):
 def test_the_fast_path_reads_only_the_irqs_in_their_turn(fake_host, monkeypatch):
     reader = warm_staggered_irqs(fake_host)
     taken = fast_readings(monkeypatch)
-    reads = recording(monkeypatch, irqs, "_read_small")
+    reads = recording(monkeypatch, irqs, "read_small")
 
     for _ in range(K):
         reads.clear()
@@ -1361,7 +1361,7 @@ def test_an_irq_unreadable_at_some_readings_is_read_at_the_next_and_shows_in_sor
     reader = warm_staggered_irqs(fake_host)
     failing = failing_reads(monkeypatch)
     taken = fast_readings(monkeypatch)
-    reads = recording(monkeypatch, irqs, "_read_small")
+    reads = recording(monkeypatch, irqs, "read_small")
     vanishing = next(n for n in range(40, 56) if n % K == reader.readings % K)  # in this reading's turn
 
     failing.add(vanishing)
