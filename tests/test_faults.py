@@ -700,7 +700,7 @@ def test_a_uevent_storm_costs_one_refresh_per_wakeup_and_readings_stay_right(nod
     reader.read()
     nvml_inits = gpu.session.nvml.init_calls
     calls: list[frozenset[str]] = []
-    on_change = invalidator(reader, gpu)
+    on_change = invalidator(reader, reader.state("nvml"))
     monitor = HotplugMonitor(lambda names: (calls.append(names), on_change(names)))
     gpu_event = {"PCI_ID": "10DE:2330", "PCI_CLASS": "30200"}
     storm: list[_Device | Exception] = []
