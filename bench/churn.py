@@ -97,7 +97,7 @@ if str(_BENCH) not in sys.path:
 import node_exporter_files as nefiles  # noqa: E402
 from numawatch.cpuset import CPUListError, parse_cpulist  # noqa: E402
 from numawatch.paths import Paths  # noqa: E402
-from numawatch.sources.interrupts import cmdline_isolated_cpus  # noqa: E402
+from numawatch.sources.topology import parse_isolation  # noqa: E402
 
 DEFAULT_SECONDS = 15.0  # one evaluation interval of numawatch serve on a node
 U32_MAX = (1 << 32) - 1  # the kernel's per-CPU interrupt counts are unsigned int
@@ -247,7 +247,8 @@ def isolated_cpus(paths: Paths) -> frozenset[int]:
         except CPUListError as error:
             raise ChurnError(f"{paths.sysfs}/devices/system/cpu/{name}", str(error)) from None
     if not cpus:
-        cpus |= cmdline_isolated_cpus(_text(f"{paths.procfs}/cmdline") or "")
+        isolation = parse_isolation(_text(f"{paths.procfs}/cmdline") or "")
+        cpus |= (isolation.isolcpus or frozenset()) | (isolation.nohz_full or frozenset())
     return frozenset(cpus)
 
 

@@ -125,9 +125,6 @@ def reference_evaluation(root: Path):
     from numawatch.intent import REFERENCE
     from numawatch.nvml_session import NvmlSession
     from numawatch.shapes import parse_shape
-    from numawatch.sources import SOURCES
-    from numawatch.sources.nvml import GpuReaders
-
     node = reference_node(FakeHost(root))
     node.set_topology_manager_policy("best-effort")
     node.split_across_nodes()
@@ -141,13 +138,13 @@ def reference_evaluation(root: Path):
     node.host.write("sys/kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n")
     write_reference_threads(node.host, memlock=65536)
     add_irqbalance(node.host, pid=812, env_file="debian", file_text="IRQBALANCE_BANNED_CPULIST=2-5\n")
-    gpu = GpuReaders(NvmlSession(nvml=reference_nvml()))
+    session = NvmlSession(nvml=reference_nvml())
     try:
-        reader = HostReader(node.host.paths, gpu.bind(SOURCES))
+        reader = HostReader(node.host.paths, nvml=session)
         reader.read()
         host = reader.read()
     finally:
-        gpu.session.close()
+        session.close()
     intent = replace(REFERENCE, shapes=(parse_shape("cpu=2,memory=4Gi", name="small"),))
     return evaluate(host, intent)
 

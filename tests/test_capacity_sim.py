@@ -8,6 +8,7 @@ import random
 from dataclasses import replace
 
 import pytest
+from numawatch import capacity as capacity_module
 from numawatch.capacity import (
     Capacity,
     DeviceResource,
@@ -151,13 +152,20 @@ def test_best_effort_without_a_preferred_merge_aims_at_the_widest_narrowest_hint
     assert outcome.admitted and outcome.placement == (0b11,)
 
 
-def test_replicas_are_reused_for_the_same_capacity_and_recounted_when_it_changes():
+def test_replicas_are_reused_for_the_same_capacity_and_recounted_when_it_changes(monkeypatch):
     shape = parse_shape("cpu=2,memory=1Gi", name="small")
     cap = capacity([8, 8])
+    counted: list[object] = []
+    real = capacity_module._count_replicas
+    monkeypatch.setattr(capacity_module, "_count_replicas", lambda *args: counted.append(args) or real(*args))
+    answers = capacity_module.ReplicaAnswers()
 
-    assert replicas(cap, shape) == 8
-    assert replicas(replace(cap), shape) == 8
-    assert replicas(capacity([8, 4]), shape) == 6
+    assert replicas(cap, shape, answers) == 8
+    assert replicas(replace(cap), shape, answers) == 8
+    assert len(counted) == 1  # the same capacity: the answer kept by its owner
+    assert replicas(capacity([8, 4]), shape, answers) == 6
+    assert len(counted) == 2
+    assert replicas(cap, shape) == 8 and len(counted) == 3  # without an owner's answers, nothing is kept
 
 
 def _random_case(rng: random.Random) -> tuple[Capacity, str]:

@@ -14,6 +14,7 @@ from fakehost.kubelet import write_cpu_manager_state
 from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_numa_bytes
 from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.sources import cgroups
+from source_inputs import CgroupsReaderWithState
 
 K = 4
 NEW_ID = "e" * 64
@@ -37,7 +38,7 @@ def shared_pods(fake_host, count: int = 8, qos: str = QOS_BURSTABLE, first: int 
 
 def settled_reader(fake_host):
     """A staggered reader past the readings that follow its first look at the kubelet's state: pods are carried."""
-    reader = cgroups.CgroupsReader()
+    reader = CgroupsReaderWithState()
     reader.set_stagger(K)
     for _ in range(K + 1):
         reader.read(fake_host.paths)
@@ -145,7 +146,7 @@ def test_a_container_started_in_a_carried_pod_shows_at_the_pods_turn_and_not_bef
 
 def test_a_container_started_in_a_pod_is_seen_at_once_by_an_unstaggered_reader(fake_host):
     pods = shared_pods(fake_host)
-    reader = cgroups.CgroupsReader()  # check and capture: no stagger
+    reader = CgroupsReaderWithState()  # check and capture: no stagger
     reader.read(fake_host.paths)
 
     add_container_like(fake_host, pods[3], "app")
@@ -231,7 +232,7 @@ def test_a_container_whose_only_change_is_its_memory_placement_has_nothing_else_
     fake_host, monkeypatch, stagger
 ):
     pods = shared_pods(fake_host, count=2)
-    reader = cgroups.CgroupsReader()
+    reader = CgroupsReaderWithState()
     reader.set_stagger(stagger)
     for _ in range(K + 1):
         before = reader.read(fake_host.paths)

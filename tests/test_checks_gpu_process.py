@@ -14,6 +14,7 @@ from fake_pynvml import (
     write_threads,
 )
 from fakehost.reference import GPUS, NODE_CPUS, NODE_EXPORTER, ONLINE, TRTLLM, VLLM, reference_node
+from gpu_readers import GpuReaders
 from numawatch.checks import Evaluation, Finding, evaluate
 from numawatch.checks.gpu_process import CHECKS
 from numawatch.checks.registry import CHECKS as REGISTERED
@@ -21,8 +22,6 @@ from numawatch.cpuset import format_cpulist
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
 from numawatch.nvml_session import NvmlSession
-from numawatch.sources import SOURCES
-from numawatch.sources.nvml import GpuReaders
 
 IDS = ("gpu_process_remote", "gpu_process_memlock", "gpu_holder_mismatch")
 DEVICE_CHECKPOINT = "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
@@ -38,7 +37,7 @@ def gpu_node(fake_host, *, memlock: int | None = None) -> FakeNvml:
 def run(fake_host, fake: FakeNvml) -> Evaluation:
     gpu = GpuReaders(NvmlSession(nvml=fake))
     try:
-        return evaluate(HostReader(fake_host.paths, gpu.bind(SOURCES)).read(), REFERENCE)
+        return evaluate(HostReader(fake_host.paths, nvml=gpu.session, clock=gpu.clock).read(), REFERENCE)
     finally:
         gpu.session.close()
 

@@ -12,6 +12,7 @@ import pytest
 from fake_pynvml import reference_nvml, write_reference_threads
 from fakehost import FakeHost
 from fakehost.reference import reference_node
+from gpu_readers import GpuReaders
 from numawatch import metrics
 from numawatch.checks import evaluate
 from numawatch.host import HostReader
@@ -19,8 +20,6 @@ from numawatch.intent import REFERENCE
 from numawatch.metrics import drift
 from numawatch.nvml_session import NvmlSession
 from numawatch.shapes import parse_shape
-from numawatch.sources import SOURCES
-from numawatch.sources.nvml import GpuReaders
 from prometheus_client.parser import text_string_to_metric_families
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
@@ -65,7 +64,7 @@ def exposition(tmp_path_factory) -> str:
     write_reference_threads(node.host)
     gpu = GpuReaders(NvmlSession(nvml=reference_nvml()))
     try:
-        reader = HostReader(node.host.paths, gpu.bind(SOURCES))
+        reader = HostReader(node.host.paths, nvml=gpu.session, clock=gpu.clock)
         reader.read()
         host = reader.read()
     finally:

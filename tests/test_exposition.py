@@ -15,6 +15,7 @@ import pytest
 from fake_pynvml import reference_nvml, write_reference_threads
 from fakehost import FakeHost
 from fakehost.reference import reference_node
+from gpu_readers import GpuReaders
 from numawatch import metrics
 from numawatch.checks import evaluate
 from numawatch.host import HostReader
@@ -23,8 +24,6 @@ from numawatch.metrics import exposition
 from numawatch.metrics.core import EvaluationStats
 from numawatch.nvml_session import NvmlSession
 from numawatch.paths import Paths
-from numawatch.sources import SOURCES
-from numawatch.sources.nvml import GpuReaders
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -112,7 +111,7 @@ def test_the_reference_node_with_drift_and_gpus_is_written_byte_for_byte_as_gene
     write_reference_threads(node.host)
     gpu = GpuReaders(NvmlSession(nvml=reference_nvml()))
     try:
-        families = evaluation_families(HostReader(node.host.paths, gpu.bind(SOURCES)))
+        families = evaluation_families(HostReader(node.host.paths, nvml=gpu.session, clock=gpu.clock))
     finally:
         gpu.session.close()
 

@@ -34,6 +34,7 @@ from fakehost import FakeHost
 from fakehost.kernel import add_irqbalance
 from fakehost.kubelet import write_cpu_manager_state
 from fakehost.reference import TRTLLM, VLLM, ReferenceNode, reference_node
+from gpu_readers import GpuReaders
 from numawatch import confined
 from numawatch.checks import Evaluation, evaluate
 from numawatch.host import Host, HostReader
@@ -41,8 +42,7 @@ from numawatch.hotplug import CPU_SOURCES, GPU_SOURCES, HotplugMonitor, invalida
 from numawatch.intent import REFERENCE
 from numawatch.model import ContainerCgroup
 from numawatch.nvml_session import NvmlSession
-from numawatch.sources import SOURCES, cgroups, gpus_sysfs, irqbalance, kubelet_state, processes, topology
-from numawatch.sources.nvml import GpuReaders
+from numawatch.sources import cgroups, gpus_sysfs, irqbalance, kubelet_state, processes, topology
 
 MiB = 1 << 20
 
@@ -286,7 +286,7 @@ def gpu_node(node: ReferenceNode):
     write_reference_threads(node.host)
     fake = reference_nvml()
     gpu = GpuReaders(NvmlSession(nvml=fake, call_timeout=0.5))
-    reader = HostReader(node.paths, gpu.bind(SOURCES))
+    reader = HostReader(node.paths, nvml=gpu.session, clock=gpu.clock)
     clean = evaluate(reader.read(), REFERENCE)
     assert clean.host.statuses["nvml"].up and clean.host.statuses["processes"].up
     assert clean.findings == ()
@@ -661,7 +661,7 @@ def test_nvml_failing_on_one_gpu_leaves_the_others_and_makes_no_finding_about_it
 def test_nvml_without_a_driver_is_down_with_the_reason_and_everything_else_works(node, clean):
     gpu = GpuReaders(NvmlSession(nvml=reference_nvml(library=False)))
     try:
-        evaluation = evaluate(HostReader(node.paths, gpu.bind(SOURCES)).read(), REFERENCE)
+        evaluation = evaluate(HostReader(node.paths, nvml=gpu.session, clock=gpu.clock).read(), REFERENCE)
     finally:
         gpu.session.close()
 
@@ -696,11 +696,11 @@ class _StormMonitor:
 
 def test_a_uevent_storm_costs_one_refresh_per_wakeup_and_readings_stay_right(node, clean):
     gpu = GpuReaders(NvmlSession(nvml=reference_nvml()))
-    reader = HostReader(node.paths, gpu.bind(SOURCES))
+    reader = HostReader(node.paths, nvml=gpu.session, clock=gpu.clock)
     reader.read()
     nvml_inits = gpu.session.nvml.init_calls
     calls: list[frozenset[str]] = []
-    on_change = invalidator(reader, gpu)
+    on_change = invalidator(reader, reader.state("nvml"))
     monitor = HotplugMonitor(lambda names: (calls.append(names), on_change(names)))
     gpu_event = {"PCI_ID": "10DE:2330", "PCI_CLASS": "30200"}
     storm: list[_Device | Exception] = []

@@ -19,6 +19,7 @@ from fake_pynvml import (
     reference_nvml,
 )
 from fakehost.reference import GPUS, TRTLLM, VLLM, reference_node, reference_snapshot, replace_state, with_results
+from gpu_readers import GpuReaders
 from numawatch import metrics
 from numawatch.checks import evaluate
 from numawatch.checks.gpu_peers import CONTAINER_GPUS_NOT_PEERED, physical_gpus
@@ -28,7 +29,6 @@ from numawatch.model import DeviceAssignment
 from numawatch.model_gpu import NvmlSnapshot
 from numawatch.nvml_session import NvmlSession
 from numawatch.sources import SOURCES
-from numawatch.sources.nvml import GpuReaders
 from numawatch.workloads import build_workloads
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -149,7 +149,7 @@ def test_the_nvlink_fields_round_trip_through_the_recording_and_an_old_recording
 def evaluate_with(fake_host, fake: FakeNvml):
     node = reference_node(fake_host)
     gpu = GpuReaders(NvmlSession(nvml=fake))
-    host = HostReader(node.paths, gpu.bind(SOURCES)).read()
+    host = HostReader(node.paths, nvml=gpu.session, clock=gpu.clock).read()
     return evaluate(host, REFERENCE, [CONTAINER_GPUS_NOT_PEERED])
 
 
@@ -191,7 +191,7 @@ def test_gpus_bridged_across_the_pods_pairs_fire_for_the_pod_that_straddles(fake
         ],
         registered={"nvidia.com/gpu": UUIDS},
     )
-    host = HostReader(node.paths, GpuReaders(NvmlSession(nvml=node_fake)).bind(SOURCES)).read()
+    host = HostReader(node.paths, nvml=NvmlSession(nvml=node_fake)).read()
 
     (finding,) = evaluate(host, REFERENCE, [CONTAINER_GPUS_NOT_PEERED]).findings
 
@@ -247,7 +247,7 @@ def test_time_sliced_replicas_count_once_and_mig_instances_are_not_judged():
 
 def test_the_nvlink_metric_counts_links_per_gpu(fake_host):
     node = reference_node(fake_host)
-    host = HostReader(node.paths, GpuReaders(NvmlSession(nvml=bridged_pairs(reference_nvml()))).bind(SOURCES)).read()
+    host = HostReader(node.paths, nvml=NvmlSession(nvml=bridged_pairs(reference_nvml()))).read()
     exposition = metrics.render(evaluate(host, REFERENCE)).decode()
     (family,) = [f for f in text_string_to_metric_families(exposition) if f.name == "numawatch_gpu_nvlink_links"]
 

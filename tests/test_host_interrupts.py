@@ -24,7 +24,6 @@ from numawatch.paths import Paths
 from numawatch.sources import interrupts, irqs, kubelet_state, topology
 from numawatch.sources.interrupts import (
     classify,
-    exclusive_cpus_from_state,
     parse_header,
     parse_interrupts,
     split_tail,
@@ -215,20 +214,53 @@ def test_this_machine_interrupts_parse_with_a_column_per_online_cpu():
 def test_watched_cpus_are_isolated_nohz_full_and_exclusive(fake_host):
     add_topology(fake_host, cmdline="isolcpus=2-3 nohz_full=4")
     write_cpu_manager_state(fake_host, default_cpuset="0-5,8-15", entries={"pod-a": {"vllm": "6-7"}})
+    cpus = topology.read(fake_host.paths)
+    state = kubelet_state.read(fake_host.paths)
 
-    assert watched_cpus(fake_host.paths) == {2, 3, 4, 6, 7}
+    assert watched_cpus(cpus, state) == {2, 3, 4, 6, 7}
+    # Either source down contributes nothing: what the other one knows is still watched.
+    assert (watched_cpus(None, state), watched_cpus(cpus, None), watched_cpus(None, None)) == ({6, 7}, {2, 3, 4}, set())
 
 
-def test_exclusive_cpus_come_from_entries_pod_entries_and_v4_data():
-    assert exclusive_cpus_from_state('{"entries": {"c0ffee": "2-3"}}') == {2, 3}
-    v3 = '{"entries": {"p": {"a": "1", "b": "4-5"}}, "podEntries": {"q": {"cpuSet": "9"}}}'
-    assert exclusive_cpus_from_state(v3) == {1, 4, 5, 9}
-    assert exclusive_cpus_from_state('{"checksum": 0, "data": "{\\"entries\\": {\\"p\\": {\\"a\\": \\"7\\"}}}"}') == {7}
+@pytest.mark.parametrize(
+    ("version", "entries", "pod_entries", "exclusive"),
+    [
+        (1, {"c0ffee": "2-3"}, None, {2, 3}),
+        (3, {"p": {"a": "1", "b": "4-5"}}, {"q": "9"}, {1, 4, 5, 9}),
+        (4, {"p": {"a": "7"}}, None, {7}),
+    ],
+)
+def test_the_source_watches_the_exclusive_cpus_of_every_state_version(fake_host, version, entries, pod_entries,
+                                                                      exclusive):
+    add_topology(fake_host, sockets=1, cores_per_socket=16, threads_per_core=1)
+    add_irqs(fake_host, list(range(16)), [], {"LOC": dict.fromkeys(range(16), 7)})
+    write_cpu_manager_state(fake_host, default_cpuset="0", entries=entries, version=version, pod_entries=pod_entries)
+
+    host = HostReader(fake_host.paths, SOURCES).read()
+
+    assert host.interrupts is not None and host.interrupts.watched == exclusive
 
 
 @pytest.mark.parametrize("text", ["", "not json", "[]", '{"entries": "2-3"}', '{"entries": {"p": {"a": "x-y"}}}'])
-def test_an_unreadable_cpu_manager_state_contributes_no_cpus(text):
-    assert exclusive_cpus_from_state(text) == frozenset()
+def test_an_unreadable_cpu_manager_state_contributes_no_cpus(fake_host, text):
+    add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1, cmdline="isolcpus=4-5")
+    add_irqs(fake_host, CPUS, [], {"LOC": dict.fromkeys(CPUS, 7)})
+    fake_host.write("var/lib/kubelet/cpu_manager_state", text)
+
+    host = HostReader(fake_host.paths, SOURCES).read()
+
+    assert host.statuses["interrupts"].up and host.interrupts is not None
+    assert host.interrupts.watched == {4, 5}
+
+
+def test_the_interrupts_source_reads_without_the_sources_it_needs(fake_host):
+    add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1, cmdline="isolcpus=4-5")
+    add_irqs(fake_host, CPUS, [], {"LOC": dict.fromkeys(CPUS, 7)})
+
+    host = HostReader(fake_host.paths, (interrupts.SOURCE,)).read()  # neither topology nor kubelet_state is read
+
+    assert host.statuses["interrupts"].up and host.interrupts is not None
+    assert host.interrupts.watched == frozenset()
 
 
 # --------------------------------------------------------------------------------------------------- two readings

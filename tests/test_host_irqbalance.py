@@ -111,6 +111,131 @@ def test_not_running_still_reads_the_file_settings(fake_host):
     assert state.config.origin.endswith("etc/default/irqbalance")
 
 
+# --------------------------------------------------------------------------------------------------- the reader
+EMPTY_SOCKETS = "Num       RefCount Protocol Flags    Type St Inode Path\n"
+
+
+def searches(monkeypatch) -> list[tuple[int, ...]]:
+    """The searches for the daemon from now on, as the PIDs each found."""
+    found: list[tuple[int, ...]] = []
+    real = irqbalance.find_pids
+
+    def recording(*args):
+        pids = real(*args)
+        found.append(pids)
+        return pids
+
+    monkeypatch.setattr(irqbalance, "find_pids", recording)
+    return found
+
+
+def test_the_reader_remembers_the_daemon_and_only_checks_it_still_runs(fake_host, monkeypatch):
+    add_process(fake_host, 1, "systemd")
+    add_irqbalance(fake_host, pid=812, socket=True, environ={"IRQBALANCE_BANNED_CPULIST": "2-7"})
+    reader = irqbalance.IrqbalanceReader(rescan_every=5)
+    one_off = irqbalance.read(fake_host.paths)
+    found = searches(monkeypatch)
+
+    readings = [reader.read(fake_host.paths) for _ in range(5)]
+
+    assert found == [(812,)]  # one search; the next four readings checked PID 812's comm and start time
+    assert all(state == one_off for state in readings)
+    reader.read(fake_host.paths)
+    assert found[1:] == [(812,)]  # every rescan_every-th reading searches again
+
+
+def test_a_daemon_that_died_and_restarted_under_a_new_pid_is_found_at_the_next_reading(fake_host, monkeypatch):
+    add_irqbalance(fake_host, pid=812, socket=True, environ={})
+    reader = irqbalance.IrqbalanceReader()
+    assert reader.read(fake_host.paths).pids == (812,)
+    found = searches(monkeypatch)
+
+    fake_host.remove("proc/812")
+    add_irqbalance(fake_host, pid=1977, socket=True, environ={"IRQBALANCE_BANNED_CPULIST": "4"})
+
+    state = reader.read(fake_host.paths)
+    assert (state.pids, state.config.banned_cpulist) == ((1977,), frozenset({4}))
+    assert found == [(1977,)]
+    reader.read(fake_host.paths)
+    assert found == [(1977,)]  # remembered again
+
+
+def test_a_pid_reused_by_another_irqbalance_start_is_searched_again(fake_host, monkeypatch):
+    add_irqbalance(fake_host, pid=812, socket=True, environ={}, started=1000)
+    reader = irqbalance.IrqbalanceReader()
+    reader.read(fake_host.paths)
+    found = searches(monkeypatch)
+
+    add_irqbalance(fake_host, pid=812, socket=True, environ={}, started=5000)  # same PID, another process
+    reader.read(fake_host.paths)
+
+    assert found == [(812,)]
+
+
+def test_an_absent_daemon_is_searched_for_every_rescan_every_readings(fake_host, monkeypatch):
+    fake_host.write("proc/1/net/unix", EMPTY_SOCKETS)
+    add_process(fake_host, 1, "systemd")
+    reader = irqbalance.IrqbalanceReader(rescan_every=3)
+    found = searches(monkeypatch)
+
+    assert [reader.read(fake_host.paths).pids for _ in range(3)] == [(), (), ()]
+    assert found == [()]
+    add_irqbalance(fake_host, pid=812, socket=True, environ={})  # started without a socket file in run/irqbalance
+    assert reader.read(fake_host.paths).pids == (812,)  # the third reading since the search: searched again
+    assert found == [(), (812,)]
+
+
+def test_a_socket_file_in_run_irqbalance_makes_the_reader_search_at_once_and_names_the_candidate(
+    fake_host, monkeypatch
+):
+    fake_host.write("proc/1/net/unix", EMPTY_SOCKETS)  # listening outside the abstract namespace
+    reader = irqbalance.IrqbalanceReader()
+    assert reader.read(fake_host.paths).pids == ()
+    found = searches(monkeypatch)
+
+    add_irqbalance(fake_host, pid=2024, environ={})
+    fake_host.write("run/irqbalance/irqbalance2024.sock", "")
+
+    assert reader.read(fake_host.paths).pids == (2024,)
+    assert found == [(2024,)]
+    fake_host.remove("run/irqbalance/irqbalance2024.sock")  # stopped: its socket file goes with it
+    fake_host.remove("proc/2024")
+    assert reader.read(fake_host.paths).pids == ()
+
+
+def test_a_refresh_searches_at_the_next_reading(fake_host, monkeypatch):
+    add_irqbalance(fake_host, pid=812, socket=True, environ={})
+    reader = irqbalance.IrqbalanceReader()
+    reader.read(fake_host.paths)
+    found = searches(monkeypatch)
+
+    reader.refresh_all()  # SIGHUP
+    reader.read(fake_host.paths)
+
+    assert found == [(812,)]
+
+
+@pytest.mark.parametrize(
+    ("data", "identity"),
+    [
+        (b"812 (irqbalance) S 1 812 812 0 -1 4194560 8 0 0 0 1 1 0 0 20 0 1 0 4242 10948608 782\n",
+         ("irqbalance", 4242)),
+        (b"9 (a) b) (c) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77 0 0", ("a) b) (c", 77)),  # parentheses in comm
+        (b"812 (irqbalance) S 1 812 812 0 -1", None),  # cut short: no start time
+        (b"812 (irqbalance) S 1 812 812 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 x 0 0", None),
+        (b"812 irqbalance S", None),
+        (b"", None),
+        (b"\0\0\0", None),
+    ],
+)
+def test_stat_identity_is_comm_and_start_time(data, identity):
+    assert irqbalance.parse_stat_identity(data) == identity
+
+
+def test_hinted_pids_come_from_socket_file_names():
+    assert irqbalance.hinted_pids(["irqbalance812.sock", "irqbalance.sock", "other", "irqbalance12x.sock"]) == [812]
+
+
 @pytest.mark.realhost
 def test_this_machine_irqbalance_state_reads():
     state = irqbalance.read(Paths.from_root("/"))

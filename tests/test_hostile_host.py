@@ -392,17 +392,16 @@ def test_no_canary_reaches_the_gpu_process_readings(fake_host, tmp_path):
     """The files read only for the processes NVML lists (``/proc/<pid>/{cgroup,comm,limits,task/*}``), through the
     fake pynvml in process (the CLI cannot take a fake NVML): behind links, the same result and no canary."""
     from fake_pynvml import reference_nvml, write_reference_threads
+    from gpu_readers import GpuReaders
     from numawatch.host import HostReader
     from numawatch.nvml_session import NvmlSession
-    from numawatch.sources import SOURCES
-    from numawatch.sources.nvml import GpuReaders
 
     complete_host(fake_host)
     write_reference_threads(fake_host)
 
     def evaluated() -> tuple[str, dict]:
         gpu = GpuReaders(NvmlSession(nvml=reference_nvml(), call_timeout=5))
-        reader = HostReader(fake_host.paths, gpu.bind(SOURCES))
+        reader = HostReader(fake_host.paths, nvml=gpu.session, clock=gpu.clock)
         reader.read()
         evaluation = evaluate(reader.read(), REFERENCE)
         document = json.loads(report.render_json(evaluation, str(fake_host.root)))
@@ -411,7 +410,7 @@ def test_no_canary_reaches_the_gpu_process_readings(fake_host, tmp_path):
 
     _, baseline = evaluated()
     gpu = GpuReaders(NvmlSession(nvml=reference_nvml(), call_timeout=5))
-    _, recorded = capture.record_evaluation(fake_host.paths, REFERENCE, gpu.bind(SOURCES))
+    _, recorded = capture.record_evaluation(fake_host.paths, REFERENCE, nvml=gpu.session)
     root = os.path.realpath(fake_host.root)
     files = {os.path.relpath(os.path.realpath(path), root) for path in recorded.opened | recorded.stated
              if os.path.realpath(path).startswith(root + "/") and os.path.isfile(os.path.realpath(path))

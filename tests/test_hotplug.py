@@ -16,7 +16,7 @@ from fake_pynvml import FakeGpu, FakeNvml
 from numawatch.host import HostReader
 from numawatch.hotplug import CPU_SOURCES, GPU_SOURCES, HotplugMonitor, invalidator, sources_to_refresh
 from numawatch.nvml_session import NvmlSession
-from numawatch.sources.nvml import GpuReaders
+from numawatch.sources import nvml
 
 NVIDIA_3D = {"PCI_ID": "10DE:2330", "PCI_CLASS": "30200", "PCI_SLOT_NAME": "0000:18:00.0"}
 
@@ -62,8 +62,7 @@ def test_other_subsystems_refresh_nothing():
 # --------------------------------------------------------------------------------------------------- the callback
 def test_the_invalidator_forgets_cached_results_and_makes_nvml_enumerate_again(fake_host):
     fake = FakeNvml([FakeGpu("GPU-a", "00000000:18:00.0")])
-    gpu = GpuReaders(NvmlSession(nvml=fake))
-    gpu.nvml.read(fake_host.paths)
+    session = NvmlSession(nvml=fake)
     forgotten: list[str | None] = []
 
     class Reader(HostReader):
@@ -71,25 +70,28 @@ def test_the_invalidator_forgets_cached_results_and_makes_nvml_enumerate_again(f
             forgotten.append(name)
             super().invalidate(name)
 
+    reader = Reader(fake_host.paths, (nvml.SOURCE,), nvml=session)
+    reader.read()
     fake.gpus.append(FakeGpu("GPU-b", "00000000:2a:00.0"))  # hot-added: NVML only sees it after initialising again
-    invalidator(Reader(fake_host.paths, ()), gpu)(GPU_SOURCES)
+    invalidator(reader, reader.state("nvml"))(GPU_SOURCES)
 
     assert forgotten == ["gpus_sysfs", "nvml"]
-    assert [g.uuid for g in gpu.nvml.read(fake_host.paths).gpus] == ["GPU-a", "GPU-b"]
+    assert [g.uuid for g in reader.read().nvml.gpus] == ["GPU-a", "GPU-b"]
     assert (fake.init_calls, fake.shutdown_calls) == (2, 1)
-    gpu.session.close()
+    session.close()
 
 
 def test_a_cpu_event_does_not_touch_nvml(fake_host):
     fake = FakeNvml([FakeGpu("GPU-a", "00000000:18:00.0")])
-    gpu = GpuReaders(NvmlSession(nvml=fake))
-    gpu.nvml.read(fake_host.paths)
+    session = NvmlSession(nvml=fake)
+    reader = HostReader(fake_host.paths, (nvml.SOURCE,), nvml=session)
+    reader.read()
 
-    invalidator(HostReader(fake_host.paths, ()), gpu)(CPU_SOURCES)
-    gpu.nvml.read(fake_host.paths)
+    invalidator(reader, reader.state("nvml"))(CPU_SOURCES)
+    reader.read()
 
     assert fake.init_calls == 1
-    gpu.session.close()
+    session.close()
 
 
 def test_a_failing_callback_does_not_stop_the_monitor():

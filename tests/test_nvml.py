@@ -17,21 +17,24 @@ from fake_pynvml import (
     write_reference_threads,
 )
 from fakehost.reference import GPUS, TRTLLM, VLLM, reference_node
+from gpu_readers import GpuReaders
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, read_host
 from numawatch.intent import REFERENCE
 from numawatch.model_gpu import UTILIZATION_RATES, UTILIZATION_SAMPLES
 from numawatch.nvml_session import NvmlSession
+from numawatch.paths import Paths
 from numawatch.sources import SOURCES
 from numawatch.sources.nvml import (
     MAX_SAMPLE_GAP_US,
-    GpuReaders,
+    NvmlReader,
     cpu_words,
     mask_bits,
     normalise_bus_id,
     process_cgroup,
     sample_value,
 )
+from numawatch.sources.processes import ProcessReader
 
 
 class Clock:
@@ -315,7 +318,7 @@ def test_a_gpu_lost_mid_scrape_is_down_while_the_others_keep_reporting(fake_host
     gpu.nvml.read(fake_host.paths)
     assert not [name for name, args in fake.log[asked:] if args and args[0] is fake.gpus[1]]
     fake.gpus[1].lost = False
-    gpu.invalidate({"gpus_sysfs"})
+    gpu.nvml.invalidate({"gpus_sysfs"})
     assert gpu.nvml.read(fake_host.paths).gpus[1].up
     assert fake.init_calls == 2  # NVML enumerated again
 
@@ -333,7 +336,7 @@ def test_without_the_library_the_nvml_source_is_down_and_every_other_source_work
     reference_node(fake_host)
     gpu = readers(reference_nvml(library=False), clock)
 
-    host = HostReader(fake_host.paths, gpu.bind(SOURCES)).read()
+    host = HostReader(fake_host.paths, nvml=gpu.session, clock=gpu.clock).read()
 
     assert not host.statuses["nvml"].up
     assert "NVMLError_LibraryNotFound" in host.statuses["nvml"].reason
@@ -347,7 +350,7 @@ def test_a_hung_call_makes_the_source_down_without_blocking_the_evaluation(fake_
     reference_node(fake_host)
     fake = reference_nvml()
     gpu = readers(fake, clock, call_timeout=0.2)
-    reader = HostReader(fake_host.paths, gpu.bind(SOURCES))
+    reader = HostReader(fake_host.paths, nvml=gpu.session, clock=gpu.clock)
     reader.read()
     fake.hang("nvmlDeviceGetSamples")
     try:
@@ -374,16 +377,18 @@ def test_the_registry_placeholder_reports_nvml_not_enabled(fake_host):
     assert not host.statuses["processes"].up
 
 
-def test_bind_replaces_the_placeholders_in_place():
-    gpu = GpuReaders(NvmlSession(nvml=FakeNvml()))
+def test_the_host_reader_makes_the_nvml_and_processes_readers_on_its_session():
+    session = NvmlSession(nvml=FakeNvml())
+    paths = Paths.from_root("/nonexistent")
 
-    bound = gpu.bind(SOURCES)
+    reader = HostReader(paths, nvml=session)
 
-    assert [s.name for s in bound] == [s.name for s in SOURCES]
-    by_name = {s.name: s for s in bound}
-    assert by_name["nvml"].read == gpu.nvml.read
-    assert by_name["processes"].read == gpu.processes.read
-    assert [s.name for s in gpu.bind([])] == ["nvml", "processes"]
+    nvml = reader.state("nvml")
+    assert isinstance(nvml, NvmlReader) and nvml.session is session
+    assert isinstance(reader.state("processes"), ProcessReader)
+    without = HostReader(paths)  # no session: the registry's own reads say NVML is not enabled
+    assert (without.state("nvml"), without.state("processes")) == (None, None)
+    session.close()
 
 
 def test_the_snapshot_reports_what_each_nvml_call_cost(fake_host, clock):
@@ -404,7 +409,7 @@ def test_end_to_end_with_threads_both_gpu_sources_are_up(fake_host, clock):
     write_reference_threads(fake_host)
     gpu = readers(reference_nvml(), clock)
 
-    host = HostReader(fake_host.paths, gpu.bind(SOURCES)).read()
+    host = HostReader(fake_host.paths, nvml=gpu.session, clock=gpu.clock).read()
 
     assert host.statuses["nvml"].up and host.statuses["processes"].up
     assert set(host.get("processes").containers) == {VLLM.container.container_id, TRTLLM.container.container_id}
@@ -424,7 +429,7 @@ def test_the_nvml_and_processes_readings_round_trip_through_their_recordings(fak
     reference_node(fake_host)
     write_reference_threads(fake_host, memlock=65536)
     gpu = readers(reference_nvml(), clock)
-    host = HostReader(fake_host.paths, gpu.bind(SOURCES)).read()
+    host = HostReader(fake_host.paths, nvml=gpu.session, clock=gpu.clock).read()
     by_name = {spec.name: spec for spec in SOURCES}
 
     for name in ("nvml", "processes"):
@@ -460,7 +465,7 @@ def test_a_capture_bundle_replays_nvml_and_processes_without_a_gpu(fake_host, cl
     gpu = readers(reference_nvml(), clock)
     bundle = tmp_path / "node.tar.gz"
 
-    captured = capture(fake_host.paths, REFERENCE, bundle, sources=gpu.bind(SOURCES))
+    captured = capture(fake_host.paths, REFERENCE, bundle, nvml=gpu.session)
     replayed = evaluate_bundle(str(bundle))  # the registry's placeholders: the readings come from the bundle
 
     assert replayed.host.statuses["nvml"].up and replayed.host.statuses["processes"].up

@@ -13,13 +13,12 @@ import pytest
 from fake_pynvml import FakeNvml, reference_nvml, write_reference_threads
 from fakehost.pods import set_container_cpus
 from fakehost.reference import GPUS, TRTLLM, VLLM, reference_node
+from gpu_readers import GpuReaders
 from numawatch.checks import Evaluation, evaluate
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
 from numawatch.metrics import gpu as gpu_metrics
 from numawatch.nvml_session import NvmlSession
-from numawatch.sources import SOURCES
-from numawatch.sources.nvml import GpuReaders
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
@@ -67,7 +66,7 @@ def gpu_host(fake_host):
     fake = reference_nvml()
     clock = Clock()
     gpu = GpuReaders(NvmlSession(nvml=fake), clock=clock)
-    reader = HostReader(fake_host.paths, gpu.bind(SOURCES))
+    reader = HostReader(fake_host.paths, nvml=gpu.session, clock=gpu.clock)
     reader.read()
     clock.now += 15
     fake.gpus[0].samples += [(3_000_000, 100), (3_500_000, 20)]
@@ -131,7 +130,7 @@ def test_a_holder_on_no_watched_cpu_has_no_interrupt_series_rather_than_zeros(fa
     set_container_cpus(fake_host, node.pod(TRTLLM), TRTLLM.container.name, {0, 16})  # housekeeping: unwatched
     gpu = GpuReaders(NvmlSession(nvml=reference_nvml()))
     try:
-        text = render(evaluate(HostReader(fake_host.paths, gpu.bind(SOURCES)).read(), REFERENCE))
+        text = render(evaluate(HostReader(fake_host.paths, nvml=gpu.session, clock=gpu.clock).read(), REFERENCE))
     finally:
         gpu.session.close()
 
@@ -167,7 +166,7 @@ def test_the_cost_of_each_nvml_call_is_exported(gpu_host):
 def test_without_nvml_every_family_is_present_and_empty(fake_host):
     reference_node(fake_host)
     gpu = GpuReaders(NvmlSession(nvml=FakeNvml(library=False)))
-    text = render(evaluate(HostReader(fake_host.paths, gpu.bind(SOURCES)).read(), REFERENCE))
+    text = render(evaluate(HostReader(fake_host.paths, nvml=gpu.session, clock=gpu.clock).read(), REFERENCE))
 
     helps = re.findall(r"^# HELP (\S+) ", text, re.MULTILINE)
     assert len(helps) == 13

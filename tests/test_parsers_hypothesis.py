@@ -672,20 +672,6 @@ CASES = (
         (),
         lambda v: all(isinstance(x, str) for pair in v for x in pair),
     ),
-    Case(
-        "interrupts.exclusive_cpus_from_state",
-        "cpu_state",
-        lambda d: interrupts.exclusive_cpus_from_state(text(d)),
-        (),
-        is_cpuset,
-    ),
-    Case(
-        "interrupts.cmdline_isolated_cpus",
-        "cmdline",
-        lambda d: interrupts.cmdline_isolated_cpus(text(d), 31),
-        (),
-        is_cpuset,
-    ),
     # sources/irqbalance.py
     Case("irqbalance.parse_env_file", "env_file", lambda d: irqbalance.parse_env_file(text(d)), (), is_str_map),
     Case("irqbalance.parse_environ", "environ", irqbalance.parse_environ, (), is_str_map),

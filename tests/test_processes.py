@@ -21,13 +21,13 @@ from fake_pynvml import (
     write_threads,
 )
 from fakehost.reference import TRTLLM, VLLM, reference_node
+from gpu_readers import GpuReaders
 from numawatch.cpuset import format_cpulist, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.model_gpu import Limit
 from numawatch.nvml_session import NvmlSession
 from numawatch.paths import Paths
 from numawatch.sources import processes
-from numawatch.sources.nvml import GpuReaders
 from numawatch.sources.processes import (
     cgroup_identity,
     parse_memlock,

@@ -19,20 +19,23 @@ from fakehost.topology import add_topology
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numawatch import host as host_module
-from numawatch.errors import MalformedFile
-from numawatch.host import HostReader, read_host_window
+from numawatch.errors import MalformedFile, SourceUnavailable
+from numawatch.host import HostReader, Inputs, ReaderContext, read_host_window
 from numawatch.model import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
-from numawatch.sources import SOURCES, cgroups, interrupts, irqs, kernel
+from numawatch.sources import SOURCES, cgroups, interrupts, irqs, kernel, kubelet_state, topology
 from numawatch.sources.cgroups import parse_numa_stat_v2
 from numawatch.sources.kernel import parse_affected_cpus
+from source_inputs import CgroupsReaderWithState
 
 UID = "5f0c3a9e-7b21-4d8e-9c4a-1e2f3a4b5c6d"
 OTHER_UID = "0b9e8d7c-6a5f-4e3d-8c2b-a1b2c3d4e5f6"
 
 
 def factory_of(name: str):
-    return next(spec.factory for spec in SOURCES if spec.name == name)
+    """The source's per-reader object maker, as a HostReader without NVML calls it."""
+    factory = next(spec.factory for spec in SOURCES if spec.name == name)
+    return lambda: factory(ReaderContext())
 
 
 def recording(monkeypatch, module, name: str) -> list[str]:
@@ -73,7 +76,7 @@ def test_the_cgroups_reader_is_what_serve_uses_and_reads_the_same_as_a_one_off_r
 
 def test_a_sandbox_verdict_is_remembered_so_comm_is_read_only_until_it_is_certain(fake_host, monkeypatch):
     two_pods(fake_host)
-    reader = cgroups.CgroupsReader()
+    reader = CgroupsReaderWithState()
     reads = recording(monkeypatch, cgroups, "_read")
 
     def comm_reads() -> int:
@@ -95,7 +98,7 @@ def test_a_sandbox_caught_while_its_runtime_init_runs_is_recognised_once_it_runs
     guaranteed, _ = two_pods(fake_host)
     pause_pid = guaranteed.sandbox.pids[0]
     fake_host.write(f"proc/{pause_pid}/comm", "runc:[2:INIT]")
-    reader = cgroups.CgroupsReader()
+    reader = CgroupsReaderWithState()
 
     before = reader.read(fake_host.paths).pod(UID)
     fake_host.write(f"proc/{pause_pid}/comm", "pause")
@@ -109,7 +112,7 @@ def test_a_sandbox_caught_while_its_runtime_init_runs_is_recognised_once_it_runs
 def test_a_new_first_process_is_asked_again(fake_host):
     guaranteed, _ = two_pods(fake_host)
     sandbox = guaranteed.sandbox
-    reader = cgroups.CgroupsReader()
+    reader = CgroupsReaderWithState()
     reader.read(fake_host.paths)
     reader.read(fake_host.paths)
 
@@ -123,7 +126,7 @@ def test_a_new_first_process_is_asked_again(fake_host):
 
 def test_the_reader_forgets_containers_that_are_gone(fake_host):
     guaranteed, burstable = two_pods(fake_host)
-    reader = cgroups.CgroupsReader()
+    reader = CgroupsReaderWithState()
     reader.read(fake_host.paths)
     remove_pod(fake_host, burstable)
 
@@ -135,7 +138,7 @@ def test_the_reader_forgets_containers_that_are_gone(fake_host):
 
 def test_cpuset_changes_are_seen_on_the_next_reading_and_equal_lists_share_one_set(fake_host):
     guaranteed, _ = two_pods(fake_host)
-    reader = cgroups.CgroupsReader()
+    reader = CgroupsReaderWithState()
     first = reader.read(fake_host.paths)
     api, sidecar = (c for c in first.pod(OTHER_UID).containers if not c.is_sandbox)
     assert api.cpus_effective is sidecar.cpus_effective  # one object for one list: cheap to compare downstream
@@ -224,7 +227,7 @@ def test_an_irq_seen_before_is_not_stat_ed_again_but_a_new_one_is(fake_host, mon
 def test_an_irq_without_effective_affinity_is_not_asked_for_it_again(fake_host, monkeypatch):
     some_irqs(fake_host)  # IRQ 32 has no effective_affinity_list, as on kernels without the option
     reader = irqs.IrqsReader()
-    reads = recording(monkeypatch, irqs, "_read_small")
+    reads = recording(monkeypatch, irqs, "read_small")
     reader.read(fake_host.paths)
     assert any(path.endswith("/32/effective_affinity_list") for path in reads)
     reads.clear()
@@ -352,6 +355,15 @@ def test_reading_in_blocks_never_holds_the_whole_file(tmp_path):
     assert peak < len(data) // 2  # the whole-file parse holds the file and its digit-marked copy: 2x the file
 
 
+def interrupts_inputs(paths: Paths) -> Inputs:
+    """What a HostReader hands the interrupts source: the topology and kubelet_state snapshots (None: down)."""
+    try:
+        state = kubelet_state.read(paths)
+    except SourceUnavailable:
+        state = None
+    return Inputs.of(topology=topology.read(paths), kubelet_state=state)
+
+
 def test_the_interrupts_reader_reuses_unchanged_rows_and_sees_changed_counts_and_names(fake_host):
     cpus = list(range(4))
     irq_rows = [FakeIrq(40, "eth0", frozenset({0}), counts={2: 5}), FakeIrq(41, "nvme0q1", frozenset({0}))]
@@ -359,21 +371,22 @@ def test_the_interrupts_reader_reuses_unchanged_rows_and_sees_changed_counts_and
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1, cmdline="isolcpus=2-3 nohz_full=2-3")
     reader = factory_of("interrupts")()
     assert isinstance(reader, interrupts.InterruptsReader)
+    inputs = interrupts_inputs(fake_host.paths)
 
-    first = reader.read(fake_host.paths)
-    second = reader.read(fake_host.paths)
-    assert second.rows == interrupts.read(fake_host.paths).rows
+    first = reader.read(fake_host.paths, inputs)
+    second = reader.read(fake_host.paths, inputs)
+    assert second.rows == interrupts.read(fake_host.paths, inputs).rows
     assert all(a is b for a, b in zip(first.rows, second.rows, strict=True))
 
     irq_rows[0] = FakeIrq(40, "eth0-renamed", frozenset({0}), counts={2: 6})
     add_irqs(fake_host, cpus, irq_rows, {"LOC": {2: 100, 3: 250}})
-    third = reader.read(fake_host.paths)
+    third = reader.read(fake_host.paths, inputs)
 
     rows = {row.key: row for row in third.rows}
     assert (rows["40"].name, dict(rows["40"].counts)) == ("eth0-renamed", {2: 6})
     assert dict(rows["LOC"].counts) == {2: 100, 3: 250}
     assert rows["41"] is {row.key: row for row in second.rows}["41"]
-    assert third.rows == interrupts.read(fake_host.paths).rows
+    assert third.rows == interrupts.read(fake_host.paths, inputs).rows
 
 
 def test_the_interrupts_reader_reuses_its_columns_and_follows_a_newly_pinned_cpu_and_an_offline_one(
@@ -382,26 +395,28 @@ def test_the_interrupts_reader_reuses_its_columns_and_follows_a_newly_pinned_cpu
     irq_rows = [FakeIrq(40, "eth0", frozenset({0}), counts={1: 5, 2: 7})]
     add_irqs(fake_host, [0, 1, 2, 3], irq_rows, {"LOC": dict.fromkeys(range(4), 100)})
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1, cmdline="isolcpus=2-3 nohz_full=2-3")
-    reader = interrupts.InterruptsReader()
-    reader.read(fake_host.paths)
+    reader = HostReader(fake_host.paths, (interrupts.SOURCE, topology.SOURCE, kubelet_state.SOURCE))
+    reader.read()
     headers = recording(monkeypatch, interrupts, "parse_header")
-    cmdlines = recording(monkeypatch, interrupts, "cmdline_isolated_cpus")
+    worked_out: list[object] = []
+    real_watched = interrupts.watched_cpus
+    monkeypatch.setattr(interrupts, "watched_cpus", lambda *args: worked_out.append(args) or real_watched(*args))
 
-    found = reader.read(fake_host.paths)
-    assert (headers, cmdlines) == ([], [])  # same header, same files: the columns and watched CPUs of last time
-    assert found.watched == {2, 3}
+    found = reader.read().interrupts
+    assert (headers, worked_out) == ([], [])  # same header, inputs not read again: the columns and CPUs of last time
+    assert found is not None and found.watched == {2, 3}
 
     write_cpu_manager_state(fake_host, default_cpuset="0,2-3", entries={UID: {"app": "1"}})  # pinned to CPU 1
-    found = reader.read(fake_host.paths)
-    assert found.watched == {1, 2, 3}
+    found = reader.read().interrupts
+    assert found is not None and found.watched == {1, 2, 3} and len(worked_out) == 1
     assert dict({row.key: row for row in found.rows}["40"].counts) == {1: 5, 2: 7}
-    assert found.rows == interrupts.read(fake_host.paths).rows
+    assert found.rows == interrupts.read(fake_host.paths, interrupts_inputs(fake_host.paths)).rows
 
     add_irqs(fake_host, [0, 2, 3], irq_rows, {"LOC": dict.fromkeys(range(4), 100)})  # CPU 1 went offline
-    found = reader.read(fake_host.paths)
-    assert (found.cpus, found.watched) == ((0, 2, 3), {2, 3})
+    found = reader.read().interrupts
+    assert found is not None and (found.cpus, found.watched) == ((0, 2, 3), {2, 3})
     assert dict({row.key: row for row in found.rows}["40"].counts) == {2: 7}
-    assert found.rows == interrupts.read(fake_host.paths).rows
+    assert found.rows == interrupts.read(fake_host.paths, interrupts_inputs(fake_host.paths)).rows
 
 
 def two_readings(tmp_path, first: bytes, second: bytes, watched, *, block: int = 1 << 20):
@@ -700,7 +715,7 @@ def test_a_policy_shared_by_several_cpus_gives_each_its_governor_from_one_read(f
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
     add_kernel_settings(fake_host, governors=None)
     policy(fake_host, 0, "0 1 2 3", "schedutil")  # acpi-cpufreq on a shared clock domain
-    reads = recording(monkeypatch, kernel, "_read_small")
+    reads = recording(monkeypatch, kernel, "read_small_text")
 
     settings = kernel.read(fake_host.paths)
 
@@ -712,7 +727,7 @@ def test_the_reader_remembers_policy_cpus_until_a_cpu_goes_offline(fake_host, mo
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
     add_kernel_settings(fake_host, governors="performance", cpus=range(4))
     reader = kernel.KernelReader()
-    reads = recording(monkeypatch, kernel, "_read_small")
+    reads = recording(monkeypatch, kernel, "read_small_text")
     reader.read(fake_host.paths)
     reads.clear()
 
@@ -752,7 +767,7 @@ def test_an_unstaggered_kernel_reader_reads_every_governor_every_time(fake_host,
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
     add_kernel_settings(fake_host, governors="performance", cpus=range(8))
     reader = kernel.KernelReader()  # as check and capture read
-    reads = recording(monkeypatch, kernel, "_read_small")
+    reads = recording(monkeypatch, kernel, "read_small_text")
 
     for _ in range(3):
         reads.clear()
@@ -762,7 +777,7 @@ def test_an_unstaggered_kernel_reader_reads_every_governor_every_time(fake_host,
 
 def test_a_staggered_kernel_reader_reads_each_governor_once_in_k_readings(fake_host, monkeypatch):
     reader = staggered_kernel(fake_host)
-    reads = recording(monkeypatch, kernel, "_read_small")
+    reads = recording(monkeypatch, kernel, "read_small_text")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/scaling_governor") for path in reads) == 8  # every policy is new: all read
 
@@ -875,7 +890,7 @@ def staggered(reader):
 
 def test_an_unstaggered_cgroups_reader_reads_every_containers_numa_stat_every_time(fake_host, monkeypatch):
     many_pods(fake_host)
-    reader = cgroups.CgroupsReader()
+    reader = CgroupsReaderWithState()
     reads = recording(monkeypatch, cgroups, "_read")
 
     for _ in range(3):
@@ -889,7 +904,7 @@ def test_a_staggered_cgroups_reader_reads_each_numa_stat_and_mems_once_in_k_read
     fake_host, monkeypatch, version
 ):
     many_pods(fake_host, version=version)
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     reads = recording(monkeypatch, cgroups, "_read")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/memory.numa_stat") for path in reads) == 16  # every container is new: all read
@@ -920,7 +935,7 @@ def test_a_staggered_cgroups_reader_reads_each_numa_stat_and_mems_once_in_k_read
 
 def test_a_changed_numa_stat_shows_within_k_staggered_readings_but_not_necessarily_at_once(fake_host):
     pods = many_pods(fake_host)
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     reader.read(fake_host.paths)
 
     for pod in pods:
@@ -939,7 +954,7 @@ def test_a_changed_numa_stat_shows_within_k_staggered_readings_but_not_necessari
 
 def test_a_staggered_cgroups_reader_reads_new_containers_at_once_and_drops_removed_ones_at_once(fake_host):
     pods = many_pods(fake_host, count=4)
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     reader.read(fake_host.paths)
     reader.read(fake_host.paths)
 
@@ -957,7 +972,7 @@ def test_a_staggered_cgroups_reader_reads_new_containers_at_once_and_drops_remov
 
 def test_a_staggered_cgroups_reader_sees_a_cpuset_change_at_once(fake_host):
     pods = many_pods(fake_host, count=4)
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     reader.read(fake_host.paths)
 
     set_container_cpus(fake_host, pods[2], "app", "5-6")
@@ -971,7 +986,7 @@ def test_a_settled_staggered_cgroups_reader_sees_every_cpuset_change_at_once_and
     fake_host,
 ):
     pods = many_pods(fake_host)
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     for _ in range(3):  # the second reading settles the sandbox verdicts: most containers then skip all but cpus
         before = reader.read(fake_host.paths)
 
@@ -993,7 +1008,7 @@ def test_a_container_whose_placement_was_unknown_is_read_again_at_once(fake_host
     pods = many_pods(fake_host, count=4)
     app = pods[1].container("app")
     fake_host.write(f"sys/fs/cgroup/{app.cgroup_path}/memory.numa_stat", "garbage")
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     assert numa_of(reader.read(fake_host.paths))[app.container_id] is None
 
     set_numa_bytes(fake_host, pods[1], "app", NODES_1)
@@ -1003,7 +1018,7 @@ def test_a_container_whose_placement_was_unknown_is_read_again_at_once(fake_host
 
 def test_an_unstaggered_cgroups_reader_reads_every_cgroup_procs_every_time(fake_host, monkeypatch):
     many_pods(fake_host)
-    reader = cgroups.CgroupsReader()  # as check and capture read: no stagger
+    reader = CgroupsReaderWithState()  # as check and capture read: no stagger
     reads = recording(monkeypatch, cgroups, "_read")
 
     for _ in range(3):
@@ -1014,7 +1029,7 @@ def test_an_unstaggered_cgroups_reader_reads_every_cgroup_procs_every_time(fake_
 
 def test_a_container_without_processes_has_its_cgroup_procs_read_every_time(fake_host, monkeypatch):
     pods = many_pods(fake_host, count=4, pids=False)
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     for _ in range(2):
         reader.read(fake_host.paths)
     reads = recording(monkeypatch, cgroups, "_read")
@@ -1029,7 +1044,7 @@ def test_a_container_without_processes_has_its_cgroup_procs_read_every_time(fake
 
 def test_a_settled_containers_new_processes_show_within_k_staggered_readings(fake_host):
     pods = many_pods(fake_host, count=8)
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     for _ in range(2):
         reader.read(fake_host.paths)  # verdicts settled: cgroup.procs is now staggered
 
@@ -1048,7 +1063,7 @@ def test_a_settled_containers_new_processes_show_within_k_staggered_readings(fak
 
 def test_a_settled_container_removed_between_readings_drops_out_at_once(fake_host, monkeypatch):
     pods = many_pods(fake_host, count=8)
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     for _ in range(2):
         reader.read(fake_host.paths)
     for pod in pods:
@@ -1066,7 +1081,7 @@ def test_a_container_whose_mems_could_not_be_read_has_them_read_again_at_every_r
     pods = many_pods(fake_host, count=4)
     app = pods[1].container("app")
     fake_host.remove(f"sys/fs/cgroup/{app.cgroup_path}/cpuset.mems.effective")
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     for _ in range(3):  # settled, and its memory placement known: only an unknown mems keeps it off the short path
         found = reader.read(fake_host.paths)
     assert next(c for c in found.pod(pods[1].uid).containers if not c.is_sandbox).mems_effective is None
@@ -1082,7 +1097,7 @@ def test_a_staggered_reader_recognises_a_sandbox_caught_in_its_runtime_init_at_t
     sandboxes = {pod.sandbox.container_id: pod.sandbox.pids[0] for pod in pods}
     for pid in sandboxes.values():
         fake_host.write(f"proc/{pid}/comm", "runc:[2:INIT]")
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     first = reader.read(fake_host.paths)
     assert not any(c.is_sandbox for pod in first.pods for c in pod.containers)
 
@@ -1113,7 +1128,7 @@ def _plant_a_change(fake_host, rng, pods, step):
 def test_the_settled_containers_short_path_reads_what_the_general_path_reads(fake_host, monkeypatch, seed):
     rng = random.Random(seed)
     pods = many_pods(fake_host, count=6)
-    fast, general = staggered(cgroups.CgroupsReader()), staggered(cgroups.CgroupsReader())
+    fast, general = staggered(CgroupsReaderWithState()), staggered(cgroups.CgroupsReader())
 
     def read_general():
         with monkeypatch.context() as patch:
@@ -1133,7 +1148,7 @@ def test_the_settled_containers_short_path_reads_what_the_general_path_reads(fak
 
 
 def test_the_stagger_must_be_at_least_one():
-    for reader in (cgroups.CgroupsReader(), irqs.IrqsReader(), kernel.KernelReader()):
+    for reader in (CgroupsReaderWithState(), irqs.IrqsReader(), kernel.KernelReader()):
         with pytest.raises(ValueError, match="at least 1"):
             reader.set_stagger(0)
     with pytest.raises(ValueError, match="at least 1"):
@@ -1147,7 +1162,7 @@ def many_irqs(fake_host, affinity: frozenset[int] = frozenset({0, 1}), numbers=r
 def test_a_staggered_irqs_reader_reads_each_irq_once_in_k_readings(fake_host, monkeypatch):
     many_irqs(fake_host)
     reader = staggered(irqs.IrqsReader())
-    reads = recording(monkeypatch, irqs, "_read_small")
+    reads = recording(monkeypatch, irqs, "read_small")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/smp_affinity_list") for path in reads) == 16
 
@@ -1223,14 +1238,14 @@ def test_a_staggered_irqs_reader_reads_new_irqs_at_once_and_drops_removed_ones_a
 def failing_reads(monkeypatch) -> set[int]:
     """IRQs whose smp_affinity_list reads fail (vanished mid-read) while their number is in the returned set."""
     failing: set[int] = set()
-    real = irqs._read_small
+    real = irqs.read_small
 
-    def read_small(path: str) -> bytes | None:
+    def read_small(path: str, *args, **kwargs) -> bytes | None:
         if path.endswith("/smp_affinity_list") and int(path.rsplit("/", 2)[1]) in failing:
             return None
-        return real(path)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(irqs, "_read_small", read_small)
+    monkeypatch.setattr(irqs, "read_small", read_small)
     return failing
 
 
@@ -1330,7 +1345,7 @@ def warm_staggered_irqs(fake_host, numbers=range(40, 56)):
 def test_the_fast_path_reads_only_the_irqs_in_their_turn(fake_host, monkeypatch):
     reader = warm_staggered_irqs(fake_host)
     taken = fast_readings(monkeypatch)
-    reads = recording(monkeypatch, irqs, "_read_small")
+    reads = recording(monkeypatch, irqs, "read_small")
 
     for _ in range(K):
         reads.clear()
@@ -1346,7 +1361,7 @@ def test_an_irq_unreadable_at_some_readings_is_read_at_the_next_and_shows_in_sor
     reader = warm_staggered_irqs(fake_host)
     failing = failing_reads(monkeypatch)
     taken = fast_readings(monkeypatch)
-    reads = recording(monkeypatch, irqs, "_read_small")
+    reads = recording(monkeypatch, irqs, "read_small")
     vanishing = next(n for n in range(40, 56) if n % K == reader.readings % K)  # in this reading's turn
 
     failing.add(vanishing)
@@ -1491,7 +1506,7 @@ def test_a_cpu_hotplug_event_makes_the_irqs_and_kernel_readers_read_everything()
 
 def test_a_changed_cpuset_mems_shows_within_k_staggered_readings_and_cpus_at_once(fake_host):
     pods = many_pods(fake_host)
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     reader.read(fake_host.paths)
 
     for pod in pods:  # --membind forgotten everywhere, and the CPUs moved too
@@ -1523,7 +1538,7 @@ def shared_pods(fake_host, count: int = 8, first: int = 100):
 
 def settled_reader(fake_host):
     """A staggered reader past the readings that follow its first look at the kubelet's state."""
-    reader = staggered(cgroups.CgroupsReader())
+    reader = staggered(CgroupsReaderWithState())
     for _ in range(K + 1):
         last = reader.read(fake_host.paths)
     return reader, last

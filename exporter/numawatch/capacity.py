@@ -65,6 +65,7 @@ __all__ = [
     "CapacityUnavailable",
     "DeviceResource",
     "FitAnswer",
+    "ReplicaAnswers",
     "build_capacity",
     "fit_answer",
     "largest_fit",
@@ -1014,28 +1015,36 @@ def _labelled(resource: str, value: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- answers
-def replicas(capacity: Capacity, shape: Shape) -> int | None:
+def replicas(capacity: Capacity, shape: Shape, answers: ReplicaAnswers | None = None) -> int | None:
     """How many more pods of ``shape`` this node would admit now, one after another; None when numawatch cannot
     tell (a needed state is unknown) or when the shape consumes nothing numawatch counts (no limit it can see).
     At most MAX_REPLICAS."""
     if _missing(capacity, shape):
         return None
-    global _replicas_cache
-    key = _simulation_key(capacity)
-    cache = _replicas_cache
-    if cache is None or cache[0] != key:
-        cache = (key, {})
-        _replicas_cache = cache  # one assignment: a concurrent caller sees the old slot or the new, never half
-    answers = cache[1]
-    if shape.text not in answers:
-        answers[shape.text] = _count_replicas(capacity, shape)
-    return answers[shape.text]
+    if answers is None:
+        return _count_replicas(capacity, shape)
+    return answers.answer(capacity, shape)
 
 
-# The answers for the last capacity seen. Between two evaluations the kubelet's state rarely changes, and admitting
-# a small shape a few hundred times over 8 NUMA nodes costs milliseconds each time: every evaluation with the same
-# capacity reuses them.
-_replicas_cache: tuple[Hashable, dict[str, int | None]] | None = None
+class ReplicaAnswers:
+    """The answers of ``replicas`` for the last capacity seen, kept by whoever renders a sequence of evaluations (the
+    server's metrics). Between two evaluations the kubelet's state rarely changes, and admitting a small shape a few
+    hundred times over several NUMA nodes is the slow part of the capacity families: every evaluation with the same
+    capacity reuses them."""
+
+    def __init__(self) -> None:
+        self._slot: tuple[Hashable, dict[str, int | None]] | None = None
+
+    def answer(self, capacity: Capacity, shape: Shape) -> int | None:
+        key = _simulation_key(capacity)
+        slot = self._slot
+        if slot is None or slot[0] != key:
+            slot = (key, {})
+            self._slot = slot  # one assignment: a concurrent caller sees the old slot or the new, never half
+        answers = slot[1]
+        if shape.text not in answers:
+            answers[shape.text] = _count_replicas(capacity, shape)
+        return answers[shape.text]
 
 
 def _simulation_key(capacity: Capacity) -> Hashable:

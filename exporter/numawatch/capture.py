@@ -57,16 +57,19 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from numawatch import __version__, confined
 from numawatch.checks import Evaluation, NotEvaluatedCheck, evaluate
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Host, SourceSpec, read_host
+from numawatch.host import Host, ReaderContext, SourceSpec, read_host
 from numawatch.intent import REFERENCE, Intent, IntentError, parse_intent
 from numawatch.model import frozen_map
 from numawatch.paths import Paths
 from numawatch.tarstream import TarFormatError, TarReader
+
+if TYPE_CHECKING:
+    from numawatch.nvml_session import NvmlSession
 
 FORMAT = "numawatch-capture"
 FORMAT_VERSION = 1
@@ -210,11 +213,12 @@ def _path_text(path: Any) -> str | None:
 
 
 def record_evaluation(
-    paths: Paths, intent: Intent, sources: Iterable[SourceSpec] | None = None
+    paths: Paths, intent: Intent, sources: Iterable[SourceSpec] | None = None, *, nvml: NvmlSession | None = None
 ) -> tuple[Evaluation, Recorded]:
-    """Read and judge the host once, recording what was touched (blocking; on the calling thread)."""
+    """Read and judge the host once (NVML through ``nvml``), recording what was touched (blocking; on the calling
+    thread)."""
     with _RECORDER.recording() as recorded:
-        host = read_host(paths, sources)
+        host = read_host(paths, sources, nvml=nvml)
         evaluation = evaluate(host, intent)
     return evaluation, recorded
 
@@ -512,13 +516,14 @@ def capture(
     *,
     intent_file: str | None = None,
     sources: Iterable[SourceSpec] | None = None,
+    nvml: NvmlSession | None = None,
 ) -> CaptureResult:
-    """Evaluate the host once, recording what it reads, and write the bundle to ``output``."""
+    """Evaluate the host once (NVML through ``nvml``), recording what it reads, and write the bundle to ``output``."""
     from numawatch import report
     from numawatch.sources import SOURCES
 
     specs = tuple(sources if sources is not None else SOURCES)
-    evaluation, recorded = record_evaluation(paths, intent, specs)
+    evaluation, recorded = record_evaluation(paths, intent, specs, nvml=nvml)
     bases, layout = _bases(paths)
     procfs_prefix = layout["procfs"] + "/"
     rke2_prefix = layout["rke2"] + "/"
@@ -1012,10 +1017,10 @@ class _Translator:
     def text(self, value: str) -> str:
         return value.replace(self.extracted, self.node) if self.extracted in value else value
 
-    def wrap(self, read: Callable[[Paths], Any]) -> Callable[[Paths], Any]:
-        def translated(paths: Paths) -> Any:
+    def wrap(self, read: Callable[..., Any]) -> Callable[..., Any]:
+        def translated(paths: Paths, *inputs: Any) -> Any:
             try:
-                return read(paths)
+                return read(paths, *inputs)
             except MalformedFile as error:
                 raise MalformedFile(self.text(error.path), self.text(error.what)) from None
             except SourceUnavailable as error:
@@ -1038,20 +1043,28 @@ class _TranslatedState:
             self.fingerprint = fingerprint
 
 
-def _translated_factory(factory: Callable[[], Any], translate: _Translator) -> Callable[[], _TranslatedState]:
+def _translated_factory(
+    factory: Callable[[ReaderContext], Any], translate: _Translator
+) -> Callable[[ReaderContext], _TranslatedState | None]:
     """A ``SourceSpec.factory`` whose per-reader objects read the extracted files (see _TranslatedState)."""
-    return lambda: _TranslatedState(factory(), translate)
+
+    def make(context: ReaderContext) -> _TranslatedState | None:
+        inner = factory(context)
+        return _TranslatedState(inner, translate) if inner is not None else None
+
+    return make
 
 
-def _down(reason: str) -> Callable[[Paths], Any]:
-    def read(paths: Paths) -> Any:
+# A replayed source reads the bundle, whatever its needs hand it (``inputs``).
+def _down(reason: str) -> Callable[..., Any]:
+    def read(paths: Paths, *inputs: Any) -> Any:
         raise SourceUnavailable(reason)
 
     return read
 
 
-def _reading(recording: Any, path: Path) -> Callable[[Paths], Any]:
-    def read(paths: Paths) -> Any:
+def _reading(recording: Any, path: Path) -> Callable[..., Any]:
+    def read(paths: Paths, *inputs: Any) -> Any:
         with open(path, "rb") as handle:
             return recording.load(handle.read(MAX_MEMBER_BYTES + 1))
 

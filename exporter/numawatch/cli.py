@@ -41,7 +41,7 @@ from numawatch.shapes import shape_argument
 
 if TYPE_CHECKING:
     from numawatch.checks import Evaluation
-    from numawatch.host import SourceSpec
+    from numawatch.nvml_session import NvmlSession
     from numawatch.webconfig import WebConfig
 
 EXIT_CLEAN = 0
@@ -306,18 +306,18 @@ def run_check(args: argparse.Namespace) -> int:
         paths = make_paths(args)
         intent = intent_from(args.intent)
         _pin_if_live(args, paths)
-        with _gpu_readers(args) as bind:
+        with _nvml_session(args) as session:
             if args.fit is not None:
                 from numawatch.capacity import fit_answer
                 from numawatch.host import read_host
 
-                answer = fit_answer(read_host(paths, bind()), intent, args.fit)
+                answer = fit_answer(read_host(paths, nvml=session), intent, args.fit)
                 sys.stdout.write(answer.as_json() if args.format == "json" else answer.as_text())
                 sys.stdout.flush()
                 if not answer.determined:
                     print(f"numawatch: {_one_line(answer.reason)}", file=sys.stderr)
                 return answer.exit_code
-            host = read_host_window(paths, _window(args), bind())
+            host = read_host_window(paths, _window(args), nvml=session)
         evaluation, shown_root = evaluate(host, intent), str(paths.root)
     if args.groups:
         evaluation = report.restrict(
@@ -360,8 +360,8 @@ def run_capture(args: argparse.Namespace) -> int:
     intent = intent_from(args.intent)
     _pin_if_live(args, paths)
     try:
-        with _gpu_readers(args) as bind:
-            result = capture.capture(paths, intent, args.output, intent_file=args.intent, sources=bind())
+        with _nvml_session(args) as session:
+            result = capture.capture(paths, intent, args.output, intent_file=args.intent, nvml=session)
     except capture.CaptureError as error:
         raise UsageError(_one_line(str(error))) from None
     print(f"numawatch: captured {result.files} files ({result.bytes} bytes, {result.redacted} redacted) from "
@@ -382,18 +382,16 @@ def _window(args: argparse.Namespace) -> float:
 
 
 @contextlib.contextmanager
-def _gpu_readers(args: argparse.Namespace) -> Iterator[Callable[[], tuple[SourceSpec, ...] | None]]:
-    """The sources to read, with NVML bound to a session that lives as long as the block (unless --no-nvml)."""
+def _nvml_session(args: argparse.Namespace) -> Iterator[NvmlSession | None]:
+    """The NVML session the nvml and processes sources read through, living as long as the block (None with
+    --no-nvml: those sources are down saying so)."""
     if args.no_nvml:
-        yield lambda: None
+        yield None
         return
     from numawatch.nvml_session import NvmlSession
-    from numawatch.sources import SOURCES
-    from numawatch.sources.nvml import GpuReaders
 
     with NvmlSession() as session:
-        readers = GpuReaders(session)
-        yield lambda: readers.bind(SOURCES)
+        yield session
 
 
 def _pin(paths: Paths) -> None:
@@ -446,9 +444,8 @@ def tune_gc_for_serve() -> None:
     What is imported and built by now (modules, the sources' tables, the app) lives as long as the process:
     ``gc.freeze()`` keeps the collector from walking it again at every full collection. An evaluation allocates tens
     of thousands of short-lived objects that reference counting frees; with young collections every 5,000 net
-    allocations instead of 700 few of them are still alive when one runs. Measured on the 384-CPU benchmark host
-    (docs/performance.md, round 6): the collector's time per evaluation fell from ~2.3 ms to ~0.25 ms. Cycles are
-    still collected, only less often.
+    allocations instead of 700 few of them are still alive when one runs, so the collector's time per evaluation
+    falls to a fraction (the measurement is in docs/performance.md). Cycles are still collected, only less often.
     """
     gc.freeze()
     gc.set_threshold(*SERVE_GC_THRESHOLDS)
@@ -497,21 +494,18 @@ def run_serve(args: argparse.Namespace) -> int:
         pinning.start()
         pinning.join(timeout=2.0)
     contexts = []
-    sources = None
-    gpu = None
+    session = None
     if not args.no_nvml:
         from numawatch.nvml_session import NvmlSession
-        from numawatch.sources import SOURCES
-        from numawatch.sources.nvml import GpuReaders
 
-        gpu = GpuReaders(NvmlSession())
-        sources = gpu.bind(SOURCES)
-        contexts.append(gpu.session.cleanup_ctx)
-    reader = HostReader(paths, sources, stagger=args.stagger)
+        session = NvmlSession()
+        contexts.append(session.cleanup_ctx)
+    reader = HostReader(paths, stagger=args.stagger, nvml=session)
     from numawatch.hotplug import HotplugMonitor, invalidator
 
-    # GPUs and CPUs coming and going refresh the inventory and topology without polling them every evaluation.
-    contexts.append(HotplugMonitor(invalidator(reader, gpu)).cleanup_ctx)
+    # GPUs and CPUs coming and going refresh the inventory and topology without polling them every evaluation (and
+    # make NVML enumerate again: its reader is the nvml source's, None without NVML).
+    contexts.append(HotplugMonitor(invalidator(reader, reader.state("nvml"))).cleanup_ctx)
     enabled = collectors.from_args(args)
     if enabled.disabled:
         log.info("Collectors turned off", extra=fields(collectors=",".join(sorted(enabled.disabled))))

@@ -1,8 +1,11 @@
 """One evaluation's view of the host: every source's snapshot plus how reading it went.
 
-Sources are independent: one that fails (missing files, malformed content, a bug) is reported down with its reason
-and every other source is still read. Sources whose inputs cannot change between events (topology, kubelet config)
-declare a cheap fingerprint; a ``HostReader`` re-reads them only when the fingerprint changes.
+Sources are independent unless they declare otherwise: one that fails (missing files, malformed content, a bug) is
+reported down with its reason and every other source is still read. A source that builds on another's snapshot
+names it in ``needs``: the reader reads sources in dependency order and hands each one the snapshots it needs
+(``Inputs``), so no source reads another's files. Sources whose inputs cannot change between events (topology,
+kubelet config) declare a cheap fingerprint; a ``HostReader`` re-reads them only when the fingerprint, or the
+reading of a source they need, changes.
 """
 
 from __future__ import annotations
@@ -11,31 +14,137 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.model import Cgroups, GpuInventory, KubeletConfig, KubeletState, Names, Topology
+from numawatch.model_gpu import GpuHolders, NvmlSnapshot
+from numawatch.model_host import Interrupts, InterSocketTraffic, Irqbalance, Irqs, KernelSettings, NumaCounters
+from numawatch.model_platform import CpuIdle, PciTopology, PodsUsage
 from numawatch.paths import Paths
+
+if TYPE_CHECKING:
+    from numawatch.nvml_session import NvmlSession
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class ReaderContext:
+    """What a HostReader gives the per-reader objects of its sources (``SourceSpec.factory``) when it makes them:
+    what no host file holds."""
+
+    nvml: NvmlSession | None = None  # this process's NVML session; None: NVML is not enabled
+    clock: Callable[[], float] = time.monotonic  # for readers that integrate over time (NVML's busy seconds)
+
+
+class Inputs:
+    """The snapshots of the sources a source ``needs``, as this reading has them: a source that is down (or not
+    among the sources read) is absent, with the reason it is down."""
+
+    __slots__ = ("_generations", "_reasons", "_results")
+
+    def __init__(
+        self,
+        results: Mapping[str, Any],
+        reasons: Mapping[str, str] | None = None,
+        generations: Mapping[str, int] | None = None,
+    ) -> None:
+        self._results = results
+        self._reasons = reasons or {}
+        self._generations = generations
+
+    @classmethod
+    def of(cls, **results: Any) -> Inputs:
+        """Inputs holding these snapshots (None: that source is down), for calling a source's reader directly."""
+        return cls({name: value for name, value in results.items() if value is not None})
+
+    def get(self, name: str) -> Any | None:
+        """The snapshot of ``name``, or None when it is down."""
+        return self._results.get(name)
+
+    def reason(self, name: str) -> str:
+        """Why ``name`` is absent (empty when it is there)."""
+        if name in self._results:
+            return ""
+        return self._reasons.get(name) or f"source {name} was not read"
+
+    def require(self, name: str) -> Any:
+        """The snapshot of ``name``; SourceUnavailable naming why when it is down."""
+        found = self._results.get(name)
+        if found is None:
+            raise SourceUnavailable(f"source {name} is down: {self.reason(name)}")
+        return found
+
+    def generation(self, name: str) -> int | None:
+        """A number that changes whenever the reader read ``name`` again (not from its fingerprint cache), so a
+        reader may keep what it derived from an input while the number stays; None when unknown (a direct call)."""
+        if self._generations is None:
+            return None
+        return self._generations.get(name)
+
+
+@dataclass(frozen=True)
 class SourceSpec:
     name: str
-    read: Callable[[Paths], Any]
-    # Cheap key of everything the source's result depends on; None means "always re-read".
+    # ``read(paths)``; with ``needs``, ``read(paths, inputs)`` where ``inputs`` (Inputs) holds the snapshots of the
+    # sources named there.
+    read: Callable[..., Any]
+    # Cheap key of everything the source's result depends on besides its ``needs`` (whose readings are part of the
+    # key anyway); None means "always re-read".
     fingerprint: Callable[[Paths], Hashable] | None = None
     description: str = ""
     # For a source that keeps state between readings (a parse cache, NVML counters it integrates): called once per
-    # HostReader, it returns an object with ``read(paths)`` and optionally ``fingerprint(paths)`` used instead of
-    # the two above, and optionally ``set_stagger(k)`` (see HostReader's ``stagger``). State lives in the reader
-    # that owns it, never in module globals.
-    factory: Callable[[], Any] | None = None
+    # HostReader with its ReaderContext, it returns an object with ``read`` (same arguments as above) and optionally
+    # ``fingerprint(paths)`` used instead of the two above, ``set_stagger(k)`` (see HostReader's ``stagger``) and
+    # ``refresh_all()`` (see ``HostReader.invalidate``); or None, to read with ``read`` (NVML without a session).
+    # State lives in the reader that owns it, never in module globals.
+    factory: Callable[[ReaderContext], Any] | None = None
     # For a source that reads no files (NVML): an object with ``dump(result) -> bytes`` and ``load(data) -> result``.
     # ``numawatch capture`` stores the reading in the bundle with it and ``check --from`` reads it back instead of
     # asking the (absent) device. File-reading sources need nothing: their files are recorded as they are read.
     recording: Any | None = None
+    # The sources whose snapshots this one builds on: read before it and handed to its ``read``.
+    needs: tuple[str, ...] = ()
+
+
+class DependencyCycle(ValueError):
+    """Sources that need each other, directly or through others: no order can read them."""
+
+
+def dependency_order(sources: Iterable[SourceSpec]) -> tuple[SourceSpec, ...]:
+    """``sources`` in an order where every source comes after the sources it needs, otherwise as given.
+
+    A need that is not among ``sources`` is no constraint (that source is seen as not read). Raises
+    DependencyCycle naming the sources of a cycle, ValueError for a name given twice.
+    """
+    specs = tuple(sources)
+    by_name: dict[str, SourceSpec] = {}
+    for spec in specs:
+        if spec.name in by_name:
+            raise ValueError(f"source {spec.name} is given twice")
+        by_name[spec.name] = spec
+    ordered: list[SourceSpec] = []
+    done: set[str] = set()
+    visiting: list[str] = []
+
+    def visit(spec: SourceSpec) -> None:
+        if spec.name in done:
+            return
+        if spec.name in visiting:
+            cycle = [*visiting[visiting.index(spec.name) :], spec.name]
+            raise DependencyCycle("sources need each other: " + " -> ".join(cycle))
+        visiting.append(spec.name)
+        for need in spec.needs:
+            if need in by_name:
+                visit(by_name[need])
+        visiting.pop()
+        done.add(spec.name)
+        ordered.append(spec)
+
+    for spec in specs:
+        visit(spec)
+    return tuple(ordered)
 
 
 @dataclass(frozen=True)
@@ -102,6 +211,50 @@ class Host:
     def gpus(self) -> GpuInventory | None:
         return self.results.get("gpus_sysfs")
 
+    @property
+    def kernel(self) -> KernelSettings | None:
+        return self.results.get("kernel")
+
+    @property
+    def numastat(self) -> NumaCounters | None:
+        return self.results.get("numastat")
+
+    @property
+    def intersocket(self) -> InterSocketTraffic | None:
+        return self.results.get("intersocket")
+
+    @property
+    def interrupts(self) -> Interrupts | None:
+        return self.results.get("interrupts")
+
+    @property
+    def irqs(self) -> Irqs | None:
+        return self.results.get("irqs")
+
+    @property
+    def irqbalance(self) -> Irqbalance | None:
+        return self.results.get("irqbalance")
+
+    @property
+    def nvml(self) -> NvmlSnapshot | None:
+        return self.results.get("nvml")
+
+    @property
+    def processes(self) -> GpuHolders | None:
+        return self.results.get("processes")
+
+    @property
+    def cpuidle(self) -> CpuIdle | None:
+        return self.results.get("cpuidle")
+
+    @property
+    def pci_topology(self) -> PciTopology | None:
+        return self.results.get("pci_topology")
+
+    @property
+    def pod_usage(self) -> PodsUsage | None:
+        return self.results.get("pod_usage")
+
     def down_reason(self, name: str) -> str:
         status = self.statuses.get(name)
         if status is None:
@@ -131,25 +284,44 @@ def _one_line(text: str) -> str:
 
 
 class HostReader:
-    """Reads every source, reusing results of fingerprinted sources whose inputs did not change.
+    """Reads every source in dependency order, reusing results of fingerprinted sources whose inputs did not change.
 
     ``stagger`` > 1 (serve only) lets the stateful sources that offer ``set_stagger`` re-read their slow-drifting
     files for a rotating 1/``stagger`` of their objects per reading and carry the rest over from their previous
     reading (cgroups: ``memory.numa_stat``; irqs: the affinity files), so a value may be ``stagger - 1`` readings
     old. The default, 1, reads everything every time: ``check`` (``--window`` included), ``capture`` and
-    ``check --from`` always do.
+    ``check --from`` always do. ``nvml`` is the NVML session the nvml and processes sources read through (None:
+    NVML is not enabled and they are down saying so); ``clock`` is the time their counters integrate over.
     """
 
-    def __init__(self, paths: Paths, sources: Iterable[SourceSpec] | None = None, *, stagger: int = 1) -> None:
+    def __init__(
+        self,
+        paths: Paths,
+        sources: Iterable[SourceSpec] | None = None,
+        *,
+        stagger: int = 1,
+        nvml: NvmlSession | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from numawatch.sources import SOURCES
 
         if stagger < 1:
             raise ValueError(f"stagger must be at least 1, got {stagger}")
         self.paths = paths
         self.sources = tuple(sources if sources is not None else SOURCES)
+        dependency_order(self.sources)  # a cycle is an error now, not at the first reading
         self.stagger = stagger
+        self.context = ReaderContext(nvml=nvml, clock=clock)
         self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
-        self._stateful = {spec.name: spec.factory() for spec in self.sources if spec.factory is not None}
+        # Per source, how many times it was read for real: what a source that needs it keys its cache on.
+        self._generations: dict[str, int] = {}
+        self._down: dict[str, str | None] = {}  # per source, why its last reading was down (None: it was up)
+        self._stateful: dict[str, Any] = {}
+        for spec in self.sources:
+            if spec.factory is not None:
+                state = spec.factory(self.context)
+                if state is not None:
+                    self._stateful[spec.name] = state
         if stagger > 1:
             for state in self._stateful.values():
                 set_stagger = getattr(state, "set_stagger", None)
@@ -157,9 +329,14 @@ class HostReader:
                     set_stagger(stagger)
         self._last: Host | None = None
 
+    def state(self, name: str) -> Any | None:
+        """The per-reader object of source ``name`` (its ``factory``'s), or None when it reads without one."""
+        return self._stateful.get(name)
+
     def invalidate(self, name: str | None = None) -> None:
         """Forget cached results (all, or one source): called on udev events and SIGHUP. A staggered stateful
-        reader of the source reads everything at its next reading (``refresh_all``)."""
+        reader of the source reads everything at its next reading (``refresh_all``). The sources that need it are
+        read again with it: their cache is keyed on its readings."""
         if name is None:
             self._cache.clear()
         else:
@@ -172,10 +349,13 @@ class HostReader:
     def read(self) -> Host:
         results: dict[str, Any] = {}
         statuses: dict[str, SourceStatus] = {}
-        for spec in self.sources:
+        for spec in dependency_order(self.sources):
             state = self._stateful.get(spec.name)
             read = state.read if state is not None else spec.read
             fingerprint = getattr(state, "fingerprint", None) if state is not None else spec.fingerprint
+            if spec.needs:
+                inputs = self._inputs(spec, results, statuses)
+                read = _with_inputs(read, inputs)
             key: Hashable = None
             if fingerprint is not None:
                 start = time.perf_counter()
@@ -183,17 +363,26 @@ class HostReader:
                     key = fingerprint(self.paths)
                 except Exception:  # an unreadable fingerprint just means "read it for real"
                     key = None
+                if key is not None and spec.needs:
+                    key = (key, tuple(self._generations.get(need, 0) for need in spec.needs))
                 cached = self._cache.get(spec.name)
                 if key is not None and cached is not None and cached[0] == key and cached[2].up:
                     results[spec.name] = cached[1]
                     statuses[spec.name] = SourceStatus(spec.name, True, time.perf_counter() - start, cached=True)
                     continue
             result, status = _read_one(spec, read, self.paths)
+            before = self._down.get(spec.name)
+            if status.up or before != status.reason:  # down again for the same reason: nothing new to see
+                self._generations[spec.name] = self._generations.get(spec.name, 0) + 1
+            self._down[spec.name] = None if status.up else status.reason
             if fingerprint is not None and key is not None:
                 self._cache[spec.name] = (key, result, status)
             if result is not None:
                 results[spec.name] = result
             statuses[spec.name] = status
+        # Reported in the sources' given order (the registry's), whatever order their needs made them read in.
+        results = {spec.name: results[spec.name] for spec in self.sources if spec.name in results}
+        statuses = {spec.name: statuses[spec.name] for spec in self.sources}
         host = Host(paths=self.paths, results=results, statuses=statuses, previous=self._last)
         last = replace(host, previous=None)  # one deep: the next reading's previous has no previous
         # The copy shares the memo dict (replace() would start an empty one), so what the evaluation of this
@@ -202,19 +391,40 @@ class HostReader:
         self._last = last
         return host
 
+    def _inputs(self, spec: SourceSpec, results: Mapping[str, Any], statuses: Mapping[str, SourceStatus]) -> Inputs:
+        present = {need: results[need] for need in spec.needs if need in results}
+        reasons = {}
+        for need in spec.needs:
+            if need not in present:
+                status = statuses.get(need)
+                reasons[need] = status.reason if status is not None and status.reason else f"source {need} was not read"
+        generations = {need: self._generations.get(need, 0) for need in spec.needs}
+        return Inputs(present, reasons, generations)
 
-def read_host(paths: Paths, sources: Iterable[SourceSpec] | None = None) -> Host:
-    """Read every source once, without caching (``numawatch check``)."""
-    return HostReader(paths, sources).read()
+
+def _with_inputs(read: Callable[..., Any], inputs: Inputs) -> Callable[[Paths], Any]:
+    def reading(paths: Paths) -> Any:
+        return read(paths, inputs)
+
+    return reading
 
 
-def read_host_window(paths: Paths, seconds: float, sources: Iterable[SourceSpec] | None = None) -> Host:
+def read_host(
+    paths: Paths, sources: Iterable[SourceSpec] | None = None, *, nvml: NvmlSession | None = None
+) -> Host:
+    """Read every source once, without caching (``numawatch check``); ``nvml`` as for HostReader."""
+    return HostReader(paths, sources, nvml=nvml).read()
+
+
+def read_host_window(
+    paths: Paths, seconds: float, sources: Iterable[SourceSpec] | None = None, *, nvml: NvmlSession | None = None
+) -> Host:
     """Read the host twice, ``seconds`` apart; the second reading has the first as ``previous``.
 
     ``numawatch check --window`` uses it so that rate checks (interrupts on isolated CPUs, ticks on nohz_full CPUs)
     can judge a real interval; ``window_seconds(host)`` says how long it was. With ``seconds <= 0`` it reads once.
     """
-    reader = HostReader(paths, sources)
+    reader = HostReader(paths, sources, nvml=nvml)
     if seconds <= 0:
         return reader.read()
     reader.read()

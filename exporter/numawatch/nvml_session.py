@@ -15,7 +15,7 @@ Why a thread of its own (gpu-and-host.md §2.4, §2.5):
   flightlessmango/MangoHud#1307), and a single thread makes "the previous call is still stuck" a simple question.
 
 Initialisation is lazy (the first call, or ``start()``) and happens once: without persistence mode ``nvmlInit``
-costs seconds (NVIDIA/nvidia-docker#1279). When it fails (no driver: ``NVMLError_LibraryNotFound`` in about 0.5 ms)
+costs seconds (NVIDIA/nvidia-docker#1279). When it fails (no driver: ``NVMLError_LibraryNotFound``, at once)
 the reason is kept and another attempt is made at most every ``retry_after`` seconds, so a driver installed later is
 picked up without a restart. ``request_restart()`` (called on GPU hotplug) makes the next call shut NVML down and
 initialise it again, since NVML enumerates the GPUs at initialisation.

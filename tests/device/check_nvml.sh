@@ -183,15 +183,11 @@ from numawatch.intent import REFERENCE
 from numawatch.metrics import render
 from numawatch.nvml_session import NvmlSession
 from numawatch.paths import Paths
-from numawatch.sources import SOURCES
-from numawatch.sources.nvml import GpuReaders
-
 session = NvmlSession()
 start = time.perf_counter()
 up = session.start()
 print(f"nvmlInit: {'ok' if up else 'FAILED'} in {time.perf_counter() - start:.3f}s {session.reason}")
-gpu = GpuReaders(session)
-reader = HostReader(Paths.from_root("/"), gpu.bind(SOURCES))
+reader = HostReader(Paths.from_root("/"), nvml=session)
 host = None
 cpu: list[float] = []
 for _ in range(20):

@@ -250,8 +250,10 @@ def add_irqbalance(
     env_file: str | None = None,
     file_text: str = "",
     socket: bool = False,
+    started: int = 1000,
 ) -> None:
-    """A running irqbalance (``pid``; None: not running) and/or its environment file.
+    """A running irqbalance (``pid``; None: not running, started ``started`` clock ticks after boot) and/or its
+    environment file.
 
     ``environ``: the daemon's environment (None: /proc/<pid>/environ is absent, as when it cannot be read);
     ``env_file``: ``debian`` (etc/default/irqbalance), ``rhel`` (etc/sysconfig/irqbalance) or None, holding
@@ -259,7 +261,7 @@ def add_irqbalance(
     """
     if pid is not None:
         host.write(f"proc/{pid}/comm", "irqbalance")
-        host.write(f"proc/{pid}/stat", f"{pid} (irqbalance) S 1 {pid} {pid} 0 -1")
+        host.write(f"proc/{pid}/stat", proc_stat(pid, "irqbalance", started))
         if environ is not None:
             host.write(
                 f"proc/{pid}/environ", b"".join(f"{key}={value}".encode() + b"\0" for key, value in environ.items())
@@ -275,9 +277,17 @@ def add_irqbalance(
         host.write(rel, file_text)
 
 
-def add_process(host: FakeHost, pid: int, comm: str) -> None:
+def proc_stat(pid: int, comm: str, started: int) -> str:
+    """A ``/proc/<pid>/stat`` line as the kernel prints it (``do_task_stat``): the start time is field 22."""
+    return f"{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 812 0 0 0 15 9 0 0 20 0 1 0 {started} 10948608 782 " + (
+        "18446744073709551615 1 1 0 0 0 0 0 4096 16387 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+    )
+
+
+def add_process(host: FakeHost, pid: int, comm: str, started: int = 2000) -> None:
     """Any other process, so that the irqbalance scan has something to skip."""
     host.write(f"proc/{pid}/comm", comm)
+    host.write(f"proc/{pid}/stat", proc_stat(pid, comm, started))
 
 
 # --------------------------------------------------------------------------------------------------- uncore PMUs

@@ -78,7 +78,7 @@ def gpu_nic_paths(host: Host) -> tuple[GpuPaths, ...] | None:
     """Every GPU of the sysfs inventory with its paths to the judged NICs; None without both sources. Computed once
     per Host (the check and the metrics share it)."""
     inventory: GpuInventory | None = host.gpus
-    pci: PciTopology | None = host.get("pci_topology")
+    pci: PciTopology | None = host.pci_topology
     if inventory is None or pci is None:
         return None
     topology: Topology | None = host.topology

@@ -161,12 +161,12 @@ class ManagedIrqs:
 
 def managed_irqs(host: Host) -> ManagedIrqs | None:
     """The managed-IRQ answers for this reading (None without the irqs source), computed once per Host."""
-    found: Irqs | None = host.get("irqs")
+    found: Irqs | None = host.irqs
     if found is None:
         return None
     topology = host.topology
     all_cpus = frozenset(topology.cpus) if topology is not None else frozenset()
-    return host.memo("managed_irqs", lambda: ManagedIrqs(found, host.get("interrupts"), all_cpus))
+    return host.memo("managed_irqs", lambda: ManagedIrqs(found, host.interrupts, all_cpus))
 
 
 # The device rows of /proc/interrupts joined with their /proc/irq entry: (row, IRQ number, entry, delivered-to CPUs).
@@ -212,8 +212,8 @@ def device_irqs(host: Host) -> tuple[DeviceIrq, ...]:
     key = "device_irqs"
 
     def join() -> _DeviceIrqJoin:
-        interrupts: Interrupts | None = host.get("interrupts")
-        irqs: Irqs | None = host.get("irqs")
+        interrupts: Interrupts | None = host.interrupts
+        irqs: Irqs | None = host.irqs
         if interrupts is None or irqs is None:
             return _DeviceIrqJoin((), {}, (), ())
         rows, by_irq = interrupts.rows, irqs.irqs
@@ -338,7 +338,7 @@ def two_readings(host: Host) -> tuple[Interrupts, Interrupts, float]:
     current: Interrupts = require(host, "interrupts")
     if host.previous is None:
         raise NotEvaluated("needs two readings (numawatch serve keeps the last one; numawatch check takes --window)")
-    previous: Interrupts | None = host.previous.get("interrupts")
+    previous: Interrupts | None = host.previous.interrupts
     if previous is None:
         reason = host.previous.down_reason("interrupts")
         raise NotEvaluated(f"needs two readings: the previous one has no interrupts ({reason})")

@@ -224,7 +224,7 @@ def _asks(host: Host, intent: Intent) -> tuple[dict[int, tuple[int, str]], dict[
             table[key] = (pages, who)
 
     topology = host.topology
-    settings: KernelSettings | None = host.get("kernel")
+    settings: KernelSettings | None = host.kernel
     if topology is not None:
         for size, pages in topology.isolation.cmdline_hugepages.items():
             ask(totals, size, pages, "the kernel command line")
@@ -241,7 +241,7 @@ def _asks(host: Host, intent: Intent) -> tuple[dict[int, tuple[int, str]], dict[
 
 
 def _reserved_total(host: Host, size: int) -> int | None:
-    settings: KernelSettings | None = host.get("kernel")
+    settings: KernelSettings | None = host.kernel
     if settings is not None and size in settings.hugepages:
         return settings.hugepages[size].total
     topology = host.topology
@@ -254,7 +254,7 @@ def _reserved_total(host: Host, size: int) -> int | None:
 
 
 def _reserved_on_node(host: Host, node: int, size: int) -> int | None:
-    counters: NumaCounters | None = host.get("numastat")
+    counters: NumaCounters | None = host.numastat
     if counters is not None and node in counters.nodes:
         if counters.nodes[node].hugepages_problem is not None:
             raise NotEvaluated(counters.nodes[node].hugepages_problem)
@@ -268,7 +268,7 @@ def _reserved_on_node(host: Host, node: int, size: int) -> int | None:
 
 
 def check_hugepages(host: Host, intent: Intent) -> Iterator[Finding]:
-    if host.get("kernel") is None and host.topology is None:
+    if host.kernel is None and host.topology is None:
         raise NotEvaluated(f"needs the kernel or topology source: {host.down_reason('kernel')}")
     totals, per_node = _asks(host, intent)
     for size, (asked, who) in sorted(totals.items()):

@@ -149,7 +149,7 @@ def check_node_workload_not_isolated(host: Host, intent: Intent) -> Iterator[Fin
     pods = [pod for pod in workloads_by_pod(host, intent) if pod]
     gpu_namespaces = {w.namespace for pod in pods if _holds_gpu(pod) for w in pod if w.namespace}
     allowed = intent.node.allowed_namespaces | gpu_namespaces
-    usage: PodsUsage | None = host.get("pod_usage")
+    usage: PodsUsage | None = host.pod_usage
     unnamed = []
     findings = []
     for pod in pods:

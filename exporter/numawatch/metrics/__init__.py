@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from prometheus_client.metrics_core import Metric
 
+from numawatch.capacity import ReplicaAnswers
 from numawatch.checks import Evaluation
 from numawatch.metrics import capacity, core, drift, exposition, gpu, host, platform
 from numawatch.metrics.core import EvaluationStats
@@ -26,6 +27,7 @@ __all__ = [
     "CONTENT_TYPE",
     "OPENMETRICS_CONTENT_TYPE",
     "EvaluationStats",
+    "Memory",
     "Metric",
     "Renderer",
     "drift",
@@ -34,14 +36,28 @@ __all__ = [
 ]
 
 
-def families(evaluation: Evaluation, stats: EvaluationStats | None = None) -> list[Metric]:
-    """Every family for this evaluation; ``stats`` spans evaluations (the server's), else this one alone."""
+class Memory:
+    """What rendering a sequence of evaluations keeps between them (the server's, one per sampler): the replica
+    counts of the last capacity seen and the labels already logged as outside their check's contract."""
+
+    def __init__(self) -> None:
+        self.replicas = ReplicaAnswers()
+        self.unexported = drift.Unexported()
+
+
+def families(
+    evaluation: Evaluation, stats: EvaluationStats | None = None, memory: Memory | None = None
+) -> list[Metric]:
+    """Every family for this evaluation; ``stats`` and ``memory`` span evaluations (the server's), else they are
+    this one's alone."""
     stats = stats if stats is not None else EvaluationStats.of(evaluation)
+    memory = memory if memory is not None else Memory()
+    memory.unexported.warn(evaluation)
     return [
         *core.families(evaluation, stats),
         *core.safely(host.families, evaluation),
         *core.safely(gpu.families, evaluation),
-        *core.safely(capacity.families, evaluation),
+        *core.safely(capacity.families, evaluation, None, memory.replicas),
         *core.safely(platform.families, evaluation),
     ]
 
@@ -61,9 +77,10 @@ class Renderer:
     def __init__(self) -> None:
         self._lines = exposition.LineCache()
         self._openmetrics_lines = exposition.LineCache()
+        self.memory = Memory()
 
     def render(self, evaluation: Evaluation, stats: EvaluationStats | None = None) -> bytes:
-        return self.write(families(evaluation, stats))
+        return self.write(families(evaluation, stats, self.memory))
 
     def write(self, built: list[Metric], *, openmetrics: bool = False) -> bytes:
         """``exposition.write`` of families built from the evaluations of this sequence, in one format (each format

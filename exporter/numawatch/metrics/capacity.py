@@ -16,7 +16,15 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from numawatch.capacity import MAX_REPLICAS, Capacity, CapacityUnavailable, build_capacity, largest_fit, replicas
+from numawatch.capacity import (
+    MAX_REPLICAS,
+    Capacity,
+    CapacityUnavailable,
+    ReplicaAnswers,
+    build_capacity,
+    largest_fit,
+    replicas,
+)
 from numawatch.checks import Evaluation
 from numawatch.shapes import CPU, Shape
 
@@ -123,7 +131,7 @@ def _largest_fit(capacity: Capacity | None) -> list[Metric]:
     }, largest_fit(capacity) if capacity is not None else {})
 
 
-def _shape_replicas(capacity: Capacity | None, shapes: Sequence[Shape]) -> Metric:
+def _shape_replicas(capacity: Capacity | None, shapes: Sequence[Shape], answers: ReplicaAnswers | None) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_capacity_shape_replicas",
         "How many more pods of the intent's named shape this node would admit now, one after another, under its "
@@ -134,18 +142,23 @@ def _shape_replicas(capacity: Capacity | None, shapes: Sequence[Shape]) -> Metri
     if capacity is None:
         return family
     for shape in shapes:
-        count = replicas(capacity, shape)
+        count = replicas(capacity, shape, answers)
         if count is not None:
             family.add_metric((shape.name,), count)
     return family
 
 
-def families(evaluation: Evaluation, shapes: Sequence[Shape] | None = None) -> Iterable[Metric]:
-    """The capacity families of one evaluation; ``shapes`` defaults to the intent's named shapes."""
+def families(
+    evaluation: Evaluation, shapes: Sequence[Shape] | None = None, answers: ReplicaAnswers | None = None
+) -> Iterable[Metric]:
+    """The capacity families of one evaluation; ``shapes`` defaults to the intent's named shapes; ``answers`` are the
+    replica counts kept across evaluations by the caller (None: worked out for this one)."""
     if shapes is None:
         shapes = getattr(evaluation.intent, "shapes", ())
     try:
         capacity: Capacity | None = build_capacity(evaluation.host, evaluation.intent)
     except CapacityUnavailable:
         capacity = None
-    return [*_allocatable(capacity), *_free(capacity), *_largest_fit(capacity), _shape_replicas(capacity, shapes)]
+    return [
+        *_allocatable(capacity), *_free(capacity), *_largest_fit(capacity), _shape_replicas(capacity, shapes, answers)
+    ]

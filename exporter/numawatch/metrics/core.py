@@ -324,7 +324,7 @@ def pod_rows(
     one pod)`` gives the rows of one pod (label values, pod UID third, then the value; one row per label set) and may
     depend on nothing but those workloads and ``inputs``.
 
-    The rows of the ~860 containers of a large node cost about a millisecond per family to make again, and in serve
+    Making the rows of every container of a large node again is a noticeable part of a render, and in serve
     most pods are the very workloads of the previous reading (``workloads_by_pod``): a pod whose workloads and
     ``inputs`` are the same objects as when ``host.previous`` made this family gets the rows made then. Memoised on
     the Host; only the pods of this reading are kept, so nothing outlives a deleted pod by more than one reading.

@@ -140,19 +140,28 @@ def info_labels(finding: Finding) -> dict[str, str]:
     return _labels(finding, (*contract.identity, *contract.details))
 
 
-_warned: set[tuple[str, str]] = set()
+class Unexported:
+    """The (check, label) pairs already logged as in no part of the check's label contract, by whoever renders a
+    sequence of evaluations (the server): one line per pair is enough."""
 
+    def __init__(self) -> None:
+        self._logged: set[tuple[str, str]] = set()
 
-def _unexported(finding: Finding) -> None:
-    """Log (once per check and label) a finding label that the check's contract does not place: a check changed
-    without its contract. It stays in the message and the JSON either way."""
-    contract = contract_of(finding.check)
-    known = {*contract.identity, *contract.details, *contract.readings}
-    for name in finding.labels:
-        if name not in known and contract is not FALLBACK and (finding.check, name) not in _warned:
-            _warned.add((finding.check, name))
-            log.warning("check %s: label %s is in no part of its label contract; it is not exported", finding.check,
-                        name)
+    def warn(self, evaluation: Evaluation) -> None:
+        """Log (once per check and label) a finding label that the check's contract does not place: a check changed
+        without its contract. It stays in the message and the JSON either way."""
+        for finding in evaluation.findings:
+            contract = contract_of(finding.check)
+            if contract is FALLBACK:
+                continue
+            known = {*contract.identity, *contract.details, *contract.readings}
+            for name in finding.labels:
+                if name not in known and (finding.check, name) not in self._logged:
+                    self._logged.add((finding.check, name))
+                    log.warning(
+                        "check %s: label %s is in no part of its label contract; it is not exported", finding.check,
+                        name,
+                    )
 
 
 def _family(name: str, help_text: str, rows: list[dict[str, str]]) -> Metric:
@@ -172,8 +181,6 @@ def _family(name: str, help_text: str, rows: list[dict[str, str]]) -> Metric:
 
 
 def drift(evaluation: Evaluation) -> Metric:
-    for finding in evaluation.findings:
-        _unexported(finding)
     return _family(
         "numawatch_drift",
         "1 for every drift subject: the check id, its severity and the labels that name what drifted (which labels "

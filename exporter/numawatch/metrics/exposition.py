@@ -26,8 +26,8 @@ holds both equal, byte for byte):
 Exemplars and native histograms are not written (no family of numawatch has them): a sample with an exemplar is an
 error naming its family.
 
-Why not generate_latest: it validates and escapes every label *name* of every sample (~19,000 regex matches for the
-~4,300 series of a 384-CPU node, half the render). Here names are checked once per family and label set, and the
+Why not generate_latest: it validates and escapes every label *name* of every sample (a regex match per label of every
+series: most of the render on a large node). Here names are checked once per family and label set, and the
 line is built from a ``%`` template; label values are escaped only when the finished line shows they need it.
 docs/performance.md has the measured difference.
 """

@@ -46,7 +46,7 @@ def kernel_settings(evaluation: Evaluation) -> Metric:
         labels=("setting", "value"),
     )
     host = evaluation.host
-    settings: KernelSettings | None = host.get("kernel")
+    settings: KernelSettings | None = host.kernel
     rows: list[tuple[str, str]] = []
     if settings is not None:
         if settings.numa_balancing is not None:
@@ -72,7 +72,7 @@ def kernel_settings(evaluation: Evaluation) -> Metric:
                 rows.append((setting, format_cpulist(cpus)))
         if isolation.isolcpus is not None:
             rows.append(("isolcpus_flags", ",".join(isolation.isolcpus_flags)))
-    irqs: Irqs | None = host.get("irqs")
+    irqs: Irqs | None = host.irqs
     if irqs is not None and irqs.default_affinity is not None:
         rows.append(("irq/default_smp_affinity", format_cpulist(irqs.default_affinity)))
     for setting, value in rows:
@@ -87,7 +87,7 @@ def governors(evaluation: Evaluation) -> Metric:
         "(virtual machines).",
         labels=("governor", "cpus"),
     )
-    settings: KernelSettings | None = evaluation.host.get("kernel")
+    settings: KernelSettings | None = evaluation.host.kernel
     if settings is not None and settings.governors is not None:
         by_governor: dict[str, set[int]] = {}
         for cpu, governor in settings.governors.items():
@@ -105,7 +105,7 @@ def hugepages(evaluation: Evaluation) -> Metric:
         "and reserved (promised to a mapping, not yet faulted).",
         labels=("size", "state"),
     )
-    settings: KernelSettings | None = evaluation.host.get("kernel")
+    settings: KernelSettings | None = evaluation.host.kernel
     if settings is not None:
         for size, pool in sorted(settings.hugepages.items()):
             for state, value in (
@@ -125,7 +125,7 @@ def node_hugepages(evaluation: Evaluation) -> Metric:
         "Huge pages per NUMA node, size (kB) and state: total (reserved on this node), free and surplus.",
         labels=("numa_node", "size", "state"),
     )
-    counters: NumaCounters | None = evaluation.host.get("numastat")
+    counters: NumaCounters | None = evaluation.host.numastat
     if counters is not None:
         for node_id, node in sorted(counters.nodes.items()):
             for size, pool in sorted(node.hugepages.items()):
@@ -143,7 +143,7 @@ def numastat(evaluation: Evaluation) -> Metric:
         "means threads on other nodes allocate there.",
         labels=("numa_node", "field"),
     )
-    counters: NumaCounters | None = evaluation.host.get("numastat")
+    counters: NumaCounters | None = evaluation.host.numastat
     if counters is not None:
         for node_id, node in sorted(counters.nodes.items()):
             for name, value in sorted(node.numastat.items()):
@@ -192,7 +192,7 @@ def intersocket(evaluation: Evaluation) -> Metric:
         'numawatch_source_up{source="intersocket"}).',
         labels=("socket", "link"),
     )
-    traffic: InterSocketTraffic | None = evaluation.host.get("intersocket")
+    traffic: InterSocketTraffic | None = evaluation.host.intersocket
     if traffic is not None:
         for link in traffic.links:
             family.add_metric(("" if link.socket is None else str(link.socket), link.link), link.bytes)
@@ -208,7 +208,7 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
         "and other.",
         labels=("cpu", "kind"),
     )
-    interrupts: Interrupts | None = evaluation.host.get("interrupts")
+    interrupts: Interrupts | None = evaluation.host.interrupts
     if interrupts is not None:
         totals = interrupts.totals_per_kind()
         per_kind = [(kind, totals.get(kind, {})) for kind in INTERRUPT_KINDS]
@@ -229,8 +229,8 @@ def irq_affinity(evaluation: Evaluation) -> Metric:
         labels=("irq", "name", "affinity", "effective", "managed"),
     )
     host = evaluation.host
-    interrupts: Interrupts | None = host.get("interrupts")
-    irqs: Irqs | None = host.get("irqs")
+    interrupts: Interrupts | None = host.interrupts
+    irqs: Irqs | None = host.irqs
     if interrupts is None or irqs is None or not interrupts.watched:
         return family
     managed = managed_irqs(host)
@@ -259,7 +259,7 @@ def irqbalance(evaluation: Evaluation) -> Metric:
         "numawatch_irqbalance_running",
         "1 when an irqbalance process runs on the host, 0 when none does; absent when that could not be read.",
     )
-    state: Irqbalance | None = evaluation.host.get("irqbalance")
+    state: Irqbalance | None = evaluation.host.irqbalance
     if state is not None:
         family.add_metric((), 1 if state.running else 0)
     return family

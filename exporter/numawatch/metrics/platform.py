@@ -32,7 +32,7 @@ def cpuidle_latency(evaluation: Evaluation) -> Metric:
         labels=("role", "cpus"),
     )
     host = evaluation.host
-    idle: CpuIdle | None = host.get("cpuidle")
+    idle: CpuIdle | None = host.cpuidle
     topology = host.topology
     if idle is None or not idle.states:
         return family
@@ -61,7 +61,7 @@ def cpuidle_info(evaluation: Evaluation) -> Metric:
         "Always 1: the cpuidle driver and governor in use (absent on a kernel without cpuidle).",
         labels=("driver", "governor"),
     )
-    idle: CpuIdle | None = evaluation.host.get("cpuidle")
+    idle: CpuIdle | None = evaluation.host.cpuidle
     if idle is not None and idle.driver is not None:
         family.add_metric((idle.driver, idle.governor or ""), 1)
     return family
@@ -89,7 +89,7 @@ def gpu_nvlinks(evaluation: Evaluation) -> Metric:
         "GPUs; switch is true when they lead to NVSwitches.",
         labels=("gpu", "uuid", "switch"),
     )
-    nvml: NvmlSnapshot | None = evaluation.host.get("nvml")
+    nvml: NvmlSnapshot | None = evaluation.host.nvml
     for gpu in nvml.gpus if nvml is not None else ():
         if gpu.nvlink_links is None:
             continue

@@ -1,11 +1,13 @@
 """Sources: one module per host subsystem. Each reads files into a frozen snapshot and makes no judgement.
 
-The registry is an explicit tuple so the order of reading and the set of sources are visible in one place.
+The registry is an explicit tuple so the set of sources and the order they are reported in are visible in one
+place; a source that ``needs`` another is read after it (``host.dependency_order``, checked here at import: two
+sources that need each other are an error before anything is read).
 """
 
 from __future__ import annotations
 
-from numawatch.host import SourceSpec
+from numawatch.host import SourceSpec, dependency_order
 from numawatch.sources import (
     cgroups,
     cpuidle,
@@ -39,7 +41,7 @@ SOURCES: tuple[SourceSpec, ...] = (
     interrupts.SOURCE,
     irqs.SOURCE,
     irqbalance.SOURCE,
-    # GPUs (issue 4): placeholders until a running numawatch binds its NVML session (sources.nvml.GpuReaders.bind)
+    # GPUs (issue 4): read through the HostReader's NVML session (HostReader(paths, nvml=session)); down without one
     nvml.SOURCE,
     processes.SOURCE,
     # the platform around pinned CPUs and GPUs (issue 17)
@@ -47,3 +49,5 @@ SOURCES: tuple[SourceSpec, ...] = (
     pci_topology.SOURCE,
     pod_usage.SOURCE,
 )
+
+dependency_order(SOURCES)

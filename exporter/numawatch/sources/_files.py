@@ -41,6 +41,33 @@ def read_bytes(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
     return data
 
 
+def read_small(path: Path | str, size: int, *, vanishing: bool = False) -> bytes | None:
+    """One open and one read of at most ``size`` bytes: all of a small procfs or sysfs attribute, which the kernel
+    fills in one read. None when the file does not exist; with ``vanishing``, also when the read itself fails (the
+    object behind it, an IRQ or a process, was torn down between open and read: EIO, EINVAL, ESRCH).
+
+    For the files read by the hundred at every reading (IRQ affinities, cpufreq policies): no loop, no limit check
+    beyond ``size``."""
+    try:
+        fd = confined.open_file(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        return os.read(fd, size)
+    except OSError:
+        if vanishing:
+            return None
+        raise
+    finally:
+        os.close(fd)
+
+
+def read_small_text(path: Path | str, size: int) -> str | None:
+    """``read_small`` as text (invalid UTF-8 replaced): None when the file does not exist."""
+    data = read_small(path, size)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
 def read_text(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> str:
     return read_bytes(path, limit).decode("utf-8", errors="replace")
 

@@ -30,14 +30,14 @@ PIDs may then be up to k-1 readings old, and a removed container shows as its cp
 Burstable and BestEffort pods, which never hold exclusive CPUs, are staggered whole: each is read completely in its
 turn (every k-th reading), its directory listed then, and handed out again between turns as it was, without a read
 or even a listing of its directory, as long as everything about it was known. The QoS slices are listed at every
-reading, so a pod coming or going shows at once; a container started, restarted or removed inside such a pod
-shows at the pod's turn, within k readings, like its other values. Their cpusets run on the shared pool, which the
-kubelet rewrites when its CPU Manager state changes: for k readings after ``cpu_manager_state`` changes (a stat per
-reading), every pod is listed and read at every reading. A shared container whose cpuset someone else rewrote shows
-within k readings (a minute at serve's defaults; the drift alerts wait 10-15 minutes). Carrying a pod over costs
-the same whatever its size: the reader keeps each pod's state (its listing, its containers' records and verdicts,
-its snapshot) in one object, handed on as it is. Unstaggered (``check``, ``capture``) everything is listed and
-read every time. Cgroups vanish while we walk them: that is normal and skipped.
+reading, so a pod coming or going shows at once; a container started, restarted or removed inside such a pod shows
+at the pod's turn, within k readings, like its other values. Their cpusets run on the shared pool, which the kubelet
+rewrites when its CPU Manager state changes: for k readings after the CPU Manager state the kubelet_state source
+read changes (this source needs that one), every pod is listed and read at every reading. A shared container whose
+cpuset someone else rewrote shows within k readings (a minute at serve's defaults; the drift alerts wait 10-15
+minutes). Carrying a pod over costs the same whatever its size: the reader keeps each pod's state (its listing, its
+containers' records and verdicts, its snapshot) in one object, handed on as it is. Unstaggered (``check``,
+``capture``) everything is listed and read every time. Cgroups vanish while we walk them: that is normal and skipped.
 A malformed file in one container makes that field ``None`` (unknown) and is logged once, not fatal.
 """
 
@@ -51,13 +51,15 @@ import zlib
 from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
+from numawatch.host import Inputs, SourceSpec
 from numawatch.model import (
     QOS_BESTEFFORT,
     QOS_BURSTABLE,
     QOS_GUARANTEED,
     Cgroups,
     ContainerCgroup,
+    CpuManagerState,
+    KubeletState,
     PodCgroup,
     frozen_map,
 )
@@ -216,7 +218,7 @@ def _parse_cpus(data: bytes) -> CPUSet:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-def _read(path: str, size: int = _READ_CHUNK) -> bytes | None:
+def _read(path: str, reported: Reported, size: int = _READ_CHUNK) -> bytes | None:
     """The file's bytes, or None when it cannot be read (vanished cgroup, ENODEV after rmdir, controller off).
 
     One open, one read, one close for every file here: cgroup files are seq_files that fill the buffer until
@@ -235,7 +237,7 @@ def _read(path: str, size: int = _READ_CHUNK) -> bytes | None:
                 chunks.append(chunk)
                 total += len(chunk)
                 if total > _READ_LIMIT:
-                    _report(path, f"larger than the {_READ_LIMIT}-byte limit")
+                    reported.malformed(path, f"larger than the {_READ_LIMIT}-byte limit")
                     return None
             data = b"".join(chunks)
         return data
@@ -245,25 +247,31 @@ def _read(path: str, size: int = _READ_CHUNK) -> bytes | None:
         os.close(fd)
 
 
-_reported: set[str] = set()
+class Reported:
+    """The malformed files already logged, by the reader that owns it: a reading runs every evaluation, and one
+    line per broken file is enough."""
+
+    LIMIT = 4096  # paths remembered; past it a broken file may be logged again, memory stays bounded
+
+    def __init__(self) -> None:
+        self._paths: set[str] = set()
+
+    def malformed(self, path: str, what: str) -> None:
+        """Log ``path`` as malformed (``what`` was wrong), unless it already was."""
+        if path in self._paths:
+            return
+        if len(self._paths) < self.LIMIT:
+            self._paths.add(path)
+        log.warning("%s", MalformedFile(path, what))
 
 
-def _report(path: str, what: str) -> None:
-    """Log a malformed file once per path (this runs every 15 s; one line per broken file is enough)."""
-    if path in _reported:
-        return
-    if len(_reported) < 4096:
-        _reported.add(path)
-    log.warning("%s", MalformedFile(path, what))
-
-
-def _parsed(path: str, data: bytes | None, parse):
+def _parsed(path: str, data: bytes | None, parse, reported: Reported):
     if data is None:
         return None
     try:
         return parse(data)
     except ValueError as error:
-        _report(path, str(error))
+        reported.malformed(path, str(error))
         return None
 
 
@@ -388,8 +396,10 @@ class _Scan:
         pods: dict[str, _PodState] | None = None,
         share: int = 1,
         turn: int = 0,
+        reported: Reported | None = None,
     ) -> None:
         self.layout = layout
+        self.reported = reported if reported is not None else Reported()
         self.old_lists = lists or {}
         self.old_pods = pods or {}
         self.share = share
@@ -411,7 +421,7 @@ class _Scan:
         if found is None:
             found = self.old_lists.get(data)
             if found is None:
-                found = _parsed(path, data, _parse_cpus)
+                found = _parsed(path, data, _parse_cpus, self.reported)
                 if found is None:
                     return None
             self.lists[data] = found
@@ -463,7 +473,7 @@ class _Scan:
         if known is not None and known[0] == pid and known[1] != _NOT_PAUSE_ONCE:
             verdict = known[1]
         else:
-            comm = _read(f"{self.layout.procfs}/{pid}/comm", 64)
+            comm = _read(f"{self.layout.procfs}/{pid}/comm", self.reported, 64)
             if comm is None:
                 return False  # exited (or never readable): nothing to remember
             if comm == b"pause\n":
@@ -500,7 +510,7 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
     ):
         return None  # as ``_Scan.settled``: the verdict is not final for this snapshot; or its mems must be read
     layout = scan.layout
-    cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file)
+    cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan.reported)
     if cpus_data is None or cpus_data != old_cpus:
         return None
     # What the general path would do with a reused snapshot: share its parsed lists with the rest of this reading,
@@ -529,7 +539,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str, whole: bool =
         procs_data = carried[0]
     else:
         # cgroup.procs exists in every cgroup whatever the controllers: if it is gone, so is the container.
-        read_procs = _read(procs_path, _PROCS_READ_BYTES)
+        read_procs = _read(procs_path, scan.reported, _PROCS_READ_BYTES)
         if read_procs is None:
             return None
         if len(read_procs) == _PROCS_READ_BYTES:  # more PIDs than we read: drop the cut last line
@@ -537,19 +547,19 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str, whole: bool =
         procs_data = read_procs
     cpus_path = cpuset_dir + layout.cpus_file
     mems_path = cpuset_dir + layout.mems_file
-    cpus_data = _read(cpus_path)
+    cpus_data = _read(cpus_path, scan.reported)
     # cpuset.mems.effective goes with memory.numa_stat: memory placement, whose alerts wait 30 minutes, and which
     # no other pod's admission rewrites (the Memory Manager does not reconcile shared containers' mems the way the
     # CPU Manager does their cpus). The CPUs are read every time.
-    mems_data = carried[2] if carried is not None and carried[2] is not None else _read(mems_path)
+    mems_data = carried[2] if carried is not None and carried[2] is not None else _read(mems_path, scan.reported)
     numa = carried[3].numa_bytes if carried is not None else None
     numa_missing = False
     if numa is None:
         # v2: one unified tree, the same directory; v1: the same relative path in the memory hierarchy.
         numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
-        numa_data = _read(numa_path)
+        numa_data = _read(numa_path, scan.reported)
         numa_missing = numa_data is None
-        parsed = _parsed(numa_path, numa_data, layout.parse_numa)
+        parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
         numa = frozen_map(parsed) if parsed is not None else None
     if (numa_missing or cpus_data is None or mems_data is None) and not confined.is_dir(cpuset_dir):
         return None  # removed after we read cgroup.procs (or, when that was skipped, since the last reading)
@@ -561,7 +571,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str, whole: bool =
     if known is not None and known[0] == procs_data:
         pids = known[3].pids
     else:
-        pids = _parsed(procs_path, procs_data, parse_procs) or ()
+        pids = _parsed(procs_path, procs_data, parse_procs, scan.reported) or ()
     if known is not None and known[1] == cpus_data:
         cpus = known[3].cpus_effective
         scan.keep(cpus_data, cpus)
@@ -687,14 +697,15 @@ def _pod_dirs(layout: _Layout, driver: str, kubepods: str) -> list[tuple[str, st
     return found
 
 
-def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
+def _read_all(paths: Paths, reader: CgroupsReader | None, inputs: Inputs | None = None) -> Cgroups:
     version, driver, kubepods = _detect(paths)
     layout = _Layout(paths, version)
     if reader is None:
         scan = _Scan(layout)
     else:
-        scan = _Scan(layout, reader.lists, reader.pods, *reader.next_turn())
-        scan.skip_pods = reader.pods_may_be_carried(paths, scan.share)
+        scan = _Scan(layout, reader.lists, reader.pods, *reader.next_turn(), reported=reader.reported)
+        state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
+        scan.skip_pods = reader.pods_may_be_carried(state.cpu if state is not None else None, scan.share)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
         pod = _read_pod(scan, rel, uid, qos)
@@ -706,15 +717,16 @@ def _read_all(paths: Paths, reader: CgroupsReader | None) -> Cgroups:
         driver=driver,
         kubepods_path=kubepods,
         pods=tuple(pods),
-        root_cpus_effective=scan.cpus(root_cpus_path, _read(root_cpus_path)),
+        root_cpus_effective=scan.cpus(root_cpus_path, _read(root_cpus_path, scan.reported)),
     )
     if reader is not None:
         reader.lists, reader.pods = scan.lists, scan.pods
     return result
 
 
-def read(paths: Paths) -> Cgroups:
-    """Every pod and container cgroup under kubepods; SourceUnavailable when there is no kubepods cgroup."""
+def read(paths: Paths, inputs: Inputs | None = None) -> Cgroups:
+    """Every pod and container cgroup under kubepods; SourceUnavailable when there is no kubepods cgroup. A one-off
+    reading reads everything, so it uses none of its ``inputs``."""
     return _read_all(paths, None)
 
 
@@ -727,7 +739,8 @@ class CgroupsReader(Staggered):
         super().__init__()
         self.lists: dict[bytes, CPUSet] = {}
         self.pods: dict[str, _PodState] = {}
-        self._state_key: tuple[int, int, int] | None = None
+        self.reported = Reported()
+        self._assignments: CpuManagerState | None = None
         self._whole_readings_left = 0
 
     @property
@@ -740,19 +753,15 @@ class CgroupsReader(Staggered):
         """Every container's sandbox verdict, gathered from the pods that keep them (for tests and debugging)."""
         return {cid: verdict for state in self.pods.values() for cid, verdict in state.verdicts.items()}
 
-    def pods_may_be_carried(self, paths: Paths, share: int) -> bool:
+    def pods_may_be_carried(self, assignments: CpuManagerState | None, share: int) -> bool:
         """Whether this reading may carry Burstable and BestEffort pods over between their turns (neither listed nor
-        read): staggered, and not within ``share`` readings of a change of the kubelet's ``cpu_manager_state``.
-        When the CPU Manager changes its assignments (a Guaranteed pod admitted or gone) it rewrites every shared
-        container's cpuset within its reconcile period (10 s), and those cpusets must then be read at every reading
-        until they have all moved."""
-        try:
-            info = confined.stat_path(paths.kubelet / "cpu_manager_state")
-            key: tuple[int, int, int] | None = (info.st_ino, info.st_size, info.st_mtime_ns)
-        except OSError:
-            key = None
-        if key != self._state_key:
-            self._state_key = key
+        read): staggered, and not within ``share`` readings of a change of the kubelet's CPU Manager state
+        (``assignments``, from the kubelet_state source; None when it is absent, unreadable or down). When the CPU
+        Manager changes its assignments (a Guaranteed pod admitted or gone) it rewrites every shared container's
+        cpuset within its reconcile period, and those cpusets must then be read at every reading until they have
+        all moved."""
+        if assignments != self._assignments:
+            self._assignments = assignments
             self._whole_readings_left = self.stagger
         if share <= 1:
             return False
@@ -772,13 +781,15 @@ class CgroupsReader(Staggered):
         a removed pod is gone at once."""
         super().set_stagger(share)
 
-    def read(self, paths: Paths) -> Cgroups:
-        return _read_all(paths, self)
+    def read(self, paths: Paths, inputs: Inputs | None = None) -> Cgroups:
+        return _read_all(paths, self, inputs)
 
 
 SOURCE = SourceSpec(
     name="cgroups",
     read=read,
-    factory=CgroupsReader,
+    factory=lambda _context: CgroupsReader(),
+    # The CPU Manager state: a change of its assignments is when the shared pool's cpusets move (see above).
+    needs=("kubelet_state",),
     description="kubepods cgroups: per-container effective cpuset and memory placement per NUMA node",
 )

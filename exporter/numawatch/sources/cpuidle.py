@@ -34,6 +34,7 @@ import os
 import re
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import strip_value
@@ -162,7 +163,7 @@ def _read(
     turn: int = 0,
 ) -> CpuIdle:
     cpu_root = paths.sysfs / "devices/system/cpu"
-    if not cpu_root.is_dir():
+    if not confined.is_dir(cpu_root):
         raise SourceUnavailable(f"{cpu_root} does not exist")
     reading = _Reading()
     idle_dir = cpu_root / "cpuidle"
@@ -261,7 +262,7 @@ class CpuIdleReader(Staggered):
 SOURCE = SourceSpec(
     name="cpuidle",
     read=read,
-    factory=CpuIdleReader,
+    factory=lambda _context: CpuIdleReader(),
     description="CPU idle states per online CPU: exit latency, disabled or not, PM QoS resume latency limits",
 )
 

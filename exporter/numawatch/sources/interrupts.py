@@ -17,36 +17,35 @@ Format (kernel/irq/proc.c ``show_interrupts`` and arch ``arch_show_interrupts``;
 Kinds: ``device`` (numeric rows), ``local_timer`` (LOC, arch_timer, riscv-timer), ``ipi`` (RES, CAL, TLB, IWI,
 IPI<n>), ``other`` (the rest).
 
-Cost. A 384-CPU host with 2,000 IRQs prints ~8 MB here every read. Converting every cell would cost ~80 ms of
-Python per evaluation, so counts are kept only for the *watched* CPUs (isolated, nohz_full and exclusively pinned:
-the ones a finding or metric is about) and found without splitting: every count is printed in an 11-byte cell
-(`` %10u`` on current kernels, ``%10u `` on older ones, both right-aligned to the same offsets after the ``:``), so
-the watched columns are byte ranges of the line; digits 1-9 are marked with one ``bytes.translate`` and found with
-``bytes.find`` (both C loops), so only non-zero counts are touched in Python and zeros, the vast majority, are never
-converted. A line whose layout does not check out (a count wider than 10 digits shifts the cells; arm64 prints
-``IPI0:`` without the extra space) is split the slow, safe way; ``_looks_like_a_count`` says why the checks are
-exact. The file is read in 1 MiB blocks parsed as they arrive (``read_interrupts``), so neither it nor its marked
-copy is ever held whole (~2.5 MiB peak instead of ~18). See bench/bench_interrupts.py and docs/performance.md.
+Cost. A host with hundreds of CPUs and thousands of IRQs prints megabytes here every read, and converting every cell
+in Python would be the most expensive part of an evaluation, so counts are kept only for the *watched* CPUs
+(isolated, nohz_full and exclusively pinned: the ones a finding or metric is about) and found without splitting:
+every count is printed in an 11-byte cell (`` %10u`` on current kernels, ``%10u `` on older ones, both right-aligned
+to the same offsets after the ``:``), so the watched columns are byte ranges of the line; digits 1-9 are marked with
+one ``bytes.translate`` and found with ``bytes.find`` (both C loops), so only non-zero counts are touched in Python
+and zeros, the vast majority, are never converted. A line whose layout does not check out (a count wider than 10
+digits shifts the cells; arm64 prints ``IPI0:`` without the extra space) is split the slow, safe way;
+``_looks_like_a_count`` says why the checks are exact. The file is read in 1 MiB blocks parsed as they arrive
+(``read_interrupts``), so neither it nor its marked copy is ever held whole. See bench/bench_interrupts.py and
+docs/performance.md.
 
-The watched CPUs are worked out here from cheap files, because a source does not see the others' results:
-``sys/devices/system/cpu/{isolated,nohz_full}``, ``isolcpus=``/``nohz_full=`` of ``proc/cmdline``, and the
-exclusive CPUs of the kubelet's ``cpu_manager_state`` (``<kubelet>/cpu_manager_state``; read tolerantly, the
-kubelet_state source reports its problems). Rates come from two readings (``Host.previous``); the state serve keeps
-(``InterruptsReader``) is the columns worked out from the last header and watched CPUs (with the texts those came
-from: used again while all read the same) and the previous reading's rows with a CRC-32 of each row's watched cells:
-a row whose watched cells and text read the same is the previous row without being searched (devices routed to
-housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows are searched again).
-With several runs of watched columns, a row also keeps one CRC-32 of the whole span from its first to its last
-watched cell, which is checked first: one zlib call per row instead of one per run (each costs ~150 ns before its
-first byte; ~1 ms a reading on the 384-CPU benchmark host). A row whose unwatched cells inside that span move (a busy
-device on a housekeeping CPU between isolated ones) is checked run by run instead until it is searched again. The
-tick and IPI rows, which count on nearly every watched CPU, are converted run by run in C loops (``_dense_counts``)
-rather than one count at a time.
+The watched CPUs come from the sources this one needs: the isolation the topology source read (``isolcpus=``,
+``nohz_full=``, sysfs ``isolated`` and ``nohz_full``) and the exclusive CPUs of the kubelet_state source's CPU
+Manager state; either down contributes nothing (``watched_cpus``). Rates come from two readings (``Host.previous``);
+the state serve keeps (``InterruptsReader``) is the watched CPUs (used again while neither source was read again),
+the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32 of each
+row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
+(devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows
+are searched again). With several runs of watched columns, a row also keeps one CRC-32 of the whole span from its
+first to its last watched cell, which is checked first: one zlib call per row instead of one per run (each call has
+a fixed setup cost before its first byte). A row whose unwatched cells inside that span move (a busy device on a
+housekeeping CPU between isolated ones) is checked run by run instead until it is searched again. The tick and IPI
+rows, which count on nearly every watched CPU, are converted run by run in C loops (``_dense_counts``) rather than
+one count at a time.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -54,11 +53,11 @@ import zlib
 from collections.abc import Iterable
 
 from numawatch import confined
-from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
+from numawatch.cpuset import EMPTY, CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
+from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import excerpt, printable
-from numawatch.model import frozen_map
+from numawatch.model import KubeletState, Topology, frozen_map
 from numawatch.model_host import (
     KIND_DEVICE,
     KIND_IPI,
@@ -68,8 +67,7 @@ from numawatch.model_host import (
     Interrupts,
 )
 from numawatch.paths import Paths
-from numawatch.sources._files import DEFAULT_READ_LIMIT, read_optional_text
-from numawatch.sources.topology import parse_cmdline, parse_cmdline_cpulist, parse_isolcpus, parse_sys_cpulist
+from numawatch.sources._files import DEFAULT_READ_LIMIT
 
 BLOCK = 1 << 20  # bytes read (and digit-marked) at a time: the whole file is never held, nor its marked copy
 # A row is 11 bytes per online CPU plus its names: ~90 KB with 8,192 CPUs. Anything longer is not this file.
@@ -79,8 +77,8 @@ _MARK_NONZERO = bytes.maketrans(b"123456789", b"xxxxxxxxx")
 _DIGITS = frozenset(b"0123456789")
 _MAX_RUNS = 8  # beyond this many separate runs of watched columns, one span with a membership test is cheaper
 # A row whose previous reading had at least 1/_DENSE_SHARE of the watched counts non-zero is converted run by run
-# (``_dense_counts``): ~25 us for 368 watched cells in 4 runs, what finding and converting ~50 counts one at a time
-# costs.
+# (``_dense_counts``): past that share, converting whole runs in C loops is cheaper than finding and converting the
+# non-zero counts one at a time (bench/bench_interrupts.py).
 _DENSE_SHARE = 4
 
 IPI_KEYS = frozenset({"RES", "CAL", "TLB", "IWI"})
@@ -200,8 +198,8 @@ _Layout = tuple[tuple[int, ...], tuple[int, ...]]
 class _Columns:
     """What a reading's header and watched CPUs decide: the CPU of each column, the watched columns and their runs,
     and the byte ranges (from a row's ":") that the digests and the run-by-run conversion use. A reader's next
-    reading reuses it while the header and the watched CPUs are the same (working it out costs ~0.15 ms with 384
-    CPUs, parsing the header most of it)."""
+    reading reuses it while the header and the watched CPUs are the same (parsing the header is most of the cost of
+    working it out, and it grows with the CPUs)."""
 
     __slots__ = (
         "columns", "cpus", "dense_at", "dense_runs", "digest_spans", "header", "layout", "ncols", "runs", "span",
@@ -224,7 +222,7 @@ class _Columns:
         else:
             self.digest_spans = [(CELL * columns[0], CELL * (columns[-1] + 1))]
         # With several runs, one CRC-32 over the whole span from the first to the last watched cell is checked first:
-        # one call instead of one per run, each of which costs ~150 ns before its first byte (zlib.crc32's setup).
+        # one call instead of one per run, each of which pays zlib.crc32's setup before its first byte.
         self.whole_span = (CELL * columns[0], CELL * (columns[-1] + 1)) if len(self.digest_spans) > 1 else None
         # A row with many non-zero watched counts (the tick and IPI rows count on every CPU) converts each run of
         # watched cells in one go (``_dense_counts``): the runs, their CPUs and the space every cell starts with.
@@ -275,9 +273,9 @@ class _RowParser:
         self.columns = columns = shape.columns
         # The previous reading's digests are comparable only when it had the same columns and watched the same ones.
         self.digests = known is not None and known.layout == self.layout and bool(columns)
-        # Marking a whole block costs ~0.4 ns/byte; worth it when many columns are watched and most rows are to be
-        # searched. With the previous digests most rows are not searched at all: mark only the segments of those
-        # that are.
+        # Marking a whole block costs in proportion to its bytes; worth it when many columns are watched and most rows
+        # are to be searched. With the previous digests most rows are not searched at all: mark only the segments of
+        # those that are.
         self.mark_blocks = len(columns) * 4 >= self.ncols and not self.digests
         self.only: frozenset[int] | None = None
         # With the block marked, one find() over the span from the first to the last watched column and a membership
@@ -544,122 +542,62 @@ def _count(cell: bytes, key: str, path: str) -> int:
 
 
 # --------------------------------------------------------------------------------------------------- watched CPUs
-def exclusive_cpus_from_state(text: str) -> CPUSet:
-    """Every CPU a ``cpu_manager_state`` assigns exclusively: ``entries`` (v2+ ``{pod: {container: list}}``, v1
-    ``{id: list}``) and ``podEntries`` (v3+ ``{pod: {"cpuSet": list}}``), from ``data`` when v4 carries it.
+def watched_cpus(topology: Topology | None, state: KubeletState | None) -> CPUSet:
+    """Isolated, nohz_full and exclusively pinned CPUs: whose interrupts numawatch counts.
 
-    Tolerant on purpose: anything unreadable simply contributes nothing here; the kubelet_state source is the one
-    that reports a broken file.
+    From the topology source's isolation (``isolcpus=`` and ``nohz_full=`` as asked on the command line, and the
+    sysfs ``isolated`` and ``nohz_full`` files as in effect) and the exclusive CPUs of the kubelet_state source's
+    CPU Manager state. Either source down contributes nothing: what the other knows is still watched.
     """
-    try:
-        document = json.loads(text)
-        if isinstance(document, dict) and isinstance(document.get("data"), str):
-            document = json.loads(document["data"])  # v4: the checkpoint proper is this JSON string
-    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
-        return EMPTY
-    if not isinstance(document, dict):
-        return EMPTY
     cpus: set[int] = set()
-    for key in ("entries", "podEntries"):
-        entries = document.get(key)
-        if not isinstance(entries, dict):
-            continue
-        for value in entries.values():
-            lists = value.values() if isinstance(value, dict) else [value]
-            for cpulist in lists:
-                if isinstance(cpulist, str):
-                    try:
-                        cpus |= parse_cpulist(cpulist)
-                    except CPUListError:
-                        continue
+    if topology is not None:
+        isolation = topology.isolation
+        for known in (isolation.isolcpus, isolation.nohz_full, isolation.sys_isolated, isolation.sys_nohz_full):
+            if known is not None:
+                cpus |= known
+    if state is not None and state.cpu is not None:
+        cpus |= state.cpu.exclusive_cpus
     return frozenset(cpus)
-
-
-def _sys_cpus(text: str | None) -> CPUSet:
-    """A sysfs CPU list file's text (None: absent) -> CPUs; a bad list contributes nothing."""
-    if text is None:
-        return EMPTY
-    try:
-        return parse_sys_cpulist(text)
-    except CPUListError:
-        return EMPTY
-
-
-def cmdline_isolated_cpus(cmdline: str, last_cpu: int | None = None) -> CPUSet:
-    """CPUs named by ``isolcpus=`` or ``nohz_full=`` on a command line (bad values contribute nothing)."""
-    cpus: set[int] = set()
-    for name, value in parse_cmdline(cmdline):
-        try:
-            if name == "isolcpus" and value:
-                cpus |= parse_isolcpus(value, last_cpu)[0]
-            elif name == "nohz_full" and value:
-                cpus |= parse_cmdline_cpulist(value, last_cpu)
-        except CPUListError:
-            continue
-    return frozenset(cpus)
-
-
-# The texts the watched CPUs are worked out from (None: absent): ``possible``, ``isolated`` and ``nohz_full`` of
-# sys/devices/system/cpu, proc/cmdline and the kubelet's cpu_manager_state.
-_WatchedInputs = tuple[str | None, str | None, str | None, str | None, str | None]
-
-
-def _watched_inputs(paths: Paths) -> _WatchedInputs:
-    cpu_root = paths.sysfs / "devices/system/cpu"
-    possible = read_optional_text(cpu_root / "possible", 1 << 16)
-    isolated = read_optional_text(cpu_root / "isolated", 1 << 16)
-    nohz_full = read_optional_text(cpu_root / "nohz_full", 1 << 16)
-    cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16)
-    try:
-        state = read_optional_text(paths.kubelet / "cpu_manager_state", 4 << 20)
-    except (OSError, MalformedFile):  # unreadable or oversized: the kubelet_state source reports it, not this one
-        state = None
-    return possible, isolated, nohz_full, cmdline, state
-
-
-def _watched_from(inputs: _WatchedInputs) -> CPUSet:
-    possible_text, isolated, nohz_full, cmdline, state = inputs
-    possible = _sys_cpus(possible_text)
-    cpus = set(_sys_cpus(isolated) | _sys_cpus(nohz_full))
-    cpus |= cmdline_isolated_cpus(cmdline or "", max(possible) if possible else None)
-    if state is not None:
-        cpus |= exclusive_cpus_from_state(state)
-    return frozenset(cpus)
-
-
-def watched_cpus(paths: Paths) -> CPUSet:
-    """Isolated, nohz_full and exclusively pinned CPUs: whose interrupts numawatch counts."""
-    return _watched_from(_watched_inputs(paths))
 
 
 # --------------------------------------------------------------------------------------------------- reader
-def _read(paths: Paths, known: Remembered | None, watched: CPUSet | None = None) -> tuple[Interrupts, Remembered]:
+NEEDS = ("topology", "kubelet_state")
+
+
+def _read(paths: Paths, known: Remembered | None, watched: CPUSet) -> tuple[Interrupts, Remembered]:
     path = paths.procfs / "interrupts"
-    if watched is None:
-        watched = watched_cpus(paths)
     try:
         return read_interrupts(str(path), watched, known=known)
     except FileNotFoundError:
         raise SourceUnavailable(f"{path} does not exist") from None
 
 
-def read(paths: Paths) -> Interrupts:
-    return _read(paths, None)[0]
+def _watched_of(inputs: Inputs | None) -> CPUSet:
+    if inputs is None:
+        return EMPTY
+    return watched_cpus(inputs.get("topology"), inputs.get("kubelet_state"))
+
+
+def read(paths: Paths, inputs: Inputs | None = None) -> Interrupts:
+    """/proc/interrupts with counts for the CPUs ``inputs`` (topology, kubelet_state) say are watched; without
+    inputs, none are."""
+    return _read(paths, None, _watched_of(inputs))[0]
 
 
 class InterruptsReader:
     """The interrupts source as serve runs it (one per HostReader): the previous reading's rows, so unchanged rows
-    are not split and built again, and the columns and watched CPUs worked out from the previous reading's header
-    and files, used again while those read the same. Reads the same as ``read``."""
+    are not split and built again, the columns worked out from the previous reading's header, and the watched CPUs
+    worked out from the previous reading's inputs, used again while those were not read again (their generations).
+    Reads the same as ``read``."""
 
     def __init__(self) -> None:
         self._known = Remembered()
-        self._watched: tuple[_WatchedInputs, CPUSet] | None = None  # the texts read last time and their CPUs
+        self._watched: tuple[tuple[int | None, ...], CPUSet] | None = None  # the inputs' generations and their CPUs
 
-    def read(self, paths: Paths) -> Interrupts:
-        inputs = _watched_inputs(paths)  # read every time: a container pinned since is watched at once
-        if self._watched is None or self._watched[0] != inputs:
-            self._watched = (inputs, _watched_from(inputs))
+    def read(self, paths: Paths, inputs: Inputs | None = None) -> Interrupts:
+        generations = tuple(inputs.generation(name) for name in NEEDS) if inputs is not None else (None,)
+        if self._watched is None or None in generations or self._watched[0] != generations:
+            self._watched = (generations, _watched_of(inputs))
         result, self._known = _read(paths, self._known, self._watched[1])
         return result
 
@@ -667,18 +605,18 @@ class InterruptsReader:
 SOURCE = SourceSpec(
     name="interrupts",
     read=read,
-    factory=InterruptsReader,
+    factory=lambda _context: InterruptsReader(),
+    needs=NEEDS,
     description="/proc/interrupts counts on isolated, nohz_full and exclusively pinned CPUs",
 )
 
 __all__ = [
     "BLOCK",
     "CELL",
+    "NEEDS",
     "SOURCE",
     "InterruptsReader",
     "classify",
-    "cmdline_isolated_cpus",
-    "exclusive_cpus_from_state",
     "parse_header",
     "parse_interrupts",
     "read",

@@ -10,9 +10,15 @@ What is read (paths from ``Paths``):
 
 - whether it runs: processes whose ``<procfs>/<pid>/comm`` is ``irqbalance``. Candidates come cheaply from its
   abstract control socket (``@irqbalance<pid>.sock`` in ``<procfs>/1/net/unix``, the host's network namespace; every
-  irqbalance since 1.4 listens on it) and from its systemd unit's ``cgroup.procs``. Only when the socket table cannot
-  be read are all ``<procfs>/<pid>/comm`` read (about 4 µs per process): an irqbalance older than 1.4, without the
-  socket and outside its systemd unit, is then the one case missed.
+  irqbalance since 1.4 listens on it), from the socket files of ``<root>/run/irqbalance/`` (where it listens when it
+  cannot use the abstract one) and from its systemd unit's ``cgroup.procs``. Only when the socket table cannot be
+  read are all ``<procfs>/<pid>/comm`` read: an irqbalance older than 1.4, without the socket and outside its
+  systemd unit, is then the one case missed.
+- not on every evaluation: the reader (``IrqbalanceReader``, one per HostReader) remembers the daemons it found with
+  their start times and only checks that each still runs (``<procfs>/<pid>/stat``: comm and start time, so a PID
+  reused by another process does not pass). It looks again (the search above) when that check fails, when the
+  listing of ``<root>/run/irqbalance/`` changes (a daemon started or stopped there), at every
+  ``RESCAN_EVERY``-th reading (a daemon started without that hint, or one found absent), and after a SIGHUP.
 - its settings: the running daemon's own environment (``<procfs>/<pid>/environ``, NUL-separated ``KEY=VALUE``), which
   is what it actually uses, else the environment files ``<root>/etc/default/irqbalance.env`` (upstream),
   ``<root>/etc/default/irqbalance`` (Debian) and ``<root>/etc/sysconfig/irqbalance`` (RHEL), later ones overriding
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from numawatch import confined
@@ -45,6 +52,12 @@ BANNED_CPULIST = "IRQBALANCE_BANNED_CPULIST"
 BANNED_CPUS = "IRQBALANCE_BANNED_CPUS"
 ARGS = "IRQBALANCE_ARGS"
 _SOCKET = re.compile(r"@irqbalance([0-9]{1,10})\.sock\b")  # ASCII digits, at most PID_MAX_LIMIT's 7 (and then some)
+_SOCKET_FILE = re.compile(r"irqbalance([0-9]{1,10})\.sock")
+SOCKET_DIR = "irqbalance"  # under <root>/run: where irqbalance puts its socket file when not in the abstract namespace
+MAX_HINT_NAMES = 64  # names of that directory kept as the hint: it holds one socket per daemon
+# Readings between two searches while the daemons found (or their absence) check out: how late a daemon started
+# without leaving a socket file in run/irqbalance is seen.
+RESCAN_EVERY = 20
 
 
 # --------------------------------------------------------------------------------------------------- parsers
@@ -102,10 +115,13 @@ def _comm(procfs: str, pid: str) -> str | None:
         os.close(fd)
 
 
-def find_pids(paths: Paths) -> tuple[int, ...]:
+def find_pids(paths: Paths, hinted: Iterable[int] = ()) -> tuple[int, ...]:
+    """The PIDs of every running irqbalance: candidates from its sockets (``hinted``: PIDs its socket files name),
+    its systemd unit, and only when the socket table cannot be read, every process."""
     procfs = str(paths.procfs)
     sockets = read_optional_text(paths.procfs / "1/net/unix", 4 << 20)
     candidates: set[int] = set(socket_pids(sockets or ""))
+    candidates.update(hinted)
     for rel in UNIT_CGROUPS:
         text = read_optional_text(paths.cgroupfs / rel, 1 << 16) or ""
         candidates.update(int(word) for word in text.split() if word.isdigit())
@@ -114,14 +130,90 @@ def find_pids(paths: Paths) -> tuple[int, ...]:
         return tuple(found)
     if sockets is not None:
         # irqbalance >= 1.4 always listens on @irqbalance<pid>.sock: with the host's socket table readable and no
-        # such socket (nor a systemd unit with processes), it is not running. Skipping the scan below saves ~20 ms
-        # per evaluation on a node with 5,000 processes.
+        # such socket (nor a systemd unit with processes), it is not running, and reading every process's comm to
+        # be sure would cost in proportion to the processes on the node.
         return ()
     try:
         entries = confined.listdir(procfs)
     except FileNotFoundError:
         raise SourceUnavailable(f"{procfs} does not exist") from None
     return tuple(sorted(int(entry) for entry in entries if entry.isdigit() and _comm(procfs, entry) == COMM))
+
+
+def parse_stat_identity(data: bytes) -> tuple[str, int] | None:
+    """``/proc/<pid>/stat`` -> (comm, start time in clock ticks since boot), or None when it does not read as one.
+
+    The comm (field 2) is in parentheses and may itself hold spaces and parentheses, so the fields are split after
+    the last ``)``; the start time is field 22.
+    """
+    opening, closing = data.find(b"("), data.rfind(b")")
+    if opening < 0 or closing < opening:
+        return None
+    fields = data[closing + 1 :].split()
+    if len(fields) < 20 or not fields[19].isdigit():
+        return None
+    return data[opening + 1 : closing].decode("utf-8", errors="replace"), int(fields[19])
+
+
+def _identity(procfs: str, pid: int) -> tuple[str, int] | None:
+    try:
+        return parse_stat_identity(confined.read_file(f"{procfs}/{pid}/stat", 4096))
+    except OSError:
+        return None  # exited, or not a process directory
+
+
+def _hint(paths: Paths) -> tuple[str, ...] | None:
+    """The names in ``<root>/run/irqbalance/`` (None: no such directory): a change means a daemon came or went."""
+    try:
+        names = confined.listdir(paths.run / SOCKET_DIR)
+    except OSError:  # absent or not a directory
+        return None
+    return tuple(sorted(names)[:MAX_HINT_NAMES])
+
+
+def hinted_pids(names: Iterable[str]) -> list[int]:
+    """PIDs named by irqbalance's socket files (``irqbalance<pid>.sock``)."""
+    return sorted({int(match.group(1)) for name in names if (match := _SOCKET_FILE.fullmatch(name))})
+
+
+class IrqbalanceReader:
+    """The irqbalance source as a HostReader runs it: the daemons found last time, checked cheaply at each reading
+    and searched for again only when that check fails, the hint changes or ``rescan_every`` readings have passed
+    (see the module docstring). Reads the same as a one-off ``read`` whenever it searches."""
+
+    def __init__(self, rescan_every: int = RESCAN_EVERY) -> None:
+        if rescan_every < 1:
+            raise ValueError(f"rescan_every must be at least 1, got {rescan_every}")
+        self.rescan_every = rescan_every
+        self._daemons: tuple[tuple[int, tuple[str, int] | None], ...] | None = None  # None: never searched
+        self._hint: tuple[str, ...] | None = None
+        self._readings_since_search = 0
+
+    def refresh_all(self) -> None:
+        """Search at the next reading (SIGHUP)."""
+        self._daemons = None
+
+    def read(self, paths: Paths) -> Irqbalance:
+        if not confined.is_dir(paths.procfs):
+            raise SourceUnavailable(f"{paths.procfs} does not exist")
+        return _reading(paths, self._pids(paths))
+
+    def _pids(self, paths: Paths) -> tuple[int, ...]:
+        procfs = str(paths.procfs)
+        hint = _hint(paths)
+        if (
+            self._daemons is not None
+            and hint == self._hint
+            and self._readings_since_search < self.rescan_every
+            and all(known is not None and _identity(procfs, pid) == known for pid, known in self._daemons)
+        ):
+            self._readings_since_search += 1
+            return tuple(pid for pid, _ in self._daemons)
+        pids = find_pids(paths, hinted_pids(hint or ()))
+        self._daemons = tuple((pid, _identity(procfs, pid)) for pid in pids)
+        self._hint = hint
+        self._readings_since_search = 1
+        return pids
 
 
 def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
@@ -141,9 +233,11 @@ def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
 
 
 def read(paths: Paths) -> Irqbalance:
-    if not confined.is_dir(paths.procfs):
-        raise SourceUnavailable(f"{paths.procfs} does not exist")
-    pids = find_pids(paths)
+    """A one-off reading: searches for the daemon (``check``, ``capture``)."""
+    return IrqbalanceReader().read(paths)
+
+
+def _reading(paths: Paths, pids: tuple[int, ...]) -> Irqbalance:
     problems: list[str] = []
     config = None
     for pid in pids:
@@ -161,7 +255,20 @@ def read(paths: Paths) -> Irqbalance:
 SOURCE = SourceSpec(
     name="irqbalance",
     read=read,
+    factory=lambda _context: IrqbalanceReader(),
     description="whether irqbalance runs and the CPUs its configuration bans",
 )
 
-__all__ = ["SOURCE", "config_from", "find_pids", "parse_env_file", "parse_environ", "read", "socket_pids"]
+__all__ = [
+    "RESCAN_EVERY",
+    "SOURCE",
+    "IrqbalanceReader",
+    "config_from",
+    "find_pids",
+    "hinted_pids",
+    "parse_env_file",
+    "parse_environ",
+    "parse_stat_identity",
+    "read",
+    "socket_pids",
+]

@@ -39,7 +39,6 @@ at the next reading, and is named in ``Irqs.problems``) and ``default_smp_affini
 
 from __future__ import annotations
 
-import os
 import stat
 from dataclasses import replace
 from types import MappingProxyType
@@ -51,23 +50,10 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.model_host import IrqAffinity, Irqs
 from numawatch.paths import Paths
+from numawatch.sources._files import read_small
 from numawatch.sources._stagger import Staggered
 
 _READ_SIZE = 1 << 16  # a CPU list of 8,192 CPUs in the worst (every other CPU) shape fits easily
-
-
-def _read_small(path: str) -> bytes | None:
-    """One read of a small procfs file; None when it (or its IRQ) vanished."""
-    try:
-        fd = confined.open_file(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        return os.read(fd, _READ_SIZE)
-    except OSError:
-        return None  # EIO/EINVAL from an IRQ torn down between open and read
-    finally:
-        os.close(fd)
 
 
 def parse_cpulist_file(data: bytes, path: str, cache: dict[bytes, CPUSet] | None = None) -> CPUSet:
@@ -97,11 +83,11 @@ def _mode_writable(directory: str) -> bool | None:
 def read_irq(directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None) -> IrqAffinity | None:
     """One ``proc/irq/<n>`` directory (a string path, as the hot loop builds them), None when it vanished."""
     affinity_path = f"{directory}/smp_affinity_list"
-    affinity_data = _read_small(affinity_path)
+    affinity_data = read_small(affinity_path, _READ_SIZE, vanishing=True)
     if affinity_data is None:
         return None
     effective_path = f"{directory}/effective_affinity_list"
-    effective_data = _read_small(effective_path)
+    effective_data = read_small(effective_path, _READ_SIZE, vanishing=True)
     return IrqAffinity(
         irq=irq,
         affinity=parse_cpulist_file(affinity_data, affinity_path, cache),
@@ -154,19 +140,21 @@ def _read_fresh(
     ``smp_affinity_list`` being opened; when it changed (the IRQ moved), both files are read as usual."""
     directory = f"{root}/{entry}"
     if not requested and known is not None and known[1] is not None:
-        effective_data = _read_small(f"{directory}/effective_affinity_list")
+        effective_data = read_small(f"{directory}/effective_affinity_list", _READ_SIZE, vanishing=True)
         if effective_data is None:
             return None  # vanished
         if effective_data == known[1]:
             return known
     affinity_path = f"{directory}/smp_affinity_list"
-    affinity_data = _read_small(affinity_path)
+    affinity_data = read_small(affinity_path, _READ_SIZE, vanishing=True)
     if affinity_data is None:
         return None  # vanished
     effective_path = f"{directory}/effective_affinity_list"
     # An IRQ's directory gets all its files when the IRQ is set up (register_irq_proc): one that had no
     # effective_affinity_list at the last reading has none now (kernels without GENERIC_IRQ_EFFECTIVE_AFF_MASK).
-    effective_data = None if known is not None and known[1] is None else _read_small(effective_path)
+    effective_data = None
+    if known is None or known[1] is not None:
+        effective_data = read_small(effective_path, _READ_SIZE, vanishing=True)
     if known is not None and known[0] == affinity_data and known[1] == effective_data:
         return known  # same bytes as last time: the same (immutable) entry
     # The mode is set when the directory is created: an IRQ present in the previous reading keeps it.
@@ -196,7 +184,7 @@ def _requested_turn(irq: int, share: int, round_: int) -> bool:
 def _read_default(root: str) -> tuple[CPUSet | None, str | None]:
     """``proc/irq/default_smp_affinity`` (a hex mask), None when absent or malformed; and what was wrong with it."""
     default_path = f"{root}/default_smp_affinity"
-    default_data = _read_small(default_path)
+    default_data = read_small(default_path, _READ_SIZE, vanishing=True)
     if default_data is None:
         return None, None
     try:
@@ -394,7 +382,7 @@ def _numbered(listing: list[str]) -> list[tuple[int, str]]:
 SOURCE = SourceSpec(
     name="irqs",
     read=read,
-    factory=IrqsReader,
+    factory=lambda _context: IrqsReader(),
     description="requested and effective affinity of every IRQ (/proc/irq/<n>)",
 )
 

@@ -27,7 +27,6 @@ file leaves its setting None and says why in ``problems``; the other settings ar
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from numawatch.hosttext import checked, excerpt, strip_value
 from numawatch.model import frozen_map
 from numawatch.model_host import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
-from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._files import list_dir, read_optional_text, read_small_text
 from numawatch.sources._stagger import Staggered
 from numawatch.sources.topology import hugepage_requests, hugepage_size_kb, parse_cmdline
 
@@ -168,18 +167,6 @@ def read_hugepage_pool(directory: Path) -> tuple[dict[int, HugePageCounts], str 
     return pools, next(iter(problems.lines.values()), None)
 
 
-def _read_small(path: str) -> str | None:
-    """A one-line sysfs file with raw ``os`` calls (hundreds per reading); None when it does not exist."""
-    try:
-        fd = confined.open_file(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        return os.read(fd, _SMALL).decode("utf-8", errors="replace")
-    finally:
-        os.close(fd)
-
-
 def parse_affected_cpus(text: str) -> frozenset[int]:
     """cpufreq ``affected_cpus``: the online CPUs of a policy, space-separated (``0 1 2 3``)."""
     words = strip_value(text).split()
@@ -194,7 +181,7 @@ def _governors_per_cpu(root: str, online: frozenset[int], problems: _Problems) -
     for cpu in sorted(online):
         path = f"{root}/cpu{cpu}/cpufreq/scaling_governor"
         # A CPU without cpufreq/ (or one going offline right now) just has no governor.
-        value = problems.parse("cpufreq_governor", Path(path), parse_governor, _read_small(path))
+        value = problems.parse("cpufreq_governor", Path(path), parse_governor, read_small_text(path, _SMALL))
         if value is not None:
             governors[cpu] = value
     return governors
@@ -252,7 +239,7 @@ def _read_governors(
         directory = f"{root}/cpufreq/{policy}"
         cpus = remembered.get((policy, online_text))
         if cpus is None:
-            text = _read_small(f"{directory}/affected_cpus")
+            text = read_small_text(f"{directory}/affected_cpus", _SMALL)
             try:
                 cpus = parse_affected_cpus(text) if text is not None else None
             except ValueError:
@@ -267,7 +254,7 @@ def _read_governors(
         value = previous.get(policy)
         if value is None or _policy_turn(policy, share) == turn:
             path = f"{directory}/scaling_governor"
-            text = _read_small(path)
+            text = read_small_text(path, _SMALL)
             value = names.get(text) if text is not None else None
             if value is None:
                 value = problems.parse("cpufreq_governor", Path(path), parse_governor, text)
@@ -365,7 +352,7 @@ class KernelReader(Staggered):
 SOURCE = SourceSpec(
     name="kernel",
     read=read,
-    factory=KernelReader,
+    factory=lambda _context: KernelReader(),
     description="kernel tunables: numa_balancing, swappiness, THP, cpufreq governors, huge page pools",
 )
 

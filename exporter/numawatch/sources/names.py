@@ -323,6 +323,6 @@ SOURCE = SourceSpec(
     name="names",
     read=read,
     fingerprint=fingerprint,
-    factory=NamesReader,
+    factory=lambda _context: NamesReader(),
     description="pod and container names per container ID, from runtime bundle annotations and var/log/pods",
 )

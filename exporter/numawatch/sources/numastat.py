@@ -673,7 +673,7 @@ INTERSOCKET = SourceSpec(
     read=read_intersocket,
     description="inter-socket link bytes from uncore PMUs (Intel UPI, AMD data fabric) via perf_event_open "
     "(where permitted)",
-    factory=UncoreLinkCounters,  # the open counters live as long as the HostReader
+    factory=lambda _context: UncoreLinkCounters(),  # the open counters live as long as the HostReader
 )
 
 __all__ = [

@@ -29,8 +29,8 @@ calls to it until a hotplug event, and leaves the others; any other error of one
 GPU's ``problems`` and leaves the value unknown.
 
 The integration state lives in an ``NvmlReader``, kept by the running numawatch across evaluations (keyed by GPU
-UUID, so it survives re-enumeration after hotplug). ``SOURCE``, in the registry, is a placeholder that reports NVML
-not enabled; ``GpuReaders.bind`` swaps in the real readers.
+UUID, so it survives re-enumeration after hotplug), which the HostReader makes on the NVML session it was given
+(``HostReader(paths, nvml=session)``); without one the source is down, reporting NVML not enabled.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 
 from numawatch.cpuset import CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
+from numawatch.host import ReaderContext, SourceSpec
 from numawatch.model import frozen_map
 from numawatch.model_gpu import (
     UTILIZATION_RATES,
@@ -57,7 +57,7 @@ from numawatch.model_gpu import (
 from numawatch.nvml_session import NvmlSession, NvmlUnavailable, describe, error_name, is_empty_answer
 from numawatch.paths import Paths
 from numawatch.sources._files import read_optional_text
-from numawatch.sources.processes import ProcessReader, cgroup_identity, parse_proc_cgroup
+from numawatch.sources.processes import cgroup_identity, parse_proc_cgroup
 
 log = logging.getLogger(__name__)
 
@@ -204,11 +204,6 @@ class NvmlReader:
         self._devices: list[_Device] | None = None
         self._counters: dict[str, _Counters] = {}
         self._driver_version: str | None = None
-        self.latest: NvmlSnapshot | None = None  # this evaluation's snapshot, for the processes source
-
-    def spec(self) -> SourceSpec:
-        """The registry's nvml source, reading through this reader."""
-        return dataclasses.replace(SOURCE, read=self.read)
 
     def refresh(self) -> None:
         """GPUs were added or removed: enumerate again (re-initialising NVML) and retry lost GPUs."""
@@ -217,13 +212,15 @@ class NvmlReader:
             counters.lost = ""
         self.session.request_restart()
 
+    def invalidate(self, names: Iterable[str]) -> None:
+        """Hotplug: a change to the GPUs on the PCI bus makes NVML enumerate again."""
+        if {"gpus_sysfs", "nvml"} & set(names):
+            self.refresh()
+
     def read(self, paths: Paths) -> NvmlSnapshot:
-        self.latest = None
         devices = self._enumerate(paths)
         gpus = tuple(self._read_gpu(paths, device) for device in devices)
-        snapshot = NvmlSnapshot(driver_version=self._driver_version, gpus=gpus, calls=self.session.calls())
-        self.latest = snapshot
-        return snapshot
+        return NvmlSnapshot(driver_version=self._driver_version, gpus=gpus, calls=self.session.calls())
 
     # ----------------------------------------------------------------------------------------- calls
     def _call(self, name: str, *args: Any) -> Any:
@@ -554,46 +551,23 @@ def _with_utilization(process: GpuProcess, values: Sequence[float] | None) -> Gp
     return dataclasses.replace(process, sm_utilization=_ratio(sum(values) / len(values)))
 
 
-# --------------------------------------------------------------------------------------------------- wiring
-class GpuReaders:
-    """The nvml and processes sources of one running numawatch, sharing one NVML session.
-
-    Both keep state across evaluations (counters), so they are objects the caller keeps, not module functions::
-
-        session = NvmlSession()
-        gpu = GpuReaders(session)
-        reader = HostReader(paths, gpu.bind(SOURCES))
-    """
-
-    def __init__(self, session: NvmlSession, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.session = session
-        self.nvml = NvmlReader(session, clock=clock)
-        self.processes = ProcessReader(lambda: self.nvml.latest)
-
-    def sources(self) -> tuple[SourceSpec, SourceSpec]:
-        return self.nvml.spec(), self.processes.spec()
-
-    def bind(self, sources: Iterable[SourceSpec]) -> tuple[SourceSpec, ...]:
-        """``sources`` with the nvml and processes placeholders replaced by these readers (appended if absent)."""
-        mine = {spec.name: spec for spec in self.sources()}
-        bound = [mine.pop(spec.name, spec) for spec in sources]
-        return (*bound, *mine.values())
-
-    def invalidate(self, names: Iterable[str]) -> None:
-        """Hotplug: a change to the GPUs on the PCI bus makes NVML enumerate again."""
-        if {"gpus_sysfs", "nvml"} & set(names):
-            self.nvml.refresh()
-
-
+# --------------------------------------------------------------------------------------------------- the source
 def _not_enabled(paths: Paths) -> NvmlSnapshot:
     raise SourceUnavailable("NVML is not enabled in this numawatch process")
 
 
-# The placeholder in the SOURCES registry (see GpuReaders.bind): reading NVML needs a session and counters that live
-# as long as the process, which a module-level function cannot hold.
+def _reader(context: ReaderContext) -> NvmlReader | None:
+    """The HostReader's NvmlReader, on the session it was given; None without one (``_not_enabled`` reads)."""
+    if context.nvml is None:
+        return None
+    return NvmlReader(context.nvml, clock=context.clock)
+
+
 SOURCE = SourceSpec(
     name="nvml",
     read=_not_enabled,
+    # Reading NVML needs a session and counters that live as long as the process: the HostReader's, made here.
+    factory=_reader,
     description="GPUs as NVML sees them: busy time, compute processes and their containers",
     # NVML reads no files: numawatch capture keeps the reading itself, and check --from replays it.
     recording=JsonRecording(NvmlSnapshot, "nvml"),
@@ -602,7 +576,6 @@ SOURCE = SourceSpec(
 __all__ = [
     "MAX_SAMPLE_GAP_US",
     "SOURCE",
-    "GpuReaders",
     "NvmlReader",
     "cpu_words",
     "mask_bits",

@@ -182,7 +182,7 @@ def _with_rate(usage: PodUsage, before: PodUsage, then: float, now: float) -> Po
 SOURCE = SourceSpec(
     name="pod_usage",
     read=read,
-    factory=PodUsageReader,
+    factory=lambda _context: PodUsageReader(),
     description="CPU time and memory charged per pod cgroup (pod level: two files per pod)",
 )
 

@@ -31,16 +31,14 @@ only what grew; what an exited thread accumulated stays in the container's total
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
+from numawatch.host import Inputs, ReaderContext, SourceSpec
 from numawatch.hosttext import printable
 from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, frozen_map
 from numawatch.model_gpu import GpuHolders, HolderContainer, HolderProcess, JsonRecording, Limit, NvmlSnapshot
@@ -262,26 +260,18 @@ def _grown(current: int | None, last: int | None) -> int:
 
 
 class ProcessReader:
-    """Reads the GPU holders' processes and keeps their counters monotonic across evaluations.
+    """Reads the GPU holders' processes and keeps their counters monotonic across evaluations. Which processes
+    hold GPUs comes from the nvml source's snapshot of the same reading (``needs``)."""
 
-    ``holders`` returns the nvml source's snapshot of the current evaluation (None when it is down): the nvml source
-    is read first, and a source cannot see another's result, so the two readers are wired together instead.
-    """
-
-    def __init__(self, holders: Callable[[], NvmlSnapshot | None]) -> None:
-        self._holders = holders
+    def __init__(self) -> None:
         self._threads: dict[tuple[str, int], _Thread] = {}  # (container ID, TID) -> last values
         self._totals: dict[str, _Totals] = {}
         # None until the first sched file is read: kernels without CONFIG_SCHED_DEBUG have no file at all, and some
         # have the file without se.nr_migrations; either way it is not read again.
         self._has_sched: bool | None = None
 
-    def spec(self) -> SourceSpec:
-        """The registry's processes source, reading through this reader."""
-        return dataclasses.replace(SOURCE, read=self.read)
-
-    def read(self, paths: Paths) -> GpuHolders:
-        snapshot = self._holders()
+    def read(self, paths: Paths, inputs: Inputs) -> GpuHolders:
+        snapshot: NvmlSnapshot | None = inputs.get("nvml")
         if snapshot is None:
             raise SourceUnavailable("the GPU holders are unknown: the nvml source is down")
         nvml_pids: set[int] = set()
@@ -478,15 +468,20 @@ class ProcessReader:
         return _Thread(run_delay, switches, migrations), cpus
 
 
-def _nvml_not_enabled(paths: Paths) -> GpuHolders:
+def _nvml_not_enabled(paths: Paths, inputs: Inputs) -> GpuHolders:
     raise SourceUnavailable("the GPU holders come from NVML, which this numawatch process has not enabled")
 
 
-# The placeholder in the SOURCES registry; a running numawatch replaces it with ProcessReader(...).spec() through
-# sources.nvml.GpuReaders.bind (the reader keeps state across evaluations, so it cannot be a module-level function).
+def _reader(context: ReaderContext) -> ProcessReader | None:
+    """The HostReader's ProcessReader (it keeps counters across evaluations); None when NVML is not enabled."""
+    return ProcessReader() if context.nvml is not None else None
+
+
 SOURCE = SourceSpec(
     name="processes",
     read=_nvml_not_enabled,
+    factory=_reader,
+    needs=("nvml",),
     description="run-queue wait, preemptions, migrations and allowed CPUs of the threads of GPU-holding containers",
     # Its files are captured as read, but which processes to read comes from NVML: check --from replays the reading.
     recording=JsonRecording(GpuHolders, "processes"),

@@ -39,7 +39,7 @@ from numawatch.host import SourceSpec
 from numawatch.hosttext import excerpt, is_null, shown, strip_value
 from numawatch.model import Cpu, IsolationParams, NumaNode, Topology, frozen_map
 from numawatch.paths import Paths
-from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._files import list_dir, read_optional_text, read_small
 
 T = TypeVar("T")
 
@@ -562,13 +562,6 @@ def read(paths: Paths) -> Topology:
     )
 
 
-def _raw(path: Path) -> bytes | None:
-    try:
-        return confined.read_file(path, 1 << 16)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
 def fingerprint(paths: Paths) -> tuple[object, ...]:
     """Raw bytes of the few files whose change means the topology must be read again: cpu/online (hotplug),
     node/online, proc/cmdline and the global ``nr_hugepages`` per size (a reservation on any node changes it).
@@ -578,12 +571,12 @@ def fingerprint(paths: Paths) -> tuple[object, ...]:
     online = confined.read_file(paths.sysfs / "devices/system/cpu/online", 1 << 16)
     hugepages_dir = paths.sysfs / "kernel/mm/hugepages"
     hugepages = tuple(
-        (name, _raw(hugepages_dir / name / "nr_hugepages")) for name in sorted(list_dir(hugepages_dir))
+        (name, read_small(hugepages_dir / name / "nr_hugepages", 1 << 16)) for name in sorted(list_dir(hugepages_dir))
     )
     return (
         online,
-        _raw(paths.sysfs / "devices/system/node/online"),
-        _raw(paths.procfs / "cmdline"),
+        read_small(paths.sysfs / "devices/system/node/online", 1 << 16),
+        read_small(paths.procfs / "cmdline", 1 << 16),
         hugepages,
     )
 
