@@ -385,3 +385,31 @@ def test_this_test_process_itself_reads_as_a_host_process():
     expected = Limit(None if soft == resource.RLIM_INFINITY else soft, None if hard == resource.RLIM_INFINITY else hard)
     assert mine.memlock == expected
     gpu.session.close()
+
+
+@pytest.mark.parametrize("scheduling", [True, False])
+def test_without_the_holder_families_the_threads_scheduling_files_are_not_read(fake_host, scheduling):
+    """serve without the gpu_holders collector (``HostReader(holder_scheduling=False)``): schedstat and sched of the
+    holders' threads are not opened and their counters stay unknown; status (allowed CPUs, preemptions) still is."""
+    from numawatch.host import HostReader
+    from open_audit import recording
+
+    reference_node(fake_host)
+    write_reference_threads(fake_host)
+    session = NvmlSession(nvml=reference_nvml())
+    try:
+        reader = HostReader(fake_host.paths, nvml=session, holder_scheduling=scheduling)
+        with recording() as opened:
+            holders = reader.read().processes
+    finally:
+        session.close()
+
+    assert holders is not None
+    names = {os.path.basename(path) for path in opened if "/task/" in path}
+    assert ({"schedstat", "sched"} <= names) is scheduling
+    assert ({"schedstat", "sched"} & names == set()) is not scheduling
+    assert "status" in names
+    vllm = holders.containers[VLLM.container.container_id]
+    assert (vllm.run_delay_seconds is None, vllm.migrations is None) == (not scheduling, not scheduling)
+    assert vllm.involuntary_switches == 5 + 3 * 7
+    assert dict(holders.processes[reference_pid(VLLM)].cpus_allowed) == {VLLM.exclusive: 4}

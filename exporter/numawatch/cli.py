@@ -500,15 +500,17 @@ def run_serve(args: argparse.Namespace) -> int:
 
         session = NvmlSession()
         contexts.append(session.cleanup_ctx)
-    reader = HostReader(paths, stagger=args.stagger, nvml=session)
+    enabled = collectors.from_args(args)
+    if enabled.disabled:
+        log.info("Collectors turned off", extra=fields(collectors=",".join(sorted(enabled.disabled))))
+    # Without the gpu_holders collector nothing uses the holders' scheduling counters: they are not read.
+    reader = HostReader(paths, stagger=args.stagger, nvml=session,
+                        holder_scheduling="gpu_holders" in enabled.enabled)
     from numawatch.hotplug import HotplugMonitor, invalidator
 
     # GPUs and CPUs coming and going refresh the inventory and topology without polling them every evaluation (and
     # make NVML enumerate again: its reader is the nvml source's, None without NVML).
     contexts.append(HotplugMonitor(invalidator(reader, reader.state("nvml"))).cleanup_ctx)
-    enabled = collectors.from_args(args)
-    if enabled.disabled:
-        log.info("Collectors turned off", extra=fields(collectors=",".join(sorted(enabled.disabled))))
     sampler = server.Sampler(reader, intent, interval=args.interval, intent_loader=loader, collectors=enabled)
     limits = server.Limits(args.max_requests, args.read_timeout, args.write_timeout)
     gate = server.Gate(limits, web_config, args.web_config)

@@ -36,6 +36,9 @@ class ReaderContext:
 
     nvml: NvmlSession | None = None  # this process's NVML session; None: NVML is not enabled
     clock: Callable[[], float] = time.monotonic  # for readers that integrate over time (NVML's busy seconds)
+    # Whether the GPU holders' per-thread scheduling counters (schedstat, sched) are read: only the holder families
+    # use them, so serve without the gpu_holders collector does not read them.
+    holder_scheduling: bool = True
 
 
 class Inputs:
@@ -291,7 +294,8 @@ class HostReader:
     reading (cgroups: ``memory.numa_stat``; irqs: the affinity files), so a value may be ``stagger - 1`` readings
     old. The default, 1, reads everything every time: ``check`` (``--window`` included), ``capture`` and
     ``check --from`` always do. ``nvml`` is the NVML session the nvml and processes sources read through (None:
-    NVML is not enabled and they are down saying so); ``clock`` is the time their counters integrate over.
+    NVML is not enabled and they are down saying so); ``clock`` is the time their counters integrate over;
+    ``holder_scheduling`` False leaves out the GPU holders' scheduling counters (``ReaderContext``).
     """
 
     def __init__(
@@ -302,6 +306,7 @@ class HostReader:
         stagger: int = 1,
         nvml: NvmlSession | None = None,
         clock: Callable[[], float] = time.monotonic,
+        holder_scheduling: bool = True,
     ) -> None:
         from numawatch.sources import SOURCES
 
@@ -311,7 +316,7 @@ class HostReader:
         self.sources = tuple(sources if sources is not None else SOURCES)
         dependency_order(self.sources)  # a cycle is an error now, not at the first reading
         self.stagger = stagger
-        self.context = ReaderContext(nvml=nvml, clock=clock)
+        self.context = ReaderContext(nvml=nvml, clock=clock, holder_scheduling=holder_scheduling)
         self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
         # Per source, how many times it was read for real: what a source that needs it keys its cache on.
         self._generations: dict[str, int] = {}

@@ -263,7 +263,10 @@ class ProcessReader:
     """Reads the GPU holders' processes and keeps their counters monotonic across evaluations. Which processes
     hold GPUs comes from the nvml source's snapshot of the same reading (``needs``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, scheduling: bool = True) -> None:
+        # False: the threads' run delay (schedstat) and migrations (sched) are not read, and stay unknown (None);
+        # their status (allowed CPUs, preemptions) still is, for the checks.
+        self._scheduling = scheduling
         self._threads: dict[tuple[str, int], _Thread] = {}  # (container ID, TID) -> last values
         self._totals: dict[str, _Totals] = {}
         # None until the first sched file is read: kernels without CONFIG_SCHED_DEBUG have no file at all, and some
@@ -451,11 +454,11 @@ class ProcessReader:
             switches, cpus = parse_thread_status(status, status_path)
             run_delay = None
             schedstat_path = f"{directory}/schedstat"
-            data = _read(schedstat_path)
+            data = _read(schedstat_path) if self._scheduling else None
             if data is not None:
                 run_delay = parse_schedstat(data, schedstat_path)
             migrations = None
-            if self._has_sched is not False:
+            if self._scheduling and self._has_sched is not False:
                 sched_path = f"{directory}/sched"
                 data = _read(sched_path)
                 if data is not None:
@@ -474,7 +477,7 @@ def _nvml_not_enabled(paths: Paths, inputs: Inputs) -> GpuHolders:
 
 def _reader(context: ReaderContext) -> ProcessReader | None:
     """The HostReader's ProcessReader (it keeps counters across evaluations); None when NVML is not enabled."""
-    return ProcessReader() if context.nvml is not None else None
+    return ProcessReader(scheduling=context.holder_scheduling) if context.nvml is not None else None
 
 
 SOURCE = SourceSpec(
