@@ -85,13 +85,8 @@ from fakehost.kubelet import (  # noqa: E402
 from fakehost.pods import ContainerSpec, PodHandle, add_kubepods, add_pod, set_container_cpus  # noqa: E402
 from fakehost.topology import TopologyLayout, add_topology  # noqa: E402
 from numawatch.cpuset import CPUSet, format_cpulist  # noqa: E402
-from numawatch.model import (  # noqa: E402
-    QOS_BESTEFFORT,
-    QOS_BURSTABLE,
-    QOS_GUARANTEED,
-    DeviceAssignment,
-    MemoryBlock,
-)
+from numawatch.model.kubelet import DeviceAssignment, MemoryBlock  # noqa: E402
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED  # noqa: E402
 
 MiB, GiB = 1 << 20, 1 << 30
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -42,7 +42,8 @@ from fakehost import FakeHost  # noqa: E402
 from fakehost.kubelet import write_cpu_manager_state, write_memory_manager_state  # noqa: E402
 from fakehost.pods import ContainerSpec, add_pod  # noqa: E402
 from numawatch.cpuset import CPUSet, format_cpulist, parse_cpulist  # noqa: E402
-from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, CpuManagerState  # noqa: E402
+from numawatch.model.kubelet import CpuManagerState  # noqa: E402
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED  # noqa: E402
 from numawatch.paths import Paths  # noqa: E402
 from numawatch.sources.cgroups import parse_container_dir, parse_pod_dir  # noqa: E402
 from numawatch.sources.kubelet_state import (  # noqa: E402

@@ -422,7 +422,7 @@ def reference_gpu_results() -> dict[str, Any]:
     2-3, each GPU 90 % busy over 60 s of samples; every family of metrics/gpu.py has series from it."""
     from fakehost.reference import GPUS, NODE_CPUS, TRTLLM, VLLM
     from numawatch.model import frozen_map
-    from numawatch.model_gpu import (
+    from numawatch.model.gpu import (
         UTILIZATION_SAMPLES,
         GpuHolders,
         GpuProcess,

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from numawatch.host import Inputs
-from numawatch.model_gpu import GpuHolders, NvmlSnapshot
+from numawatch.model.gpu import GpuHolders, NvmlSnapshot
 from numawatch.nvml_session import NvmlSession
 from numawatch.paths import Paths
 from numawatch.sources.nvml import NvmlReader

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwloc_oracle import OracleError, lstopo_xml
-from numawatch.model_platform import PciFunction, PciTopology
+from numawatch.model.pci import PciFunction, PciTopology
 from numawatch.paths import Paths
 from numawatch.sources import pci_topology
 

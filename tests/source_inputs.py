@@ -6,7 +6,8 @@ from typing import Any
 
 from numawatch.errors import SourceUnavailable
 from numawatch.host import Inputs
-from numawatch.model import Cgroups, KubeletState
+from numawatch.model.kubelet import KubeletState
+from numawatch.model.workloads import Cgroups
 from numawatch.paths import Paths
 from numawatch.sources import cgroups, kubelet_state
 

@@ -20,7 +20,7 @@ from fakehost.kernel import FakeIrq, format_interrupts
 from numawatch.checks import evaluate
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
-from numawatch.model_host import KIND_DEVICE
+from numawatch.model.interrupts import KIND_DEVICE
 from numawatch.paths import Paths
 from numawatch.sources.cgroups import parse_numa_stat_v1, parse_numa_stat_v2
 from numawatch.sources.interrupts import parse_interrupts

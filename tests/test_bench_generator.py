@@ -22,7 +22,7 @@ from numawatch import metrics
 from numawatch.checks import evaluate
 from numawatch.host import HostReader, read_host
 from numawatch.intent import REFERENCE
-from numawatch.model_host import KIND_DEVICE
+from numawatch.model.interrupts import KIND_DEVICE
 from numawatch.paths import Paths
 from numawatch.sources.kernel import parse_affected_cpus, parse_governor
 from numawatch.sources.numastat import parse_numastat

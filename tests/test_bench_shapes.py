@@ -20,7 +20,7 @@ from hwloc_oracle import LSTOPO, compare, lstopo_available, readings, summary
 from numawatch.checks import evaluate
 from numawatch.host import read_host
 from numawatch.intent import REFERENCE
-from numawatch.model_host import KIND_DEVICE
+from numawatch.model.interrupts import KIND_DEVICE
 from numawatch.paths import Paths
 from numawatch.sources.kubelet_state import parse_cpu_manager_state, parse_memory_manager_state
 

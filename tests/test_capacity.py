@@ -40,7 +40,7 @@ from numawatch.capacity import (
 from numawatch.cpuset import parse_cpulist
 from numawatch.host import Host, read_host
 from numawatch.intent import REFERENCE
-from numawatch.model import DeviceAssignment, MemoryBlock
+from numawatch.model.kubelet import DeviceAssignment, MemoryBlock
 from numawatch.paths import Paths
 from numawatch.shapes import parse_shape
 

@@ -15,7 +15,8 @@ from numawatch.capacity import (
     _Sim,
     replicas,
 )
-from numawatch.model import MemoryNodeState, MemoryTable, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.kubelet import MemoryNodeState, MemoryTable
 from numawatch.shapes import parse_shape
 
 GiB = 1 << 30

@@ -18,7 +18,7 @@ from fakehost.pods import (
 )
 from numawatch.errors import SourceUnavailable
 from numawatch.host import read_host
-from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.sources import cgroups
 from numawatch.sources.cgroups import (
     parse_container_dir,

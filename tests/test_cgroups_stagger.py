@@ -12,7 +12,7 @@ import shutil
 import pytest
 from fakehost.kubelet import write_cpu_manager_state
 from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_numa_bytes
-from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.sources import cgroups
 from source_inputs import CgroupsReaderWithState
 

@@ -25,7 +25,7 @@ from numawatch.checkpoint_checksum import (
     fnv1a_32,
     memory_manager_checksum,
 )
-from numawatch.model import MemoryBlock, MemoryNodeState, MemoryTable
+from numawatch.model.kubelet import MemoryBlock, MemoryNodeState, MemoryTable
 from numawatch.sources.kubelet_state import (
     parse_cpu_manager_state,
     parse_device_checkpoint,

@@ -230,7 +230,8 @@ def test_mismatch_fires_for_a_host_process_on_an_assigned_gpu_but_not_on_a_free_
 
 def test_mismatch_treats_replica_ids_as_their_gpu():
     from numawatch.checks.gpu_process import _assignments
-    from numawatch.model import DeviceAssignment, DeviceCheckpoint, KubeletState, frozen_map
+    from numawatch.model import frozen_map
+    from numawatch.model.kubelet import DeviceAssignment, DeviceCheckpoint, KubeletState
 
     state = KubeletState(
         cpu=None,

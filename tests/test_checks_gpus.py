@@ -14,7 +14,9 @@ from fakehost.reference import (
 )
 from numawatch.checks import all_checks, evaluate
 from numawatch.intent import REFERENCE
-from numawatch.model import DeviceAssignment, NumaNode, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.kubelet import DeviceAssignment
+from numawatch.model.topology import NumaNode
 
 CHECK = next(c for c in all_checks() if c.id == "gpu_numa_unknown")
 

@@ -11,7 +11,7 @@ import pytest
 from numawatch.checks.host_irq import changed_positions, deltas, device_irqs, same_entries
 from numawatch.host import Host
 from numawatch.model import frozen_map
-from numawatch.model_host import (
+from numawatch.model.interrupts import (
     INTERRUPT_KINDS,
     KIND_DEVICE,
     KIND_IPI,

@@ -24,15 +24,9 @@ from numawatch.checks import SEVERITIES, SUBJECT_LABELS, all_checks, evaluate
 from numawatch.checks.kubelet import machine_state_difference
 from numawatch.intent import REFERENCE, Intent
 from numawatch.metrics import drift as metrics_drift
-from numawatch.model import (
-    MemoryBlock,
-    MemoryManagerState,
-    MemoryNodeState,
-    MemoryTable,
-    NumaNode,
-    StateFileProblem,
-    frozen_map,
-)
+from numawatch.model import frozen_map
+from numawatch.model.kubelet import MemoryBlock, MemoryManagerState, MemoryNodeState, MemoryTable, StateFileProblem
+from numawatch.model.topology import NumaNode
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

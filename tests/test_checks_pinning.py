@@ -34,7 +34,8 @@ from numawatch.checks import pinning as pinning_checks
 from numawatch.cpuset import format_cpulist, parse_cpulist
 from numawatch.host import read_host
 from numawatch.intent import REFERENCE, Intent, PodSelector
-from numawatch.model import Cpu, IsolationParams, NumaNode, Topology, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 
 VLLM_ID = VLLM.container.container_id

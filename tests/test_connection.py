@@ -15,7 +15,7 @@ from numawatch import server
 from numawatch.connection import RequestFraming
 from numawatch.host import HostReader, SourceSpec
 from numawatch.intent import REFERENCE, parse_intent
-from numawatch.model import Cpu, IsolationParams, NumaNode, Topology
+from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.passwords import PoolBusy, VerifierPool
 from numawatch.paths import Paths
 from numawatch.webconfig import BasicAuth, parse_web_config

@@ -38,7 +38,8 @@ from numawatch.checks import Evaluation, all_checks, evaluate
 from numawatch.cpuset import parse_cpulist
 from numawatch.host import Host, read_host
 from numawatch.intent import REFERENCE
-from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, MemoryBlock
+from numawatch.model.kubelet import MemoryBlock
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.workloads import build_workloads
 
 RT_V1 = "realkernel-rt-cgroupv1-smtoff"

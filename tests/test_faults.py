@@ -40,7 +40,7 @@ from numawatch.checks import Evaluation, evaluate
 from numawatch.host import Host, HostReader
 from numawatch.hotplug import CPU_SOURCES, GPU_SOURCES, HotplugMonitor, invalidator
 from numawatch.intent import REFERENCE
-from numawatch.model import ContainerCgroup
+from numawatch.model.workloads import ContainerCgroup
 from numawatch.nvml_session import NvmlSession
 from numawatch.sources import cgroups, gpus_sysfs, irqbalance, kubelet_state, processes, topology
 

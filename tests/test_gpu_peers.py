@@ -25,8 +25,8 @@ from numawatch.checks import evaluate
 from numawatch.checks.gpu_peers import CONTAINER_GPUS_NOT_PEERED, physical_gpus
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
-from numawatch.model import DeviceAssignment
-from numawatch.model_gpu import NvmlSnapshot
+from numawatch.model.gpu import NvmlSnapshot
+from numawatch.model.kubelet import DeviceAssignment
 from numawatch.nvml_session import NvmlSession
 from numawatch.sources import SOURCES
 from numawatch.workloads import build_workloads

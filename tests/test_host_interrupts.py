@@ -19,7 +19,7 @@ from numawatch.cpuset import parse_cpulist
 from numawatch.errors import MalformedFile
 from numawatch.host import Host, HostReader, read_host_window, window_seconds
 from numawatch.intent import Intent, KernelIntent
-from numawatch.model_host import KIND_DEVICE, KIND_IPI, KIND_LOCAL_TIMER, KIND_OTHER
+from numawatch.model.interrupts import KIND_DEVICE, KIND_IPI, KIND_LOCAL_TIMER, KIND_OTHER
 from numawatch.paths import Paths
 from numawatch.sources import interrupts, irqs, kubelet_state, topology
 from numawatch.sources.interrupts import (

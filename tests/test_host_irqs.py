@@ -15,7 +15,7 @@ from numawatch.cpuset import parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, read_host
 from numawatch.intent import Intent, KernelIntent
-from numawatch.model_host import InterruptRow
+from numawatch.model.interrupts import InterruptRow
 from numawatch.paths import Paths
 from numawatch.sources import interrupts, irqs, kubelet_state, topology
 

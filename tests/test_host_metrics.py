@@ -18,7 +18,7 @@ from numawatch.host import Host, read_host
 from numawatch.intent import REFERENCE, Intent
 from numawatch.metrics import host as host_metrics
 from numawatch.model import frozen_map
-from numawatch.model_host import IrqAffinity, Irqs
+from numawatch.model.interrupts import IrqAffinity, Irqs
 from numawatch.paths import Paths
 from numawatch.sources.interrupts import parse_interrupts
 from prometheus_client.parser import text_string_to_metric_families

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from numawatch.model import IsolationParams, Topology
+from numawatch.model.topology import IsolationParams, Topology
 from numawatch.selfpin import housekeeping_cpus, pin_to_housekeeping
 
 
@@ -78,7 +78,7 @@ def test_really_pins_existing_and_future_threads_of_a_process():
     script = textwrap.dedent(
         f"""
         import os, threading
-        from numawatch.model import IsolationParams, Topology
+        from numawatch.model.topology import IsolationParams, Topology
         from numawatch.selfpin import pin_to_housekeeping
 
         ready, stop = threading.Event(), threading.Event()

@@ -21,7 +21,7 @@ from numawatch.checks import evaluate
 from numawatch.errors import MalformedFile
 from numawatch.host import read_host
 from numawatch.intent import REFERENCE
-from numawatch.model import DeviceAssignment
+from numawatch.model.kubelet import DeviceAssignment
 from numawatch.sources import gpus_sysfs, interrupts, kernel, kubelet_config, names, topology
 
 MARK = "HOSTILE7c2e"

@@ -19,7 +19,7 @@ from fakehost.kubelet import (
 from numawatch.checkpoint_checksum import cpu_manager_checksum, dump_cpu_manager_v2, fnv1a_32, memory_manager_checksum
 from numawatch.errors import SourceUnavailable
 from numawatch.host import read_host
-from numawatch.model import DeviceAssignment, KubeletState, MemoryBlock, StateFileProblem
+from numawatch.model.kubelet import DeviceAssignment, KubeletState, MemoryBlock, StateFileProblem
 from numawatch.sources import kubelet_state
 from numawatch.sources.kubelet_state import (
     parse_cpu_manager_state,

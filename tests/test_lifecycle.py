@@ -21,7 +21,7 @@ from fakehost.reference import reference_node
 from numawatch import server
 from numawatch.host import HostReader, SourceSpec
 from numawatch.intent import REFERENCE, parse_intent
-from numawatch.model import Cpu, IsolationParams, NumaNode, Topology
+from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 from prometheus_client.parser import text_string_to_metric_families
 from serving import numawatch_serve as serve

@@ -15,25 +15,17 @@ from numawatch.host import Host, SourceStatus
 from numawatch.intent import REFERENCE, Intent
 from numawatch.metrics import core
 from numawatch.metrics.core import DURATION_BUCKETS, EvaluationStats
-from numawatch.model import (
+from numawatch.model.gpu import GpuDevice, GpuInventory
+from numawatch.model.kubelet import CpuManagerState, DeviceAssignment, DeviceCheckpoint, KubeletConfig, KubeletState
+from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
+from numawatch.model.workloads import (
     QOS_BURSTABLE,
     QOS_GUARANTEED,
     Cgroups,
     ContainerCgroup,
     ContainerIdentity,
-    Cpu,
-    CpuManagerState,
-    DeviceAssignment,
-    DeviceCheckpoint,
-    GpuDevice,
-    GpuInventory,
-    IsolationParams,
-    KubeletConfig,
-    KubeletState,
     Names,
-    NumaNode,
     PodCgroup,
-    Topology,
 )
 from numawatch.paths import Paths
 from prometheus_client.parser import text_string_to_metric_families

@@ -10,7 +10,7 @@ import pytest
 from fakehost.pods import ContainerSpec, add_pod, container_id_for, remove_pod
 from numawatch.errors import SourceUnavailable
 from numawatch.host import HostReader
-from numawatch.model import QOS_BURSTABLE, QOS_GUARANTEED, PodIdentity
+from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED, PodIdentity
 from numawatch.sources import names
 from numawatch.sources.names import identity_from_annotations, parse_annotations, parse_pod_log_dir
 

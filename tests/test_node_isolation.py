@@ -15,7 +15,7 @@ from numawatch.checks.node_isolation import NODE_TAINT_MISSING, NODE_WORKLOAD_NO
 from numawatch.errors import SourceUnavailable
 from numawatch.host import HostReader, read_host
 from numawatch.intent import REFERENCE, parse_intent
-from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE
 from numawatch.sources import kubelet_config, pod_usage
 from numawatch.sources.node_registration import collect
 from numawatch.taints import Taint, TaintError, parse_label, parse_labels, parse_taint, parse_taints

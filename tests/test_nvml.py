@@ -21,7 +21,7 @@ from gpu_readers import GpuReaders
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, read_host
 from numawatch.intent import REFERENCE
-from numawatch.model_gpu import UTILIZATION_RATES, UTILIZATION_SAMPLES
+from numawatch.model.gpu import UTILIZATION_RATES, UTILIZATION_SAMPLES
 from numawatch.nvml_session import NvmlSession
 from numawatch.paths import Paths
 from numawatch.sources import SOURCES

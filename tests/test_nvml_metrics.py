@@ -294,7 +294,7 @@ def test_the_reference_snapshot_with_the_gpu_readings_has_series_in_every_gpu_fa
     from fake_pynvml import reference_gpu_results
     from fakehost.reference import reference_snapshot, with_results
     from numawatch.model import frozen_map
-    from numawatch.model_host import KIND_LOCAL_TIMER, InterruptRow, Interrupts
+    from numawatch.model.interrupts import KIND_LOCAL_TIMER, InterruptRow, Interrupts
 
     ticks = InterruptRow("LOC", KIND_LOCAL_TIMER, "Local timer interrupts", counts=frozen_map({1: 5, 9: 7}))
     interrupts = Interrupts(cpus=tuple(range(32)), watched=frozenset(range(32)), rows=(ticks,), read_at=0.0)

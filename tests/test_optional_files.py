@@ -160,7 +160,7 @@ def test_a_broken_optional_file_degrades_only_the_checks_that_need_it(fault, cle
 
 
 def test_every_optional_topology_file_has_a_case():
-    from numawatch.model import TOPOLOGY_OPTIONAL_FILES
+    from numawatch.model.topology import TOPOLOGY_OPTIONAL_FILES
 
     covered = {"distance", "meminfo", "hugepages", "cpu_topology", "present", "possible", "nohz_full", "isolated"}
     assert covered == set(TOPOLOGY_OPTIONAL_FILES)

@@ -47,19 +47,18 @@ from numawatch import checkpoint_checksum, cpuset, quantity
 from numawatch.cpuset import MAX_CPU_ID, CPUListError
 from numawatch.errors import MalformedFile
 from numawatch.intent import Intent, IntentError, parse_intent
-from numawatch.model import (
-    ContainerIdentity,
+from numawatch.model.gpu import Limit
+from numawatch.model.interrupts import Interrupts, IrqbalanceConfig
+from numawatch.model.kubelet import (
     CpuManagerState,
     DeviceAssignment,
     DeviceCheckpoint,
-    IsolationParams,
     MemoryBlock,
     MemoryManagerState,
-    PodIdentity,
     StateFileProblem,
 )
-from numawatch.model_gpu import Limit
-from numawatch.model_host import Interrupts, IrqbalanceConfig
+from numawatch.model.topology import IsolationParams
+from numawatch.model.workloads import ContainerIdentity, PodIdentity
 from numawatch.quantity import QuantityError
 from numawatch.sources import (
     cgroups,

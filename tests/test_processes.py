@@ -24,7 +24,7 @@ from fakehost.reference import TRTLLM, VLLM, reference_node
 from gpu_readers import GpuReaders
 from numawatch.cpuset import format_cpulist, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.model_gpu import Limit
+from numawatch.model.gpu import Limit
 from numawatch.nvml_session import NvmlSession
 from numawatch.paths import Paths
 from numawatch.sources import processes

@@ -31,8 +31,9 @@ from numawatch.intent import REFERENCE
 from numawatch.metrics import core
 from numawatch.metrics import host as host_metrics
 from numawatch.metrics.core import EvaluationStats
-from numawatch.model import QOS_BURSTABLE, frozen_map
-from numawatch.model_host import INTERRUPT_KINDS, InterruptRow, Interrupts
+from numawatch.model import frozen_map
+from numawatch.model.interrupts import INTERRUPT_KINDS, InterruptRow, Interrupts
+from numawatch.model.workloads import QOS_BURSTABLE
 from numawatch.workloads import build_workloads
 
 

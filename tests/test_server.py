@@ -18,7 +18,7 @@ from numawatch import server
 from numawatch.checks import Check
 from numawatch.host import Host, HostReader, SourceSpec
 from numawatch.intent import REFERENCE, Intent
-from numawatch.model import Cpu, IsolationParams, NumaNode, Topology
+from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families

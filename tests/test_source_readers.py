@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from numawatch import host as host_module
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, Inputs, ReaderContext, read_host_window
-from numawatch.model import QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
 from numawatch.sources import SOURCES, cgroups, interrupts, irqs, kernel, kubelet_state, topology
 from numawatch.sources.cgroups import parse_numa_stat_v2

@@ -45,7 +45,9 @@ from numawatch.checks import evaluate
 from numawatch.errors import MalformedFile
 from numawatch.hotplug import GPU_SOURCES, sources_to_refresh
 from numawatch.intent import REFERENCE, IntentError, parse_intent
-from numawatch.model import DeviceAssignment, GpuInventory, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.gpu import GpuInventory
+from numawatch.model.kubelet import DeviceAssignment
 from numawatch.sources import gpus_sysfs
 from numawatch.sources.gpus_sysfs import kfd_pci_address, parse_kfd_properties
 from numawatch.workloads import build_workloads

@@ -23,7 +23,7 @@ from fakehost.reference import VLLM, reference_node
 from numawatch import metrics, server, webconfig
 from numawatch.host import HostReader, SourceSpec
 from numawatch.intent import REFERENCE
-from numawatch.model import Cpu, IsolationParams, NumaNode, Topology
+from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 from numawatch.webconfig import BasicAuth, WebConfigError, load_web_config, parse_basic_authorization, parse_web_config
 from serving import numawatch_serve

@@ -33,7 +33,9 @@ from numawatch.checks import kubelet as kubelet_checks
 from numawatch.checks import pinning as pinning_checks
 from numawatch.host import Host, HostReader, read_host
 from numawatch.intent import REFERENCE, Intent, PodSelector
-from numawatch.model import DeviceAssignment, GpuInventory, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.gpu import GpuInventory
+from numawatch.model.kubelet import DeviceAssignment
 from numawatch.workloads import build_workloads
 
 

@@ -38,18 +38,18 @@ from typing import Any
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import (
+from numawatch.model import frozen_map
+from numawatch.model.gpu import GpuInventory
+from numawatch.model.kubelet import (
     CpuManagerState,
     DeviceCheckpoint,
-    GpuInventory,
     KubeletConfig,
     MemoryBlock,
     MemoryManagerState,
     MemoryNodeState,
     MemoryTable,
-    Topology,
-    frozen_map,
 )
+from numawatch.model.topology import Topology
 from numawatch.quantity import QuantityError, parse_quantity
 from numawatch.shapes import CPU, MEMORY, ContainerShape, Shape
 

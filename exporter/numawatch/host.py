@@ -17,10 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.model import Cgroups, GpuInventory, KubeletConfig, KubeletState, Names, Topology
-from numawatch.model_gpu import GpuHolders, NvmlSnapshot
-from numawatch.model_host import Interrupts, InterSocketTraffic, Irqbalance, Irqs, KernelSettings, NumaCounters
-from numawatch.model_platform import CpuIdle, PciTopology, PodsUsage
+from numawatch.model.gpu import GpuHolders, GpuInventory, NvmlSnapshot
+from numawatch.model.interrupts import Interrupts, Irqbalance, Irqs
+from numawatch.model.kernel import CpuIdle, InterSocketTraffic, KernelSettings, NumaCounters
+from numawatch.model.kubelet import KubeletConfig, KubeletState
+from numawatch.model.pci import PciTopology
+from numawatch.model.topology import Topology
+from numawatch.model.workloads import Cgroups, Names, PodsUsage
 from numawatch.paths import Paths
 
 if TYPE_CHECKING:

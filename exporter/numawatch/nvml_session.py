@@ -40,7 +40,7 @@ from typing import Any
 
 from numawatch.background import in_daemon_thread
 from numawatch.errors import SourceUnavailable
-from numawatch.model_gpu import NvmlCall
+from numawatch.model.gpu import NvmlCall
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
-from numawatch.model import Topology
+from numawatch.model.topology import Topology
 
 # numawatch's own threads, in the /proc this process sees. Deliberately not Paths.procfs: that is the *host's* proc
 # (possibly a capture, or /host/proc), while the threads to pin are this process's.

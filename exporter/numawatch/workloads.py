@@ -23,17 +23,10 @@ from dataclasses import dataclass
 from numawatch.cpuset import CPUSet
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import (
-    ContainerCgroup,
-    ContainerIdentity,
-    DeviceAssignment,
-    GpuInventory,
-    KubeletState,
-    MemoryBlock,
-    Names,
-    PodCgroup,
-    Topology,
-)
+from numawatch.model.gpu import GpuInventory
+from numawatch.model.kubelet import DeviceAssignment, KubeletState, MemoryBlock
+from numawatch.model.topology import Topology
+from numawatch.model.workloads import ContainerCgroup, ContainerIdentity, Names, PodCgroup
 
 # The device plugin files a device without NUMA topology under this key (devicemanager nodeWithoutTopology).
 NODE_WITHOUT_TOPOLOGY = -1

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from numawatch.cpuset import CPUSet, format_cpulist
 
 if TYPE_CHECKING:
-    from numawatch.model import Topology
+    from numawatch.model.topology import Topology
 
     from fakehost import FakeHost
 
@@ -324,14 +324,10 @@ def host_layer_results(topology: Topology, *, irq_on_cpu: int | None = None) -> 
     Meant to be merged into a model-only snapshot, e.g. ``with_results(host, **host_layer_results(topology))``.
     """
     from numawatch.model import frozen_map
-    from numawatch.model_host import (
+    from numawatch.model.interrupts import InterruptRow, Interrupts, IrqAffinity, Irqbalance, Irqs
+    from numawatch.model.kernel import (
         HugePageCounts,
-        InterruptRow,
-        Interrupts,
         InterSocketTraffic,
-        IrqAffinity,
-        Irqbalance,
-        Irqs,
         KernelSettings,
         LinkTraffic,
         NodeCounters,

@@ -35,7 +35,9 @@ from numawatch.checkpoint_checksum import (
     memory_manager_checksum,
 )
 from numawatch.cpuset import format_cpulist
-from numawatch.model import DeviceAssignment, MemoryBlock, MemoryNodeState, MemoryTable, Topology, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.kubelet import DeviceAssignment, MemoryBlock, MemoryNodeState, MemoryTable
+from numawatch.model.topology import Topology
 from numawatch.quantity import format_binary, hugepage_resource_name, quantity_bytes
 
 from fakehost import FakeHost

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from numawatch.cpuset import CPUSet, format_cpulist, parse_cpulist
-from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 
 if TYPE_CHECKING:  # fakehost/__init__ may compose modules like this one: no import cycle at run time
     from fakehost import FakeHost

@@ -32,31 +32,29 @@ from numawatch.checks import Evaluation, evaluate
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host, SourceStatus, read_host
 from numawatch.intent import REFERENCE, Intent
-from numawatch.model import (
-    QOS_BURSTABLE,
-    QOS_GUARANTEED,
-    Cgroups,
-    ContainerCgroup,
-    ContainerIdentity,
-    Cpu,
+from numawatch.model import frozen_map
+from numawatch.model.gpu import GpuDevice, GpuInventory
+from numawatch.model.kubelet import (
     CpuManagerState,
     DeviceAssignment,
     DeviceCheckpoint,
-    GpuDevice,
-    GpuInventory,
-    IsolationParams,
     KubeletConfig,
     KubeletState,
     MemoryBlock,
     MemoryManagerState,
     MemoryNodeState,
     MemoryTable,
+)
+from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
+from numawatch.model.workloads import (
+    QOS_BURSTABLE,
+    QOS_GUARANTEED,
+    Cgroups,
+    ContainerCgroup,
+    ContainerIdentity,
     Names,
-    NumaNode,
     PodCgroup,
     PodIdentity,
-    Topology,
-    frozen_map,
 )
 from numawatch.paths import Paths
 
@@ -370,7 +368,7 @@ def reference_names() -> Names:
 
 
 def reference_kubelet_config() -> KubeletConfig:
-    from numawatch.model import NodeRegistration
+    from numawatch.model.kubelet import NodeRegistration
     from numawatch.taints import parse_label, parse_taint
 
     return KubeletConfig(

@@ -14,7 +14,8 @@ from typing import Any
 
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import Topology, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.topology import Topology
 
 SEVERITIES = ("critical", "warning", "info")
 

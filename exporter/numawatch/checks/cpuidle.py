@@ -16,8 +16,8 @@ from numawatch.checks.host_irq import describe_cpus, protected_cpus, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import Topology
-from numawatch.model_platform import CpuIdle, IdleState
+from numawatch.model.kernel import CpuIdle, IdleState
+from numawatch.model.topology import Topology
 from numawatch.sources.topology import parse_cmdline
 
 # Command-line parameters that bound the idle states (Documentation/admin-guide/kernel-parameters.txt).

@@ -21,8 +21,9 @@ from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.kubelet import require
 from numawatch.host import Host
 from numawatch.intent import PCI_PATH_LEVELS, Intent
-from numawatch.model import GpuDevice, GpuInventory, Topology
-from numawatch.model_platform import PciFunction, PciTopology, RdmaNic
+from numawatch.model.gpu import GpuDevice, GpuInventory
+from numawatch.model.pci import PciFunction, PciTopology, RdmaNic
+from numawatch.model.topology import Topology
 
 
 def pcie_level(

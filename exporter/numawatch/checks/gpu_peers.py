@@ -15,8 +15,8 @@ from numawatch.checks.kubelet import require
 from numawatch.checks.pinning import workloads
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import KubeletState
-from numawatch.model_gpu import NvmlGpu, NvmlSnapshot
+from numawatch.model.gpu import NvmlGpu, NvmlSnapshot
+from numawatch.model.kubelet import KubeletState
 from numawatch.workloads import GpuAssignment, Workload
 
 

@@ -24,8 +24,9 @@ from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import KubeletState, Topology
-from numawatch.model_gpu import GpuHolders, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
+from numawatch.model.gpu import GpuHolders, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
+from numawatch.model.kubelet import KubeletState
+from numawatch.model.topology import Topology
 from numawatch.workloads import Workload, build_workloads
 
 REMOTE_REMEDIATION = (

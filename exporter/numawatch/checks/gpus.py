@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import GpuInventory, KubeletState, Topology
+from numawatch.model.gpu import GpuInventory
+from numawatch.model.kubelet import KubeletState
+from numawatch.model.topology import Topology
 from numawatch.workloads import NODE_WITHOUT_TOPOLOGY
 
 SYSFS_REMEDIATION = (

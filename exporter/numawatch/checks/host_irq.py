@@ -31,8 +31,7 @@ from numawatch.checks import Check, Finding, NotEvaluated, require, require_know
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import KubeletState, Topology
-from numawatch.model_host import (
+from numawatch.model.interrupts import (
     KIND_DEVICE,
     KIND_LOCAL_TIMER,
     InterruptRow,
@@ -41,6 +40,8 @@ from numawatch.model_host import (
     Irqbalance,
     Irqs,
 )
+from numawatch.model.kubelet import KubeletState
+from numawatch.model.topology import Topology
 
 _MSI_CHIP = re.compile(r"(?:IR-)?PCI-MSI(?:X)?(?:-(?P<bdf>[0-9a-fA-F:.]+))?\s+(?P<hwirq>\d+)-")
 

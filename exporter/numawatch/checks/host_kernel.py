@@ -16,8 +16,8 @@ from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, requir
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import Topology
-from numawatch.model_host import KernelSettings, NumaCounters
+from numawatch.model.kernel import KernelSettings, NumaCounters
+from numawatch.model.topology import Topology
 from numawatch.sources.kernel import NUMA_BALANCING as NO_NUMA_BALANCING
 from numawatch.sources.kernel import THP as NO_THP
 

@@ -15,14 +15,8 @@ from numawatch.checks import Check, Finding, NotEvaluated, require, require_know
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import REFERENCE, Intent
-from numawatch.model import (
-    CpuManagerState,
-    KubeletConfig,
-    MemoryManagerState,
-    MemoryTable,
-    NumaNode,
-    Topology,
-)
+from numawatch.model.kubelet import CpuManagerState, KubeletConfig, MemoryManagerState, MemoryTable
+from numawatch.model.topology import NumaNode, Topology
 from numawatch.quantity import hugepage_resource_name
 
 DEFAULT_KUBELET_ROOT = "/var/lib/kubelet"

@@ -20,7 +20,8 @@ from numawatch.checks.kubelet import kubelet_root, require, restart_steps, set_s
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import KubeletConfig, Topology
+from numawatch.model.kubelet import KubeletConfig
+from numawatch.model.topology import Topology
 
 
 def full_cores_only(config: KubeletConfig) -> bool:

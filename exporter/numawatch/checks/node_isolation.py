@@ -22,8 +22,8 @@ from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.kubelet import RKE2_CONFIG, require
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import KubeletConfig, KubeletState, NodeRegistration
-from numawatch.model_platform import PodsUsage, PodUsage
+from numawatch.model.kubelet import KubeletConfig, KubeletState, NodeRegistration
+from numawatch.model.workloads import PodsUsage, PodUsage
 from numawatch.workloads import Workload, workloads_by_pod
 
 GiB = 1 << 30

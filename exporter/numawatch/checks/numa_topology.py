@@ -21,7 +21,8 @@ from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import GpuInventory, Topology
+from numawatch.model.gpu import GpuInventory
+from numawatch.model.topology import Topology
 
 FIRMWARE_REMEDIATION = (
     "update the BIOS/firmware and check its NUMA settings (SRAT/SLIT, NUMA per socket / sub-NUMA clustering, "

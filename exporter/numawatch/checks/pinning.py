@@ -22,7 +22,9 @@ from numawatch.checks.kubelet import kubelet_root, restart_steps, set_setting
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model import QOS_GUARANTEED, CpuManagerState, KubeletState, Topology
+from numawatch.model.kubelet import CpuManagerState, KubeletState
+from numawatch.model.topology import Topology
+from numawatch.model.workloads import QOS_GUARANTEED
 from numawatch.workloads import Workload, build_workloads
 
 _QOS_NAMES = {"guaranteed": "Guaranteed", "burstable": "Burstable", "besteffort": "BestEffort"}

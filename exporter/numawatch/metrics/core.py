@@ -31,7 +31,7 @@ from numawatch.cpuset import format_cpulist
 from numawatch.intent import Intent
 from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
-from numawatch.model import Topology
+from numawatch.model.topology import Topology
 from numawatch.workloads import Workload, build_workloads, workloads_by_pod
 
 log = logging.getLogger(__name__)

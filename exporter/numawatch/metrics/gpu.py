@@ -20,8 +20,8 @@ from numawatch.checks import Evaluation
 from numawatch.checks.gpu_process import Holder, gpu_label, holder_of, holders_by_container
 from numawatch.cpuset import CPUSet
 from numawatch.metrics.core import safely
-from numawatch.model_gpu import GpuHolders, HolderContainer, NvmlGpu, NvmlSnapshot
-from numawatch.model_host import INTERRUPT_KINDS, Interrupts
+from numawatch.model.gpu import GpuHolders, HolderContainer, NvmlGpu, NvmlSnapshot
+from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts
 from numawatch.workloads import Workload
 
 GPU_LABELS = ("gpu", "uuid")

@@ -21,15 +21,8 @@ from numawatch.checks.host_irq import device_irqs, managed_irqs
 from numawatch.cpuset import format_cpulist
 from numawatch.metrics.core import pod_rows, safely
 from numawatch.metrics.exposition import CounterRows, GaugeRows
-from numawatch.model_host import (
-    INTERRUPT_KINDS,
-    Interrupts,
-    InterSocketTraffic,
-    Irqbalance,
-    Irqs,
-    KernelSettings,
-    NumaCounters,
-)
+from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts, Irqbalance, Irqs
+from numawatch.model.kernel import InterSocketTraffic, KernelSettings, NumaCounters
 from numawatch.workloads import Workload
 
 

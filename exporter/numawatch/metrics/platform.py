@@ -16,8 +16,8 @@ from numawatch.checks.cpuidle import allowed_states
 from numawatch.checks.gpu_nic import gpu_nic_paths
 from numawatch.checks.host_irq import exclusive_cpus
 from numawatch.cpuset import format_cpulist
-from numawatch.model_gpu import NvmlSnapshot
-from numawatch.model_platform import CpuIdle
+from numawatch.model.gpu import NvmlSnapshot
+from numawatch.model.kernel import CpuIdle
 
 ROLE_EXCLUSIVE = "exclusive"  # held exclusively by a pinned container (cpu_manager_state)
 ROLE_ISOLATED = "isolated"  # isolcpus, not held by a container

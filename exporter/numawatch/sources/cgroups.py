@@ -52,17 +52,9 @@ from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Inputs, SourceSpec
-from numawatch.model import (
-    QOS_BESTEFFORT,
-    QOS_BURSTABLE,
-    QOS_GUARANTEED,
-    Cgroups,
-    ContainerCgroup,
-    CpuManagerState,
-    KubeletState,
-    PodCgroup,
-    frozen_map,
-)
+from numawatch.model import frozen_map
+from numawatch.model.kubelet import CpuManagerState, KubeletState
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, ContainerCgroup, PodCgroup
 from numawatch.paths import Paths
 from numawatch.sources._files import line_after
 from numawatch.sources._stagger import Staggered

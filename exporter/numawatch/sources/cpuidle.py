@@ -39,7 +39,7 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import strip_value
 from numawatch.model import frozen_map
-from numawatch.model_platform import CpuIdle, IdleState
+from numawatch.model.kernel import CpuIdle, IdleState
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
 from numawatch.sources._stagger import Staggered

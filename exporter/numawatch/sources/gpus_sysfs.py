@@ -63,7 +63,8 @@ from numawatch.cpuset import parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import checked, printable, strip_value
-from numawatch.model import GpuDevice, GpuInventory, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.gpu import GpuDevice, GpuInventory
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
 

@@ -57,15 +57,10 @@ from numawatch.cpuset import EMPTY, CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import excerpt, printable
-from numawatch.model import KubeletState, Topology, frozen_map
-from numawatch.model_host import (
-    KIND_DEVICE,
-    KIND_IPI,
-    KIND_LOCAL_TIMER,
-    KIND_OTHER,
-    InterruptRow,
-    Interrupts,
-)
+from numawatch.model import frozen_map
+from numawatch.model.interrupts import KIND_DEVICE, KIND_IPI, KIND_LOCAL_TIMER, KIND_OTHER, InterruptRow, Interrupts
+from numawatch.model.kubelet import KubeletState
+from numawatch.model.topology import Topology
 from numawatch.paths import Paths
 from numawatch.sources._files import DEFAULT_READ_LIMIT
 

@@ -37,7 +37,7 @@ from numawatch.cpuset import CPUListError, parse_cpulist, parse_cpumask
 from numawatch.errors import SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import excerpt
-from numawatch.model_host import Irqbalance, IrqbalanceConfig
+from numawatch.model.interrupts import Irqbalance, IrqbalanceConfig
 from numawatch.paths import Paths
 from numawatch.sources._files import parse_env_file, read_optional_text
 

@@ -48,7 +48,7 @@ from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
-from numawatch.model_host import IrqAffinity, Irqs
+from numawatch.model.interrupts import IrqAffinity, Irqs
 from numawatch.paths import Paths
 from numawatch.sources._files import read_small
 from numawatch.sources._stagger import Staggered

@@ -36,7 +36,7 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import checked, excerpt, strip_value
 from numawatch.model import frozen_map
-from numawatch.model_host import HugePageCounts, KernelSettings
+from numawatch.model.kernel import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text, read_small_text
 from numawatch.sources._stagger import Staggered

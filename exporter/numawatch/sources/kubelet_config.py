@@ -38,7 +38,8 @@ from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import excerpt, one_of, printable, shown
-from numawatch.model import KubeletConfig, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.kubelet import KubeletConfig
 from numawatch.paths import Paths
 from numawatch.quantity import QuantityError, quantity_bytes
 from numawatch.sources import node_registration

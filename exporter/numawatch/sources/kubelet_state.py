@@ -46,7 +46,8 @@ from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import checked, excerpt
-from numawatch.model import (
+from numawatch.model import frozen_map
+from numawatch.model.kubelet import (
     CpuManagerState,
     DeviceAssignment,
     DeviceCheckpoint,
@@ -56,7 +57,6 @@ from numawatch.model import (
     MemoryNodeState,
     MemoryTable,
     StateFileProblem,
-    frozen_map,
 )
 from numawatch.paths import Paths
 from numawatch.sources._files import read_bytes

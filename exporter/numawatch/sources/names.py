@@ -29,7 +29,8 @@ from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import k8s_label, k8s_subdomain, one_of, pod_uid
-from numawatch.model import ContainerIdentity, Names, PodIdentity, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.workloads import ContainerIdentity, Names, PodIdentity
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_bytes
 

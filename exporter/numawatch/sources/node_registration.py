@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from numawatch.model import NodeRegistration, frozen_map
+from numawatch.model import frozen_map
+from numawatch.model.kubelet import NodeRegistration
 from numawatch.taints import Taint, TaintError, parse_label, parse_labels, parse_taint, parse_taints
 
 RKE2_TAINT = "node-taint"

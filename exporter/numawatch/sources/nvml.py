@@ -46,14 +46,7 @@ from numawatch.cpuset import CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import ReaderContext, SourceSpec
 from numawatch.model import frozen_map
-from numawatch.model_gpu import (
-    UTILIZATION_RATES,
-    UTILIZATION_SAMPLES,
-    GpuProcess,
-    JsonRecording,
-    NvmlGpu,
-    NvmlSnapshot,
-)
+from numawatch.model.gpu import UTILIZATION_RATES, UTILIZATION_SAMPLES, GpuProcess, JsonRecording, NvmlGpu, NvmlSnapshot
 from numawatch.nvml_session import NvmlSession, NvmlUnavailable, describe, error_name, is_empty_answer
 from numawatch.paths import Paths
 from numawatch.sources._files import read_optional_text

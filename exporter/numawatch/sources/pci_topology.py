@@ -35,7 +35,7 @@ from pathlib import Path
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.model import frozen_map
-from numawatch.model_platform import PciFunction, PciTopology, RdmaNic
+from numawatch.model.pci import PciFunction, PciTopology, RdmaNic
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
 from numawatch.sources.gpus_sysfs import parse_class, parse_numa_node, pci_sort_key

@@ -25,8 +25,8 @@ from pathlib import Path
 from numawatch.errors import MalformedFile
 from numawatch.host import SourceSpec
 from numawatch.hosttext import strip_value
-from numawatch.model import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, frozen_map
-from numawatch.model_platform import PodsUsage, PodUsage
+from numawatch.model import frozen_map
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, PodsUsage, PodUsage
 from numawatch.paths import Paths
 from numawatch.sources._files import list_dir, read_optional_text
 from numawatch.sources._stagger import Staggered

@@ -1,14 +1,10 @@
-"""Frozen snapshots of the GPU layer (issue 4): NVML telemetry and the processes that hold GPUs.
+"""GPUs.
 
-Same rules as model.py: sources build these and make no judgement, checks read them and never touch files, and a
-field a source could not determine is ``None`` (unknown), never a made-up default.
-
-Two sources fill them:
-
-- ``nvml`` (sources/nvml.py): every GPU NVML enumerates, its busy time integrated from NVML's utilisation samples,
-  and the compute processes on it with the container their cgroup names;
-- ``processes`` (sources/processes.py): for the containers that hold GPUs, the scheduling counters summed over all
-  threads of their processes, and for each process its threads' allowed CPUs and its locked-memory limit.
+The accelerators on the PCI bus of every vendor (``gpus_sysfs``, sources/gpus_sysfs.py); every GPU NVML enumerates,
+its busy time integrated from NVML's utilisation samples, and the compute processes on it with the container their
+cgroup names (``nvml``, sources/nvml.py); for the containers that hold GPUs, the scheduling counters summed over all
+threads of their processes, and for each process its threads' allowed CPUs and its locked-memory limit
+(``processes``, sources/processes.py). NVML's readings are kept in capture bundles as JSON (``JsonRecording``).
 """
 
 from __future__ import annotations
@@ -26,8 +22,85 @@ from numawatch.cpuset import CPUSet
 from numawatch.errors import MalformedFile
 from numawatch.hosttext import printable
 from numawatch.model import frozen_map
+from numawatch.model.topology import Topology
+
+
+# --------------------------------------------------------------------------------------------------- GPUs (sysfs)
+@dataclass(frozen=True)
+class GpuDevice:
+    pci_address: str  # "0000:18:00.0", as sysfs names it
+    numa_node: int | None  # sysfs numa_node; None when the kernel says -1
+    local_cpus: CPUSet | None  # local_cpulist
+    vendor_id: str  # "0x10de", "0x1002", "0x1da3"
+    device_id: str
+    class_code: str  # "0x030200" (3D controller), "0x030000" (VGA), "0x038000", "0x120000" (accelerator)
+    # The device's stable id from its driver: NVIDIA's "GPU-<uuid>" (/proc/driver/nvidia/gpus/<bdf>/information),
+    # AMD's unique_id (16 hex digits), Gaudi's serial number; None when the driver does not say.
+    uuid: str | None = None
+    model: str | None = None
+    # Attribute ("numa_node", "local_cpulist") -> why its value is unknown although the kernel may know it (a
+    # malformed file, named). numa_node None without a problem is the kernel's -1.
+    problems: Mapping[str, str] = field(default_factory=frozen_map)
+    vendor: str = "nvidia"  # "nvidia", "amd" or "habana" (gpus_sysfs.VENDORS): the vendor label
+
+    def cpu_node(self, topology: Topology | None) -> int | None:
+        """The NUMA node whose CPUs are next to the device: ``numa_node``, unless that node has no CPUs.
+
+        On a Grace-class node GPU memory is onlined as CPU-less NUMA nodes; a device whose ``numa_node`` names one
+        is local to the CPU node its ``local_cpulist`` lies on (when exactly one), which is what pinning needs.
+        """
+        node = self.numa_node
+        if node is None or topology is None:
+            return node
+        found = topology.nodes.get(node)
+        if found is None or found.cpus or not self.local_cpus:
+            return node
+        near = [n for n, other in topology.nodes.items() if not other.cpus.isdisjoint(self.local_cpus)]
+        return near[0] if len(near) == 1 else node
+
+
+@dataclass(frozen=True)
+class GpuInventory:
+    gpus: tuple[GpuDevice, ...]
+    # Accelerator vendors' PCI functions left out because their class could not be parsed (whether they are
+    # accelerators is unknown).
+    problems: tuple[str, ...] = ()
+
+    def unreadable(self, attribute: str) -> tuple[str, ...]:
+        """Why ``attribute`` of some GPU is unknown: functions left out, and GPUs whose file is malformed."""
+        return self.problems + tuple(gpu.problems[attribute] for gpu in self.gpus if attribute in gpu.problems)
+
+    def by_uuid(self, uuid: str) -> GpuDevice | None:
+        for gpu in self.gpus:
+            if gpu.uuid == uuid:
+                return gpu
+        return None
+
+    def by_pci(self, address: str) -> GpuDevice | None:
+        for gpu in self.gpus:
+            if gpu.pci_address == address:
+                return gpu
+        return None
+
+    def for_device_id(self, device_id: str) -> GpuDevice | None:
+        """The accelerator a device plugin's device ID names (docs/gpu.md, "Device plugins"), or None.
+
+        - NVIDIA: ``GPU-<uuid>``, time-sliced replicas ``GPU-<uuid>::<n>``; a MIG device in the form drivers before
+          R470 gave (``MIG-GPU-<uuid>/<gi>/<ci>``) names its parent GPU. A MIG device's own ``MIG-<uuid>`` is not in
+          sysfs: None (the plugin's NUMA node, its parent's, is what is known);
+        - AMD (ROCm k8s-device-plugin): the PCI address of the function amdgpu binds (``0000:c1:00.0``);
+        - Gaudi (habanalabs device plugin): HLML's id for the device, matched with the stable id sysfs gives (the
+          serial number) or the PCI address.
+        """
+        base = device_id.split("::", 1)[0]
+        if base.startswith("MIG-GPU-"):
+            base = base[len("MIG-") :].split("/", 1)[0]
+        return self.by_pci(base.lower()) or self.by_uuid(base)
+
 
 UTILIZATION_SAMPLES = "samples"  # integrated from nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES)
+
+
 UTILIZATION_RATES = "rates"  # the sample buffer was empty: nvmlDeviceGetUtilizationRates over the interval
 
 
@@ -201,7 +274,11 @@ class JsonRecording:
 
 
 RECORDING_VERSION = 1
+
+
 _MAX_DEPTH = 8
+
+
 _RECORDED_TEXT_LIMIT = 4096
 
 

@@ -1,7 +1,6 @@
-"""Frozen snapshots of the host layer (issue 3): kernel knobs, NUMA counters, interrupts, IRQ affinity, irqbalance.
+"""Interrupts.
 
-Same rules as model.py: sources build these and make no judgement, checks read them and never touch files, and a
-field a source could not determine is ``None`` (unknown), never a made-up default.
+/proc/interrupts rows, IRQ affinities, irqbalance (sources/interrupts.py, irqs.py, irqbalance.py).
 """
 
 from __future__ import annotations
@@ -12,84 +11,19 @@ from dataclasses import dataclass, field
 from numawatch.cpuset import EMPTY, CPUSet
 from numawatch.model import frozen_map
 
-
-# --------------------------------------------------------------------------------------------------- kernel knobs
-@dataclass(frozen=True)
-class HugePageCounts:
-    """One huge page size's pool, in pages (``hugepages-<kB>kB/{nr,free,surplus,resv}_hugepages``)."""
-
-    total: int | None  # nr_hugepages: the persistent pool reserved
-    free: int | None = None
-    surplus: int | None = None
-    reserved: int | None = None  # resv_hugepages: promised to a mapping but not faulted yet (global only)
-
-
-@dataclass(frozen=True)
-class KernelSettings:
-    """Kernel tunables numawatch compares with the intent (gpu-and-host.md §6)."""
-
-    numa_balancing: int | None = None  # /proc/sys/kernel/numa_balancing; None: absent (kernel without it)
-    swappiness: int | None = None  # /proc/sys/vm/swappiness
-    thp_enabled: str | None = None  # the bracketed mode of transparent_hugepage/enabled
-    thp_enabled_modes: tuple[str, ...] = ()  # every mode the file offers
-    thp_defrag: str | None = None
-    thp_defrag_modes: tuple[str, ...] = ()
-    # online CPU -> cpufreq scaling_governor; None: no cpufreq on this host at all (VMs); CPUs without a
-    # cpufreq directory are simply absent.
-    governors: Mapping[int, str] | None = None
-    # huge page size in kB -> the global pool (sys/kernel/mm/hugepages)
-    hugepages: Mapping[int, HugePageCounts] = field(default_factory=frozen_map)
-    # hugepages= on the command line with the per-node form (hugepages=0:4,1:4): node -> size kB -> pages
-    cmdline_hugepages_per_node: Mapping[int, Mapping[int, int]] = field(default_factory=frozen_map)
-    # setting -> one line naming the file and what was wrong with it; that setting's field is then None
-    problems: Mapping[str, str] = field(default_factory=frozen_map)
-    # Features the kernel was built without, seen as a file missing from a directory that is there (THP: no
-    # transparent_hugepage under sys/kernel/mm; NUMA balancing: no numa_balancing under proc/sys/kernel). A file
-    # missing because its whole directory is (a partial capture) is unknown instead, and not listed here.
-    absent_features: frozenset[str] = frozenset()
-
-
-# --------------------------------------------------------------------------------------------------- NUMA counters
-NUMASTAT_FIELDS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")
-
-
-@dataclass(frozen=True)
-class NodeCounters:
-    """One NUMA node's allocation counters (pages) and huge page pools."""
-
-    node: int
-    numastat: Mapping[str, int]  # nodeN/numastat field -> pages (monotonic counters)
-    hugepages: Mapping[int, HugePageCounts] = field(default_factory=frozen_map)  # size kB -> pool on this node
-    hugepages_problem: str | None = None  # a malformed pool file, named; its pool is left out of ``hugepages``
-
-
-@dataclass(frozen=True)
-class NumaCounters:
-    nodes: Mapping[int, NodeCounters]
-
-
-@dataclass(frozen=True)
-class LinkTraffic:
-    """Bytes one socket sent over one inter-socket link since numawatch opened the counter."""
-
-    socket: int | None
-    link: str  # the PMU name, e.g. "uncore_upi_0"
-    pmu: str
-    bytes: int
-    cpu: int  # the CPU the counter is opened on (the PMU's cpumask)
-
-
-@dataclass(frozen=True)
-class InterSocketTraffic:
-    links: tuple[LinkTraffic, ...]
-    event: str  # what is counted, e.g. "UNC_UPI_TxL_FLITS.ALL_DATA x 64/9"
-
-
 # --------------------------------------------------------------------------------------------------- interrupts
 KIND_DEVICE = "device"
+
+
 KIND_LOCAL_TIMER = "local_timer"
+
+
 KIND_IPI = "ipi"
+
+
 KIND_OTHER = "other"
+
+
 INTERRUPT_KINDS = (KIND_DEVICE, KIND_LOCAL_TIMER, KIND_IPI, KIND_OTHER)
 
 
