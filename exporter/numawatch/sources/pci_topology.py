@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -96,6 +96,18 @@ def _rdma_devices(paths: Paths, problems: list[str]) -> dict[str, list[str]]:
     return found
 
 
+def _attribute(path: Path, parse: Callable[[str], int | None], problems: list[str]) -> int | None:
+    """A function's optional attribute parsed; None when absent, and when malformed (noted in ``problems``)."""
+    text = read_optional_text(path, _ATTRIBUTE_LIMIT)
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as error:
+        problems.append(str(MalformedFile(path, str(error))))
+        return None
+
+
 def read(paths: Paths) -> PciTopology:
     devices_dir = paths.sysfs / "bus/pci/devices"
     if not devices_dir.is_dir():
@@ -118,14 +130,7 @@ def read(paths: Paths) -> PciTopology:
         if placed is None:
             problems.append(f"{devices_dir / address}: the link does not lead to a PCI function under a host bridge")
             continue
-        class_path = resolved / "class"
-        text = read_optional_text(class_path, _ATTRIBUTE_LIMIT)
-        class_code = None
-        if text is not None:
-            try:
-                class_code = parse_class(text)
-            except ValueError as error:
-                problems.append(str(MalformedFile(class_path, str(error))))
+        class_code = _attribute(resolved / "class", parse_class, problems)
         root, parents = placed
         functions[address] = PciFunction(address=address, root=root, parents=parents, class_code=class_code)
         directories[address] = resolved
@@ -137,14 +142,7 @@ def read(paths: Paths) -> PciTopology:
         if not names and not infiniband:
             continue
         directory = directories[address]
-        numa_path = directory / "numa_node"
-        numa_text = read_optional_text(numa_path, _ATTRIBUTE_LIMIT)
-        numa_node = None
-        if numa_text is not None:
-            try:
-                numa_node = parse_numa_node(numa_text)
-            except ValueError as error:
-                problems.append(str(MalformedFile(numa_path, str(error))))
+        numa_node = _attribute(directory / "numa_node", parse_numa_node, problems)
         nics.append(
             RdmaNic(
                 address=address,
