@@ -9,9 +9,10 @@ costs, and how much more moves from one minute to the next (other tenants, the h
 taken a minute apart (bench/paced_side_by_side.py) can differ by half. Here both run in the same minutes: serve
 evaluates every ``--pace`` seconds (``--interval``) and node_exporter (Debian's 1.5.0, the small configuration:
 cpu, cpufreq, meminfo_numa, vmstat; gzip asked for) is scraped every ``--pace`` seconds, half a pace after each
-evaluation starts, so they seldom overlap and see the same conditions. CPU seconds (``/proc/<pid>/stat``
-utime+stime) over the window, divided by serve's ``numawatch_evaluations_total`` delta and by the scrapes taken.
-Each round starts both processes afresh.
+evaluation starts, so they seldom overlap and see the same conditions. serve is scraped right after, as Prometheus
+scrapes it (its Accept header, gzip): serve writes a body only in the formats scraped, so an unscraped serve would
+be measured without its exposition. CPU seconds (``/proc/<pid>/stat`` utime+stime) over the window, divided by
+serve's ``numawatch_evaluations_total`` delta and by the scrapes taken. Each round starts both processes afresh.
 
 ``--hot-files``: the tree's files are regular page-cache files, and on this VM a page-cache page left idle for 15 s
 costs ~20 us to touch again (the host takes idle guest memory back), so at a 15 s pace both exporters mostly pay for
@@ -42,6 +43,12 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 from paced_side_by_side import NODE_EXPORTER, NUMAWATCH, SMALL, cpu_seconds  # noqa: E402
+
+# What Prometheus 2.x sends (scrape_protocols' default): OpenMetrics first.
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,"
+    "text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
 
 
 def _wait_for(url: str, headers: dict[str, str] | None = None, seconds: float = 30) -> None:
@@ -137,6 +144,7 @@ def interleaved(numawatch: str, node_exporter: str, root: str, pace: float, wind
         scrapes = 0
         end = time.monotonic() + window
         request = urllib.request.Request(scrape_url, headers=gzip_header)
+        serve_request = urllib.request.Request(serve_url, headers={**gzip_header, "Accept": PROMETHEUS_ACCEPT})
         if hot is None:
             while True:
                 # Half a pace after serve's next evaluation starts.
@@ -146,6 +154,7 @@ def interleaved(numawatch: str, node_exporter: str, root: str, pace: float, wind
                     break
                 time.sleep(max(0.0, next_at - time.monotonic()))
                 urllib.request.urlopen(request, timeout=30).read()
+                urllib.request.urlopen(serve_request, timeout=30).read()
                 scrapes += 1
         else:
             finished, took = _serve_timing(serve_url)
@@ -164,6 +173,7 @@ def interleaved(numawatch: str, node_exporter: str, root: str, pace: float, wind
                     if event == scrape_at:
                         time.sleep(max(0.0, event - time.monotonic()))
                         urllib.request.urlopen(request, timeout=30).read()
+                        urllib.request.urlopen(serve_request, timeout=30).read()
                         scrapes += 1
         time.sleep(max(0.0, end - time.monotonic()))
         serve_cpu, exporter_cpu = cpu_seconds(serve.pid) - serve_start, cpu_seconds(exporter.pid) - exporter_start

@@ -212,12 +212,102 @@ async def test_a_failed_evaluation_keeps_the_previous_exposition(aiohttp_client,
     assert "render exploded" in caplog.text
 
 
+class CountingWrites:
+    """Wraps a sampler's renderer's ``write`` to count the bodies written per format."""
+
+    def __init__(self, sampler: server.Sampler, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.openmetrics = 0
+        self.text = 0
+        real = sampler.renderer.write
+
+        def counted(built, *, openmetrics=False):
+            if openmetrics:
+                self.openmetrics += 1
+            else:
+                self.text += 1
+            return real(built, openmetrics=openmetrics)
+
+        monkeypatch.setattr(sampler.renderer, "write", counted)
+
+
+async def test_a_body_format_nobody_scrapes_is_never_written(aiohttp_client, host, monkeypatch):
+    sampler = host.sampler()
+    writes = CountingWrites(sampler, monkeypatch)
+    await aiohttp_client(server.make_app(sampler, run_sampler=False))
+
+    snapshot = await sampler.refresh()
+    await sampler.refresh()
+
+    assert (writes.text, writes.openmetrics) == (0, 0)
+    assert all(snapshot.bodies.ready(form) is None for form in server.BODY_FORMATS)
+
+
+async def test_the_formats_scraped_are_written_with_the_next_evaluation_and_only_those(
+    aiohttp_client, host, monkeypatch
+):
+    sampler = host.sampler()
+    writes = CountingWrites(sampler, monkeypatch)
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    await sampler.refresh()
+
+    first = await client.get("/metrics", headers={"Accept": PROMETHEUS_2_ACCEPT, "Accept-Encoding": "gzip"})
+    assert first.headers["Content-Type"] == OPENMETRICS_CONTENT_TYPE
+    await first.read()
+    assert (writes.text, writes.openmetrics) == (0, 1)  # written on demand by that scrape
+
+    snapshot = await sampler.refresh()
+
+    assert (writes.text, writes.openmetrics) == (0, 2)  # written with the evaluation, before any scrape of it
+    assert snapshot.bodies.ready(server.BodyFormat(openmetrics=True, gzip=True)) is not None
+    assert snapshot.bodies.ready(server.BodyFormat(openmetrics=False, gzip=False)) is None
+    again = await client.get("/metrics", headers={"Accept": PROMETHEUS_2_ACCEPT, "Accept-Encoding": "gzip"})
+    assert await again.read() == snapshot.openmetrics
+    assert writes.openmetrics == 2  # answered from the body written with the evaluation
+
+
+async def test_concurrent_scrapes_of_an_unwritten_body_write_it_once_and_agree(aiohttp_client, host, monkeypatch):
+    sampler = host.sampler()
+    writes = CountingWrites(sampler, monkeypatch)
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    snapshot = await sampler.refresh()
+
+    async def scrape() -> bytes:
+        response = await client.get("/metrics", headers={"Accept-Encoding": "identity"})
+        return await response.read()
+
+    bodies = await asyncio.gather(*(scrape() for _ in range(20)))
+
+    assert writes.text == 1
+    assert set(bodies) == {server.metrics.exposition.write(snapshot.bodies._families)}
+
+
+async def test_a_body_that_cannot_be_written_on_demand_is_answered_with_the_previous_one(
+    aiohttp_client, host, monkeypatch, caplog
+):
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    await sampler.refresh()
+    good = await (await client.get("/metrics", headers={"Accept-Encoding": "identity"})).read()
+    sampler._asked.clear()  # as if the last scrape had come before the last evaluation began
+    await sampler.refresh()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("write exploded")
+
+    monkeypatch.setattr(sampler.renderer, "write", broken)
+    answer = await client.get("/metrics", headers={"Accept-Encoding": "identity"})
+
+    assert answer.status == 200
+    assert await answer.read() == good
+    assert sampler.failures == 1
+    assert "write exploded" in caplog.text
+
+
 async def test_healthz_fails_when_the_last_evaluation_is_stale(aiohttp_client, host):
     sampler = host.sampler(interval=1.0)
     client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
     snapshot = await sampler.refresh()
-    sampler.latest = server.Snapshot(snapshot.evaluation, snapshot.body, snapshot.body_gzip,
-                                     time.time() - 3600, snapshot.duration_seconds)
+    sampler.latest = snapshot.aged(time.time() - 3600)
 
     response = await client.get("/healthz")
 

@@ -1,9 +1,14 @@
 """`numawatch serve`: the aiohttp exporter (``/metrics``, ``/healthz`` and a small landing page at ``/``).
 
 A background sampler evaluates the host every ``interval`` seconds in a worker thread (file reads block; the event
-loop never does) and renders the exposition once per evaluation, in the text format and in OpenMetrics. Scrapes are
-answered from those bytes, in the format the scraper's ``Accept`` header prefers, plain or gzip, so a scrape costs a
-memory copy however many Prometheus replicas scrape and however big the host is.
+loop never does) and builds its metric families once. Each format a scraper asks for (the text format or
+OpenMetrics, plain or gzip, by its ``Accept`` and ``Accept-Encoding``) is written at most once per evaluation and
+scrapes are answered from those bytes, so a scrape costs a memory copy however many Prometheus replicas scrape and
+however big the host is. A format asked for since the previous evaluation is written with the next evaluation, in
+its thread (the common case: Prometheus scraping at about the interval, answered at once); any other is written in
+a worker thread by the first scrape that wants it. A format nobody scrapes costs nothing: Prometheus asks for
+OpenMetrics first, ``curl`` gets the text format, and writing both every evaluation would double the exposition's
+cost.
 
 That departs from prometheus/docs writing_exporters' "scrape synchronously" on purpose: an evaluation reads
 thousands of cgroup files on a large node and its cost must not multiply with scrapers, nor may two scrapes race
@@ -99,7 +104,7 @@ SHUTDOWN_GRACE_SECONDS = 0.5
 KEEPALIVE_SECONDS = 75.0
 # A GET has no business sending a body; one is read (to keep the connection usable) up to this size.
 MAX_REQUEST_BODY = 64 * 1024
-# zlib level of the pre-compressed /metrics body (see Sampler.evaluate_once).
+# zlib level of the compressed /metrics bodies (see Bodies.get).
 GZIP_LEVEL = 1
 # How long a SIGHUP reload may take to read one file (the intent, the web config: a few hundred bytes from a
 # ConfigMap or Secret) before it is given up as stuck in the kernel.
@@ -112,16 +117,86 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """One finished evaluation and its exposition, rendered and compressed once per format."""
+class BodyFormat:
+    """One form of the /metrics body: text format or OpenMetrics, plain or gzip."""
 
-    evaluation: Evaluation
-    body: bytes  # the text format 0.0.4
-    body_gzip: bytes
-    finished: float  # Unix time
-    duration_seconds: float
-    openmetrics: bytes = b""  # OpenMetrics 1.0.0, the same families
-    openmetrics_gzip: bytes = b""
+    openmetrics: bool
+    gzip: bool
+
+
+BODY_FORMATS = tuple(BodyFormat(openmetrics, packed) for openmetrics in (False, True) for packed in (False, True))
+
+
+class Bodies:
+    """The /metrics bodies of one evaluation's families, each written (and compressed) on first demand, once.
+
+    Thread-safe: scrapes ask from worker threads while the sampler may be writing the next evaluation's bodies;
+    ``renderer`` locks each format's line cache, so it sees one write at a time.
+    """
+
+    def __init__(self, families: Sequence[metrics.Metric], renderer: metrics.Renderer) -> None:
+        self._families = families
+        self._renderer = renderer
+        self._written: dict[BodyFormat, bytes] = {}
+        self._lock = threading.RLock()  # a gzip body writes its plain one under the same lock
+
+    def ready(self, form: BodyFormat) -> bytes | None:
+        """The body in ``form`` if it was written already (no work), else None."""
+        return self._written.get(form)
+
+    def get(self, form: BodyFormat) -> bytes:
+        """The body in ``form``, written now when it was not yet (blocking: CPU only, never a host read)."""
+        found = self._written.get(form)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._written.get(form)
+            if found is None:
+                if form.gzip:
+                    plain = self.get(BodyFormat(form.openmetrics, False))
+                    # Level 1: less than half the CPU of the default level 6 for a body only slightly larger (the
+                    # exposition is repetitive text).
+                    found = gzip.compress(plain, compresslevel=GZIP_LEVEL)
+                else:
+                    found = self._renderer.write(list(self._families), openmetrics=form.openmetrics)
+                self._written[form] = found
+            return found
+
+
+class Snapshot:
+    """One finished evaluation and its exposition, each body written on first demand (``bodies``)."""
+
+    def __init__(
+        self,
+        evaluation: Evaluation,
+        bodies: Bodies,
+        finished: float,  # Unix time
+        duration_seconds: float,
+    ) -> None:
+        self.evaluation = evaluation
+        self.bodies = bodies
+        self.finished = finished
+        self.duration_seconds = duration_seconds
+
+    def aged(self, finished: float) -> Snapshot:
+        """The same evaluation and bodies, finished at another time (tests of staleness)."""
+        return Snapshot(self.evaluation, self.bodies, finished, self.duration_seconds)
+
+    @property
+    def body(self) -> bytes:  # the text format 0.0.4
+        return self.bodies.get(BodyFormat(False, False))
+
+    @property
+    def body_gzip(self) -> bytes:
+        return self.bodies.get(BodyFormat(False, True))
+
+    @property
+    def openmetrics(self) -> bytes:  # OpenMetrics 1.0.0, the same families
+        return self.bodies.get(BodyFormat(True, False))
+
+    @property
+    def openmetrics_gzip(self) -> bytes:
+        return self.bodies.get(BodyFormat(True, True))
 
 
 @dataclass(frozen=True)
@@ -162,13 +237,18 @@ class Sampler:
         self.extra_metrics: dict[str, Callable[[], Iterable[metrics.Metric]]] = {}
         self.process = serving.ProcessFamilies()
         self.stats = metrics.EvaluationStats()
-        self.renderer = metrics.Renderer()  # used by evaluate_once only, which runs one at a time
+        self.renderer = metrics.Renderer()  # its line caches are locked per format (Bodies)
+        # The body formats scrapes asked for since the last evaluation began: written with the next one.
+        self._asked: set[BodyFormat] = set()
+        self._asked_lock = threading.Lock()
+        self._last_written: dict[BodyFormat, bytes] = {}  # for a body that cannot be written (write_body)
         self.latest: Snapshot | None = None
         self.failures = 0
         self._wake: asyncio.Event | None = None
 
     def evaluate_once(self) -> Snapshot:
-        """Read, judge and render (blocking: runs in a worker thread, one at a time)."""
+        """Read, judge, build the families and write the bodies scraped since the previous evaluation (blocking:
+        runs in a worker thread, one at a time)."""
         intent = self.intent  # read once: a reload may swap it while this evaluation runs
         start = time.perf_counter()
         host = self.reader.read()
@@ -178,14 +258,37 @@ class Sampler:
         self.stats.observe(duration, finished)
         built = metrics.families(evaluation, self.stats, self.renderer.memory)
         families = [*self.collectors.keep(built), *self.self_families()]
-        body = self.renderer.write(families)
-        openmetrics = self.renderer.write(families, openmetrics=True)
-        # Level 1: less than half the CPU of the default level 6 for a body only slightly larger (the exposition is
-        # repetitive text; docs/performance.md has the figures); compressed once per evaluation, not per scrape.
-        return Snapshot(
-            evaluation, body, gzip.compress(body, compresslevel=GZIP_LEVEL), finished, duration,
-            openmetrics, gzip.compress(openmetrics, compresslevel=GZIP_LEVEL),
-        )
+        bodies = Bodies(families, self.renderer)
+        with self._asked_lock:
+            asked, self._asked = self._asked, set()
+        for form in BODY_FORMATS:  # in a fixed order: a gzip body reuses its plain one
+            if form in asked:
+                bodies.get(form)
+        return Snapshot(evaluation, bodies, finished, duration)
+
+    def body(self, snapshot: Snapshot, form: BodyFormat) -> bytes | None:
+        """``snapshot``'s body in ``form`` if it is written (and remembered as asked for, so that the next
+        evaluation writes it at once); None: ``write_body`` must write it first."""
+        with self._asked_lock:
+            self._asked.add(form)
+            if form.gzip:
+                self._asked.add(BodyFormat(form.openmetrics, False))
+        return snapshot.bodies.ready(form)
+
+    async def write_body(self, snapshot: Snapshot, form: BodyFormat) -> bytes:
+        """``snapshot``'s body in ``form``, written off the event loop. A body that cannot be written (a bug: the
+        families are built already) is logged and answered with the last body of that form that could be."""
+        try:
+            written = await in_daemon_thread(lambda: snapshot.bodies.get(form), "numawatch-exposition")
+        except Exception:
+            self.failures += 1
+            log.exception("writing the exposition failed; answering with the previous one")
+            previous = self._last_written.get(form)
+            if previous is None:
+                raise
+            return previous
+        self._last_written[form] = written
+        return written
 
     def self_families(self) -> list[metrics.Metric]:
         """The serve-only families: intent reloads, the server's parts (refused requests) and the process."""
@@ -671,15 +774,16 @@ async def metrics_handler(request: web.Request) -> web.Response:
             status=503, text="the first evaluation has not finished yet\n", headers={"Retry-After": "1"}
         )
     chosen = negotiate(request.headers.get("Accept", ""))
-    if chosen.openmetrics:
-        body, body_gzip = snapshot.openmetrics, snapshot.openmetrics_gzip
-    else:
-        body, body_gzip = snapshot.body, snapshot.body_gzip
+    packed = accepts_gzip(request.headers.get("Accept-Encoding", ""))
+    form = BodyFormat(chosen.openmetrics, packed)
+    sampler = request.app[SAMPLER]
+    body = sampler.body(snapshot, form)
+    if body is None:
+        body = await sampler.write_body(snapshot, form)
     # Headers set directly: aiohttp's content_type= argument rejects the ';' parameters of the exposition type.
     headers = {"Content-Type": chosen.content_type, "Vary": "Accept, Accept-Encoding"}
-    if accepts_gzip(request.headers.get("Accept-Encoding", "")):
+    if packed:
         headers["Content-Encoding"] = "gzip"
-        return web.Response(body=body_gzip, headers=headers)
     return web.Response(body=body, headers=headers)
 
 

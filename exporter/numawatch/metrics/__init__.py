@@ -3,12 +3,14 @@
 ``core`` builds the health, self and inventory families, ``drift`` the drift families and their label contract;
 ``host`` the host-layer ones (kernel knobs, isolation, IRQs); ``platform`` the idle states, GPU-NIC paths and NVLink.
 ``render`` turns one evaluation into the bytes ``/metrics`` serves, in the text format or OpenMetrics, written by
-``exposition`` (the bytes prometheus_client's encoders would write, at a fraction of their cost). The server renders
-once per evaluation and answers every scrape from those bytes, so scraping costs the same however many scrapers
-there are.
+``exposition`` (the bytes prometheus_client's encoders would write, at a fraction of their cost). The server writes
+each format at most once per evaluation and answers every scrape from those bytes, so scraping costs the same
+however many scrapers there are.
 """
 
 from __future__ import annotations
+
+import threading
 
 from prometheus_client.metrics_core import Metric
 
@@ -77,6 +79,9 @@ class Renderer:
     def __init__(self) -> None:
         self._lines = exposition.LineCache()
         self._openmetrics_lines = exposition.LineCache()
+        # One write at a time per format: the server writes a body on a scrape's demand while the next
+        # evaluation's may be written in the sampler's thread.
+        self._locks = {False: threading.Lock(), True: threading.Lock()}
         self.memory = Memory()
 
     def render(self, evaluation: Evaluation, stats: EvaluationStats | None = None) -> bytes:
@@ -86,4 +91,5 @@ class Renderer:
         """``exposition.write`` of families built from the evaluations of this sequence, in one format (each format
         keeps its own lines)."""
         cache = self._openmetrics_lines if openmetrics else self._lines
-        return exposition.write(built, cache, openmetrics=openmetrics)
+        with self._locks[openmetrics]:
+            return exposition.write(built, cache, openmetrics=openmetrics)
