@@ -32,7 +32,8 @@ docs/performance.md.
 The watched CPUs come from the sources this one needs: the isolation the topology source read (``isolcpus=``,
 ``nohz_full=``, sysfs ``isolated`` and ``nohz_full``) and the exclusive CPUs of the kubelet_state source's CPU
 Manager state; either down contributes nothing (``watched_cpus``). Rates come from two readings (``Host.previous``);
-the state serve keeps (``InterruptsReader``) is the watched CPUs (used again while neither source was read again),
+what a HostReader's reading leaves for the next (``InterruptsMemory``) is the watched CPUs (used again while neither
+source was read again),
 the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32 of each
 row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
 (devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows
@@ -51,6 +52,7 @@ import re
 import time
 import zlib
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUSet
@@ -62,6 +64,7 @@ from numawatch.model.interrupts import KIND_DEVICE, KIND_IPI, KIND_LOCAL_TIMER, 
 from numawatch.model.kubelet import KubeletState
 from numawatch.model.topology import Topology
 from numawatch.paths import Paths
+from numawatch.refresh import Carried, Refresh
 from numawatch.sources._files import DEFAULT_READ_LIMIT
 
 BLOCK = 1 << 20  # bytes read (and digit-marked) at a time: the whole file is never held, nor its marked copy
@@ -579,28 +582,32 @@ def read(paths: Paths, inputs: Inputs | None = None) -> Interrupts:
     return _read(paths, None, _watched_of(inputs))[0]
 
 
-class InterruptsReader:
-    """The interrupts source as serve runs it (one per HostReader): the previous reading's rows, so unchanged rows
-    are not split and built again, the columns worked out from the previous reading's header, and the watched CPUs
-    worked out from the previous reading's inputs, used again while those were not read again (their generations).
-    Reads the same as ``read``."""
+class InterruptsMemory(NamedTuple):
+    """What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it)."""
 
-    def __init__(self) -> None:
-        self._known = Remembered()
-        self._watched: tuple[tuple[int | None, ...], CPUSet] | None = None  # the inputs' generations and their CPUs
+    known: Remembered  # the rows and the columns worked out from the header and watched CPUs
+    generations: tuple[int | None, ...]  # the readings of NEEDS the watched CPUs were worked out from
+    watched: CPUSet
 
-    def read(self, paths: Paths, inputs: Inputs | None = None) -> Interrupts:
-        generations = tuple(inputs.generation(name) for name in NEEDS) if inputs is not None else (None,)
-        if self._watched is None or None in generations or self._watched[0] != generations:
-            self._watched = (generations, _watched_of(inputs))
-        result, self._known = _read(paths, self._known, self._watched[1])
-        return result
+
+def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
+    """A reading handed the previous one's memory: unchanged rows are not split and built again, the columns
+    worked out from the previous header are reused, and so are the watched CPUs while neither source they come
+    from was read again (their generations). Reads the same as ``read``."""
+    memory: InterruptsMemory | None = refresh.memory
+    generations = tuple(inputs.generation(name) for name in NEEDS)
+    if memory is None or None in generations or memory.generations != generations:
+        watched = _watched_of(inputs)
+    else:
+        watched = memory.watched
+    result, known = _read(paths, memory.known if memory is not None else Remembered(), watched)
+    return Carried(result, InterruptsMemory(known, generations, watched))
 
 
 SOURCE = SourceSpec(
     name="interrupts",
     read=read,
-    factory=lambda _context: InterruptsReader(),
+    incremental=read_incremental,
     needs=NEEDS,
     description="/proc/interrupts counts on isolated, nohz_full and exclusively pinned CPUs",
 )
@@ -610,11 +617,12 @@ __all__ = [
     "CELL",
     "NEEDS",
     "SOURCE",
-    "InterruptsReader",
+    "InterruptsMemory",
     "classify",
     "parse_header",
     "parse_interrupts",
     "read",
+    "read_incremental",
     "read_interrupts",
     "split_tail",
     "watched_cpus",
