@@ -1253,9 +1253,9 @@ def fast_readings(monkeypatch) -> list[int]:
     taken: list[int] = []
     real = irqs._read_turn
 
-    def read_turn(memory, root, share, turn, round_):
+    def read_turn(memory, root, share, turn, round_, generation=0):
         taken.append(turn)
-        return real(memory, root, share, turn, round_)
+        return real(memory, root, share, turn, round_, generation)
 
     monkeypatch.setattr(irqs, "_read_turn", read_turn)
     return taken

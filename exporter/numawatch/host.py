@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -167,19 +167,63 @@ class SourceStatus:
     cached: bool = False  # result reused because its fingerprint did not change
 
 
+class Derived:
+    """Values derived from readings (the workloads join of a pod, its metric rows, the device IRQ join) that the
+    next reading may reuse: one per HostReader, shared by its Hosts. A key names everything the value was derived
+    from by generation numbers (``Host.generation`` of a source, ``generation`` of an object such as a PodCgroup),
+    never by object identity, so a value found under a key is right for any reading with those generations.
+
+    An entry not asked for during a reading is dropped at the next one (the values of a deleted pod do not outlive
+    it by more than a reading): entries asked for move from the previous reading's table to this one's.
+    """
+
+    __slots__ = ("_current", "_previous")
+
+    def __init__(self) -> None:
+        self._current: dict[Hashable, Any] = {}
+        self._previous: dict[Hashable, Any] = {}
+
+    def next_reading(self) -> None:
+        """A new reading starts: what the last one did not ask for is forgotten at the one after."""
+        self._previous, self._current = self._current, {}
+
+    def get(self, key: Hashable) -> Any | None:
+        """The value stored under ``key`` at this or the previous reading, None when there is none."""
+        found = self._current.get(key)
+        if found is None:
+            found = self._previous.get(key)
+            if found is not None:
+                self._current[key] = found
+        return found
+
+    def put(self, key: Hashable, value: Any) -> None:
+        self._current[key] = value
+
+    def __len__(self) -> int:
+        return len(self._current.keys() | self._previous.keys())
+
+    def __iter__(self) -> Iterator[Hashable]:
+        """The keys held (for tests and debugging)."""
+        return iter(self._current.keys() | self._previous.keys())
+
+
 @dataclass(frozen=True)
 class Host:
     paths: Paths
     results: Mapping[str, Any]
     statuses: Mapping[str, SourceStatus]
     timestamp: float = field(default_factory=time.time)
-    # The reading before this one, for checks that need a rate (interrupts per second). Kept one deep: a previous
-    # host never has a previous of its own.
+    # The reading before this one, for checks that need a rate (interrupts per second, ``check --window``). Kept one
+    # deep: a previous host never has a previous of its own. Never for skipping work: that is ``derived``.
     previous: Host | None = None
+    # Per source, the HostReader's count of its real readings (not answered from its fingerprint cache): what
+    # ``derived`` keys values on. Empty for a Host not made by a HostReader.
+    generations: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+    # What the HostReader's readings derived and the next may reuse, by generation numbers (``Derived``); a Host
+    # not made by a HostReader has its own, empty one.
+    derived: Derived = field(default_factory=Derived, compare=False, repr=False)
     # Values derived from this snapshot that several checks and the metrics need (the workloads join): computed
-    # once per Host, dropped with it. Not part of equality or of a replace() copy. A HostReader's next reading
-    # sees them as its ``previous``'s (``memoized``), so a value must never hold the Host itself: through the
-    # Host's own ``previous`` that would chain every reading ever made.
+    # once per Host, dropped with it. Not part of equality or of a replace() copy.
     _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
@@ -190,10 +234,9 @@ class Host:
             value = self._memo[key] = compute()
             return value
 
-    def memoized(self, key: Hashable) -> Any | None:
-        """The value ``memo`` computed for ``key``, or None when none was: computes nothing. The next reading asks
-        its ``previous`` this to reuse the parts of a derived value whose inputs are the same objects."""
-        return self._memo.get(key)
+    def generation(self, name: str) -> int | None:
+        """The generation of source ``name``'s reading in this Host (see ``generations``), None when unknown."""
+        return self.generations.get(name)
 
     def get(self, name: str) -> Any | None:
         return self.results.get(name)
@@ -337,6 +380,7 @@ class HostReader:
         # Per incremental source, what its last reading left for the next (Carried.memory) and whether its
         # fingerprint may be trusted (Carried.settled).
         self._memory: dict[str, Any] = {}
+        self.derived = Derived()
         self._unsettled: set[str] = set()
         self._stateful: dict[str, Any] = {}
         for spec in self.sources:
@@ -415,12 +459,16 @@ class HostReader:
         results = {spec.name: results[spec.name] for spec in self.sources if spec.name in results}
         statuses = {spec.name: statuses[spec.name] for spec in self.sources}
         self.turns.advance()
-        host = Host(paths=self.paths, results=results, statuses=statuses, previous=self._last)
-        last = replace(host, previous=None)  # one deep: the next reading's previous has no previous
-        # The copy shares the memo dict (replace() would start an empty one), so what the evaluation of this
-        # reading memoises is there for the next reading to reuse (the workloads join of unchanged pods).
-        object.__setattr__(last, "_memo", host._memo)
-        self._last = last
+        self.derived.next_reading()
+        host = Host(
+            paths=self.paths,
+            results=results,
+            statuses=statuses,
+            previous=self._last,
+            generations=dict(self._generations),
+            derived=self.derived,
+        )
+        self._last = replace(host, previous=None)  # one deep: the next reading's previous has no previous
         return host
 
     def _inputs(self, spec: SourceSpec, results: Mapping[str, Any], statuses: Mapping[str, SourceStatus]) -> Inputs:

@@ -99,6 +99,9 @@ class Refresh:
     whole: bool = True  # read everything, whatever the memory says (first reading, after an invalidation)
     memory: Any = None  # what the source's previous reading left (``Carried.memory``); None: nothing
     now: float = 0.0  # the HostReader's clock when this reading began (for rates)
+    # The HostReader's reading number (from 1), stamped on the objects this reading makes (``generation`` in the
+    # model); 0 for a one-off reading, whose objects are never reused.
+    generation: int = 0
 
     def share_of(self, family: str) -> int:
         """The rotation's share for ``family``: 1 (read all of it) unless the policy rotates it and K > 1."""
@@ -172,6 +175,7 @@ class Turns:
             whole=whole,
             memory=memory,
             now=now,
+            generation=self.readings + 1,
         )
 
     def advance(self) -> None:

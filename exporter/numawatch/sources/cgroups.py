@@ -404,6 +404,7 @@ class _Scan:
         # with the rotation of SHARED_PODS.
         self.skip_pods = False
         self.pod_share, self.pod_turn = 1, 0
+        self.generation = 0  # stamped on the pods this reading makes (Refresh.generation)
         # The pod being read (see above).
         self.sandboxes: dict[str, tuple[int, int]] = {}
         self.old_containers: dict[str, _Seen] = {}
@@ -665,7 +666,7 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     if old is not None and old.pod.containers == found:
         pod = old.pod
     else:
-        pod = PodCgroup(uid=uid, qos=qos, cgroup_path=rel, containers=found)
+        pod = PodCgroup(uid=uid, qos=qos, cgroup_path=rel, containers=found, generation=scan.generation)
     scan.pods[rel] = _PodState(names, entries, records, verdicts, pod, complete)
     return pod
 
@@ -750,6 +751,7 @@ def _read_all(
     else:
         scan = _Scan(layout, memory.lists, memory.pods, share, turn, reported=memory.reported)
     scan.pod_share, scan.pod_turn = pod_share, pod_turn
+    scan.generation = refresh.generation
     state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
     assignments = state.cpu if state is not None else None
     scan.skip_pods, assignments, left = _pods_may_be_carried(memory, assignments, pod_share, refresh.stagger)

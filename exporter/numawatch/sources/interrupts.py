@@ -257,8 +257,11 @@ class _RowParser:
     on an isolated or pinned CPU (the tick and IPI rows, a misrouted device) are searched.
     """
 
-    def __init__(self, header: bytes, watched: Iterable[int], path: str, known: Remembered | None = None) -> None:
+    def __init__(
+        self, header: bytes, watched: Iterable[int], path: str, known: Remembered | None = None, generation: int = 0
+    ) -> None:
         self.path = path
+        self.generation = generation  # stamped on the rows this reading makes (Refresh.generation)
         watched = frozenset(watched)
         # The previous reading's columns while the header and the watched CPUs are the same (shared, never changed).
         shape = known.columns if known is not None else None
@@ -293,7 +296,7 @@ class _RowParser:
         )  # fmt: skip
         digits = _DIGITS
         marked = data.translate(_MARK_NONZERO) if self.mark_blocks else None
-        rows, seen, known, now = self.rows, self.seen, self.known, self.now
+        rows, seen, known, now, generation = self.rows, self.seen, self.known, self.now, self.generation
         # Digests are taken when there is a next reading to compare with (a reader's), and used when the previous
         # reading's can be compared with them.
         shape = self.shape
@@ -428,7 +431,9 @@ class _RowParser:
             if before is not None and before[0] == tail:
                 row = before[1]
                 if row.counts != counts:
-                    row = InterruptRow(key, row.kind, row.name, row.chip, frozen_map(counts) if counts else _NO_COUNTS)
+                    row = InterruptRow(
+                        key, row.kind, row.name, row.chip, frozen_map(counts) if counts else _NO_COUNTS, generation
+                    )
             else:
                 chip, name = split_tail(tail, key.isdigit())
                 try:  # both become label values and message text
@@ -442,6 +447,7 @@ class _RowParser:
                     name=name,
                     chip=chip,
                     counts=frozen_map(counts) if counts else _NO_COUNTS,
+                    generation=generation,
                 )
             if known is not None:
                 now[label] = (tail, row, digest, whole)
@@ -478,6 +484,7 @@ def read_interrupts(
     block: int = BLOCK,
     limit: int = DEFAULT_READ_LIMIT,
     known: Remembered | None = None,
+    generation: int = 0,
 ) -> tuple[Interrupts, Remembered]:
     """Read and parse /proc/interrupts ``block`` bytes at a time: the same result as ``parse_interrupts`` of the
     whole file, without ever holding the whole file (8 MB on a 384-CPU host, and as much again digit-marked).
@@ -509,14 +516,14 @@ def read_interrupts(
                 line, start = pending + chunk[:newline], newline + 1
                 pending = b""
                 if parser is None:
-                    parser = _RowParser(line, watched, path, known)
+                    parser = _RowParser(line, watched, path, known, generation)
                 else:
                     parser.feed(line, 0, len(line))
             cut = chunk.rfind(b"\n")
             parser.feed(chunk, start, cut)  # nothing when the only newline was the one just consumed
             pending = chunk[cut + 1 :]
         if parser is None:
-            parser = _RowParser(pending, watched, path, known)  # a header without a newline (or an empty file)
+            parser = _RowParser(pending, watched, path, known, generation)  # a header without a newline (or empty)
         elif pending:
             parser.feed(pending, 0, len(pending))
     finally:
@@ -562,10 +569,12 @@ def watched_cpus(topology: Topology | None, state: KubeletState | None) -> CPUSe
 NEEDS = ("topology", "kubelet_state")
 
 
-def _read(paths: Paths, known: Remembered | None, watched: CPUSet) -> tuple[Interrupts, Remembered]:
+def _read(
+    paths: Paths, known: Remembered | None, watched: CPUSet, generation: int = 0
+) -> tuple[Interrupts, Remembered]:
     path = paths.procfs / "interrupts"
     try:
-        return read_interrupts(str(path), watched, known=known)
+        return read_interrupts(str(path), watched, known=known, generation=generation)
     except FileNotFoundError:
         raise SourceUnavailable(f"{path} does not exist") from None
 
@@ -600,7 +609,7 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
         watched = _watched_of(inputs)
     else:
         watched = memory.watched
-    result, known = _read(paths, memory.known if memory is not None else Remembered(), watched)
+    result, known = _read(paths, memory.known if memory is not None else Remembered(), watched, refresh.generation)
     return Carried(result, InterruptsMemory(known, generations, watched))
 
 

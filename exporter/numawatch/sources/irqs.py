@@ -118,11 +118,12 @@ def _read_one(
     cache: dict[bytes, CPUSet],
     requested: bool = True,
     problems: list[str] | None = None,
+    generation: int = 0,
 ) -> _Seen | None:
     """``_read_fresh``, with a malformed file of the IRQ described in ``problems`` and the IRQ then left out (None,
     as if it had vanished, so it is tried again at the next reading)."""
     try:
-        return _read_fresh(root, entry, irq, known, cache, requested)
+        return _read_fresh(root, entry, irq, known, cache, requested, generation)
     except MalformedFile as error:
         if problems is None:
             raise
@@ -131,7 +132,13 @@ def _read_one(
 
 
 def _read_fresh(
-    root: str, entry: str, irq: int, known: _Seen | None, cache: dict[bytes, CPUSet], requested: bool = True
+    root: str,
+    entry: str,
+    irq: int,
+    known: _Seen | None,
+    cache: dict[bytes, CPUSet],
+    requested: bool = True,
+    generation: int = 0,
 ) -> _Seen | None:
     """Read IRQ ``irq`` (directory ``entry``) again; ``known``: what the previous reading kept of it, returned as is
     when its files read the same bytes. None when the IRQ vanished.
@@ -165,6 +172,7 @@ def _read_fresh(
         affinity=parse_cpulist_file(affinity_data, affinity_path, cache),
         effective=None if effective_data is None else parse_cpulist_file(effective_data, effective_path, cache),
         writable=writable if writable is not None else _mode_writable(directory),
+        generation=generation,
     )
     return affinity_data, effective_data, found
 
@@ -239,6 +247,7 @@ def _read_all(
     turn: int = 0,
     listed: tuple[str, list[str]] | None = None,
     round_: int = 0,
+    generation: int = 0,
 ) -> _Reading:
     """Every IRQ; with ``share`` > 1, the ones seen before whose number is not ``turn`` modulo ``share`` are carried
     over from ``seen`` instead of read, and those read skip ``smp_affinity_list`` as ``_requested_turn`` (in
@@ -257,7 +266,7 @@ def _read_all(
         if known is not None and share > 1 and irq % share != turn:
             now[irq] = known  # not its turn: the previous reading's (immutable) entry
             continue
-        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems)
+        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems, generation)
         if fresh is None:
             missed.append((irq, entry))
         else:
@@ -311,15 +320,16 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     if share > 1 and memory is not None and memory.listing is not None:
         listed = _list_irq_root(paths)
         if listed[1] == memory.listing:  # one C comparison of the names
-            return _read_turn(memory, listed[0], share, turn, round_)
-    reading = _read_all(paths, memory.seen if memory is not None else None, share, turn, listed, round_)
+            return _read_turn(memory, listed[0], share, turn, round_, refresh.generation)
+    seen = memory.seen if memory is not None else None
+    reading = _read_all(paths, seen, share, turn, listed, round_, refresh.generation)
     plan = memory.plan if memory is not None and reading.listing == memory.listing else None
     return Carried(
         reading.result, IrqsMemory(reading.seen, reading.entries, reading.listing, plan, reading.missed, None)
     )
 
 
-def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int) -> Carried:
+def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int, generation: int = 0) -> Carried:
     """A rotating reading over the same listing as the previous one (see ``read_incremental``)."""
     plan = memory.plan
     if plan is None or plan[0] != share:
@@ -345,7 +355,7 @@ def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int
     problems: list[str] = []
     for irq, entry in todo:
         known = seen.get(irq)
-        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems)
+        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems, generation)
         if fresh is known:
             if fresh is None:
                 missed.append((irq, entry))  # still unreadable: tried again next time
