@@ -191,7 +191,7 @@ def _read(
     root = os.fspath(cpu_root)  # strings, not pathlib, in the loop: it runs for every CPU at every reading
     # With CONFIG_CPU_IDLE_MULTIPLE_DRIVERS (big.LITTLE arm64) each CPU has a cpuidle/driver directory and CPUs of
     # different clusters have different states.
-    per_cpu_drivers = bool(cpus) and os.path.isdir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
+    per_cpu_drivers = bool(cpus) and confined.is_dir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
     for cpu in cpus:
         if carried is not None and share > 1 and cpu % share != turn and cpu in carried.states:
             states[cpu] = carried.states[cpu]
@@ -223,7 +223,7 @@ def _read(
             path = f"{root}/cpu{cpu}/cpuidle/state{index}/disable"
             text = read_optional_text(path, _SMALL)
             if text is None:
-                if not os.path.isdir(path[: -len("/disable")]):
+                if not confined.is_dir(path[: -len("/disable")]):
                     break  # gone since the layout was learnt: the CPU went offline
                 text = "0\n"  # a kernel before 3.7 has no disable attribute: every state is allowed
             disabled = _DISABLE.get(text)

@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.errors import MalformedFile
 from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import strip_value
@@ -99,7 +100,7 @@ def _cpu_hierarchy(paths: Paths, version: int) -> Path:
     root = paths.cgroupfs
     if version == 2:
         return root
-    return root / "cpuacct" if (root / "cpuacct").is_dir() else root / "cpu,cpuacct"
+    return root / "cpuacct" if confined.is_dir(root / "cpuacct") else root / "cpu,cpuacct"
 
 
 def _read_pod(
