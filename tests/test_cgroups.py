@@ -27,6 +27,7 @@ from numawatch.sources.cgroups import (
     parse_pod_dir,
     parse_procs,
 )
+from source_inputs import Driven
 
 UID = "5f0c3a9e-7b21-4d8e-9c4a-1e2f3a4b5c6d"
 OTHER_UID = "0b9e8d7c-6a5f-4e3d-8c2b-a1b2c3d4e5f6"
@@ -401,14 +402,14 @@ def test_a_malformed_file_makes_only_that_field_unknown_and_is_logged_with_its_p
 def test_a_malformed_file_is_logged_once_not_on_every_scan(fake_host, caplog):
     pod = add_pod(fake_host, uid=UID, qos=QOS_GUARANTEED, namespace="ns", name="p", containers=[vllm()])
     target = fake_host.write(f"sys/fs/cgroup/{pod.container('vllm').cgroup_path}/memory.numa_stat", "garbage")
-    reader = cgroups.CgroupsReader()
+    reader = Driven("cgroups")
     with caplog.at_level(logging.WARNING, logger="numawatch.sources.cgroups"):
         reader.read(fake_host.paths)
         reader.read(fake_host.paths)
     assert caplog.text.count(str(target)) == 1
-    # What was logged is the reader's (serve's HostReader keeps one), not the process's: another reader logs it too.
+    # What was logged is in the memory a HostReader keeps, not the process's: another HostReader logs it too.
     with caplog.at_level(logging.WARNING, logger="numawatch.sources.cgroups"):
-        cgroups.CgroupsReader().read(fake_host.paths)
+        Driven("cgroups").read(fake_host.paths)
     assert caplog.text.count(str(target)) == 2
 
 

@@ -1,6 +1,6 @@
-"""The cgroups source as serve staggers it (CgroupsReader.set_stagger): Burstable and BestEffort pods outside their
-turn are handed out again as the previous reading saw them, without even a listing of their directories, so a
-container started or removed inside such a pod shows at the pod's turn (within K readings); pods coming and going
+"""The cgroups source as serve staggers it (the refresh table rotates its shared pods): Burstable and BestEffort pods
+outside their turn are handed out again as the previous reading saw them, without even a listing of their directories,
+so a container started or removed inside such a pod shows at the pod's turn (within K readings); pods coming and going
 show at once; and a container read again is parsed only where its files changed."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The IRQ checks' use of what the readers hand out again: the device IRQ join re-joins only the rows that are not the
-previous reading's objects, and the interrupt deltas look only at such rows; both give exactly what joining or
+"""The IRQ checks' use of what the sources hand out again: the device IRQ join re-joins only the rows whose generation
+is not the previous reading's, and the interrupt deltas look only at such rows; both give exactly what joining or
 comparing everything gives."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 from numawatch.checks.host_irq import changed_positions, deltas, device_irqs, same_entries
-from numawatch.host import Host
+from numawatch.host import Derived, Host
 from numawatch.model import frozen_map
 from numawatch.model.interrupts import (
     INTERRUPT_KINDS,
@@ -27,9 +27,12 @@ CPUS = tuple(range(8))
 WATCHED = frozenset({2, 3, 6, 7})
 
 
-def row(key: str, kind: str = KIND_DEVICE, counts: dict[int, int] | None = None, name: str = "") -> InterruptRow:
+def row(
+    key: str, kind: str = KIND_DEVICE, counts: dict[int, int] | None = None, name: str = "", generation: int = 1
+) -> InterruptRow:
+    """A row as a reading with that generation made it (the interrupts source stamps its reading number)."""
     return InterruptRow(key=key, kind=kind, name=name or f"dev{key}", chip="PCI-MSI 1-edge",
-                        counts=frozen_map(counts or {}))  # fmt: skip
+                        counts=frozen_map(counts or {}), generation=generation)  # fmt: skip
 
 
 def interrupts(rows, read_at: float = 1.0) -> Interrupts:
@@ -40,43 +43,50 @@ def irqs(entries) -> Irqs:
     return Irqs(irqs=frozen_map({entry.irq: entry for entry in entries}))
 
 
-def entry(irq: int, *cpus: int) -> IrqAffinity:
-    return IrqAffinity(irq=irq, affinity=frozenset(cpus), effective=frozenset(cpus[:1]))
+def entry(irq: int, *cpus: int, generation: int = 1) -> IrqAffinity:
+    return IrqAffinity(irq=irq, affinity=frozenset(cpus), effective=frozenset(cpus[:1]), generation=generation)
 
 
 def reading(rows, entries, previous: Host | None = None) -> Host:
+    """A reading of a HostReader: the Hosts of one chain share what they derive (``Host.derived``)."""
     results = {"interrupts": interrupts(rows), "irqs": irqs(entries)}
+    derived = previous.derived if previous is not None else Derived()
+    derived.next_reading()
     return Host(paths=Paths.from_root("/nonexistent"), results=frozen_map(results), statuses=frozen_map({}),
-                previous=previous)  # fmt: skip
+                previous=previous, derived=derived)  # fmt: skip
 
 
 def from_scratch(host: Host) -> Host:
-    return replace(host, previous=None if host.previous is None else replace(host.previous))
+    """The same reading with nothing derived before: nothing to reuse, everything joined anew."""
+    return replace(host, previous=None if host.previous is None else replace(host.previous), derived=Derived())
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-def test_changed_positions_are_where_another_object_sits():
-    a, b, c = object(), object(), object()
+def test_changed_positions_are_where_another_generation_sits():
+    a, b, c = row("1"), row("2"), row("3")
 
     assert changed_positions((a, b, c), (a, b, c)) == []
-    assert changed_positions([a, c, c], (a, b, c)) == [1]
+    assert changed_positions([a, replace(b, generation=2), c], (a, b, c)) == [1]
     assert changed_positions((), ()) == []
 
 
-def test_changed_positions_count_an_equal_copy_as_changed_and_other_lengths_as_unknown():
+def test_changed_positions_count_an_unknown_generation_as_changed_and_other_keys_as_unknown():
     first = row("1", counts={2: 5})
 
-    assert changed_positions((replace(first),), (first,)) == [0]
+    assert changed_positions((replace(first, generation=0),), (first,)) == [0]  # a one-off reading's row
+    assert changed_positions((replace(first, generation=2),), (first,)) == [0]  # equal, but re-read
     assert changed_positions((first,), (first, first)) is None
+    assert changed_positions((row("1"), row("3")), (row("1"), row("2"))) is None  # same generation, another row
 
 
-def test_same_entries_needs_the_same_objects_under_the_same_irqs_in_the_same_order():
+def test_same_entries_needs_the_same_generations_under_the_same_irqs_in_the_same_order():
     one, two = entry(1, 0), entry(2, 1)
     entries = frozen_map({1: one, 2: two})
 
     assert same_entries(entries, entries)
     assert same_entries(frozen_map({1: one, 2: two}), entries)
-    assert not same_entries(frozen_map({1: one, 2: replace(two)}), entries)  # equal, but re-read
+    assert not same_entries(frozen_map({1: one, 2: replace(two, generation=2)}), entries)  # equal, but re-read
+    assert not same_entries(frozen_map({1: one, 2: replace(two, generation=0)}), frozen_map({1: one, 2: two}))
     assert not same_entries(frozen_map({2: two, 1: one}), entries)
     assert not same_entries(frozen_map({1: one}), entries)
     assert not same_entries(frozen_map({1: one, 3: two}), entries)
@@ -90,7 +100,7 @@ ENTRIES = (entry(10, 2), entry(11, 0, 1), entry(12, 6, 7))
 def test_unchanged_rows_keep_the_previous_readings_join():
     first = reading(ROWS, ENTRIES)
     before = device_irqs(first)
-    moved = row("12", counts={6: 40})
+    moved = row("12", counts={6: 40}, generation=2)
     second = reading((*ROWS[:2], moved, ROWS[3]), ENTRIES, previous=first)
 
     after = device_irqs(second)
@@ -103,7 +113,7 @@ def test_unchanged_rows_keep_the_previous_readings_join():
 def test_a_changed_irq_entry_joins_every_row_again():
     first = reading(ROWS, ENTRIES)
     device_irqs(first)
-    moved = entry(11, 3)  # the IRQ was moved onto a watched CPU
+    moved = entry(11, 3, generation=2)  # the IRQ was moved onto a watched CPU
     second = reading(ROWS, (ENTRIES[0], moved, ENTRIES[2]), previous=first)
 
     after = device_irqs(second)
@@ -115,16 +125,17 @@ def test_a_changed_irq_entry_joins_every_row_again():
 @pytest.mark.parametrize(
     "rows",
     [
-        pytest.param((*ROWS[:2], row("13"), *ROWS[2:]), id="an-irq-came"),
+        pytest.param((*ROWS[:2], row("13", generation=2), *ROWS[2:]), id="an-irq-came"),
         pytest.param((ROWS[0], *ROWS[2:]), id="an-irq-went"),
         pytest.param((ROWS[1], ROWS[0], *ROWS[2:]), id="reordered"),
-        pytest.param((*ROWS[:3], row("LOC", KIND_LOCAL_TIMER, {2: 10})), id="a-named-row-moved"),
+        pytest.param((*ROWS[:3], row("LOC", KIND_LOCAL_TIMER, {2: 10}, generation=2)), id="a-named-row-moved"),
+        pytest.param((ROWS[0], row("13"), *ROWS[2:]), id="one-went-one-came-in-one-reading"),
     ],
 )
 def test_any_other_reading_joins_as_from_scratch(rows):
     first = reading(ROWS, ENTRIES)
     device_irqs(first)
-    second = reading(rows, (*ENTRIES, entry(13, 5)), previous=reading(ROWS, ENTRIES))
+    second = reading(rows, (*ENTRIES, entry(13, 5, generation=2)), previous=reading(ROWS, ENTRIES))
     third = reading(rows, ENTRIES, previous=first)
 
     for host in (second, third):
@@ -165,8 +176,10 @@ def deltas_by_key(previous: Interrupts, current: Interrupts, cpus, kinds) -> lis
 
 
 def next_rows(rng: random.Random, rows: list[InterruptRow], step: int) -> list[InterruptRow]:
-    """A later reading: most rows the very objects, some counted more, restarted (lower), renamed, came or went."""
+    """A later reading: most rows handed out again, some counted more, restarted (lower), renamed, came or went (the
+    rows this reading makes have its generation)."""
     result = []
+    generation = step + 2
     for old in rows:
         fate = rng.random()
         if fate < 0.6:
@@ -174,16 +187,18 @@ def next_rows(rng: random.Random, rows: list[InterruptRow], step: int) -> list[I
         elif fate < 0.75:
             counts = {cpu: count + rng.randint(0, 50) for cpu, count in old.counts.items()}
             counts.update({cpu: rng.randint(1, 9) for cpu in WATCHED if rng.random() < 0.2})
-            result.append(replace(old, counts=frozen_map(counts)))
+            result.append(replace(old, counts=frozen_map(counts), generation=generation))
         elif fate < 0.8:
-            result.append(replace(old, counts=frozen_map({cpu: 1 for cpu in old.counts})))  # restarted
+            restarted = frozen_map({cpu: 1 for cpu in old.counts})
+            result.append(replace(old, counts=restarted, generation=generation))
         elif fate < 0.85:
-            result.append(replace(old, name=old.name + "-reused"))  # the number went to another device
+            result.append(replace(old, name=old.name + "-reused", generation=generation))  # another device
         elif fate < 0.9:
             continue  # gone
         else:
             result.append(old)
-            result.append(row(f"new{step}-{len(result)}", rng.choice(INTERRUPT_KINDS), {2: rng.randint(1, 9)}))
+            result.append(row(f"new{step}-{len(result)}", rng.choice(INTERRUPT_KINDS), {2: rng.randint(1, 9)},
+                              generation=generation))  # fmt: skip
     if rng.random() < 0.2:
         rng.shuffle(result)
     return result
@@ -207,7 +222,7 @@ def test_deltas_are_what_comparing_every_row_by_key_gives(seed):
 
 def test_rows_handed_out_again_count_nothing():
     rows = [row("1", counts={2: 5, 3: 7}), row("LOC", KIND_LOCAL_TIMER, {2: 100})]
-    moved = row("LOC", KIND_LOCAL_TIMER, {2: 130})
+    moved = row("LOC", KIND_LOCAL_TIMER, {2: 130}, generation=2)
 
     assert list(deltas(interrupts(rows), interrupts(rows), WATCHED, INTERRUPT_KINDS)) == []
     assert list(deltas(interrupts(rows), interrupts([rows[0], moved]), WATCHED, INTERRUPT_KINDS)) == [

@@ -21,6 +21,7 @@ from numawatch.paths import Paths
 from numawatch.sources import cpuidle
 from numawatch.sources import topology as topology_source
 from prometheus_client.parser import text_string_to_metric_families
+from source_inputs import Driven
 
 CPU = "sys/devices/system/cpu"
 
@@ -131,7 +132,7 @@ def test_the_drivers_table_is_read_from_one_cpu_unless_each_cpu_has_its_own_driv
 
 def test_serves_reader_reads_names_and_latencies_once_and_staggered_disable_files_in_turn(fake_host, monkeypatch):
     small_host(fake_host)
-    reader = cpuidle.CpuIdleReader()
+    reader = Driven("cpuidle")
     reader.set_stagger(2)
     opened: list[str] = []
     real = cpuidle.read_optional_text

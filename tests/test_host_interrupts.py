@@ -394,34 +394,41 @@ def test_serve_style_reader_keeps_the_previous_reading_one_deep(fake_host):
     assert [f.labels["cpus"] for f in evaluate(second, Intent(), [CHECK_BY_ID["tick_on_nohz_full"]]).findings] == ["4"]
 
 
-def test_the_previous_reading_carries_what_was_memoised_on_it_and_stays_one_deep(fake_host):
+def test_a_hosts_memo_is_its_own_the_previous_reading_stays_one_deep_and_readings_share_what_they_derive(fake_host):
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
     write_interrupts(fake_host, CPUS, named={"LOC": {4: 10}})
     reader = HostReader(fake_host.paths, SOURCES)
     first = reader.read()
     assert first.memo("derived", lambda: "from the first reading") == "from the first reading"
+    first.derived.put(("derived", first.generation("topology")), "from the first reading")
 
+    # The topology's files do not change: its generation stays, and what was derived under it is there for later
+    # readings (asked for at each, it is kept).
     second = reader.read()
-    second.memo("derived", lambda: "from the second reading")
+    assert second.derived.get(("derived", second.generation("topology"))) == "from the first reading"
     third = reader.read()
+    assert third.derived.get(("derived", third.generation("topology"))) == "from the first reading"
 
-    assert first.memoized("derived") == "from the first reading"
-    assert second.previous.memoized("derived") == "from the first reading"
-    assert third.previous.memoized("derived") == "from the second reading"
-    assert third.previous.memoized("never computed") is None
-    assert third.previous.previous is None
-    assert second.memoized("derived") == "from the second reading"
+    assert second.memo("derived", lambda: "from the second reading") == "from the second reading"
+    assert third.previous is not None and third.previous.previous is None
+    assert first.generation("topology") == third.generation("topology") is not None
+    assert first.generation("interrupts") != third.generation("interrupts")  # read for real at every reading
 
 
-def test_a_fresh_reader_and_a_copied_host_start_with_nothing_memoised(fake_host):
+def test_what_no_reading_asks_for_is_forgotten_and_a_fresh_reader_or_copied_host_shares_nothing(fake_host):
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
     write_interrupts(fake_host, CPUS, named={"LOC": {4: 10}})
     reader = HostReader(fake_host.paths, SOURCES)
     host = reader.read()
     host.memo("derived", lambda: 1)
+    host.derived.put("derived", 1)
 
+    reader.read()
+    reader.read()  # two readings that did not ask for it
+
+    assert reader.derived.get("derived") is None
     assert HostReader(fake_host.paths, SOURCES).read().previous is None
-    assert replace(host, previous=None).memoized("derived") is None  # a copy starts empty
+    assert replace(host, previous=None).memo("derived", lambda: 2) == 2  # a copy's memo starts empty
 
 
 def test_read_host_window_takes_two_readings_that_far_apart(fake_host):

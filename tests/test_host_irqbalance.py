@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from fakehost.kernel import add_irqbalance, add_process
 from fakehost.topology import add_topology
@@ -12,6 +14,7 @@ from numawatch.intent import Intent, KernelIntent
 from numawatch.paths import Paths
 from numawatch.sources import irqbalance, topology
 from numawatch.sources.irqbalance import config_from, parse_env_file, parse_environ, socket_pids
+from source_inputs import Driven
 
 SOURCES = (topology.SOURCE, irqbalance.SOURCE)
 ISOLATED = "isolcpus=domain,managed_irq,2-7 nohz_full=2-7 rcu_nocbs=2-7"
@@ -132,7 +135,7 @@ def searches(monkeypatch) -> list[tuple[int, ...]]:
 def test_the_reader_remembers_the_daemon_and_only_checks_it_still_runs(fake_host, monkeypatch):
     add_process(fake_host, 1, "systemd")
     add_irqbalance(fake_host, pid=812, socket=True, environ={"IRQBALANCE_BANNED_CPULIST": "2-7"})
-    reader = irqbalance.IrqbalanceReader(rescan_every=5)
+    reader = Driven("irqbalance", incremental=partial(irqbalance.read_incremental, rescan_every=5))
     one_off = irqbalance.read(fake_host.paths)
     found = searches(monkeypatch)
 
@@ -146,7 +149,7 @@ def test_the_reader_remembers_the_daemon_and_only_checks_it_still_runs(fake_host
 
 def test_a_daemon_that_died_and_restarted_under_a_new_pid_is_found_at_the_next_reading(fake_host, monkeypatch):
     add_irqbalance(fake_host, pid=812, socket=True, environ={})
-    reader = irqbalance.IrqbalanceReader()
+    reader = Driven("irqbalance")
     assert reader.read(fake_host.paths).pids == (812,)
     found = searches(monkeypatch)
 
@@ -162,7 +165,7 @@ def test_a_daemon_that_died_and_restarted_under_a_new_pid_is_found_at_the_next_r
 
 def test_a_pid_reused_by_another_irqbalance_start_is_searched_again(fake_host, monkeypatch):
     add_irqbalance(fake_host, pid=812, socket=True, environ={}, started=1000)
-    reader = irqbalance.IrqbalanceReader()
+    reader = Driven("irqbalance")
     reader.read(fake_host.paths)
     found = searches(monkeypatch)
 
@@ -175,7 +178,7 @@ def test_a_pid_reused_by_another_irqbalance_start_is_searched_again(fake_host, m
 def test_an_absent_daemon_is_searched_for_every_rescan_every_readings(fake_host, monkeypatch):
     fake_host.write("proc/1/net/unix", EMPTY_SOCKETS)
     add_process(fake_host, 1, "systemd")
-    reader = irqbalance.IrqbalanceReader(rescan_every=3)
+    reader = Driven("irqbalance", incremental=partial(irqbalance.read_incremental, rescan_every=3))
     found = searches(monkeypatch)
 
     assert [reader.read(fake_host.paths).pids for _ in range(3)] == [(), (), ()]
@@ -189,7 +192,7 @@ def test_a_socket_file_in_run_irqbalance_makes_the_reader_search_at_once_and_nam
     fake_host, monkeypatch
 ):
     fake_host.write("proc/1/net/unix", EMPTY_SOCKETS)  # listening outside the abstract namespace
-    reader = irqbalance.IrqbalanceReader()
+    reader = Driven("irqbalance")
     assert reader.read(fake_host.paths).pids == ()
     found = searches(monkeypatch)
 
@@ -205,7 +208,7 @@ def test_a_socket_file_in_run_irqbalance_makes_the_reader_search_at_once_and_nam
 
 def test_a_refresh_searches_at_the_next_reading(fake_host, monkeypatch):
     add_irqbalance(fake_host, pid=812, socket=True, environ={})
-    reader = irqbalance.IrqbalanceReader()
+    reader = Driven("irqbalance")
     reader.read(fake_host.paths)
     found = searches(monkeypatch)
 

@@ -18,6 +18,7 @@ from numawatch.intent import Intent, KernelIntent
 from numawatch.model.interrupts import InterruptRow
 from numawatch.paths import Paths
 from numawatch.sources import interrupts, irqs, kubelet_state, topology
+from source_inputs import Driven
 
 SOURCES = (topology.SOURCE, kubelet_state.SOURCE, interrupts.SOURCE, irqs.SOURCE)
 CPUS = list(range(8))
@@ -67,7 +68,7 @@ def test_a_capture_that_lost_every_write_bit_has_no_mode_information(realkernel_
 @pytest.mark.parametrize("staggered", [False, True])
 def test_a_malformed_affinity_leaves_that_irq_out_names_the_file_and_is_tried_again(fake_host, staggered):
     add_irqs(fake_host, CPUS, [FakeIrq(30, "eth0", frozenset({0}), frozenset({0})), FakeIrq(31, "x", frozenset({1}))])
-    reader = irqs.IrqsReader()
+    reader = Driven("irqs")
     if staggered:
         reader.set_stagger(3)
     reader.read(fake_host.paths)

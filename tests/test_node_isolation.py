@@ -19,6 +19,7 @@ from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE
 from numawatch.sources import kubelet_config, pod_usage
 from numawatch.sources.node_registration import collect
 from numawatch.taints import Taint, TaintError, parse_label, parse_labels, parse_taint, parse_taints
+from source_inputs import Driven
 
 GIB = 1 << 30
 FOREIGN_UID = "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"
@@ -293,8 +294,7 @@ def test_the_source_reads_each_pod_cgroup_on_both_cgroup_versions(fake_host, ver
 def test_the_reader_rates_cpu_between_its_readings_and_staggers_pods(fake_host):
     node = reference_node(fake_host)
     clock = iter([100.0, 110.0, 120.0, 130.0])
-    reader = pod_usage.PodUsageReader(clock=lambda: next(clock))
-    reader.set_stagger(2)
+    reader = Driven(pod_usage.SOURCE, stagger=2, clock=lambda: next(clock))
     set_pod_usage(fake_host, node.pod(NODE_EXPORTER), cpu_seconds=10.0, memory_bytes=GIB)
     reader.read(fake_host.paths)
     set_pod_usage(fake_host, node.pod(NODE_EXPORTER), cpu_seconds=30.0, memory_bytes=GIB)

@@ -19,6 +19,7 @@ import pytest
 from numawatch.cpuset import format_cpulist, parse_cpulist
 from numawatch.paths import Paths
 from numawatch.sources import cgroups
+from source_inputs import Driven
 
 pytestmark = pytest.mark.realhost
 
@@ -169,7 +170,7 @@ def test_a_staggered_reader_reads_real_cpusets_every_time_and_each_memory_placem
 ):
     paths = Paths.from_root(tmp_path / "root", sysfs="/sys", procfs="/proc")
     share = 4
-    reader = cgroups.CgroupsReader()
+    reader = Driven("cgroups")
     reader.set_stagger(share)
     first = reader.read(paths)  # both containers are new: read in full
     assert all(c.numa_bytes is not None for c in first.pod(POD_UID).containers)

@@ -1,6 +1,6 @@
 """What serve carries from one reading to the next (the per-container rows of unchanged pods, the device IRQ join, the
 interrupt deltas) renders and finds exactly what evaluating the same reading from scratch does, through a node that
-changes; and the parts that are reused are the previous reading's very objects."""
+changes; and the parts that are reused are the previous reading's, found by generation numbers (``Host.derived``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import random
 from dataclasses import replace
 
 import pytest
+import readings
 from fakehost.kernel import FakeIrq, add_irqs
 from fakehost.pods import remove_pod
 from fakehost.reference import (
@@ -43,9 +44,7 @@ def stats() -> EvaluationStats:
     return fixed
 
 
-def from_scratch(host: Host) -> Host:
-    """The same reading and previous reading with nothing memoised: nothing to reuse, everything made anew."""
-    return replace(host, previous=None if host.previous is None else replace(host.previous))
+from_scratch = readings.from_scratch
 
 
 def outcome(evaluation) -> tuple:
@@ -142,10 +141,7 @@ def test_the_node_above_fires_what_its_changes_plant(fake_host):
 
 
 # ------------------------------------------------------------------------------------------------ per-pod rows
-def next_reading(previous: Host, **results) -> Host:
-    """A reading after ``previous`` holding the same snapshot objects unless replaced."""
-    merged = {**previous.results, **results}
-    return Host(paths=previous.paths, results=frozen_map(merged), statuses=previous.statuses, previous=previous)
+next_reading = readings.next_reading
 
 
 def family_rows(host: Host) -> dict[str, tuple]:
@@ -161,7 +157,7 @@ def rows_of_pod(rows: tuple, uid: str) -> list:
 
 
 def test_an_unchanged_reading_gives_back_the_previous_readings_rows():
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     before = family_rows(first)
 
     after = family_rows(next_reading(first))
@@ -172,7 +168,7 @@ def test_an_unchanged_reading_gives_back_the_previous_readings_rows():
 
 
 def test_a_changed_pod_gets_new_rows_and_the_other_pods_keep_theirs():
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     before = family_rows(first)
     changed = replace_container(first, VLLM.container.container_id, cpus_effective=DEFAULT_CPUSET,
                                 numa_bytes=frozen_map({0: 1 << 30, 1: 3 << 30}))  # fmt: skip
@@ -192,10 +188,10 @@ def test_a_changed_pod_gets_new_rows_and_the_other_pods_keep_theirs():
 
 
 def test_a_new_topology_makes_the_cpu_rows_again():
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     before = family_rows(first)
 
-    after = family_rows(next_reading(first, topology=replace(first.topology)))  # equal, but another object
+    after = family_rows(next_reading(first, topology=replace(first.topology)))  # equal, but read again
 
     assert after["cpus"] == before["cpus"]
     assert not any(new is old for new, old in zip(after["cpus"], before["cpus"], strict=True))
@@ -203,17 +199,18 @@ def test_a_new_topology_makes_the_cpu_rows_again():
 
 
 def test_the_rows_of_a_deleted_pod_are_not_kept():
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     family_rows(first)
     pods = tuple(pod for pod in first.cgroups.pods if pod.uid != TRTLLM.uid)
     second = next_reading(first, cgroups=replace(first.cgroups, pods=pods))
 
     after = family_rows(second)
+    family_rows(next_reading(second))  # a reading later, what only the first reading asked for is gone
 
     assert not rows_of_pod(after["cpus"], TRTLLM.uid) and not rows_of_pod(after["memory"], TRTLLM.uid)
-    for family in ("container_cpus", "container_numa_memory"):  # what the next reading could reuse
-        made = second.memoized(("metrics.pod_rows", family, id(REFERENCE)))
-        assert {pod[0].pod_uid for pod, _ in made.by_pod.values() if pod} == {pod.uid for pod in pods}
+    trtllm = next(pod for pod in first.cgroups.pods if pod.uid == TRTLLM.uid)
+    kept = [key for key in first.derived if isinstance(key, tuple) and key[0] == "metrics.pod_rows"]
+    assert kept and all(key[3][3] != trtllm.cgroup_path for key in kept)  # (..., inputs, pod key: path 4th)
 
 
 def naive_rows(host: Host) -> dict[str, list]:

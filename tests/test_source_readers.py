@@ -20,22 +20,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numawatch import host as host_module
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import HostReader, Inputs, ReaderContext, read_host_window
+from numawatch.host import HostReader, Inputs, read_host_window
 from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
-from numawatch.sources import SOURCES, cgroups, interrupts, irqs, kernel, kubelet_state, topology
+from numawatch.sources import cgroups, interrupts, irqs, kernel, kubelet_state, topology
 from numawatch.sources.cgroups import parse_numa_stat_v2
 from numawatch.sources.kernel import parse_affected_cpus
-from source_inputs import CgroupsReaderWithState
+from source_inputs import CgroupsReaderWithState, Driven
 
 UID = "5f0c3a9e-7b21-4d8e-9c4a-1e2f3a4b5c6d"
 OTHER_UID = "0b9e8d7c-6a5f-4e3d-8c2b-a1b2c3d4e5f6"
 
 
 def factory_of(name: str):
-    """The source's per-reader object maker, as a HostReader without NVML calls it."""
-    factory = next(spec.factory for spec in SOURCES if spec.name == name)
-    return lambda: factory(ReaderContext())
+    """The source read again and again as a HostReader reads it (its refresh policy, its memory handed on)."""
+    return lambda: Driven(name)
 
 
 def recording(monkeypatch, module, name: str) -> list[str]:
@@ -69,7 +68,7 @@ def test_the_cgroups_reader_is_what_serve_uses_and_reads_the_same_as_a_one_off_r
     two_pods(fake_host)
     reader = factory_of("cgroups")()
 
-    assert isinstance(reader, cgroups.CgroupsReader)
+    assert reader.spec.incremental is not None and reader.spec.factory is None
     for _ in range(3):
         assert reader.read(fake_host.paths) == cgroups.read(fake_host.paths)
 
@@ -202,14 +201,14 @@ def test_the_irqs_reader_reads_the_same_as_a_one_off_read(fake_host):
     some_irqs(fake_host)
     reader = factory_of("irqs")()
 
-    assert isinstance(reader, irqs.IrqsReader)
+    assert reader.spec.incremental is not None and reader.spec.factory is None
     for _ in range(3):
         assert reader.read(fake_host.paths) == irqs.read(fake_host.paths)
 
 
 def test_an_irq_seen_before_is_not_stat_ed_again_but_a_new_one_is(fake_host, monkeypatch):
     some_irqs(fake_host)
-    reader = irqs.IrqsReader()
+    reader = Driven("irqs")
     stats = recording(monkeypatch, irqs, "_mode_writable")
 
     reader.read(fake_host.paths)
@@ -226,7 +225,7 @@ def test_an_irq_seen_before_is_not_stat_ed_again_but_a_new_one_is(fake_host, mon
 
 def test_an_irq_without_effective_affinity_is_not_asked_for_it_again(fake_host, monkeypatch):
     some_irqs(fake_host)  # IRQ 32 has no effective_affinity_list, as on kernels without the option
-    reader = irqs.IrqsReader()
+    reader = Driven("irqs")
     reads = recording(monkeypatch, irqs, "read_small")
     reader.read(fake_host.paths)
     assert any(path.endswith("/32/effective_affinity_list") for path in reads)
@@ -242,7 +241,7 @@ def test_an_irq_without_effective_affinity_is_not_asked_for_it_again(fake_host, 
 
 def test_affinity_moved_between_readings_is_seen_by_the_reader(fake_host):
     some_irqs(fake_host)
-    reader = irqs.IrqsReader()
+    reader = Driven("irqs")
     reader.read(fake_host.paths)
 
     fake_host.write("proc/irq/30/smp_affinity_list", "5")
@@ -254,7 +253,7 @@ def test_affinity_moved_between_readings_is_seen_by_the_reader(fake_host):
 
 def test_an_irq_that_went_away_and_came_back_has_its_mode_read_again(fake_host):
     some_irqs(fake_host)
-    reader = irqs.IrqsReader()
+    reader = Driven("irqs")
     reader.read(fake_host.paths)
     fake_host.remove("proc/irq/30")
     assert 30 not in reader.read(fake_host.paths).irqs
@@ -370,7 +369,7 @@ def test_the_interrupts_reader_reuses_unchanged_rows_and_sees_changed_counts_and
     add_irqs(fake_host, cpus, irq_rows, {"LOC": {2: 100, 3: 100}})
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1, cmdline="isolcpus=2-3 nohz_full=2-3")
     reader = factory_of("interrupts")()
-    assert isinstance(reader, interrupts.InterruptsReader)
+    assert reader.spec.incremental is not None and reader.spec.factory is None
     inputs = interrupts_inputs(fake_host.paths)
 
     first = reader.read(fake_host.paths, inputs)
@@ -703,7 +702,7 @@ def test_the_kernel_reader_reads_the_same_as_a_one_off_read(fake_host):
     add_kernel_settings(fake_host, governors={0: "performance", 1: "powersave", 2: "performance", 3: "schedutil"})
     reader = factory_of("kernel")()
 
-    assert isinstance(reader, kernel.KernelReader)
+    assert reader.spec.incremental is not None and reader.spec.factory is None
     for _ in range(3):
         assert reader.read(fake_host.paths) == kernel.read(fake_host.paths)
     assert dict(reader.read(fake_host.paths).governors) == {
@@ -726,7 +725,7 @@ def test_a_policy_shared_by_several_cpus_gives_each_its_governor_from_one_read(f
 def test_the_reader_remembers_policy_cpus_until_a_cpu_goes_offline(fake_host, monkeypatch):
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
     add_kernel_settings(fake_host, governors="performance", cpus=range(4))
-    reader = kernel.KernelReader()
+    reader = Driven("kernel")
     reads = recording(monkeypatch, kernel, "read_small_text")
     reader.read(fake_host.paths)
     reads.clear()
@@ -750,7 +749,7 @@ def test_policies_that_do_not_list_their_cpus_are_read_per_cpu(fake_host):
     add_kernel_settings(fake_host, governors={0: "performance", 1: "powersave", 2: "performance", 3: "performance"})
     fake_host.remove("sys/devices/system/cpu/cpufreq/policy1/affected_cpus")
 
-    for read in (kernel.read, kernel.KernelReader().read):
+    for read in (kernel.read, Driven("kernel").read):
         settings = read(fake_host.paths)
         assert dict(settings.governors) == {0: "performance", 1: "powersave", 2: "performance", 3: "performance"}
 
@@ -758,7 +757,7 @@ def test_policies_that_do_not_list_their_cpus_are_read_per_cpu(fake_host):
 def staggered_kernel(fake_host, cpus: int = 8):
     add_topology(fake_host, sockets=1, cores_per_socket=cpus, threads_per_core=1)
     add_kernel_settings(fake_host, governors="performance", cpus=range(cpus))
-    reader = kernel.KernelReader()
+    reader = Driven("kernel")
     reader.set_stagger(4)
     return reader
 
@@ -766,7 +765,7 @@ def staggered_kernel(fake_host, cpus: int = 8):
 def test_an_unstaggered_kernel_reader_reads_every_governor_every_time(fake_host, monkeypatch):
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
     add_kernel_settings(fake_host, governors="performance", cpus=range(8))
-    reader = kernel.KernelReader()  # as check and capture read
+    reader = Driven("kernel")  # as check and capture read
     reads = recording(monkeypatch, kernel, "read_small_text")
 
     for _ in range(3):
@@ -815,7 +814,7 @@ def test_a_staggered_kernel_reader_reads_new_policies_at_once_and_forgets_remove
     governors = dict(reader.read(fake_host.paths).governors)
 
     assert governors == {0: "performance", 1: "performance", 3: "performance", 4: "schedutil"}
-    assert "policy2" not in reader._governors
+    assert "policy2" not in reader.memory.governors
 
 
 def test_a_governor_that_was_unreadable_is_read_again_at_once(fake_host):
@@ -1128,7 +1127,7 @@ def _plant_a_change(fake_host, rng, pods, step):
 def test_the_settled_containers_short_path_reads_what_the_general_path_reads(fake_host, monkeypatch, seed):
     rng = random.Random(seed)
     pods = many_pods(fake_host, count=6)
-    fast, general = staggered(CgroupsReaderWithState()), staggered(cgroups.CgroupsReader())
+    fast, general = staggered(CgroupsReaderWithState()), staggered(Driven("cgroups"))
 
     def read_general():
         with monkeypatch.context() as patch:
@@ -1148,7 +1147,7 @@ def test_the_settled_containers_short_path_reads_what_the_general_path_reads(fak
 
 
 def test_the_stagger_must_be_at_least_one():
-    for reader in (CgroupsReaderWithState(), irqs.IrqsReader(), kernel.KernelReader()):
+    for reader in (CgroupsReaderWithState(), Driven("irqs"), Driven("kernel")):
         with pytest.raises(ValueError, match="at least 1"):
             reader.set_stagger(0)
     with pytest.raises(ValueError, match="at least 1"):
@@ -1161,7 +1160,7 @@ def many_irqs(fake_host, affinity: frozenset[int] = frozenset({0, 1}), numbers=r
 
 def test_a_staggered_irqs_reader_reads_each_irq_once_in_k_readings(fake_host, monkeypatch):
     many_irqs(fake_host)
-    reader = staggered(irqs.IrqsReader())
+    reader = staggered(Driven("irqs"))
     reads = recording(monkeypatch, irqs, "read_small")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/smp_affinity_list") for path in reads) == 16
@@ -1184,7 +1183,7 @@ def test_a_staggered_irqs_reader_reads_each_irq_once_in_k_readings(fake_host, mo
 
 def test_a_changed_requested_mask_alone_shows_within_2k_staggered_readings(fake_host):
     many_irqs(fake_host, affinity=frozenset({0, 1}))
-    reader = staggered(irqs.IrqsReader())
+    reader = staggered(Driven("irqs"))
     reader.read(fake_host.paths)
 
     many_irqs(fake_host, affinity=frozenset({0, 1, 2}))  # requested 0-2, still delivered to CPU 0
@@ -1197,7 +1196,7 @@ def test_a_changed_requested_mask_alone_shows_within_2k_staggered_readings(fake_
 
 def test_an_irq_whose_effective_affinity_moved_has_its_requested_mask_read_in_the_same_turn(fake_host):
     many_irqs(fake_host)
-    reader = staggered(irqs.IrqsReader())
+    reader = staggered(Driven("irqs"))
     reader.read(fake_host.paths)
 
     many_irqs(fake_host, affinity=frozenset({6, 7}))
@@ -1209,7 +1208,7 @@ def test_an_irq_whose_effective_affinity_moved_has_its_requested_mask_read_in_th
 
 def test_a_moved_irq_shows_within_k_staggered_readings_but_not_necessarily_at_once(fake_host):
     many_irqs(fake_host)
-    reader = staggered(irqs.IrqsReader())
+    reader = staggered(Driven("irqs"))
     reader.read(fake_host.paths)
 
     many_irqs(fake_host, affinity=frozenset({6, 7}))
@@ -1223,7 +1222,7 @@ def test_a_moved_irq_shows_within_k_staggered_readings_but_not_necessarily_at_on
 
 def test_a_staggered_irqs_reader_reads_new_irqs_at_once_and_drops_removed_ones_at_once(fake_host):
     many_irqs(fake_host)
-    reader = staggered(irqs.IrqsReader())
+    reader = staggered(Driven("irqs"))
     reader.read(fake_host.paths)
 
     fake_host.remove("proc/irq/41")
@@ -1252,13 +1251,13 @@ def failing_reads(monkeypatch) -> set[int]:
 def fast_readings(monkeypatch) -> list[int]:
     """Count the readings that take the fast path."""
     taken: list[int] = []
-    real = irqs.IrqsReader._read_turn
+    real = irqs._read_turn
 
-    def read_turn(self, *args):
-        taken.append(self.readings)
-        return real(self, *args)
+    def read_turn(memory, root, share, turn, round_, generation=0):
+        taken.append(turn)
+        return real(memory, root, share, turn, round_, generation)
 
-    monkeypatch.setattr(irqs.IrqsReader, "_read_turn", read_turn)
+    monkeypatch.setattr(irqs, "_read_turn", read_turn)
     return taken
 
 
@@ -1281,7 +1280,7 @@ def test_the_fast_path_reads_what_the_general_path_reads_on_the_same_history(fak
     add_irqs(fake_host, IRQ_CPUS, [random_irq(rng, n, managed) for n in sorted(present)])
     failing = failing_reads(monkeypatch)
     taken = fast_readings(monkeypatch)
-    fast, general = staggered(irqs.IrqsReader()), staggered(irqs.IrqsReader())
+    fast, general = staggered(Driven("irqs")), staggered(Driven("irqs"))
     broken: int | None = None
 
     for step in range(60):
@@ -1318,13 +1317,14 @@ def test_the_fast_path_reads_what_the_general_path_reads_on_the_same_history(fak
             general.refresh_all()
 
         found = outcome(fast, fake_host.paths)
-        general._listing = None  # no previous listing to match: the general path, on the same history
+        if general.memory is not None:  # no previous listing to match: the general path, on the same history
+            general.memory = general.memory._replace(listing=None)
         expected = outcome(general, fake_host.paths)
 
         assert found == expected, f"reading {step} ({action})"
         if not isinstance(found, str):
             assert list(found.irqs) == sorted(found.irqs), f"reading {step} ({action})"
-        assert fast._seen == general._seen
+        assert (fast.memory.seen if fast.memory else None) == (general.memory.seen if general.memory else None)
 
     assert len(taken) > 20  # most readings kept the listing: the fast path was exercised
     failing.clear()
@@ -1337,7 +1337,7 @@ def test_the_fast_path_reads_what_the_general_path_reads_on_the_same_history(fak
 
 def warm_staggered_irqs(fake_host, numbers=range(40, 56)):
     many_irqs(fake_host, numbers=numbers)
-    reader = staggered(irqs.IrqsReader())
+    reader = staggered(Driven("irqs"))
     reader.read(fake_host.paths)
     return reader
 
@@ -1414,7 +1414,7 @@ def test_the_fast_path_keeps_the_mode_rules_when_the_only_irq_of_its_kind_vanish
             for n in range(40, 48)
         ],
     )
-    reader = staggered(irqs.IrqsReader())
+    reader = staggered(Driven("irqs"))
     assert reader.read(fake_host.paths).read_only_modes_seen
     failing = failing_reads(monkeypatch)
     taken = fast_readings(monkeypatch)
@@ -1441,9 +1441,9 @@ def test_only_a_host_reader_asked_to_stagger_staggers_its_readers(fake_host):
     many_pods(fake_host, count=2)
     many_irqs(fake_host)
     for reader, share in ((HostReader(fake_host.paths), 1), (HostReader(fake_host.paths, stagger=K), K)):
-        assert reader._stateful["cgroups"].stagger == share
-        assert reader._stateful["irqs"].stagger == share
-        assert reader._stateful["kernel"].stagger == share
+        assert reader.turns.stagger == share
+        # The refresh table says which sources rotate; the HostReader hands them its share.
+        assert {"cgroups", "irqs", "kernel"} <= {name for name, policy in reader.policies.items() if policy.rotating}
 
 
 def test_serve_staggers_by_default_and_can_be_told_not_to():

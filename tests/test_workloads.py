@@ -5,6 +5,7 @@ import weakref
 from dataclasses import replace
 
 import pytest
+import readings
 from fakehost.kubelet import kubelet_memory_machine_state
 from fakehost.pods import set_container_cpus
 from fakehost.reference import (
@@ -318,14 +319,8 @@ def test_the_join_is_reused_for_the_same_host_and_intent_and_redone_for_another_
 
 
 # --------------------------------------------------------------------------------------------- reuse across readings
-def next_reading(previous: Host, **results) -> Host:
-    """A reading after ``previous`` (which has been evaluated) holding the same snapshot objects unless replaced."""
-    merged = {**previous.results, **results}
-    return Host(paths=previous.paths, results=frozen_map(merged), statuses=previous.statuses, previous=previous)
-
-
 def from_scratch(host: Host, intent: Intent = REFERENCE):
-    return build_workloads(replace(host, previous=None), intent)  # a copy: no previous, an empty memo
+    return build_workloads(readings.from_scratch(host), intent)  # nothing derived before: everything joined anew
 
 
 def reused(workloads, earlier) -> set[str]:
@@ -338,9 +333,9 @@ ALL_CONTAINERS = {VLLM.container.container_id, TRTLLM.container.container_id, NO
 
 
 def test_a_reading_with_the_same_pod_and_input_objects_reuses_every_workload_of_the_previous_join():
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     earlier = build_workloads(first, REFERENCE)
-    second = next_reading(first)
+    second = readings.next_reading(first)
 
     workloads = build_workloads(second, REFERENCE)
 
@@ -349,20 +344,22 @@ def test_a_reading_with_the_same_pod_and_input_objects_reuses_every_workload_of_
 
 
 def test_a_changed_pod_is_joined_again_and_the_unchanged_pods_are_reused():
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     earlier = build_workloads(first, REFERENCE)
     changed = replace_container(first, VLLM.container.container_id, cpus_effective=DEFAULT_CPUSET)  # drift
-    second = next_reading(first, cgroups=changed.cgroups)
+    second = readings.next_reading(first, cgroups=changed.cgroups)
 
     workloads = build_workloads(second, REFERENCE)
 
-    # replace_container copies every pod: equal to the previous ones, but none is the same object.
+    # replace_container copies every pod: equal to the previous ones, but each read again (a new generation).
     assert reused(workloads, earlier) == set()
-    # The cgroups reader keeps an unchanged pod the same object: only the drifted one is joined again.
+    # The cgroups source hands an unchanged pod out again (its generation stays): only the drifted one is joined again.
+    first = readings.as_reading(reference_snapshot())  # another HostReader's readings
+    earlier = build_workloads(first, REFERENCE)
     pods = tuple(
         new if new.uid == VLLM.uid else old for old, new in zip(first.cgroups.pods, changed.cgroups.pods, strict=True)
     )
-    third = next_reading(first, cgroups=replace(changed.cgroups, pods=pods))
+    third = readings.next_reading(first, cgroups=replace(changed.cgroups, pods=pods))
     workloads = build_workloads(third, REFERENCE)
     assert reused(workloads, earlier) == ALL_CONTAINERS - {VLLM.container.container_id}
     assert by_name(workloads)["vllm"].cpus == DEFAULT_CPUSET
@@ -390,14 +387,14 @@ def changed_state(host: Host):
         pytest.param("names", changed_names, id="names"),
         pytest.param("kubelet_state", changed_state, id="kubelet-state"),
         pytest.param("gpus_sysfs", lambda host: GpuInventory(gpus=()), id="gpus"),
-        # Equal but not the same object: only identity says the join would be the same.
+        # Equal, but read again (a new generation): only the generations say the join would be the same.
         pytest.param("names", lambda host: replace(host.names), id="names-equal-copy"),
     ],
 )
 def test_a_new_names_kubelet_state_or_gpu_snapshot_joins_every_pod_again(source, change):
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     earlier = build_workloads(first, REFERENCE)
-    second = next_reading(first, **{source: change(first)})
+    second = readings.next_reading(first, **{source: change(first)})
 
     workloads = build_workloads(second, REFERENCE)
 
@@ -406,12 +403,12 @@ def test_a_new_names_kubelet_state_or_gpu_snapshot_joins_every_pod_again(source,
 
 
 def test_the_changed_inputs_show_in_the_new_join():
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     build_workloads(first, REFERENCE)
 
-    names = by_name(build_workloads(next_reading(first, names=changed_names(first)), REFERENCE))
-    state = by_name(build_workloads(next_reading(first, kubelet_state=changed_state(first)), REFERENCE))
-    gpus = by_name(build_workloads(next_reading(first, gpus_sysfs=GpuInventory(gpus=())), REFERENCE))
+    names = by_name(build_workloads(readings.next_reading(first, names=changed_names(first)), REFERENCE))
+    state = by_name(build_workloads(readings.next_reading(first, kubelet_state=changed_state(first)), REFERENCE))
+    gpus = by_name(build_workloads(readings.next_reading(first, gpus_sysfs=GpuInventory(gpus=())), REFERENCE))
 
     assert names["vllm"].pod_name == "vllm-llama-1"
     assert state["vllm"].exclusive_cpus == TRTLLM.exclusive
@@ -419,9 +416,9 @@ def test_the_changed_inputs_show_in_the_new_join():
 
 
 def test_another_intent_joins_every_pod_again():
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     earlier = build_workloads(first, REFERENCE)
-    second = next_reading(first)
+    second = readings.next_reading(first)
     intent = Intent(pin_gpu_containers=False)
 
     workloads = build_workloads(second, intent)
@@ -437,7 +434,7 @@ def test_a_previous_reading_that_was_not_joined_or_had_no_cgroups_gives_nothing_
     assert build_workloads(down, REFERENCE) == ()
 
     for previous in (unjoined, down):
-        second = next_reading(previous, cgroups=unjoined.cgroups)
+        second = readings.next_reading(previous, cgroups=unjoined.cgroups)
         workloads = build_workloads(second, REFERENCE)
         assert {w.container_id for w in workloads} == ALL_CONTAINERS
         assert workloads == from_scratch(second)
@@ -497,7 +494,7 @@ def test_keeping_the_previous_readings_join_does_not_keep_older_readings_alive(f
     first = serve_once()
     second = serve_once()
     gone = [weakref.ref(first), weakref.ref(second.previous)]
-    assert second.previous.memoized(("workloads", id(REFERENCE))) is not None
+    assert len(reader.derived) > 0  # what the next reading may reuse: by generations, holding no Host
     del first, second
     third = serve_once()
     gc.collect()

@@ -1,10 +1,11 @@
-"""workloads_by_pod: the workload join pod by pod, keeping an unchanged pod's very tuple from one reading to the next
-(the per-container metric families reuse what they made of it by that identity)."""
+"""workloads_by_pod: the workload join pod by pod, keeping an unchanged pod's tuple from one reading to the next while
+its generations stay (the per-container metric families reuse what they made of it by the same keys)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import readings
 from fakehost.reference import (
     DEFAULT_CPUSET,
     VLLM,
@@ -12,16 +13,8 @@ from fakehost.reference import (
     replace_container,
     with_source_down,
 )
-from numawatch.host import Host
 from numawatch.intent import REFERENCE, Intent
-from numawatch.model import frozen_map
-from numawatch.workloads import build_workloads, workloads_by_pod
-
-
-def next_reading(previous: Host, **results) -> Host:
-    """A reading after ``previous`` holding the same snapshot objects unless replaced."""
-    merged = {**previous.results, **results}
-    return Host(paths=previous.paths, results=frozen_map(merged), statuses=previous.statuses, previous=previous)
+from numawatch.workloads import build_workloads, pod_join_keys, workloads_by_pod
 
 
 def test_the_pods_workloads_concatenate_to_the_join_in_cgroup_order():
@@ -36,20 +29,23 @@ def test_the_pods_workloads_concatenate_to_the_join_in_cgroup_order():
 
 
 def test_an_unchanged_pod_keeps_its_tuple_and_a_changed_one_gets_a_new_one():
-    first = reference_snapshot()
+    first = readings.as_reading(reference_snapshot())
     before = workloads_by_pod(first, REFERENCE)
     drifted = replace_container(first, VLLM.container.container_id, cpus_effective=DEFAULT_CPUSET)
-    # The cgroups reader hands out unchanged pods again: only the drifted pod is a new object.
+    # The cgroups source hands out unchanged pods again: only the drifted pod is a new one (a new generation).
     pods = tuple(
         new if new.uid == VLLM.uid else old for old, new in zip(first.cgroups.pods, drifted.cgroups.pods, strict=True)
     )
-    second = next_reading(first, cgroups=replace(drifted.cgroups, pods=pods))
+    second = readings.next_reading(first, cgroups=replace(drifted.cgroups, pods=pods))
 
     after = workloads_by_pod(second, REFERENCE)
 
     for pod, old, new in zip(pods, before, after, strict=True):
         assert (new is old) == (pod.uid != VLLM.uid)
-    assert after == workloads_by_pod(replace(second, previous=None), REFERENCE)  # equal to a join from scratch
+    assert after == workloads_by_pod(readings.from_scratch(second), REFERENCE)  # equal to a join from scratch
+    keys = pod_join_keys(second, REFERENCE)
+    assert [key is not None for key in keys] == [True] * len(pods)
+    assert pod_join_keys(reference_snapshot(), REFERENCE) == (None,) * len(pods)  # not a HostReader's: no reuse
 
 
 def test_another_intent_has_its_own_per_pod_join():

@@ -990,6 +990,7 @@ def _replayed(specs: Iterable[SourceSpec], manifest: Manifest, extracted_root: s
             factory = spec.factory
             out.append(dataclasses.replace(
                 spec, read=translate.wrap(spec.read),
+                incremental=translate.wrap(spec.incremental) if spec.incremental else None,
                 factory=_translated_factory(factory, translate) if factory else None,
             ))
             continue
@@ -999,7 +1000,7 @@ def _replayed(specs: Iterable[SourceSpec], manifest: Manifest, extracted_root: s
             read = _down(reason)
         else:
             read = _reading(recording, manifest.directory / member)
-        out.append(dataclasses.replace(spec, read=read, fingerprint=None, factory=None))
+        out.append(dataclasses.replace(spec, read=read, fingerprint=None, incremental=None, factory=None))
     return tuple(out)
 
 
@@ -1038,9 +1039,6 @@ class _TranslatedState:
 
     def __init__(self, inner: Any, translate: _Translator) -> None:
         self.read = translate.wrap(inner.read)
-        fingerprint = getattr(inner, "fingerprint", None)
-        if fingerprint is not None:
-            self.fingerprint = fingerprint
 
 
 def _translated_factory(

@@ -58,9 +58,10 @@ DEFAULT_WINDOW = 3.0
 WINDOW_ENV = "NUMAWATCH_CHECK_WINDOW"
 # serve re-reads the slow-drifting files (containers' memory.numa_stat, cpuset.mems.effective and, once their sandbox
 # verdict is settled, cgroup.procs; Burstable and BestEffort pods whole; IRQ affinities, the requested masks every
-# other turn; cpufreq governors) for a rotating 1/4 of them per evaluation (HostReader's stagger): at the 15 s
-# interval a change there shows within 60 s (a requested IRQ mask that did not move the IRQ within 2 minutes), far
-# inside the 15-30 minutes the alerts on them wait (docs/performance.md). check and capture read everything.
+# other turn; cpufreq governors: the rotating families of the refresh table, numawatch.refresh) for a rotating 1/4
+# of them per evaluation (HostReader's stagger): at the 15 s interval a change there shows within 60 s (a requested
+# IRQ mask that did not move the IRQ within 2 minutes), far inside the 15-30 minutes the alerts on them wait
+# (docs/performance.md). check and capture read everything.
 DEFAULT_STAGGER = 4
 # serve looks at the intent and web config files (and the certificates the latter names) this often and reloads them
 # when they changed: a ConfigMap or Secret update is a symlink swap that the kubelet announces to nobody. Each look is

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from numawatch.model.pci import PciTopology
 from numawatch.model.topology import Topology
 from numawatch.model.workloads import Cgroups, Names, PodsUsage
 from numawatch.paths import Paths
+from numawatch.refresh import POLICIES, Carried, Policy, Turns, policy_of
 
 if TYPE_CHECKING:
     from numawatch.nvml_session import NvmlSession
@@ -100,11 +101,15 @@ class SourceSpec:
     # key anyway); None means "always re-read".
     fingerprint: Callable[[Paths], Hashable] | None = None
     description: str = ""
-    # For a source that keeps state between readings (a parse cache, NVML counters it integrates): called once per
-    # HostReader with its ReaderContext, it returns an object with ``read`` (same arguments as above) and optionally
-    # ``fingerprint(paths)`` used instead of the two above, ``set_stagger(k)`` (see HostReader's ``stagger``) and
-    # ``refresh_all()`` (see ``HostReader.invalidate``); or None, to read with ``read`` (NVML without a session).
-    # State lives in the reader that owns it, never in module globals.
+    # For a source that reads incrementally: ``incremental(paths, inputs, refresh) -> Carried``, handed the
+    # ``Refresh`` of numawatch.refresh (its turn of the rotation its policy declares, and the ``memory`` its
+    # previous reading left, which the HostReader keeps). ``read`` must give what ``incremental`` gives with
+    # ``refresh.FULL``.
+    incremental: Callable[[Paths, Inputs, Any], Carried] | None = None
+    # For a source that holds a per-process resource across readings (the NVML session's counters, open perf
+    # events): called once per HostReader with its ReaderContext, it returns an object with ``read`` (same
+    # arguments as above); or None, to read with ``read`` (NVML without a session). Never for what a reading
+    # could carry in its memory: that is ``incremental``.
     factory: Callable[[ReaderContext], Any] | None = None
     # For a source that reads no files (NVML): an object with ``dump(result) -> bytes`` and ``load(data) -> result``.
     # ``numawatch capture`` stores the reading in the bundle with it and ``check --from`` reads it back instead of
@@ -162,19 +167,63 @@ class SourceStatus:
     cached: bool = False  # result reused because its fingerprint did not change
 
 
+class Derived:
+    """Values derived from readings (the workloads join of a pod, its metric rows, the device IRQ join) that the
+    next reading may reuse: one per HostReader, shared by its Hosts. A key names everything the value was derived
+    from by generation numbers (``Host.generation`` of a source, ``generation`` of an object such as a PodCgroup),
+    never by object identity, so a value found under a key is right for any reading with those generations.
+
+    An entry not asked for during a reading is dropped at the next one (the values of a deleted pod do not outlive
+    it by more than a reading): entries asked for move from the previous reading's table to this one's.
+    """
+
+    __slots__ = ("_current", "_previous")
+
+    def __init__(self) -> None:
+        self._current: dict[Hashable, Any] = {}
+        self._previous: dict[Hashable, Any] = {}
+
+    def next_reading(self) -> None:
+        """A new reading starts: what the last one did not ask for is forgotten at the one after."""
+        self._previous, self._current = self._current, {}
+
+    def get(self, key: Hashable) -> Any | None:
+        """The value stored under ``key`` at this or the previous reading, None when there is none."""
+        found = self._current.get(key)
+        if found is None:
+            found = self._previous.get(key)
+            if found is not None:
+                self._current[key] = found
+        return found
+
+    def put(self, key: Hashable, value: Any) -> None:
+        self._current[key] = value
+
+    def __len__(self) -> int:
+        return len(self._current.keys() | self._previous.keys())
+
+    def __iter__(self) -> Iterator[Hashable]:
+        """The keys held (for tests and debugging)."""
+        return iter(self._current.keys() | self._previous.keys())
+
+
 @dataclass(frozen=True)
 class Host:
     paths: Paths
     results: Mapping[str, Any]
     statuses: Mapping[str, SourceStatus]
     timestamp: float = field(default_factory=time.time)
-    # The reading before this one, for checks that need a rate (interrupts per second). Kept one deep: a previous
-    # host never has a previous of its own.
+    # The reading before this one, for checks that need a rate (interrupts per second, ``check --window``). Kept one
+    # deep: a previous host never has a previous of its own. Never for skipping work: that is ``derived``.
     previous: Host | None = None
+    # Per source, the HostReader's count of its real readings (not answered from its fingerprint cache): what
+    # ``derived`` keys values on. Empty for a Host not made by a HostReader.
+    generations: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+    # What the HostReader's readings derived and the next may reuse, by generation numbers (``Derived``); a Host
+    # not made by a HostReader has its own, empty one.
+    derived: Derived = field(default_factory=Derived, compare=False, repr=False)
     # Values derived from this snapshot that several checks and the metrics need (the workloads join): computed
-    # once per Host, dropped with it. Not part of equality or of a replace() copy. A HostReader's next reading
-    # sees them as its ``previous``'s (``memoized``), so a value must never hold the Host itself: through the
-    # Host's own ``previous`` that would chain every reading ever made.
+    # once per Host, dropped with it. Not part of equality or of a replace() copy.
     _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
@@ -185,10 +234,9 @@ class Host:
             value = self._memo[key] = compute()
             return value
 
-    def memoized(self, key: Hashable) -> Any | None:
-        """The value ``memo`` computed for ``key``, or None when none was: computes nothing. The next reading asks
-        its ``previous`` this to reuse the parts of a derived value whose inputs are the same objects."""
-        return self._memo.get(key)
+    def generation(self, name: str) -> int | None:
+        """The generation of source ``name``'s reading in this Host (see ``generations``), None when unknown."""
+        return self.generations.get(name)
 
     def get(self, name: str) -> Any | None:
         return self.results.get(name)
@@ -290,15 +338,17 @@ def _one_line(text: str) -> str:
 
 
 class HostReader:
-    """Reads every source in dependency order, reusing results of fingerprinted sources whose inputs did not change.
+    """Reads every source in dependency order, applying the refresh table (numawatch.refresh): sources read on
+    change are reused while their fingerprint and needs are the same; incremental sources are handed their turn
+    and the memory their previous reading left.
 
-    ``stagger`` > 1 (serve only) lets the stateful sources that offer ``set_stagger`` re-read their slow-drifting
-    files for a rotating 1/``stagger`` of their objects per reading and carry the rest over from their previous
-    reading (cgroups: ``memory.numa_stat``; irqs: the affinity files), so a value may be ``stagger - 1`` readings
-    old. The default, 1, reads everything every time: ``check`` (``--window`` included), ``capture`` and
-    ``check --from`` always do. ``nvml`` is the NVML session the nvml and processes sources read through (None:
-    NVML is not enabled and they are down saying so); ``clock`` is the time their counters integrate over;
-    ``holder_scheduling`` False leaves out the GPU holders' scheduling counters (``ReaderContext``).
+    ``stagger`` > 1 (serve only) makes the rotating families of the table re-read their files for a rotating
+    1/``stagger`` of their objects per reading and keep the rest from the previous reading (cgroups:
+    ``memory.numa_stat``; irqs: the affinity files), so a value may be ``stagger - 1`` readings old. The default,
+    1, reads everything every time: ``check`` (``--window`` included), ``capture`` and ``check --from`` always do.
+    ``nvml`` is the NVML session the nvml and processes sources read through (None: NVML is not enabled and they are
+    down saying so); ``clock`` is the time their counters integrate over; ``holder_scheduling`` False leaves out the GPU
+    holders' scheduling counters (``ReaderContext``).
     """
 
     def __init__(
@@ -310,11 +360,11 @@ class HostReader:
         nvml: NvmlSession | None = None,
         clock: Callable[[], float] = time.monotonic,
         holder_scheduling: bool = True,
+        policies: Mapping[str, Policy] = POLICIES,
     ) -> None:
         from numawatch.sources import SOURCES
 
-        if stagger < 1:
-            raise ValueError(f"stagger must be at least 1, got {stagger}")
+        self.turns = Turns(stagger)  # refuses a stagger below 1
         self.paths = paths
         self.sources = tuple(sources if sources is not None else SOURCES)
         dependency_order(self.sources)  # a cycle is an error now, not at the first reading
@@ -324,46 +374,56 @@ class HostReader:
         # Per source, how many times it was read for real: what a source that needs it keys its cache on.
         self._generations: dict[str, int] = {}
         self._down: dict[str, str | None] = {}  # per source, why its last reading was down (None: it was up)
+        self.policies = {
+            spec.name: policy_of(spec.name, spec.fingerprint is not None, policies) for spec in self.sources
+        }
+        # Per incremental source, what its last reading left for the next (Carried.memory) and whether its
+        # fingerprint may be trusted (Carried.settled).
+        self._memory: dict[str, Any] = {}
+        self.derived = Derived()
+        self._unsettled: set[str] = set()
         self._stateful: dict[str, Any] = {}
         for spec in self.sources:
             if spec.factory is not None:
                 state = spec.factory(self.context)
                 if state is not None:
                     self._stateful[spec.name] = state
-        if stagger > 1:
-            for state in self._stateful.values():
-                set_stagger = getattr(state, "set_stagger", None)
-                if set_stagger is not None:
-                    set_stagger(stagger)
         self._last: Host | None = None
 
     def state(self, name: str) -> Any | None:
         """The per-reader object of source ``name`` (its ``factory``'s), or None when it reads without one."""
         return self._stateful.get(name)
 
+    def memory(self, name: str) -> Any | None:
+        """What source ``name``'s last reading left for its next one (``Carried.memory``), None when nothing."""
+        return self._memory.get(name)
+
     def invalidate(self, name: str | None = None) -> None:
-        """Forget cached results (all, or one source): called on udev events and SIGHUP. A staggered stateful
-        reader of the source reads everything at its next reading (``refresh_all``). The sources that need it are
-        read again with it: their cache is keyed on its readings."""
+        """Forget cached results (all, or one source): called on udev events and SIGHUP. An incremental source
+        reads everything at its next reading (``Refresh.whole``). The sources that need it are read again with it:
+        their cache is keyed on its readings."""
         if name is None:
             self._cache.clear()
         else:
             self._cache.pop(name, None)
-        for source, state in self._stateful.items():
-            refresh_all = getattr(state, "refresh_all", None)
-            if refresh_all is not None and name in (None, source):
-                refresh_all()
+        self.turns.read_everything_next(name)
 
     def read(self) -> Host:
         results: dict[str, Any] = {}
         statuses: dict[str, SourceStatus] = {}
+        now = self.context.clock()
         for spec in dependency_order(self.sources):
+            policy = self.policies[spec.name]
             state = self._stateful.get(spec.name)
-            read = state.read if state is not None else spec.read
-            fingerprint = getattr(state, "fingerprint", None) if state is not None else spec.fingerprint
-            if spec.needs:
-                inputs = self._inputs(spec, results, statuses)
-                read = _with_inputs(read, inputs)
+            incremental = spec.incremental is not None and state is None
+            fingerprint = spec.fingerprint if policy.on_change and spec.name not in self._unsettled else None
+            inputs = self._inputs(spec, results, statuses)
+            if incremental:
+                read = _incrementally(spec, inputs, self.turns, policy, self._memory, now)
+            else:
+                read = state.read if state is not None else spec.read
+                if spec.needs:
+                    read = _with_inputs(read, inputs)
             key: Hashable = None
             if fingerprint is not None:
                 start = time.perf_counter()
@@ -379,6 +439,13 @@ class HostReader:
                     statuses[spec.name] = SourceStatus(spec.name, True, time.perf_counter() - start, cached=True)
                     continue
             result, status = _read_one(spec, read, self.paths)
+            if isinstance(result, Carried):
+                self._memory[spec.name] = result.memory
+                if result.settled:
+                    self._unsettled.discard(spec.name)
+                else:
+                    self._unsettled.add(spec.name)
+                result = result.snapshot
             before = self._down.get(spec.name)
             if status.up or before != status.reason:  # down again for the same reason: nothing new to see
                 self._generations[spec.name] = self._generations.get(spec.name, 0) + 1
@@ -391,12 +458,17 @@ class HostReader:
         # Reported in the sources' given order (the registry's), whatever order their needs made them read in.
         results = {spec.name: results[spec.name] for spec in self.sources if spec.name in results}
         statuses = {spec.name: statuses[spec.name] for spec in self.sources}
-        host = Host(paths=self.paths, results=results, statuses=statuses, previous=self._last)
-        last = replace(host, previous=None)  # one deep: the next reading's previous has no previous
-        # The copy shares the memo dict (replace() would start an empty one), so what the evaluation of this
-        # reading memoises is there for the next reading to reuse (the workloads join of unchanged pods).
-        object.__setattr__(last, "_memo", host._memo)
-        self._last = last
+        self.turns.advance()
+        self.derived.next_reading()
+        host = Host(
+            paths=self.paths,
+            results=results,
+            statuses=statuses,
+            previous=self._last,
+            generations=dict(self._generations),
+            derived=self.derived,
+        )
+        self._last = replace(host, previous=None)  # one deep: the next reading's previous has no previous
         return host
 
     def _inputs(self, spec: SourceSpec, results: Mapping[str, Any], statuses: Mapping[str, SourceStatus]) -> Inputs:
@@ -408,6 +480,19 @@ class HostReader:
                 reasons[need] = status.reason if status is not None and status.reason else f"source {need} was not read"
         generations = {need: self._generations.get(need, 0) for need in spec.needs}
         return Inputs(present, reasons, generations)
+
+
+def _incrementally(
+    spec: SourceSpec, inputs: Inputs, turns: Turns, policy: Policy, memory: Mapping[str, Any], now: float
+) -> Callable[[Paths], Carried]:
+    """An incremental source's reading as ``_read_one`` calls it: its Refresh is taken when the reading starts."""
+    assert spec.incremental is not None
+    incremental = spec.incremental
+
+    def reading(paths: Paths) -> Carried:
+        return incremental(paths, inputs, turns.refresh(spec.name, policy, memory.get(spec.name), now))
+
+    return reading
 
 
 def _with_inputs(read: Callable[..., Any], inputs: Inputs) -> Callable[[Paths], Any]:

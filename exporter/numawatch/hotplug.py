@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 GPU_SOURCES = frozenset({"gpus_sysfs", "nvml"})
 # A CPU coming or going changes the topology, and the kernel moves IRQs off an offlined CPU and adds or drops its
-# cpufreq policy: the staggered irqs and kernel readers read everything at their next reading.
+# cpufreq policy: the irqs and kernel sources read everything at their next reading (HostReader.invalidate).
 CPU_SOURCES = frozenset({"topology", "irqs", "kernel"})
 PCI_ACTIONS = frozenset({"add", "remove", "bind", "unbind"})
 CPU_ACTIONS = frozenset({"add", "remove", "online", "offline"})

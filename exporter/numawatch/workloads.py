@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
 from numawatch.cpuset import CPUSet
@@ -144,101 +144,99 @@ def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
     give the same tuple. About ten checks and the metrics ask for it in one evaluation, and on a node with ~860
     containers each join costs milliseconds, so it is memoised on the Host (and dropped with it).
 
-    In serve most pods are the very ``PodCgroup`` object of the previous reading (the cgroups reader hands an
-    unchanged pod out again) and names, kubelet state and GPUs are the same objects while their files are
-    unchanged (fingerprinted sources), so such a pod's workloads are taken from ``host.previous``'s join instead
-    of being joined again: the join of a pod depends on nothing else.
+    A pod's join depends on the pod and on the names, kubelet state and GPU inventory readings alone (and on which GPUs
+    the topology puts on another CPU node), so in serve it is reused from an earlier reading (``Host.derived``) while
+    the pod's generation (the cgroups source hands an unchanged pod out again) and those sources' generations
+    (fingerprinted: unchanged while their files are) are the same (``pod_join_keys``).
     """
     return _joined(host, intent).workloads
 
 
 def workloads_by_pod(host: Host, intent: Intent) -> tuple[tuple[Workload, ...], ...]:
     """``build_workloads`` pod by pod: one tuple per pod cgroup, in the cgroups source's order (empty for a pod of
-    sandboxes only), whose concatenation is ``build_workloads``. A pod reused from ``host.previous``'s join keeps the
-    very tuple object of that join, so a consumer may reuse what it derived from an unchanged pod by its identity
-    (the per-container metric rows)."""
+    sandboxes only), whose concatenation is ``build_workloads``."""
     return _joined(host, intent).per_pod
+
+
+def pod_join_keys(host: Host, intent: Intent) -> tuple[Hashable | None, ...]:
+    """For each pod of ``workloads_by_pod``, the key its workloads were joined under in ``Host.derived``: the
+    generations of the pod and of the sources joined with it, and the intent; None when one is unknown (a Host
+    not made by a HostReader, a pod from a one-off reading), never reused. What a consumer may key what it derives
+    from a pod's workloads on."""
+    return _joined(host, intent).keys
+
+
+def _context(host: Host) -> tuple[Hashable, ...] | None:
+    """What every pod's join depends on besides the pod: the generations of the sources it joins with, and the only
+    part of the topology it reads (``_moved_gpus``); None when the generations are unknown."""
+    if not host.generations:
+        return None
+    return (*(host.generation(name) for name in _JOINED_SOURCES), _moved_gpus(host.gpus, host.topology))
+
+
+# The sources a pod's join reads besides the pod (see _Shared) and the topology; their generations key the join.
+_JOINED_SOURCES = ("names", "kubelet_state", "gpus_sysfs")
+
+
+def _moved_gpus(inventory: GpuInventory | None, topology: Topology | None) -> tuple[tuple[str, int | None], ...]:
+    """The GPUs whose CPU node is not their ``numa_node`` (a CPU-less memory node: GpuDevice.cpu_node), with it: the
+    only part of the topology a pod's join depends on (empty on most nodes), so a re-read topology that leaves it
+    alone keeps the joins."""
+    if inventory is None:
+        return ()
+    nodes = [(gpu, gpu.cpu_node(topology)) for gpu in inventory.gpus]
+    return tuple((gpu.pci_address, node) for gpu, node in nodes if node != gpu.numa_node)
 
 
 def _joined(host: Host, intent: Intent) -> _Join:
     # Intent holds mappings and is not hashable: key on its identity, and keep it in the entry so a recycled id()
     # of a collected intent can never match.
     key = ("workloads", id(intent))
-    joined: _Join = host.memo(key, lambda: _join(host, intent, _reusable(host, key, intent)))
+    joined: _Join = host.memo(key, lambda: _join(host, intent))
     if joined.intent is intent:
         return joined
-    return _join(host, intent, None)
-
-
-# A pod's workloads by the pod's id(), with the pod itself: holding it keeps the id its own (never a recycled one).
-_PodJoins = dict[int, tuple[PodCgroup, tuple[Workload, ...]]]
+    return _join(host, intent)
 
 
 @dataclass(frozen=True, eq=False)
 class _Join:
-    """One Host's join (in its memo) with the inputs it was made from, which the next reading compares by identity."""
+    """One Host's join (in its memo)."""
 
     intent: Intent
-    names: Names | None
-    state: KubeletState | None
-    inventory: GpuInventory | None
-    moved: tuple[tuple[str, int | None], ...]  # _moved_gpus: what of the topology the join depends on
-    pods: _PodJoins
     workloads: tuple[Workload, ...]
     per_pod: tuple[tuple[Workload, ...], ...]  # the workloads of each pod in cgroups.pods, in order
+    keys: tuple[Hashable | None, ...]  # each pod's key (pod_join_keys)
 
 
-def _reusable(host: Host, key: tuple[str, int], intent: Intent) -> _PodJoins | None:
-    """The previous reading's per-pod joins when they were made from the same names, kubelet state, GPU inventory
-    and intent objects as this host's (then a pod that is the same object joins to the same workloads); else None."""
-    previous = host.previous
-    if previous is None:
-        return None
-    prior = previous.memoized(key)
-    if (
-        not isinstance(prior, _Join)
-        or prior.intent is not intent
-        or prior.names is not host.names
-        or prior.state is not host.kubelet_state
-        or prior.inventory is not host.gpus
-        or prior.moved != _moved_gpus(host.gpus, host.topology)
-    ):
-        return None
-    return prior.pods
-
-
-def _join(host: Host, intent: Intent, reusable: _PodJoins | None) -> _Join:
+def _join(host: Host, intent: Intent) -> _Join:
     names, state, inventory, topology = host.names, host.kubelet_state, host.gpus, host.topology
-    moved = _moved_gpus(inventory, topology)
     cgroups = host.cgroups
-    pods: _PodJoins = {}
     if cgroups is None:
-        return _Join(intent, names, state, inventory, moved, pods, (), ())
+        return _Join(intent, (), (), ())
+    derived = host.derived
+    context = _context(host)
     shared: _Shared | None = None  # built on the first pod that is joined: none when every pod is reused
     workloads: list[Workload] = []
     per_pod: list[tuple[Workload, ...]] = []
+    keys: list[Hashable | None] = []
     for pod in cgroups.pods:
-        prior = reusable.get(id(pod)) if reusable is not None else None
-        if prior is not None and prior[0] is pod:
+        key: Hashable | None = None
+        if context is not None and pod.generation:
+            key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation)
+        # An entry holds the intent it was made for: a recycled id() of a collected intent never matches.
+        prior = derived.get(key) if key is not None else None
+        if prior is not None and prior[0] is intent:
             joined = prior[1]
         else:
             if shared is None:
                 shared = _Shared(names, state, inventory, topology, intent)
             joined = _join_pod(pod, shared)
-        pods[id(pod)] = (pod, joined)
+            if key is not None:
+                derived.put(key, (intent, joined))
+        keys.append(key)
         per_pod.append(joined)
         workloads.extend(joined)
-    return _Join(intent, names, state, inventory, moved, pods, tuple(workloads), tuple(per_pod))
-
-
-def _moved_gpus(inventory: GpuInventory | None, topology: Topology | None) -> tuple[tuple[str, int | None], ...]:
-    """The GPUs whose CPU node is not their ``numa_node`` (a CPU-less memory node: GpuDevice.cpu_node), with it: the
-    only part of the topology a pod's join depends on (empty on most nodes), so a re-read topology that leaves it
-    alone keeps the previous joins."""
-    if inventory is None:
-        return ()
-    nodes = [(gpu, gpu.cpu_node(topology)) for gpu in inventory.gpus]
-    return tuple((gpu.pci_address, node) for gpu, node in nodes if node != gpu.numa_node)
+    return _Join(intent, tuple(workloads), tuple(per_pod), tuple(keys))
 
 
 class _Shared:

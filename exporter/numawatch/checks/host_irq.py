@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
-from operator import eq, is_, is_not
+from operator import eq, ne
 
 from numawatch.checks import Check, Finding, NotEvaluated, require, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
@@ -174,27 +174,39 @@ def managed_irqs(host: Host) -> ManagedIrqs | None:
 DeviceIrq = tuple[InterruptRow, int, IrqAffinity, CPUSet]
 
 
-def changed_positions(new: Sequence[object], old: Sequence[object]) -> list[int] | None:
-    """The positions where ``new`` holds another object than ``old``; None when their lengths differ.
+def changed_positions(new: Sequence[InterruptRow], old: Sequence[InterruptRow]) -> list[int] | None:
+    """The positions where ``new``'s row may differ from ``old``'s: another generation (``InterruptRow.generation``:
+    the interrupts source hands an unchanged row out again with the generation it was made in), or an unknown one
+    (0); None when the two do not list the same keys in the same order.
 
-    The readers hand out the previous reading's object for every row or entry that did not change, so between two
-    readings a few of /proc/interrupts' ~2,000 rows differ; map and compress find them without a Python step per row.
+    Between two serve readings a few of /proc/interrupts' ~2,000 rows differ; the keys are compared as two lists
+    and the generations with map and compress, without a Python step per row. One reading makes one row per key,
+    so a key with the same generation is the same row.
     """
     if len(new) != len(old):
         return None
-    return list(compress(range(len(new)), map(is_not, new, old)))
+    generations = [row.generation for row in new]
+    if 0 in generations:
+        return list(range(len(new)))
+    if [row.key for row in new] != [row.key for row in old]:
+        return None
+    return list(compress(range(len(new)), map(ne, generations, [row.generation for row in old])))
 
 
 def same_entries(new: Mapping[int, IrqAffinity], old: Mapping[int, IrqAffinity]) -> bool:
-    """Whether two readings' /proc/irq entries are the same objects under the same IRQs, in the same order."""
-    return new is old or (
-        len(new) == len(old) and all(map(eq, new, old)) and all(map(is_, new.values(), old.values()))
-    )
+    """Whether two readings' /proc/irq entries are the same IRQs in the same order with the same generations
+    (``IrqAffinity.generation``, never 0): then each entry is the one of the other reading."""
+    if new is old:
+        return True
+    if len(new) != len(old) or not all(map(eq, new, old)):
+        return False
+    generations = [entry.generation for entry in new.values()]
+    return 0 not in generations and generations == [entry.generation for entry in old.values()]
 
 
 @dataclass(frozen=True, eq=False)
 class _DeviceIrqJoin:
-    """``device_irqs`` of one Host (in its memo), with what it was made from for the next reading to reuse."""
+    """``device_irqs`` of one reading, with what it was made from for a later reading to reuse (``Host.derived``)."""
 
     rows: tuple[InterruptRow, ...]  # /proc/interrupts' rows
     irqs: Mapping[int, IrqAffinity]  # the /proc/irq entries
@@ -207,9 +219,10 @@ def device_irqs(host: Host) -> tuple[DeviceIrq, ...]:
     ``numawatch_irq_affinity_info`` family both walk the ~2,000 rows of a large node only to keep the few delivered
     to protected CPUs, so the key parsing and lookups are done once for both. Empty without either source.
 
-    In serve nearly every row and /proc/irq entry is the very object of the previous reading (the interrupts and
-    irqs readers hand out unchanged ones again): when every entry is, only the rows that are not the same objects
-    are joined again, and the others keep the previous reading's join."""
+    In serve nearly every row and /proc/irq entry keeps its generation from reading to reading (the interrupts and
+    irqs sources hand out unchanged ones again): when every entry does (``same_entries``), only the rows whose
+    generation changed (``changed_positions``) are joined again, and the others keep the last join's
+    (``Host.derived``, which holds the last join with the rows and entries it was made from)."""
     key = "device_irqs"
 
     def join() -> _DeviceIrqJoin:
@@ -218,7 +231,7 @@ def device_irqs(host: Host) -> tuple[DeviceIrq, ...]:
         if interrupts is None or irqs is None:
             return _DeviceIrqJoin((), {}, (), ())
         rows, by_irq = interrupts.rows, irqs.irqs
-        prior = host.previous.memoized(key) if host.previous is not None else None
+        prior = host.derived.get("checks.device_irqs")
         positions = None
         if isinstance(prior, _DeviceIrqJoin) and same_entries(by_irq, prior.irqs):
             positions = changed_positions(rows, prior.rows)
@@ -228,7 +241,9 @@ def device_irqs(host: Host) -> tuple[DeviceIrq, ...]:
             aligned = list(prior.aligned)
             for index in positions:
                 aligned[index] = _join_row(rows[index], by_irq)
-        return _DeviceIrqJoin(rows, by_irq, tuple(aligned), tuple(entry for entry in aligned if entry is not None))
+        made = _DeviceIrqJoin(rows, by_irq, tuple(aligned), tuple(entry for entry in aligned if entry is not None))
+        host.derived.put("checks.device_irqs", made)
+        return made
 
     result: _DeviceIrqJoin = host.memo(key, join)
     return result.joined
@@ -381,12 +396,11 @@ def deltas(previous: Interrupts, current: Interrupts, cpus: CPUSet, kinds: Itera
 
 def _changed_rows(previous: Interrupts, current: Interrupts) -> list[tuple[InterruptRow, InterruptRow | None]]:
     """(row, the previous reading's row of its key or None) for the rows of ``current`` that may have counted since
-    ``previous``: a row that is the very object of the previous reading's row of its key counted nothing.
+    ``previous``: a row with the generation of the previous reading's row of its key is that row and counted nothing.
 
-    The interrupts reader hands out an unchanged row again, so between two serve readings a handful of ~2,000 rows
-    differ (the architecture rows, the IRQs firing on watched CPUs): those are found by position, since keys are
-    unique within a reading (the reader rejects a row that appears twice). Rows that moved (an IRQ came or went) are
-    paired by key."""
+    The interrupts source hands an unchanged row out again, so between two serve readings a handful of ~2,000 rows
+    differ (the architecture rows, the IRQs firing on watched CPUs): those are found by position
+    (``changed_positions``). Rows that moved (an IRQ came or went) are paired by key."""
     rows = current.rows
     positions = changed_positions(rows, previous.rows)
     if positions is not None:

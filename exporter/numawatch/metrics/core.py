@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client.metrics_core import (
@@ -32,7 +32,7 @@ from numawatch.intent import Intent
 from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
 from numawatch.model.topology import Topology
-from numawatch.workloads import Workload, build_workloads, workloads_by_pod
+from numawatch.workloads import Workload, build_workloads, pod_join_keys, workloads_by_pod
 
 log = logging.getLogger(__name__)
 
@@ -296,52 +296,40 @@ def _container_cpu_rows(evaluation: Evaluation) -> tuple[tuple, ...]:
                 seen.add(values)
                 yield (*values, count)
 
-    return pod_rows(evaluation, "container_cpus", (topology, exclusive_known), rows_of)
-
-
-# What a per-container family's rows were made from, pod by pod: id(the pod's workloads) -> (workloads, its rows).
-_RowsByPod = dict[int, tuple[tuple[Workload, ...], tuple[tuple, ...]]]
-
-
-@dataclass(frozen=True, eq=False)
-class _PodRows:
-    """One Host's rows of a per-container family (in its memo), with what they were made from: the next reading
-    reuses the rows of every pod whose workloads are the same objects (see ``pod_rows``)."""
-
-    intent: Intent
-    inputs: tuple[object, ...]
-    by_pod: _RowsByPod
-    rows: tuple[tuple, ...]
+    return pod_rows(evaluation, "container_cpus", (host.generation("topology"), exclusive_known), rows_of)
 
 
 def pod_rows(
     evaluation: Evaluation,
     family: str,
-    inputs: tuple[object, ...],
+    inputs: Hashable,
     rows_of: Callable[[tuple[Workload, ...]], Iterable[tuple]],
 ) -> tuple[tuple, ...]:
     """The rows of the per-container family ``family`` (one memo per name), made pod by pod: ``rows_of(workloads of
     one pod)`` gives the rows of one pod (label values, pod UID third, then the value; one row per label set) and may
-    depend on nothing but those workloads and ``inputs``.
+    depend on nothing but those workloads and what ``inputs`` names (generation numbers and flags).
 
-    Making the rows of every container of a large node again is a noticeable part of a render, and in serve
-    most pods are the very workloads of the previous reading (``workloads_by_pod``): a pod whose workloads and
-    ``inputs`` are the same objects as when ``host.previous`` made this family gets the rows made then. Memoised on
-    the Host; only the pods of this reading are kept, so nothing outlives a deleted pod by more than one reading.
+    Making the rows of every container of a large node again is a noticeable part of a render, and in serve most
+    pods' workloads were joined under the same generations as at the previous reading (``pod_join_keys``): such a
+    pod gets the rows made then (``Host.derived``, keyed by those generations and ``inputs``). Memoised on the Host.
     """
     host, intent = evaluation.host, evaluation.intent
     key = ("metrics.pod_rows", family, id(intent))
 
-    def build(reusable: _RowsByPod) -> _PodRows:
-        by_pod: _RowsByPod = {}
+    def build() -> tuple[Intent, tuple[tuple, ...]]:
+        derived = host.derived
         rows: list[tuple] = []
         uids: set[str] = set()
-        for workloads in workloads_by_pod(host, intent):
-            entry = reusable.get(id(workloads))
-            if entry is None or entry[0] is not workloads:
-                entry = (workloads, tuple(rows_of(workloads)))
-            by_pod[id(workloads)] = entry
-            block = entry[1]
+        for workloads, pod_key in zip(workloads_by_pod(host, intent), pod_join_keys(host, intent), strict=True):
+            rows_key = ("metrics.pod_rows", family, inputs, pod_key) if pod_key is not None else None
+            # An entry holds the intent it was made for (the pod key names it by id()).
+            prior = derived.get(rows_key) if rows_key is not None else None
+            if prior is not None and prior[0] is intent:
+                block = prior[1]
+            else:
+                block = tuple(rows_of(workloads))
+                if rows_key is not None:
+                    derived.put(rows_key, (intent, block))
             if not block:
                 continue
             uid = workloads[0].pod_uid
@@ -352,24 +340,12 @@ def pod_rows(
                 block = tuple(row for row in block if row[:-1] not in taken)
             uids.add(uid)
             rows.extend(block)
-        return _PodRows(intent, inputs, by_pod, tuple(rows))
+        return intent, tuple(rows)
 
-    def reusable() -> _RowsByPod:
-        prior = host.previous.memoized(key) if host.previous is not None else None
-        if isinstance(prior, _PodRows) and _same(prior, intent, inputs):
-            return prior.by_pod
-        return {}
-
-    made: _PodRows = host.memo(key, lambda: build(reusable()))
-    if _same(made, intent, inputs):
-        return made.rows
-    return build({}).rows  # other inputs than this Host's own (never, from the families here): nothing shared
-
-
-def _same(made: _PodRows, intent: Intent, inputs: tuple[object, ...]) -> bool:
-    return made.intent is intent and len(made.inputs) == len(inputs) and all(
-        a is b for a, b in zip(made.inputs, inputs, strict=True)
-    )
+    made: tuple[Intent, tuple[tuple, ...]] = host.memo(key, build)
+    if made[0] is intent:
+        return made[1]
+    return build()[1]  # a recycled id() of another intent: made for this one
 
 
 def _cpus_per_node(cpus: frozenset[int], topology: Topology | None) -> dict[str, int]:

@@ -36,6 +36,10 @@ class InterruptRow:
     name: str  # device rows: the action names as printed ("nvme0q1", "ehci_hcd:usb1, ehci_hcd:usb2"); else text
     chip: str = ""  # device rows: chip, hwirq and trigger ("PCI-MSI 34095105-edge"); "" for named rows
     counts: Mapping[int, int] = field(default_factory=frozen_map)  # watched CPU -> count; zeros are left out
+    # The reading (a HostReader's reading number) that made this object; the source hands the same object out again
+    # while it is unchanged, so what was derived from it may be reused while the number is the same (Host.derived).
+    # 0: unknown (a one-off reading), never reused. Not part of equality.
+    generation: int = field(default=0, compare=False)
 
     @property
     def irq(self) -> int | None:
@@ -95,6 +99,10 @@ class IrqAffinity:
     # whose affinity user space cannot set (managed IRQs). None: the mode says nothing (older kernel, or a capture
     # that lost file modes).
     writable: bool | None = None
+    # The reading (a HostReader's reading number) that made this object; the source hands the same object out again
+    # while it is unchanged, so what was derived from it may be reused while the number is the same (Host.derived).
+    # 0: unknown (a one-off reading), never reused. Not part of equality.
+    generation: int = field(default=0, compare=False)
 
     @property
     def delivered_to(self) -> CPUSet:

@@ -16,29 +16,30 @@ containerd (``cri-containerd-<id>.scope`` / ``<id>``) or CRI-O (``crio-<id>.scop
 
 This runs every 15 s over ~860 containers, so it lists directories without a stat per entry (``os.scandir``; a pod's
 directory by ``os.listdir`` and the names' length), reads with raw ``os.open``/``os.read`` into bytes and builds
-string paths instead of pathlib. ``serve`` keeps a ``CgroupsReader`` (``SourceSpec.factory``) that remembers which
+string paths instead of pathlib. A HostReader's reading (``read_incremental``) leaves a ``CgroupsMemory`` for the next
+one (the HostReader keeps it) that remembers which
 containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain), shares parsed CPU lists
 between readings and hands out a container's previous (immutable) snapshot again while its files read the same
 bytes. The cpusets of Guaranteed pods (the only ones the CPU Manager can pin) are read every time: pinning drift is
 the point.
-With ``set_stagger(k)`` (serve only, see ``HostReader``'s ``stagger``) it re-reads ``memory.numa_stat`` of a rotating
-1/k of the containers per reading (a container's turn comes every k-th reading; a new one is read at once) and
-carries the others' placement over from the previous reading: memory placement drifts over minutes, and the alerts
-on it wait 30 minutes. ``cgroup.procs`` is read here only for the sandbox verdict (the process-level sources read it
-themselves), so a staggered reading also skips it outside the container's turn once the verdict is settled: its
-PIDs may then be up to k-1 readings old, and a removed container shows as its cpusets failing to read.
-Burstable and BestEffort pods, which never hold exclusive CPUs, are staggered whole: each is read completely in its
-turn (every k-th reading), its directory listed then, and handed out again between turns as it was, without a read
+With serve's ``--stagger k`` (the refresh table rotates ``PLACEMENT`` and ``SHARED_PODS``) it re-reads
+``memory.numa_stat`` of a rotating 1/k of the containers per reading (a container's turn comes every k-th reading; a new
+one is read at once) and carries the others' placement over from the previous reading: memory placement drifts over
+minutes, and the alerts on it wait 30 minutes. ``cgroup.procs`` is read here only for the sandbox verdict (the
+process-level sources read it themselves), so a staggered reading also skips it outside the container's turn once the
+verdict is settled: its PIDs may then be up to k-1 readings old, and a removed container shows as its cpusets failing to
+read. Burstable and BestEffort pods, which never hold exclusive CPUs, are staggered whole: each is read completely in
+its turn (every k-th reading), its directory listed then, and handed out again between turns as it was, without a read
 or even a listing of its directory, as long as everything about it was known. The QoS slices are listed at every
-reading, so a pod coming or going shows at once; a container started, restarted or removed inside such a pod shows
-at the pod's turn, within k readings, like its other values. Their cpusets run on the shared pool, which the kubelet
-rewrites when its CPU Manager state changes: for k readings after the CPU Manager state the kubelet_state source
-read changes (this source needs that one), every pod is listed and read at every reading. A shared container whose
-cpuset someone else rewrote shows within k readings (a minute at serve's defaults; the drift alerts wait 10-15
-minutes). Carrying a pod over costs the same whatever its size: the reader keeps each pod's state (its listing, its
-containers' records and verdicts, its snapshot) in one object, handed on as it is. Unstaggered (``check``,
-``capture``) everything is listed and read every time. Cgroups vanish while we walk them: that is normal and skipped.
-A malformed file in one container makes that field ``None`` (unknown) and is logged once, not fatal.
+reading, so a pod coming or going shows at once; a container started, restarted or removed inside such a pod shows at
+the pod's turn, within k readings, like its other values. Their cpusets run on the shared pool, which the kubelet
+rewrites when its CPU Manager state changes: for k readings after the CPU Manager state the kubelet_state source read
+changes (this source needs that one), every pod is listed and read at every reading. A shared container whose cpuset
+someone else rewrote shows within k readings (a minute at serve's defaults; the drift alerts wait 10-15 minutes).
+Carrying a pod over costs the same whatever its size: the memory keeps each pod's state (its listing, its containers'
+records and verdicts, its snapshot) in one object, handed on as it is. Unstaggered (``check``, ``capture``) everything
+is listed and read every time. Cgroups vanish while we walk them: that is normal and skipped. A malformed file in one
+container makes that field ``None`` (unknown) and is logged once, not fatal.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import logging
 import os
 import re
 import zlib
+from typing import NamedTuple
 
 from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
@@ -56,8 +58,8 @@ from numawatch.model import frozen_map
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, ContainerCgroup, PodCgroup
 from numawatch.paths import Paths
+from numawatch.refresh import FULL, PLACEMENT, SHARED_PODS, Carried, Refresh
 from numawatch.sources._files import line_after
-from numawatch.sources._stagger import Staggered
 
 log = logging.getLogger(__name__)
 
@@ -240,8 +242,8 @@ def _read(path: str, reported: Reported, size: int = _READ_CHUNK) -> bytes | Non
 
 
 class Reported:
-    """The malformed files already logged, by the reader that owns it: a reading runs every evaluation, and one
-    line per broken file is enough."""
+    """The malformed files already logged, handed from reading to reading in the memory: a reading runs every
+    evaluation, and one line per broken file is enough."""
 
     LIMIT = 4096  # paths remembered; past it a broken file may be logged again, memory stays bounded
 
@@ -327,7 +329,7 @@ def _container_entries(path: str) -> list[str]:
         return []
 
 
-# What a CgroupsReader keeps of a container: the bytes of its cgroup.procs and two cpusets, and its snapshot.
+# What a reading remembers of a container: the bytes of its cgroup.procs and two cpusets, and its snapshot.
 _Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup]
 
 # Sandbox verdicts remembered per container ID, with the first PID they were made for.
@@ -337,7 +339,7 @@ _NOT_PAUSE = 2  # not pause at two readings in a row: an application container
 
 
 class _PodState:
-    """What a CgroupsReader keeps of one pod from one reading to the next.
+    """What a reading remembers of one pod for the next one (in ``CgroupsMemory``).
 
     ``names``: the container-sized names its directory listed (sorted); ``entries``: (relative path, runtime,
     container ID) of those that are container directories, which depend on ``names`` alone, so an unchanged listing
@@ -398,8 +400,11 @@ class _Scan:
         self.turn = turn
         self.lists: dict[bytes, CPUSet] = {}
         self.pods: dict[str, _PodState] = {}
-        # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reader turns it on.
+        # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reading turns it on,
+        # with the rotation of SHARED_PODS.
         self.skip_pods = False
+        self.pod_share, self.pod_turn = 1, 0
+        self.generation = 0  # stamped on the pods this reading makes (Refresh.generation)
         # The pod being read (see above).
         self.sandboxes: dict[str, tuple[int, int]] = {}
         self.old_containers: dict[str, _Seen] = {}
@@ -618,12 +623,12 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     if old is not None and (old.pod.uid != uid or old.pod.qos != qos):
         old = None
     # Pod-level staggering: a Burstable or BestEffort pod is read whole in its turn and, between its turns, handed
-    # out again as the previous reading saw it, without even listing its directory (see CgroupsReader.set_stagger);
+    # out again as the previous reading saw it, without even listing its directory (see read_incremental);
     # Guaranteed pods, which may hold exclusive CPUs, take the container-level path every reading.
     whole = False
     if scan.skip_pods and qos != QOS_GUARANTEED:
         # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
-        if old is not None and old.complete and zlib.crc32(uid.encode()) % scan.share != scan.turn:
+        if old is not None and old.complete and zlib.crc32(uid.encode()) % scan.pod_share != scan.pod_turn:
             # Its parsed CPU lists are not added to ``scan.lists``: that is a cache of parses, and a list that only
             # carried pods hold is at worst parsed once more, by another container that comes to read those bytes.
             scan.pods[rel] = old
@@ -661,7 +666,7 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     if old is not None and old.pod.containers == found:
         pod = old.pod
     else:
-        pod = PodCgroup(uid=uid, qos=qos, cgroup_path=rel, containers=found)
+        pod = PodCgroup(uid=uid, qos=qos, cgroup_path=rel, containers=found, generation=scan.generation)
     scan.pods[rel] = _PodState(names, entries, records, verdicts, pod, complete)
     return pod
 
@@ -689,15 +694,67 @@ def _pod_dirs(layout: _Layout, driver: str, kubepods: str) -> list[tuple[str, st
     return found
 
 
-def _read_all(paths: Paths, reader: CgroupsReader | None, inputs: Inputs | None = None) -> Cgroups:
+class CgroupsMemory(NamedTuple):
+    """What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it): what cannot change for
+    a running container (whether it is the pod sandbox), each pod's state (``_PodState``), the parsed CPU lists by
+    their bytes (so an unchanged file is not parsed again), the malformed files already logged, and the CPU
+    Manager state that decides when shared pods may be carried over (see ``_pods_may_be_carried``)."""
+
+    lists: dict[bytes, CPUSet]
+    pods: dict[str, _PodState]
+    reported: Reported
+    assignments: CpuManagerState | None
+    whole_readings_left: int
+
+    @property
+    def containers(self) -> dict[str, _Seen]:
+        """Every container's record, gathered from the pods that keep them (for tests and debugging)."""
+        return {cid: record for state in self.pods.values() for cid, record in state.records.items()}
+
+    @property
+    def sandboxes(self) -> dict[str, tuple[int, int]]:
+        """Every container's sandbox verdict, gathered from the pods that keep them (for tests and debugging)."""
+        return {cid: verdict for state in self.pods.values() for cid, verdict in state.verdicts.items()}
+
+
+def _pods_may_be_carried(
+    memory: CgroupsMemory | None, assignments: CpuManagerState | None, share: int, stagger: int
+) -> tuple[bool, CpuManagerState | None, int]:
+    """Whether this reading may carry Burstable and BestEffort pods over between their turns (neither listed nor
+    read), with the CPU Manager state and the count of whole readings left for the next reading.
+
+    Rotating (``share`` > 1), and not within ``stagger`` readings of a change of the kubelet's CPU Manager state
+    (``assignments``, from the kubelet_state source; None when it is absent, unreadable or down). When the CPU
+    Manager changes its assignments (a Guaranteed pod admitted or gone) it rewrites every shared container's
+    cpuset within its reconcile period, and those cpusets must then be read at every reading until they have all
+    moved."""
+    before = memory.assignments if memory is not None else None
+    left = memory.whole_readings_left if memory is not None else 0
+    if assignments != before:
+        left = stagger
+    if share <= 1:
+        return False, assignments, left
+    if left > 0:
+        return False, assignments, left - 1
+    return True, assignments, left
+
+
+def _read_all(
+    paths: Paths, memory: CgroupsMemory | None, inputs: Inputs | None, refresh: Refresh
+) -> tuple[Cgroups, CgroupsMemory]:
     version, driver, kubepods = _detect(paths)
     layout = _Layout(paths, version)
-    if reader is None:
-        scan = _Scan(layout)
+    share, turn = refresh.rotation(PLACEMENT)
+    pod_share, pod_turn = refresh.rotation(SHARED_PODS)
+    if memory is None:
+        scan = _Scan(layout, None, None, share, turn)
     else:
-        scan = _Scan(layout, reader.lists, reader.pods, *reader.next_turn(), reported=reader.reported)
-        state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
-        scan.skip_pods = reader.pods_may_be_carried(state.cpu if state is not None else None, scan.share)
+        scan = _Scan(layout, memory.lists, memory.pods, share, turn, reported=memory.reported)
+    scan.pod_share, scan.pod_turn = pod_share, pod_turn
+    scan.generation = refresh.generation
+    state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
+    assignments = state.cpu if state is not None else None
+    scan.skip_pods, assignments, left = _pods_may_be_carried(memory, assignments, pod_share, refresh.stagger)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
         pod = _read_pod(scan, rel, uid, qos)
@@ -711,76 +768,32 @@ def _read_all(paths: Paths, reader: CgroupsReader | None, inputs: Inputs | None 
         pods=tuple(pods),
         root_cpus_effective=scan.cpus(root_cpus_path, _read(root_cpus_path, scan.reported)),
     )
-    if reader is not None:
-        reader.lists, reader.pods = scan.lists, scan.pods
-    return result
+    return result, CgroupsMemory(scan.lists, scan.pods, scan.reported, assignments, left)
 
 
 def read(paths: Paths, inputs: Inputs | None = None) -> Cgroups:
     """Every pod and container cgroup under kubepods; SourceUnavailable when there is no kubepods cgroup. A one-off
     reading reads everything, so it uses none of its ``inputs``."""
-    return _read_all(paths, None)
+    return _read_all(paths, None, None, FULL)[0]
 
 
-class CgroupsReader(Staggered):
-    """The cgroups source as serve runs it: one per HostReader (``SourceSpec.factory``), remembering between
-    readings what cannot change for a running container (whether it is the pod sandbox) and the parsed CPU lists,
-    so an unchanged file is not parsed again. Reads the same as ``read`` unless staggered (``set_stagger``)."""
+def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
+    """A reading handed the previous one's memory (``CgroupsMemory``): reads the same as ``read`` unless the
+    rotation is on (serve's ``--stagger K``; the module docstring says what it skips).
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.lists: dict[bytes, CPUSet] = {}
-        self.pods: dict[str, _PodState] = {}
-        self.reported = Reported()
-        self._assignments: CpuManagerState | None = None
-        self._whole_readings_left = 0
-
-    @property
-    def containers(self) -> dict[str, _Seen]:
-        """Every container's record, gathered from the pods that keep them (for tests and debugging)."""
-        return {cid: record for state in self.pods.values() for cid, record in state.records.items()}
-
-    @property
-    def sandboxes(self) -> dict[str, tuple[int, int]]:
-        """Every container's sandbox verdict, gathered from the pods that keep them (for tests and debugging)."""
-        return {cid: verdict for state in self.pods.values() for cid, verdict in state.verdicts.items()}
-
-    def pods_may_be_carried(self, assignments: CpuManagerState | None, share: int) -> bool:
-        """Whether this reading may carry Burstable and BestEffort pods over between their turns (neither listed nor
-        read): staggered, and not within ``share`` readings of a change of the kubelet's CPU Manager state
-        (``assignments``, from the kubelet_state source; None when it is absent, unreadable or down). When the CPU
-        Manager changes its assignments (a Guaranteed pod admitted or gone) it rewrites every shared container's
-        cpuset within its reconcile period, and those cpusets must then be read at every reading until they have
-        all moved."""
-        if assignments != self._assignments:
-            self._assignments = assignments
-            self._whole_readings_left = self.stagger
-        if share <= 1:
-            return False
-        if self._whole_readings_left > 0:
-            self._whole_readings_left -= 1
-            return False
-        return True
-
-    def set_stagger(self, share: int) -> None:
-        """Re-read ``memory.numa_stat`` (and, once its sandbox verdict is settled, ``cgroup.procs``) of 1/``share``
-        of the containers per reading (1: all of them, the default).
-
-        A container's placement and PIDs are then at most ``share - 1`` readings old, and so are the cpusets of
-        Burstable and BestEffort pods outside the ``share`` readings after a ``cpu_manager_state`` change (see
-        ``pods_may_be_carried``), and the list of containers in such a pod: a container started or removed in it
-        shows at the pod's turn. Guaranteed pods' cpusets and containers are read every time, new pods at once, and
-        a removed pod is gone at once."""
-        super().set_stagger(share)
-
-    def read(self, paths: Paths, inputs: Inputs | None = None) -> Cgroups:
-        return _read_all(paths, self, inputs)
+    With the rotation on, a container's placement and PIDs are at most K - 1 readings old (``PLACEMENT``), and so
+    are the cpusets of Burstable and BestEffort pods outside the K readings after a ``cpu_manager_state`` change,
+    and the list of containers in such a pod (``SHARED_PODS``): a container started or removed in it shows at the
+    pod's turn. Guaranteed pods' cpusets and containers are read every time, new pods at once, and a removed pod
+    is gone at once."""
+    result, memory = _read_all(paths, refresh.memory, inputs, refresh)
+    return Carried(result, memory)
 
 
 SOURCE = SourceSpec(
     name="cgroups",
     read=read,
-    factory=lambda _context: CgroupsReader(),
+    incremental=read_incremental,
     # The CPU Manager state: a change of its assignments is when the shared pool's cpusets move (see above).
     needs=("kubelet_state",),
     description="kubepods cgroups: per-container effective cpuset and memory placement per NUMA node",

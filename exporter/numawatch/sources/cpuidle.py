@@ -17,9 +17,9 @@ All of them are plain attributes: reading them does not interrupt the CPU they d
 ``scaling_cur_freq``). Names and latencies are the driver's table of states (``drv->states``), one table for every
 CPU unless the kernel runs one driver per CPU cluster (CONFIG_CPU_IDLE_MULTIPLE_DRIVERS, which adds a per-CPU
 ``cpuidle/driver`` directory): they are read from one CPU, or per CPU in that case. Only ``disable`` and the PM QoS
-limit change at run time, and names and latencies are fixed while the driver is, so ``serve``'s reader
-(``CpuIdleReader``) reads them once and then, per reading, one ``disable`` per state and one limit per CPU: 4 files
-per CPU on a server with three deep states (C1, C1E, C6). Staggered (``set_stagger(k)``, serve only), a reading opens
+limit change at run time, and names and latencies are fixed while the driver is, so a HostReader's reading
+(``read_incremental``) remembers them and then reads, per reading, one ``disable`` per state and one limit per CPU: 4
+files per CPU on a server with three deep states (C1, C1E, C6). With serve's ``--stagger k``, a reading opens
 those of a rotating 1/k of the CPUs (CPU number modulo k) and keeps the others' of the previous reading: someone must
 write a file to change them.
 
@@ -33,16 +33,17 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
+from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import strip_value
 from numawatch.model import frozen_map
 from numawatch.model.kernel import CpuIdle, IdleState
 from numawatch.paths import Paths
+from numawatch.refresh import IDLE_STATES, Carried, Refresh
 from numawatch.sources._files import list_dir, read_optional_text
-from numawatch.sources._stagger import Staggered
 
 _SMALL = 256  # every file here is one short line
 _STATE = re.compile(r"state(\d{1,3})\Z")
@@ -155,13 +156,16 @@ def _cpus(cpu_root: Path) -> list[int]:
     return sorted(int(m.group(1)) for m in map(_CPU.match, list_dir(cpu_root)) if m is not None)
 
 
+class CpuIdleMemory(NamedTuple):
+    """What a reading of this source leaves for the next one (``Carried.memory``; the HostReader keeps it)."""
+
+    layouts: dict[_LayoutKey, _Layout]  # the deep states' names and latencies, while the driver stays
+    last: CpuIdle  # the reading itself: the values a rotating reading keeps for CPUs outside its turn
+
+
 def _read(
-    paths: Paths,
-    layouts: dict[_LayoutKey, _Layout] | None = None,
-    carried: CpuIdle | None = None,
-    share: int = 1,
-    turn: int = 0,
-) -> CpuIdle:
+    paths: Paths, memory: CpuIdleMemory | None = None, share: int = 1, turn: int = 0
+) -> tuple[CpuIdle, dict[_LayoutKey, _Layout]]:
     cpu_root = paths.sysfs / "devices/system/cpu"
     if not confined.is_dir(cpu_root):
         raise SourceUnavailable(f"{cpu_root} does not exist")
@@ -170,7 +174,7 @@ def _read(
     driver_text = read_optional_text(idle_dir / "current_driver", _SMALL)
     if driver_text is None:
         # No cpuidle in this kernel (or no driver ever registered): nothing more to read.
-        return CpuIdle(driver=None, governor=None)
+        return CpuIdle(driver=None, governor=None), {}
     driver = reading.value(idle_dir / "current_driver", lambda t: parse_word(t, "driver"), driver_text)
     governor_path = idle_dir / "current_governor"
     governor_text = read_optional_text(governor_path, _SMALL)
@@ -179,13 +183,15 @@ def _read(
         governor_text = read_optional_text(governor_path, _SMALL)
     governor = reading.value(governor_path, lambda t: parse_word(t, "governor"), governor_text)
     cpus = _cpus(cpu_root)
-    remembered = layouts if layouts is not None else {}
+    # A copy: the memory handed in stays as the previous reading left it.
+    remembered = dict(memory.layouts) if memory is not None else {}
+    carried = memory.last if memory is not None else None
     states: dict[int, tuple[IdleState, ...]] = {}
     limits: dict[int, int] = {}
     root = os.fspath(cpu_root)  # strings, not pathlib, in the loop: it runs for every CPU at every reading
     # With CONFIG_CPU_IDLE_MULTIPLE_DRIVERS (big.LITTLE arm64) each CPU has a cpuidle/driver directory and CPUs of
     # different clusters have different states.
-    per_cpu_drivers = bool(cpus) and os.path.isdir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
+    per_cpu_drivers = bool(cpus) and confined.is_dir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
     for cpu in cpus:
         if carried is not None and share > 1 and cpu % share != turn and cpu in carried.states:
             states[cpu] = carried.states[cpu]
@@ -217,7 +223,7 @@ def _read(
             path = f"{root}/cpu{cpu}/cpuidle/state{index}/disable"
             text = read_optional_text(path, _SMALL)
             if text is None:
-                if not os.path.isdir(path[: -len("/disable")]):
+                if not confined.is_dir(path[: -len("/disable")]):
                     break  # gone since the layout was learnt: the CPU went offline
                 text = "0\n"  # a kernel before 3.7 has no disable attribute: every state is allowed
             disabled = _DISABLE.get(text)
@@ -226,53 +232,47 @@ def _read(
             found.append(reading.state(index, name, latency, disabled))
         else:
             states[cpu] = tuple(found)
-    if layouts is not None and len(remembered) > 1:
+    if len(remembered) > 1:
         for key in [key for key in remembered if key[0] != driver_text or (key[1] != SHARED and key[1] not in cpus)]:
             del remembered[key]
-    return CpuIdle(
+    result = CpuIdle(
         driver=driver,
         governor=governor,
         states=frozen_map(states),
         resume_latency_us=frozen_map(limits),
         problems=tuple(reading.problems),
     )
+    return result, remembered
 
 
 def read(paths: Paths) -> CpuIdle:
-    return _read(paths)
+    return _read(paths)[0]
 
 
-class CpuIdleReader(Staggered):
-    """The cpuidle source as serve runs it (one per HostReader): remembers each CPU's state names and latencies
-    while the driver stays, and, staggered, re-reads the ``disable`` files and PM QoS limits of
-    a rotating 1/k of the CPUs per reading."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._layouts: dict[_LayoutKey, _Layout] = {}
-        self._last: CpuIdle | None = None
-
-    def read(self, paths: Paths) -> CpuIdle:
-        share, turn = self.next_turn()
-        result = _read(paths, self._layouts, self._last, share, turn)
-        self._last = result
-        return result
+def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
+    """A reading handed the previous one's memory: each CPU's state names and latencies are remembered while the
+    driver stays; with the rotation on (``IDLE_STATES``) the ``disable`` files and PM QoS limits of a rotating 1/K
+    of the CPUs are read and the others' kept from the previous reading."""
+    share, turn = refresh.rotation(IDLE_STATES)
+    result, layouts = _read(paths, refresh.memory, share, turn)
+    return Carried(result, CpuIdleMemory(layouts, result))
 
 
 SOURCE = SourceSpec(
     name="cpuidle",
     read=read,
-    factory=lambda _context: CpuIdleReader(),
+    incremental=read_incremental,
     description="CPU idle states per online CPU: exit latency, disabled or not, PM QoS resume latency limits",
 )
 
 __all__ = [
     "SOURCE",
-    "CpuIdleReader",
+    "CpuIdleMemory",
     "parse_disable",
     "parse_latency",
     "parse_resume_latency",
     "parse_state_name",
     "parse_word",
     "read",
+    "read_incremental",
 ]

@@ -32,7 +32,8 @@ docs/performance.md.
 The watched CPUs come from the sources this one needs: the isolation the topology source read (``isolcpus=``,
 ``nohz_full=``, sysfs ``isolated`` and ``nohz_full``) and the exclusive CPUs of the kubelet_state source's CPU
 Manager state; either down contributes nothing (``watched_cpus``). Rates come from two readings (``Host.previous``);
-the state serve keeps (``InterruptsReader``) is the watched CPUs (used again while neither source was read again),
+what a HostReader's reading leaves for the next (``InterruptsMemory``) is the watched CPUs (used again while neither
+source was read again),
 the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32 of each
 row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
 (devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows
@@ -51,6 +52,7 @@ import re
 import time
 import zlib
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUSet
@@ -62,6 +64,7 @@ from numawatch.model.interrupts import KIND_DEVICE, KIND_IPI, KIND_LOCAL_TIMER, 
 from numawatch.model.kubelet import KubeletState
 from numawatch.model.topology import Topology
 from numawatch.paths import Paths
+from numawatch.refresh import Carried, Refresh
 from numawatch.sources._files import DEFAULT_READ_LIMIT
 
 BLOCK = 1 << 20  # bytes read (and digit-marked) at a time: the whole file is never held, nor its marked copy
@@ -254,8 +257,11 @@ class _RowParser:
     on an isolated or pinned CPU (the tick and IPI rows, a misrouted device) are searched.
     """
 
-    def __init__(self, header: bytes, watched: Iterable[int], path: str, known: Remembered | None = None) -> None:
+    def __init__(
+        self, header: bytes, watched: Iterable[int], path: str, known: Remembered | None = None, generation: int = 0
+    ) -> None:
         self.path = path
+        self.generation = generation  # stamped on the rows this reading makes (Refresh.generation)
         watched = frozenset(watched)
         # The previous reading's columns while the header and the watched CPUs are the same (shared, never changed).
         shape = known.columns if known is not None else None
@@ -290,7 +296,7 @@ class _RowParser:
         )  # fmt: skip
         digits = _DIGITS
         marked = data.translate(_MARK_NONZERO) if self.mark_blocks else None
-        rows, seen, known, now = self.rows, self.seen, self.known, self.now
+        rows, seen, known, now, generation = self.rows, self.seen, self.known, self.now, self.generation
         # Digests are taken when there is a next reading to compare with (a reader's), and used when the previous
         # reading's can be compared with them.
         shape = self.shape
@@ -425,7 +431,9 @@ class _RowParser:
             if before is not None and before[0] == tail:
                 row = before[1]
                 if row.counts != counts:
-                    row = InterruptRow(key, row.kind, row.name, row.chip, frozen_map(counts) if counts else _NO_COUNTS)
+                    row = InterruptRow(
+                        key, row.kind, row.name, row.chip, frozen_map(counts) if counts else _NO_COUNTS, generation
+                    )
             else:
                 chip, name = split_tail(tail, key.isdigit())
                 try:  # both become label values and message text
@@ -439,6 +447,7 @@ class _RowParser:
                     name=name,
                     chip=chip,
                     counts=frozen_map(counts) if counts else _NO_COUNTS,
+                    generation=generation,
                 )
             if known is not None:
                 now[label] = (tail, row, digest, whole)
@@ -475,6 +484,7 @@ def read_interrupts(
     block: int = BLOCK,
     limit: int = DEFAULT_READ_LIMIT,
     known: Remembered | None = None,
+    generation: int = 0,
 ) -> tuple[Interrupts, Remembered]:
     """Read and parse /proc/interrupts ``block`` bytes at a time: the same result as ``parse_interrupts`` of the
     whole file, without ever holding the whole file (8 MB on a 384-CPU host, and as much again digit-marked).
@@ -506,14 +516,14 @@ def read_interrupts(
                 line, start = pending + chunk[:newline], newline + 1
                 pending = b""
                 if parser is None:
-                    parser = _RowParser(line, watched, path, known)
+                    parser = _RowParser(line, watched, path, known, generation)
                 else:
                     parser.feed(line, 0, len(line))
             cut = chunk.rfind(b"\n")
             parser.feed(chunk, start, cut)  # nothing when the only newline was the one just consumed
             pending = chunk[cut + 1 :]
         if parser is None:
-            parser = _RowParser(pending, watched, path, known)  # a header without a newline (or an empty file)
+            parser = _RowParser(pending, watched, path, known, generation)  # a header without a newline (or empty)
         elif pending:
             parser.feed(pending, 0, len(pending))
     finally:
@@ -559,10 +569,12 @@ def watched_cpus(topology: Topology | None, state: KubeletState | None) -> CPUSe
 NEEDS = ("topology", "kubelet_state")
 
 
-def _read(paths: Paths, known: Remembered | None, watched: CPUSet) -> tuple[Interrupts, Remembered]:
+def _read(
+    paths: Paths, known: Remembered | None, watched: CPUSet, generation: int = 0
+) -> tuple[Interrupts, Remembered]:
     path = paths.procfs / "interrupts"
     try:
-        return read_interrupts(str(path), watched, known=known)
+        return read_interrupts(str(path), watched, known=known, generation=generation)
     except FileNotFoundError:
         raise SourceUnavailable(f"{path} does not exist") from None
 
@@ -579,28 +591,32 @@ def read(paths: Paths, inputs: Inputs | None = None) -> Interrupts:
     return _read(paths, None, _watched_of(inputs))[0]
 
 
-class InterruptsReader:
-    """The interrupts source as serve runs it (one per HostReader): the previous reading's rows, so unchanged rows
-    are not split and built again, the columns worked out from the previous reading's header, and the watched CPUs
-    worked out from the previous reading's inputs, used again while those were not read again (their generations).
-    Reads the same as ``read``."""
+class InterruptsMemory(NamedTuple):
+    """What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it)."""
 
-    def __init__(self) -> None:
-        self._known = Remembered()
-        self._watched: tuple[tuple[int | None, ...], CPUSet] | None = None  # the inputs' generations and their CPUs
+    known: Remembered  # the rows and the columns worked out from the header and watched CPUs
+    generations: tuple[int | None, ...]  # the readings of NEEDS the watched CPUs were worked out from
+    watched: CPUSet
 
-    def read(self, paths: Paths, inputs: Inputs | None = None) -> Interrupts:
-        generations = tuple(inputs.generation(name) for name in NEEDS) if inputs is not None else (None,)
-        if self._watched is None or None in generations or self._watched[0] != generations:
-            self._watched = (generations, _watched_of(inputs))
-        result, self._known = _read(paths, self._known, self._watched[1])
-        return result
+
+def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
+    """A reading handed the previous one's memory: unchanged rows are not split and built again, the columns
+    worked out from the previous header are reused, and so are the watched CPUs while neither source they come
+    from was read again (their generations). Reads the same as ``read``."""
+    memory: InterruptsMemory | None = refresh.memory
+    generations = tuple(inputs.generation(name) for name in NEEDS)
+    if memory is None or None in generations or memory.generations != generations:
+        watched = _watched_of(inputs)
+    else:
+        watched = memory.watched
+    result, known = _read(paths, memory.known if memory is not None else Remembered(), watched, refresh.generation)
+    return Carried(result, InterruptsMemory(known, generations, watched))
 
 
 SOURCE = SourceSpec(
     name="interrupts",
     read=read,
-    factory=lambda _context: InterruptsReader(),
+    incremental=read_incremental,
     needs=NEEDS,
     description="/proc/interrupts counts on isolated, nohz_full and exclusively pinned CPUs",
 )
@@ -610,11 +626,12 @@ __all__ = [
     "CELL",
     "NEEDS",
     "SOURCE",
-    "InterruptsReader",
+    "InterruptsMemory",
     "classify",
     "parse_header",
     "parse_interrupts",
     "read",
+    "read_incremental",
     "read_interrupts",
     "split_tail",
     "watched_cpus",

@@ -14,11 +14,12 @@ What is read (paths from ``Paths``):
   cannot use the abstract one) and from its systemd unit's ``cgroup.procs``. Only when the socket table cannot be
   read are all ``<procfs>/<pid>/comm`` read: an irqbalance older than 1.4, without the socket and outside its
   systemd unit, is then the one case missed.
-- not on every evaluation: the reader (``IrqbalanceReader``, one per HostReader) remembers the daemons it found with
-  their start times and only checks that each still runs (``<procfs>/<pid>/stat``: comm and start time, so a PID
-  reused by another process does not pass). It looks again (the search above) when that check fails, when the
-  listing of ``<root>/run/irqbalance/`` changes (a daemon started or stopped there), at every
-  ``RESCAN_EVERY``-th reading (a daemon started without that hint, or one found absent), and after a SIGHUP.
+- not on every evaluation: a HostReader's reading (``read_incremental``) remembers the daemons it found with
+  their start times (``IrqbalanceMemory``, which the HostReader keeps) and only checks that each still runs
+  (``<procfs>/<pid>/stat``: comm and start time, so a PID reused by another process does not pass). It looks again (the
+  search above) when that check fails, when the listing of ``<root>/run/irqbalance/`` changes (a daemon started or
+  stopped there), at every ``RESCAN_EVERY``-th reading (a daemon started without that hint, or one found absent), and
+  after a SIGHUP.
 - its settings: the running daemon's own environment (``<procfs>/<pid>/environ``, NUL-separated ``KEY=VALUE``), which
   is what it actually uses, else the environment files ``<root>/etc/default/irqbalance.env`` (upstream),
   ``<root>/etc/default/irqbalance`` (Debian) and ``<root>/etc/sysconfig/irqbalance`` (RHEL), later ones overriding
@@ -31,14 +32,16 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist, parse_cpumask
 from numawatch.errors import SourceUnavailable
-from numawatch.host import SourceSpec
+from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import excerpt
 from numawatch.model.interrupts import Irqbalance, IrqbalanceConfig
 from numawatch.paths import Paths
+from numawatch.refresh import FULL, Carried, Refresh
 from numawatch.sources._files import parse_env_file, read_optional_text
 
 COMM = "irqbalance"
@@ -176,44 +179,38 @@ def hinted_pids(names: Iterable[str]) -> list[int]:
     return sorted({int(match.group(1)) for name in names if (match := _SOCKET_FILE.fullmatch(name))})
 
 
-class IrqbalanceReader:
-    """The irqbalance source as a HostReader runs it: the daemons found last time, checked cheaply at each reading
-    and searched for again only when that check fails, the hint changes or ``rescan_every`` readings have passed
-    (see the module docstring). Reads the same as a one-off ``read`` whenever it searches."""
+class IrqbalanceMemory(NamedTuple):
+    """What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it)."""
 
-    def __init__(self, rescan_every: int = RESCAN_EVERY) -> None:
-        if rescan_every < 1:
-            raise ValueError(f"rescan_every must be at least 1, got {rescan_every}")
-        self.rescan_every = rescan_every
-        self._daemons: tuple[tuple[int, tuple[str, int] | None], ...] | None = None  # None: never searched
-        self._hint: tuple[str, ...] | None = None
-        self._readings_since_search = 0
+    daemons: tuple[tuple[int, tuple[str, int] | None], ...]  # the PIDs found and their (comm, start time)
+    hint: tuple[str, ...] | None  # the names in /run/irqbalance/ then
+    readings_since_search: int
 
-    def refresh_all(self) -> None:
-        """Search at the next reading (SIGHUP)."""
-        self._daemons = None
 
-    def read(self, paths: Paths) -> Irqbalance:
-        if not confined.is_dir(paths.procfs):
-            raise SourceUnavailable(f"{paths.procfs} does not exist")
-        return _reading(paths, self._pids(paths))
+def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh, rescan_every: int = RESCAN_EVERY) -> Carried:
+    """A reading handed the previous one's memory: the daemons found last time, checked cheaply and searched for
+    again only when that check fails, the hint changes, ``rescan_every`` readings have passed or the reading is
+    whole (the first, and after SIGHUP); see the module docstring. Reads the same as ``read`` whenever it searches."""
+    if rescan_every < 1:
+        raise ValueError(f"rescan_every must be at least 1, got {rescan_every}")
+    if not confined.is_dir(paths.procfs):
+        raise SourceUnavailable(f"{paths.procfs} does not exist")
+    memory = _pids(paths, None if refresh.whole else refresh.memory, rescan_every)
+    return Carried(_reading(paths, tuple(pid for pid, _ in memory.daemons)), memory)
 
-    def _pids(self, paths: Paths) -> tuple[int, ...]:
-        procfs = str(paths.procfs)
-        hint = _hint(paths)
-        if (
-            self._daemons is not None
-            and hint == self._hint
-            and self._readings_since_search < self.rescan_every
-            and all(known is not None and _identity(procfs, pid) == known for pid, known in self._daemons)
-        ):
-            self._readings_since_search += 1
-            return tuple(pid for pid, _ in self._daemons)
-        pids = find_pids(paths, hinted_pids(hint or ()))
-        self._daemons = tuple((pid, _identity(procfs, pid)) for pid in pids)
-        self._hint = hint
-        self._readings_since_search = 1
-        return pids
+
+def _pids(paths: Paths, memory: IrqbalanceMemory | None, rescan_every: int) -> IrqbalanceMemory:
+    procfs = str(paths.procfs)
+    hint = _hint(paths)
+    if (
+        memory is not None
+        and hint == memory.hint
+        and memory.readings_since_search < rescan_every
+        and all(known is not None and _identity(procfs, pid) == known for pid, known in memory.daemons)
+    ):
+        return memory._replace(readings_since_search=memory.readings_since_search + 1)
+    pids = find_pids(paths, hinted_pids(hint or ()))
+    return IrqbalanceMemory(tuple((pid, _identity(procfs, pid)) for pid in pids), hint, 1)
 
 
 def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
@@ -234,7 +231,7 @@ def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
 
 def read(paths: Paths) -> Irqbalance:
     """A one-off reading: searches for the daemon (``check``, ``capture``)."""
-    return IrqbalanceReader().read(paths)
+    return read_incremental(paths, Inputs({}), FULL).snapshot
 
 
 def _reading(paths: Paths, pids: tuple[int, ...]) -> Irqbalance:
@@ -255,14 +252,14 @@ def _reading(paths: Paths, pids: tuple[int, ...]) -> Irqbalance:
 SOURCE = SourceSpec(
     name="irqbalance",
     read=read,
-    factory=lambda _context: IrqbalanceReader(),
+    incremental=read_incremental,
     description="whether irqbalance runs and the CPUs its configuration bans",
 )
 
 __all__ = [
     "RESCAN_EVERY",
     "SOURCE",
-    "IrqbalanceReader",
+    "IrqbalanceMemory",
     "config_from",
     "find_pids",
     "hinted_pids",
@@ -270,5 +267,6 @@ __all__ = [
     "parse_environ",
     "parse_stat_identity",
     "read",
+    "read_incremental",
     "socket_pids",
 ]

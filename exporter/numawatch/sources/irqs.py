@@ -17,11 +17,12 @@ Which IRQs have a handler and what they are called comes from /proc/interrupts (
 directory also exists for descriptors without any action (unused legacy lines), which deliver nothing.
 
 Cost: one directory listing plus two small reads and one stat per IRQ, with raw ``os`` calls (2,000 IRQs on a large
-host). ``serve`` keeps an ``IrqsReader`` (``SourceSpec.factory``) that stats only IRQs it has not seen in the previous
+host). A HostReader reads it incrementally (``read_incremental``, handed the previous reading's ``IrqsMemory``): it
+stats only IRQs it has not seen in the previous
 reading (the mode is fixed when the kernel creates the IRQ's directory), does not look again for an
 ``effective_affinity_list`` an IRQ did not have, and reuses an IRQ's parsed entry while its files read the same
 bytes. Unstaggered (the default, and always in ``check`` and ``capture``) it reads both affinity files of every IRQ
-every time. With ``set_stagger(k)`` (serve only, see ``HostReader``'s ``stagger``) it reads them for the IRQs whose
+every time. With serve's ``--stagger k`` (the refresh table rotates ``AFFINITIES``) it reads them for the IRQs whose
 number is congruent to the reading counter modulo k, about 1/k of them, and carries the other IRQs' entries over
 from the previous reading: an IRQ's placement is then at most k - 1 readings old, while the alerts on IRQ placement
 wait 30 minutes. In every other turn of an IRQ only its ``effective_affinity_list`` is opened, and its
@@ -30,7 +31,7 @@ no check judges placement by, may then be up to 2k - 1 readings old, for a quart
 The directory listing is still taken every reading, so a new IRQ is read at once and a vanished one
 drops out at once. While the listing names the same entries as at the previous reading (the usual case), a staggered
 reading copies the previous reading's entries in bulk and runs Python only for the IRQs in its turn (plus any the
-previous reading could not read); see ``IrqsReader``.
+previous reading could not read); see ``read_incremental``.
 IRQs appear and vanish with drivers and hotplug: a directory gone mid-scan is skipped.
 
 Essential: the ``proc/irq`` listing. Optional: every IRQ's files (a malformed one leaves that IRQ out, tried again
@@ -47,11 +48,11 @@ from typing import NamedTuple
 from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
+from numawatch.host import Inputs, SourceSpec
 from numawatch.model.interrupts import IrqAffinity, Irqs
 from numawatch.paths import Paths
+from numawatch.refresh import AFFINITIES, Carried, Refresh
 from numawatch.sources._files import read_small
-from numawatch.sources._stagger import Staggered
 
 _READ_SIZE = 1 << 16  # a CPU list of 8,192 CPUs in the worst (every other CPU) shape fits easily
 
@@ -96,7 +97,7 @@ def read_irq(directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None)
     )
 
 
-# What an IrqsReader keeps of an IRQ: its two files' bytes and the entry parsed from them (mode included).
+# What a reading remembers of an IRQ: its two files' bytes and the entry parsed from them (mode included).
 _Seen = tuple[bytes, bytes | None, IrqAffinity]
 
 
@@ -117,11 +118,12 @@ def _read_one(
     cache: dict[bytes, CPUSet],
     requested: bool = True,
     problems: list[str] | None = None,
+    generation: int = 0,
 ) -> _Seen | None:
     """``_read_fresh``, with a malformed file of the IRQ described in ``problems`` and the IRQ then left out (None,
     as if it had vanished, so it is tried again at the next reading)."""
     try:
-        return _read_fresh(root, entry, irq, known, cache, requested)
+        return _read_fresh(root, entry, irq, known, cache, requested, generation)
     except MalformedFile as error:
         if problems is None:
             raise
@@ -130,7 +132,13 @@ def _read_one(
 
 
 def _read_fresh(
-    root: str, entry: str, irq: int, known: _Seen | None, cache: dict[bytes, CPUSet], requested: bool = True
+    root: str,
+    entry: str,
+    irq: int,
+    known: _Seen | None,
+    cache: dict[bytes, CPUSet],
+    requested: bool = True,
+    generation: int = 0,
 ) -> _Seen | None:
     """Read IRQ ``irq`` (directory ``entry``) again; ``known``: what the previous reading kept of it, returned as is
     when its files read the same bytes. None when the IRQ vanished.
@@ -164,6 +172,7 @@ def _read_fresh(
         affinity=parse_cpulist_file(affinity_data, affinity_path, cache),
         effective=None if effective_data is None else parse_cpulist_file(effective_data, effective_path, cache),
         writable=writable if writable is not None else _mode_writable(directory),
+        generation=generation,
     )
     return affinity_data, effective_data, found
 
@@ -222,7 +231,7 @@ def _snapshot(
 
 
 class _Reading(NamedTuple):
-    """A reading's snapshot and what an IrqsReader keeps of it for the next one."""
+    """A reading's snapshot and what it remembers for the next one."""
 
     result: Irqs
     seen: dict[int, _Seen]  # per IRQ read or carried
@@ -238,6 +247,7 @@ def _read_all(
     turn: int = 0,
     listed: tuple[str, list[str]] | None = None,
     round_: int = 0,
+    generation: int = 0,
 ) -> _Reading:
     """Every IRQ; with ``share`` > 1, the ones seen before whose number is not ``turn`` modulo ``share`` are carried
     over from ``seen`` instead of read, and those read skip ``smp_affinity_list`` as ``_requested_turn`` (in
@@ -256,7 +266,7 @@ def _read_all(
         if known is not None and share > 1 and irq % share != turn:
             now[irq] = known  # not its turn: the previous reading's (immutable) entry
             continue
-        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems)
+        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems, generation)
         if fresh is None:
             missed.append((irq, entry))
         else:
@@ -273,105 +283,101 @@ def _read_all(
     return _Reading(result, now, entries, listing, missed)
 
 
-def read(paths: Paths) -> Irqs:
+def read(paths: Paths, inputs: Inputs | None = None) -> Irqs:
     """Every IRQ's requested and effective affinity and whether user space may set it."""
     return _read_all(paths, None).result
 
 
-class IrqsReader(Staggered):
-    """The irqs source as serve runs it (one per HostReader): remembers each IRQ's files and entry between readings,
-    so an IRQ seen before is not stat'ed again and unchanged files are not parsed again. Reads the same as ``read``
-    unless staggered (``set_stagger``).
+class IrqsMemory(NamedTuple):
+    """What a reading of this source leaves for the next one (``Carried.memory``; the HostReader keeps it)."""
 
-    Staggered, while ``proc/irq`` lists the same names as at the previous reading, a reading starts from copies of
+    seen: dict[int, _Seen]  # per IRQ: its files' bytes and entry (mode included)
+    entries: dict[int, IrqAffinity]  # sorted, modes as read
+    listing: list[str] | None  # proc/irq's names; None: no fast path
+    # (share, the numbered entries of each turn), built on the first fast reading of a listing.
+    plan: tuple[int, list[list[tuple[int, str]]]] | None
+    missed: list[tuple[int, str]]  # numbered entries that could not be read
+    # IRQs among ``entries`` with a writable and with a read-only smp_affinity; None: count them when needed.
+    modes: tuple[int, int] | None
+
+
+def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
+    """A reading handed the previous one's memory: an IRQ seen before is not stat'ed again (its mode is fixed when
+    its directory is created), unchanged files are not parsed again, and with the rotation on (``AFFINITIES``)
+    only the IRQs in this turn are read (see the module docstring).
+
+    While ``proc/irq`` lists the same names as at the previous reading, a rotating reading starts from copies of
     the previous reading's entries and memory (C-level dict copies, already sorted) and runs Python only for the
     IRQs in this turn, the IRQs the previous reading could not read (they are tried again, as a first sighting is)
     and the default affinity; it gives exactly what the general path (``_read_all``) gives on the same history.
     The counts of writable and read-only IRQs keep the "no IRQ writable" rule and ``read_only_modes_seen`` right
-    without scanning every IRQ. Any other listing, an unstaggered reading or one after ``refresh_all`` takes the
-    general path."""
+    without scanning every IRQ. Any other listing, and every reading that does not rotate, takes the general path.
+    """
+    memory: IrqsMemory | None = refresh.memory
+    share, turn = refresh.rotation(AFFINITIES)
+    round_ = refresh.round
+    listed = None
+    if share > 1 and memory is not None and memory.listing is not None:
+        listed = _list_irq_root(paths)
+        if listed[1] == memory.listing:  # one C comparison of the names
+            return _read_turn(memory, listed[0], share, turn, round_, refresh.generation)
+    seen = memory.seen if memory is not None else None
+    reading = _read_all(paths, seen, share, turn, listed, round_, refresh.generation)
+    plan = memory.plan if memory is not None and reading.listing == memory.listing else None
+    return Carried(
+        reading.result, IrqsMemory(reading.seen, reading.entries, reading.listing, plan, reading.missed, None)
+    )
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._seen: dict[int, _Seen] = {}
-        self._entries: dict[int, IrqAffinity] = {}  # the previous reading's, sorted, modes as read
-        self._listing: list[str] | None = None  # proc/irq's names at the previous reading; None: no fast path
-        # (share, the numbered entries of each turn), built on the first fast reading of a listing.
-        self._plan: tuple[int, list[list[tuple[int, str]]]] | None = None
-        self._missed: list[tuple[int, str]] = []  # numbered entries the previous reading could not read
-        # IRQs among _entries with a writable and with a read-only smp_affinity; None: count them when needed.
-        self._modes: tuple[int, int] | None = None
 
-    def read(self, paths: Paths) -> Irqs:
-        share, turn = self.next_turn()
-        round_ = (self.readings - 1) // share  # next_turn counted this reading
-        listed = None
-        if share > 1 and self._listing is not None:
-            listed = _list_irq_root(paths)
-            if listed[1] == self._listing:  # one C comparison of the names
-                return self._read_turn(listed[0], share, turn, round_)
-        reading = _read_all(paths, self._seen, share, turn, listed, round_)
-        if reading.listing != self._listing:
-            self._plan = None
-        self._seen, self._entries, self._listing, self._missed = (
-            reading.seen,
-            reading.entries,
-            reading.listing,
-            reading.missed,
+def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int, generation: int = 0) -> Carried:
+    """A rotating reading over the same listing as the previous one (see ``read_incremental``)."""
+    plan = memory.plan
+    if plan is None or plan[0] != share:
+        turns: list[list[tuple[int, str]]] = [[] for _ in range(share)]
+        for irq, entry in _numbered(memory.listing or []):
+            turns[irq % share].append((irq, entry))
+        plan = (share, turns)
+    modes = memory.modes
+    if modes is None:
+        modes = (
+            sum(1 for found in memory.entries.values() if found.writable),
+            sum(1 for found in memory.entries.values() if found.writable is False),
         )
-        self._modes = None
-        return reading.result
-
-    def _read_turn(self, root: str, share: int, turn: int, round_: int) -> Irqs:
-        """A staggered reading over the same listing as the previous one (see the class docstring)."""
-        plan = self._plan
-        if plan is None or plan[0] != share:
-            turns: list[list[tuple[int, str]]] = [[] for _ in range(share)]
-            for irq, entry in _numbered(self._listing or []):
-                turns[irq % share].append((irq, entry))
-            plan = self._plan = (share, turns)
-        modes = self._modes
-        if modes is None:
-            modes = (
-                sum(1 for found in self._entries.values() if found.writable),
-                sum(1 for found in self._entries.values() if found.writable is False),
-            )
-        writable, read_only = modes
-        todo = plan[1][turn]
-        if self._missed:
-            todo = todo + [item for item in self._missed if item[0] % share != turn]
-        seen = dict(self._seen)
-        entries = dict(self._entries)
-        cache: dict[bytes, CPUSet] = {}
-        added = False
-        missed: list[tuple[int, str]] = []
-        problems: list[str] = []
-        for irq, entry in todo:
-            known = seen.get(irq)
-            fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems)
-            if fresh is known:
-                if fresh is None:
-                    missed.append((irq, entry))  # still unreadable: tried again next time
-                continue  # the same bytes: the same entry, in its place
-            if known is not None:
-                writable -= known[2].writable is True
-                read_only -= known[2].writable is False
+    writable, read_only = modes
+    todo = plan[1][turn]
+    if memory.missed:
+        todo = todo + [item for item in memory.missed if item[0] % share != turn]
+    seen = dict(memory.seen)
+    entries = dict(memory.entries)
+    cache: dict[bytes, CPUSet] = {}
+    added = False
+    missed: list[tuple[int, str]] = []
+    problems: list[str] = []
+    for irq, entry in todo:
+        known = seen.get(irq)
+        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems, generation)
+        if fresh is known:
             if fresh is None:
-                del seen[irq], entries[irq]  # vanished or malformed: drops out at once
-                missed.append((irq, entry))
-                continue
-            if known is None:
-                added = True
-            found = fresh[2]
-            writable += found.writable is True
-            read_only += found.writable is False
-            seen[irq] = fresh
-            entries[irq] = found  # a carried IRQ keeps its place; an added one goes last, sorted below
-        if added:
-            entries = dict(sorted(entries.items()))
-        result = _snapshot(entries, _read_default(root), writable > 0, read_only > 0, problems)
-        self._seen, self._entries, self._modes, self._missed = seen, entries, (writable, read_only), missed
-        return result
+                missed.append((irq, entry))  # still unreadable: tried again next time
+            continue  # the same bytes: the same entry, in its place
+        if known is not None:
+            writable -= known[2].writable is True
+            read_only -= known[2].writable is False
+        if fresh is None:
+            del seen[irq], entries[irq]  # vanished or malformed: drops out at once
+            missed.append((irq, entry))
+            continue
+        if known is None:
+            added = True
+        found = fresh[2]
+        writable += found.writable is True
+        read_only += found.writable is False
+        seen[irq] = fresh
+        entries[irq] = found  # a carried IRQ keeps its place; an added one goes last, sorted below
+    if added:
+        entries = dict(sorted(entries.items()))
+    result = _snapshot(entries, _read_default(root), writable > 0, read_only > 0, problems)
+    return Carried(result, IrqsMemory(seen, entries, memory.listing, plan, missed, (writable, read_only)))
 
 
 def _numbered(listing: list[str]) -> list[tuple[int, str]]:
@@ -382,8 +388,8 @@ def _numbered(listing: list[str]) -> list[tuple[int, str]]:
 SOURCE = SourceSpec(
     name="irqs",
     read=read,
-    factory=lambda _context: IrqsReader(),
+    incremental=read_incremental,
     description="requested and effective affinity of every IRQ (/proc/irq/<n>)",
 )
 
-__all__ = ["SOURCE", "IrqsReader", "parse_cpulist_file", "read", "read_irq"]
+__all__ = ["SOURCE", "IrqsMemory", "parse_cpulist_file", "read", "read_incremental", "read_irq"]

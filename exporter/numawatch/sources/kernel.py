@@ -10,13 +10,13 @@ Files read (every path from ``Paths``; formats in gpu-and-host.md §6):
 - the governor of each online CPU (``performance``, ``powersave``, ``schedutil``, ...;
   Documentation/admin-guide/pm/cpufreq.rst), read once per policy: ``sys/devices/system/cpu/cpufreq/policyN/
   scaling_governor`` for the CPUs of its ``affected_cpus`` (``cpuN/cpufreq`` links to the policy; per CPU when a
-  policy does not list its CPUs). ``serve`` remembers each policy's CPUs until ``online`` changes, so a reading
-  opens one file per policy with raw ``os`` calls (384 on a large intel_pstate host); staggered (``set_stagger(k)``,
-  serve only) it opens those of a rotating 1/k of the policies (policy number modulo k) and keeps the others'
-  governors of the previous reading, since a governor changes only when someone writes it. Only the governor: the
-  current frequency files (``scaling_cur_freq``, ``cpuinfo_cur_freq``) make the kernel interrupt the CPU read, so
-  they are never opened.
-  Without any ``cpufreq/policyN`` (virtual machines) the host has no cpufreq and ``governors`` is None.
+  policy does not list its CPUs). A HostReader's reading remembers each policy's CPUs until ``online`` changes
+  (``KernelMemory``), so a reading opens one file per policy with raw ``os`` calls (384 on a large intel_pstate
+  host); with serve's ``--stagger k`` it opens those of a rotating 1/k of the policies (policy number modulo k)
+  and keeps the others' governors of the previous reading, since a governor changes only when someone writes it. Only
+  the governor: the current frequency files (``scaling_cur_freq``, ``cpuinfo_cur_freq``) make the kernel interrupt the
+  CPU read, so they are never opened. Without any ``cpufreq/policyN`` (virtual machines) the host has no cpufreq and
+  ``governors`` is None.
 - ``sys/kernel/mm/hugepages/hugepages-<kB>kB/{nr,free,surplus,resv}_hugepages``: the global pools.
 - ``proc/cmdline``: only the per-node form of ``hugepages=`` (``hugepagesz=1G hugepages=0:8,1:8``, kernel >= 5.15);
   the totals per size are the topology source's (``IsolationParams.cmdline_hugepages``).
@@ -29,17 +29,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
+from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import checked, excerpt, strip_value
 from numawatch.model import frozen_map
 from numawatch.model.kernel import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
+from numawatch.refresh import GOVERNORS, Carried, Refresh
 from numawatch.sources._files import list_dir, read_optional_text, read_small_text
-from numawatch.sources._stagger import Staggered
 from numawatch.sources.topology import hugepage_requests, hugepage_size_kb, parse_cmdline
 
 _SMALL = 4096  # every file here is a line or two
@@ -193,45 +194,47 @@ def _policy_turn(policy: str, share: int) -> int:
     return int(number) % share if number.isdigit() else 0
 
 
-def _read_governors(
-    paths: Paths,
-    problems: _Problems,
-    affected: dict[tuple[str, str], frozenset[int]] | None = None,
-    carried: dict[str, str] | None = None,
-    share: int = 1,
-    turn: int = 0,
-) -> dict[int, str] | None:
+class KernelMemory(NamedTuple):
+    """What a reading of this source leaves for the next one (``Carried.memory``; the HostReader keeps it)."""
+
+    affected: dict[tuple[str, str], frozenset[int]]  # (policy, online list) -> the policy's CPUs
+    governors: dict[str, str]  # policy -> its governor at that reading
+
+
+def _governors(
+    paths: Paths, problems: _Problems, memory: KernelMemory | None, share: int = 1, turn: int = 0
+) -> tuple[dict[int, str] | None, KernelMemory]:
     """The governor of every online CPU, read once per cpufreq policy (``cpufreq/policyN/scaling_governor``, for
     the CPUs its ``affected_cpus`` lists; ``cpuN/cpufreq`` is a link to the policy).
 
-    ``affected`` remembers each policy's CPUs between readings, keyed by policy and the ``online`` list: they
-    change only when a CPU goes on- or offline, which changes ``online`` too. ``carried`` (with ``share`` > 1)
-    holds each policy's governor of the previous reading: a policy whose number is not ``turn`` modulo ``share``
-    keeps it instead of opening its file; it is replaced by what this reading found. A policy without a carried
-    governor (new, or its file was unreadable or malformed) is read at once.
+    The previous reading's ``memory`` remembers each policy's CPUs, keyed by policy and the ``online`` list: they
+    change only when a CPU goes on- or offline, which changes ``online`` too. It also holds each policy's governor
+    of the previous reading: with ``share`` > 1 a policy whose number is not ``turn`` modulo ``share`` keeps it
+    instead of opening its file. A policy without a carried governor (new, or its file was unreadable or
+    malformed) is read at once. Returns the governors and the memory for the next reading (the one handed in is
+    not changed).
     """
-    # Taken out at once, so a reading that ends early (no policies, no online list, per-CPU files) carries nothing.
-    previous = dict(carried) if carried is not None and share > 1 else {}
-    if carried is not None:
-        carried.clear()
+    previous = memory.governors if memory is not None and share > 1 else {}
+    # A reading that ends early (no policies, no online list, per-CPU files) carries no governor over.
+    nothing = KernelMemory(dict(memory.affected) if memory is not None else {}, {})
     cpu_root = paths.sysfs / "devices/system/cpu"
     # No policy at all: no cpufreq driver (virtual machines, or cpufreq compiled out). Checked first so a VM does
     # not pay one failed open per CPU.
     policies = sorted(name for name in list_dir(cpu_root / "cpufreq") if name.startswith("policy"))
     if not policies:
-        return None
+        return None, nothing
     online_path = cpu_root / "online"
     online_text = read_optional_text(online_path, 1 << 16)
     if online_text is None:
         problems.lines["cpufreq_governor"] = f"{online_path}: missing"
-        return None
+        return None, nothing
     try:
         online = parse_cpulist(online_text)
     except CPUListError as error:
         problems.lines["cpufreq_governor"] = str(MalformedFile(online_path, str(error)))
-        return None
+        return None, nothing
     root = str(cpu_root)
-    remembered = affected if affected is not None else {}
+    remembered = nothing.affected
     governors: dict[int, str] = {}
     names: dict[str, str] = {}  # file text -> governor: hundreds of policies print the same few names
     found: dict[str, str] = {}
@@ -245,8 +248,7 @@ def _read_governors(
             except ValueError:
                 cpus = None
             if cpus is None:  # a policy that does not say its CPUs: ask each CPU instead (never staggered)
-                remembered.clear()
-                return _governors_per_cpu(root, online, problems)
+                return _governors_per_cpu(root, online, problems), KernelMemory({}, {})
             remembered[(policy, online_text)] = cpus
         covered = cpus & online
         if not covered:
@@ -264,22 +266,17 @@ def _read_governors(
             found[policy] = value
             for cpu in covered:
                 governors[cpu] = value
-    if affected is not None and len(remembered) > len(policies):
+    if len(remembered) > len(policies):
         # Entries for an older online list: keep only this one's.
         for key in [key for key in remembered if key[1] != online_text]:
             del remembered[key]
-    if carried is not None:  # rebuilt from this reading: a policy that went away is forgotten
-        carried.update(found)
-    return dict(sorted(governors.items()))
+    # The governors are rebuilt from this reading: a policy that went away is forgotten.
+    return dict(sorted(governors.items())), KernelMemory(remembered, found)
 
 
 def _read_settings(
-    paths: Paths,
-    affected: dict[tuple[str, str], frozenset[int]] | None,
-    carried: dict[str, str] | None = None,
-    share: int = 1,
-    turn: int = 0,
-) -> KernelSettings:
+    paths: Paths, memory: KernelMemory | None, share: int = 1, turn: int = 0
+) -> tuple[KernelSettings, KernelMemory]:
     sysctl = paths.procfs / "sys"
     thp = paths.sysfs / "kernel/mm/transparent_hugepage"
     if not confined.is_dir(sysctl) and not confined.is_dir(paths.sysfs / "kernel/mm"):
@@ -293,7 +290,7 @@ def _read_settings(
     swappiness = value("swappiness", sysctl / "vm/swappiness", parse_sysctl_int)
     enabled = value("thp_enabled", thp / "enabled", parse_bracketed)
     defrag = value("thp_defrag", thp / "defrag", parse_bracketed)
-    governors = _read_governors(paths, problems, affected, carried, share, turn)
+    governors, kept = _governors(paths, problems, memory, share, turn)
     hugepages = _read_pool(paths.sysfs / "kernel/mm/hugepages", problems, "hugepages")
     cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
     per_node = parse_cmdline_hugepages_per_node(cmdline)
@@ -303,7 +300,7 @@ def _read_settings(
     balancing = sysctl / "kernel/numa_balancing"
     if numa_balancing is None and "numa_balancing" not in problems.lines and _lacks(balancing.parent, balancing.name):
         absent.add(NUMA_BALANCING)
-    return KernelSettings(
+    settings = KernelSettings(
         numa_balancing=numa_balancing,
         swappiness=swappiness,
         thp_enabled=enabled[0] if enabled else None,
@@ -316,6 +313,7 @@ def _read_settings(
         problems=frozen_map(problems.lines),
         absent_features=frozenset(absent),
     )
+    return settings, kept
 
 
 def _lacks(directory: Path, name: str) -> bool:
@@ -325,40 +323,30 @@ def _lacks(directory: Path, name: str) -> bool:
 
 
 def read(paths: Paths) -> KernelSettings:
-    return _read_settings(paths, None)
+    return _read_settings(paths, None)[0]
 
 
-class KernelReader(Staggered):
-    """The kernel source as serve runs it (one per HostReader): remembers which CPUs each cpufreq policy governs,
-    so a reading opens one file per policy instead of two. Reads the same as ``read`` unless staggered
-    (``set_stagger``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._affected: dict[tuple[str, str], frozenset[int]] = {}
-        self._governors: dict[str, str] = {}  # policy -> governor of the previous reading
-
-    def set_stagger(self, share: int) -> None:
-        """Re-read the governor of 1/``share`` of the cpufreq policies per reading (1: all of them, the default).
-
-        A policy's turn is its number modulo ``share``, so a changed governor shows within ``share`` readings; a
-        new policy, or one whose governor was unknown, is read at once. The other settings are read every time."""
-        super().set_stagger(share)
-
-    def read(self, paths: Paths) -> KernelSettings:
-        return _read_settings(paths, self._affected, self._governors, *self.next_turn())
+def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
+    """A reading handed the previous one's memory: each cpufreq policy's CPUs are remembered while ``online`` is
+    the same, so a reading opens one file per policy instead of two; with the rotation on (``GOVERNORS``) it
+    re-reads the governor of 1/K of the policies (a policy's turn is its number modulo K, so a changed governor
+    shows within K readings; a new policy, or one whose governor was unknown, is read at once). The other settings
+    are read every time."""
+    share, turn = refresh.rotation(GOVERNORS)
+    settings, memory = _read_settings(paths, refresh.memory, share, turn)
+    return Carried(settings, memory)
 
 
 SOURCE = SourceSpec(
     name="kernel",
     read=read,
-    factory=lambda _context: KernelReader(),
+    incremental=read_incremental,
     description="kernel tunables: numa_balancing, swappiness, THP, cpufreq governors, huge page pools",
 )
 
 __all__ = [
     "SOURCE",
-    "KernelReader",
+    "KernelMemory",
     "parse_affected_cpus",
     "parse_bracketed",
     "parse_cmdline_hugepages_per_node",
@@ -366,4 +354,5 @@ __all__ = [
     "parse_sysctl_int",
     "read",
     "read_hugepage_pool",
+    "read_incremental",
 ]

@@ -27,11 +27,12 @@ from pathlib import Path
 
 from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
+from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import k8s_label, k8s_subdomain, one_of, pod_uid
 from numawatch.model import frozen_map
 from numawatch.model.workloads import ContainerIdentity, Names, PodIdentity
 from numawatch.paths import Paths
+from numawatch.refresh import Carried, Refresh
 from numawatch.sources._files import list_dir, read_bytes
 
 log = logging.getLogger(__name__)
@@ -148,16 +149,21 @@ def parse_pod_log_dir(name: str) -> PodIdentity | None:
 
 
 # --------------------------------------------------------------------------------------------------- reading
+# Parsed identities by config.json path, with the (inode, mtime, size) they were parsed at.
+_Entries = dict[str, tuple[tuple[int, int, int], ContainerIdentity | None]]
+
+
 class _BundleCache:
-    """Parsed identities by config.json path, valid while (inode, mtime, size) is unchanged.
+    """Parsed identities by config.json path, valid while (inode, mtime, size) is unchanged: one reading's, started
+    from the previous reading's ``entries`` (its memory, which the HostReader keeps).
 
     Holds only the bundles seen in the latest read, so it is bounded by the number of live containers. ``pending``
     says the latest read met a bundle without its config.json yet (containerd writes it after creating the
     directory): the listing-based fingerprint would not notice it arriving, so the source is re-read meanwhile.
     """
 
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[tuple[int, int, int], ContainerIdentity | None]] = {}
+    def __init__(self, entries: _Entries | None = None) -> None:
+        self.entries: _Entries = entries if entries is not None else {}
         self.pending = False
 
     def read(self, reads: list[tuple[str, str, str]]) -> dict[str, ContainerIdentity]:
@@ -174,7 +180,7 @@ class _BundleCache:
                 pending = True  # the bundle is being created (or removed)
                 continue
             key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-            cached = self._entries.get(config)
+            cached = self.entries.get(config)
             if cached is not None and cached[0] == key:
                 identity = cached[1]
             else:
@@ -194,7 +200,7 @@ class _BundleCache:
             fresh[config] = (key, identity)
             if identity is not None:
                 found[container_id] = identity
-        self._entries = fresh
+        self.entries = fresh
         self.pending = pending
         return found
 
@@ -232,7 +238,8 @@ def _scan_pod_logs(root: Path) -> tuple[dict[str, PodIdentity], dict[str, tuple[
 def read(paths: Paths, cache: _BundleCache | None = None) -> Names:
     """Container and pod identities from the runtime bundles and var/log/pods; SourceUnavailable if none exists.
 
-    ``cache`` (kept by a NamesReader across readings) spares re-parsing bundles that did not change.
+    ``cache`` (started from the previous reading's entries, see ``read_incremental``) spares re-parsing bundles
+    that did not change.
     """
     reads: list[tuple[str, str, str]] = []
     present = False
@@ -303,27 +310,19 @@ def fingerprint(paths: Paths) -> Hashable:
     return tuple(parts)
 
 
-class NamesReader:
-    """The names source as HostReader runs it: bundles parsed once and re-read only when they change."""
-
-    def __init__(self) -> None:
-        self._cache = _BundleCache()
-
-    def read(self, paths: Paths) -> Names:
-        return read(paths, self._cache)
-
-    def fingerprint(self, paths: Paths) -> Hashable:
-        # None ("read again") while the last read saw a bundle whose config.json was not written yet: the listing
-        # would not change when it arrives.
-        if self._cache.pending:
-            return None
-        return fingerprint(paths)
+def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
+    """A reading handed the previous one's parsed bundles: a bundle is parsed again only when it changed. While it
+    saw a bundle whose config.json was not written yet, the reading is not settled: the HostReader reads it again
+    next time whatever the fingerprint says (the listing would not change when the file arrives)."""
+    cache = _BundleCache(refresh.memory)
+    result = read(paths, cache)
+    return Carried(result, cache.entries, settled=not cache.pending)
 
 
 SOURCE = SourceSpec(
     name="names",
     read=read,
     fingerprint=fingerprint,
-    factory=lambda _context: NamesReader(),
+    incremental=read_incremental,
     description="pod and container names per container ID, from runtime bundle annotations and var/log/pods",
 )

@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.model import frozen_map
@@ -110,7 +111,7 @@ def _attribute(path: Path, parse: Callable[[str], int | None], problems: list[st
 
 def read(paths: Paths) -> PciTopology:
     devices_dir = paths.sysfs / "bus/pci/devices"
-    if not devices_dir.is_dir():
+    if not confined.is_dir(devices_dir):
         raise SourceUnavailable(f"{devices_dir} does not exist")
     devices_root = _devices_root(paths)
     problems: list[str] = []

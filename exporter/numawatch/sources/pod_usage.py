@@ -8,28 +8,28 @@ Files read, per pod cgroup under kubepods (the layouts and QoS slices of sources
 
 Only node_workload_not_isolated uses it, to say how much a pod that does not belong on a GPU node takes from it, so
 the cost is kept small: the pod level (a pod's containers are summed there by the kernel), no per-container file.
-The CPU use is a rate, cores on average since the reader's previous reading of the pod (``serve``'s
-``PodUsageReader``; ``check --window`` reads twice); one reading has only the cumulative time. Staggered
-(``set_stagger(k)``, serve only) a reading reads a rotating 1/k of the pods (turn by the UID's CRC, as the cgroups
+The CPU use is a rate, cores on average since the HostReader's previous reading of the pod (``read_incremental``;
+``check --window`` reads twice); one reading has only the cumulative time. With serve's ``--stagger k`` a reading
+reads a rotating 1/k of the pods (turn by the UID's CRC, as the cgroups
 source staggers Burstable pods) and hands the others' last values on; a new pod is read at once.
 A malformed or vanished file leaves that value unknown.
 """
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from numawatch import confined
 from numawatch.errors import MalformedFile
-from numawatch.host import SourceSpec
+from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import strip_value
 from numawatch.model import frozen_map
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, PodsUsage, PodUsage
 from numawatch.paths import Paths
+from numawatch.refresh import POD_USAGE, Carried, Refresh
 from numawatch.sources._files import list_dir, read_optional_text
-from numawatch.sources._stagger import Staggered
 from numawatch.sources.cgroups import _detect as detect_kubepods
 from numawatch.sources.cgroups import parse_pod_dir
 
@@ -100,7 +100,7 @@ def _cpu_hierarchy(paths: Paths, version: int) -> Path:
     root = paths.cgroupfs
     if version == 2:
         return root
-    return root / "cpuacct" if (root / "cpuacct").is_dir() else root / "cpu,cpuacct"
+    return root / "cpuacct" if confined.is_dir(root / "cpuacct") else root / "cpu,cpuacct"
 
 
 def _read_pod(
@@ -137,36 +137,33 @@ def read(paths: Paths) -> PodsUsage:
     return PodsUsage(pods=frozen_map(found), problems=frozen_map(problems))
 
 
-class PodUsageReader(Staggered):
-    """The pod_usage source as serve runs it: the CPU use is a rate over the time since this reader last read each
-    pod, and staggered it reads 1/k of the pods per reading."""
+# What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it): per pod UID, its usage
+# and the HostReader's clock when it was read. Pods that went away are not in it.
+PodUsageMemory = dict[str, tuple[PodUsage, float]]
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__()
-        self._clock = clock
-        self._last: dict[str, tuple[PodUsage, float]] = {}  # uid -> (usage, when it was read)
 
-    def read(self, paths: Paths) -> PodsUsage:
-        share, turn = self.next_turn()
-        version, pods = pod_directories(paths)
-        now = self._clock()
-        cpu_root = _cpu_hierarchy(paths, version)
-        found: dict[str, PodUsage] = {}
-        kept: dict[str, tuple[PodUsage, float]] = {}
-        problems: dict[str, str] = {}
-        for rel, uid, qos in pods:
-            previous = self._last.get(uid)
-            if previous is not None and share > 1 and zlib.crc32(uid.encode()) % share != turn:
-                found[uid] = previous[0]
-                kept[uid] = previous
-                continue
-            usage = _read_pod(paths, version, cpu_root, rel, uid, qos, problems)
-            if previous is not None:
-                usage = _with_rate(usage, *previous, now)
-            found[uid] = usage
-            kept[uid] = (usage, now)
-        self._last = kept  # pods that went away are forgotten
-        return PodsUsage(pods=frozen_map(found), problems=frozen_map(problems))
+def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
+    """A reading handed the previous one's memory: the CPU use is a rate over the time since each pod was last
+    read, and with the rotation on (``POD_USAGE``) 1/K of the pods are read per reading (turn by the UID's CRC)."""
+    last: PodUsageMemory = refresh.memory or {}
+    version, pods = pod_directories(paths)
+    now = refresh.now
+    cpu_root = _cpu_hierarchy(paths, version)
+    found: dict[str, PodUsage] = {}
+    kept: PodUsageMemory = {}
+    problems: dict[str, str] = {}
+    for rel, uid, qos in pods:
+        previous = last.get(uid)
+        if previous is not None and not refresh.due(POD_USAGE, zlib.crc32(uid.encode())):
+            found[uid] = previous[0]
+            kept[uid] = previous
+            continue
+        usage = _read_pod(paths, version, cpu_root, rel, uid, qos, problems)
+        if previous is not None:
+            usage = _with_rate(usage, *previous, now)
+        found[uid] = usage
+        kept[uid] = (usage, now)
+    return Carried(PodsUsage(pods=frozen_map(found), problems=frozen_map(problems)), kept)
 
 
 def _with_rate(usage: PodUsage, before: PodUsage, then: float, now: float) -> PodUsage:
@@ -182,16 +179,16 @@ def _with_rate(usage: PodUsage, before: PodUsage, then: float, now: float) -> Po
 SOURCE = SourceSpec(
     name="pod_usage",
     read=read,
-    factory=lambda _context: PodUsageReader(),
+    incremental=read_incremental,
     description="CPU time and memory charged per pod cgroup (pod level: two files per pod)",
 )
 
 __all__ = [
     "SOURCE",
-    "PodUsageReader",
     "parse_bytes",
     "parse_nanoseconds",
     "parse_usage_usec",
     "pod_directories",
     "read",
+    "read_incremental",
 ]

@@ -1,0 +1,194 @@
+"""How often each source reads its files again: one table, applied by the HostReader.
+
+Every source is read at every evaluation unless this table says otherwise. A policy may say:
+
+- ``on_change``: the source's files change only on events (a kubelet restart, a new bundle, hotplug). Its
+  ``SourceSpec.fingerprint`` names them cheaply (stats, a small file); the HostReader reuses the last reading
+  while the fingerprint, and the readings of the sources it needs, are the same.
+- ``rotating``: families of the source's objects whose files drift slowly (a container's memory placement, an
+  IRQ's affinity, a cpufreq governor). With serve's ``--stagger K`` (HostReader's ``stagger``) a reading re-reads
+  a family's files for a rotating 1/K of its objects and keeps the others' values of the previous reading, so a
+  value may be K - 1 evaluations old. With K = 1 (``check``, ``capture``, ``check --from``) everything is read.
+
+A source that reads incrementally (``SourceSpec.incremental``) is handed a ``Refresh`` at every reading: its share
+and turn of the rotation, whether this reading must read everything (the first one, and the one after
+``HostReader.invalidate``: SIGHUP, a CPU or device coming or going) and the ``memory`` its previous reading left
+(``Carried``). The HostReader keeps that memory between readings; the source holds nothing. A family not named in
+the source's policy is read in full at every reading whatever K is: the table, not the source, decides what
+rotates.
+
+A new source declares its policy here (a source missing from the table is read every evaluation, or on change
+when its spec has a fingerprint); ``tests/test_refresh.py`` checks the table against the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+
+@dataclass(frozen=True)
+class Policy:
+    """When a source reads its files again (see the module docstring)."""
+
+    on_change: bool = False  # read again only when its fingerprint or a need's reading changed
+    rotating: frozenset[str] = frozenset()  # families of objects read for 1/K of them per evaluation
+    why: str = ""  # what makes the policy safe: what the staleness it allows costs
+
+    def __post_init__(self) -> None:
+        if self.on_change and self.rotating:
+            raise ValueError("a policy is on change or rotating, not both")
+
+
+EVERY = Policy(why="changes at any moment, or is cheap to read")
+
+
+def _rotating(*families: str, why: str) -> Policy:
+    return Policy(rotating=frozenset(families), why=why)
+
+
+def _on_change(why: str) -> Policy:
+    return Policy(on_change=True, why=why)
+
+
+# Family names are what the sources ask ``Refresh.share_of`` and ``Refresh.due`` about.
+PLACEMENT = "container memory placement"  # cgroups: memory.numa_stat, cpuset.mems, settled cgroup.procs
+SHARED_PODS = "shared pods"  # cgroups: Burstable and BestEffort pods, listed and read whole in their turn
+AFFINITIES = "irq affinities"  # irqs: smp_affinity_list and effective_affinity_list
+GOVERNORS = "cpufreq governors"  # kernel: one scaling_governor per policy
+IDLE_STATES = "idle state settings"  # cpuidle: the disable files and PM QoS limits per CPU
+POD_USAGE = "pod usage"  # pod_usage: cpu.stat and memory.current per pod
+
+POLICIES: Mapping[str, Policy] = {
+    "topology": _on_change("CPUs, nodes and isolation change on hotplug and reboot only"),
+    "cgroups": _rotating(
+        PLACEMENT,
+        SHARED_PODS,
+        why="memory placement drifts over minutes (its alerts wait 30 minutes); shared pods' cpusets move with the "
+        "CPU Manager state, after whose change every pod is read at every reading for K readings; Guaranteed pods' "
+        "cpusets are read every time",
+    ),
+    "names": _on_change("bundles and pod log directories appear and go with containers"),
+    "kubelet_config": _on_change("the kubelet's configuration changes with a kubelet restart"),
+    "kubelet_state": _on_change("the checkpoint files are rewritten when the managers' state changes"),
+    "gpus_sysfs": _on_change("GPUs come and go with hotplug and driver binds"),
+    "kernel": _rotating(GOVERNORS, why="a governor changes only when someone writes it"),
+    "numastat": EVERY,
+    "intersocket": EVERY,
+    "interrupts": Policy(why="counters move at every reading; unchanged rows are found from the previous reading"),
+    "irqs": _rotating(AFFINITIES, why="IRQ placement alerts wait 30 minutes; a new IRQ is read at once"),
+    "irqbalance": Policy(why="the daemon's PID is remembered and verified; searched again rarely or on a hint"),
+    "nvml": EVERY,
+    "processes": EVERY,
+    "cpuidle": _rotating(IDLE_STATES, why="someone must write a disable file or a PM QoS limit to change them"),
+    "pci_topology": _on_change("the PCI tree changes with hotplug only"),
+    "pod_usage": _rotating(POD_USAGE, why="a rate per pod over the time since its last reading"),
+}
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """What the HostReader hands an incremental source's reading (see the module docstring)."""
+
+    share: int = 1  # this reading's K: 1 reads every object of every family
+    stagger: int = 1  # the HostReader's K (``share`` is 1 at a whole reading whatever it is)
+    turn: int = 0  # which of the K turns this reading is
+    round: int = 0  # how many full rotations came before this reading (the reading counter divided by K)
+    rotating: frozenset[str] = frozenset()  # the source's families that rotate (its policy's)
+    whole: bool = True  # read everything, whatever the memory says (first reading, after an invalidation)
+    memory: Any = None  # what the source's previous reading left (``Carried.memory``); None: nothing
+    now: float = 0.0  # the HostReader's clock when this reading began (for rates)
+    # The HostReader's reading number (from 1), stamped on the objects this reading makes (``generation`` in the
+    # model); 0 for a one-off reading, whose objects are never reused.
+    generation: int = 0
+
+    def share_of(self, family: str) -> int:
+        """The rotation's share for ``family``: 1 (read all of it) unless the policy rotates it and K > 1."""
+        return self.share if family in self.rotating else 1
+
+    def rotation(self, family: str) -> tuple[int, int]:
+        """(share, turn) of ``family`` at this reading: (1, 0) when it does not rotate (read all of it)."""
+        if family in self.rotating and self.share > 1:
+            return self.share, self.turn
+        return 1, 0
+
+    def due(self, family: str, key: int) -> bool:
+        """Whether the object of ``family`` whose turn is decided by ``key`` (a number fixed for the object: an IRQ
+        number, a CRC of a pod's UID) is read at this reading."""
+        share = self.share_of(family)
+        return share <= 1 or key % share == self.turn
+
+
+FULL = Refresh()  # a one-off reading: everything, no memory
+
+
+class Carried(NamedTuple):
+    """An incremental source's reading: its snapshot and what the next reading is handed back as ``memory``."""
+
+    snapshot: Any
+    memory: Any
+    # False: the memory says the source's fingerprint cannot be trusted until the next reading (a bundle seen
+    # without its config.json yet): the HostReader reads it again next time whatever its fingerprint says.
+    settled: bool = True
+
+
+class Turns:
+    """The HostReader's reading counter and pending whole readings: which turn each reading is for each source.
+
+    One counter for every source: a reading is one evaluation, so every source's turn comes every K evaluations.
+    A whole reading asked for (``read_everything_next``) is taken by the source's next reading, even when the
+    request comes while a reading is under way (SIGHUP and udev events arrive on another thread).
+    """
+
+    def __init__(self, stagger: int = 1) -> None:
+        if stagger < 1:
+            raise ValueError(f"stagger must be at least 1, got {stagger}")
+        self.stagger = stagger
+        self.readings = 0
+        self._asked: set[str] = set()
+        self._asked_all = 0  # how many times every source was asked to read everything
+        self._served_all: dict[str, int] = {}  # per source, how many of those its readings took
+
+    def read_everything_next(self, name: str | None = None) -> None:
+        """Make the next reading of source ``name`` (None: of every source) read everything."""
+        if name is None:
+            self._asked_all += 1
+        else:
+            self._asked.add(name)
+
+    def refresh(self, name: str, policy: Policy, memory: Any, now: float = 0.0) -> Refresh:
+        """The Refresh for source ``name``'s reading in the current reading (taking a pending whole reading)."""
+        asked_all = self._asked_all
+        whole = memory is None or name in self._asked or self._served_all.get(name, 0) < asked_all
+        self._asked.discard(name)
+        self._served_all[name] = asked_all
+        # A whole reading after an invalidation reads every object; a first reading (no memory) reads every
+        # object anyway, in the rotation's current turn.
+        share = 1 if whole and memory is not None else self.stagger
+        return Refresh(
+            share=share,
+            stagger=self.stagger,
+            turn=self.readings % share,
+            round=self.readings // share,
+            rotating=policy.rotating,
+            whole=whole,
+            memory=memory,
+            now=now,
+            generation=self.readings + 1,
+        )
+
+    def advance(self) -> None:
+        """The current reading is over."""
+        self.readings += 1
+
+
+def policy_of(name: str, has_fingerprint: bool, table: Mapping[str, Policy] = POLICIES) -> Policy:
+    """The table's policy for source ``name``; a source not in it: on change with a fingerprint, else every time."""
+    found = table.get(name)
+    if found is not None:
+        return found
+    return Policy(on_change=True) if has_fingerprint else EVERY
+
+
+__all__ = ["EVERY", "FULL", "POLICIES", "Carried", "Policy", "Refresh", "Turns", "policy_of"]

@@ -1,0 +1,149 @@
+"""The refresh table and the HostReader's one mechanism for incrementality: every registry source has its policy
+there and it matches what the source offers; the turns, the share and the whole reading after an invalidation are
+the HostReader's; a source holds nothing between readings (its memory is handed back by the HostReader); and what
+the table does not rotate is read in full whatever the stagger."""
+
+from __future__ import annotations
+
+import pytest
+from fakehost.kernel import FakeIrq, add_irqs
+from numawatch.host import HostReader, Inputs, SourceSpec
+from numawatch.paths import Paths
+from numawatch.refresh import AFFINITIES, EVERY, FULL, POLICIES, Carried, Policy, Refresh, Turns, policy_of
+from numawatch.sources import SOURCES, irqs
+
+K = 4
+PATHS = Paths.from_root("/nonexistent")
+# The sources whose per-HostReader object holds a per-process resource, not something a reading could carry.
+PER_PROCESS = {"nvml", "processes", "intersocket"}
+
+
+def test_every_registry_source_has_a_policy_that_matches_what_it_offers():
+    assert {spec.name for spec in SOURCES} == set(POLICIES)
+    for spec in SOURCES:
+        policy = POLICIES[spec.name]
+        assert policy.on_change == (spec.fingerprint is not None), spec.name
+        if policy.rotating:
+            assert spec.incremental is not None, f"{spec.name} rotates but does not read incrementally"
+
+
+def test_no_source_keeps_an_object_between_readings_but_those_holding_per_process_resources():
+    assert {spec.name for spec in SOURCES if spec.factory is not None} == PER_PROCESS
+    assert not any(spec.incremental is not None for spec in SOURCES if spec.name in PER_PROCESS)
+
+
+def test_a_source_missing_from_the_table_is_read_on_change_with_a_fingerprint_and_else_every_time():
+    assert policy_of("new", has_fingerprint=True, table={}) == Policy(on_change=True)
+    assert policy_of("new", has_fingerprint=False, table={}) == EVERY
+    with pytest.raises(ValueError, match="not both"):
+        Policy(on_change=True, rotating=frozenset({"x"}))
+
+
+def test_the_turn_comes_round_every_k_readings_and_a_family_not_rotated_is_read_whole():
+    turns = Turns(K)
+    policy = Policy(rotating=frozenset({"a"}))
+    seen = []
+    memory = object()
+    for _ in range(2 * K):
+        refresh = turns.refresh("s", policy, memory)
+        seen.append(refresh.rotation("a"))
+        assert refresh.rotation("b") == (1, 0) and refresh.due("b", 3)
+        turns.advance()
+    assert seen == [(K, turn % K) for turn in range(2 * K)]
+    assert [Refresh(share=K, turn=t, rotating=frozenset({"a"})).due("a", 6) for t in range(K)] == [
+        t == 6 % K for t in range(K)
+    ]
+    assert FULL.rotation("a") == (1, 0) and FULL.whole and FULL.memory is None
+
+
+def test_a_whole_reading_asked_for_is_taken_by_the_next_reading_of_that_source_only():
+    turns = Turns(K)
+    policy = Policy(rotating=frozenset({"a"}))
+    assert turns.refresh("s", policy, None).whole  # nothing remembered yet: everything is read
+    turns.advance()
+    assert not turns.refresh("s", policy, "memory").whole
+    turns.advance()
+
+    turns.read_everything_next("s")
+    asked = turns.refresh("s", policy, "memory")
+    other = turns.refresh("t", policy, "memory")
+    assert (asked.whole, asked.rotation("a"), other.whole) == (True, (1, 0), False)
+    turns.advance()
+    assert not turns.refresh("s", policy, "memory").whole  # taken once
+
+    turns.read_everything_next()  # SIGHUP, asked while a reading is under way: "s" was read before the request
+    turns.advance()
+    assert turns.refresh("s", policy, "memory").whole and turns.refresh("t", policy, "memory").whole
+    assert not turns.refresh("s", policy, "memory").whole
+
+
+def test_the_stagger_must_be_at_least_one():
+    with pytest.raises(ValueError, match="at least 1"):
+        Turns(0)
+
+
+def test_the_host_reader_hands_a_source_its_previous_memory_and_its_turn():
+    handed: list[Refresh] = []
+
+    def incremental(paths, inputs, refresh):
+        handed.append(refresh)
+        count = (refresh.memory or 0) + 1
+        return Carried({"count": count}, count)
+
+    spec = SourceSpec("counter", lambda paths: {"count": 1}, incremental=incremental)
+    reader = HostReader(PATHS, (spec,), stagger=K, policies={"counter": Policy(rotating=frozenset({"x"}))})
+    results = [reader.read().get("counter")["count"] for _ in range(3)]
+    reader.invalidate("counter")
+    after = reader.read()
+
+    assert results == [1, 2, 3] and after.get("counter") == {"count": 4}
+    assert [refresh.memory for refresh in handed] == [None, 1, 2, 3]
+    assert [refresh.turn for refresh in handed[:3]] == [0, 1, 2]
+    assert (handed[3].whole, handed[3].share) == (True, 1)
+    assert reader.memory("counter") == 4
+
+
+def test_a_source_that_fails_keeps_the_memory_of_its_last_reading():
+    calls: list[object] = []
+
+    def incremental(paths, inputs, refresh):
+        calls.append(refresh.memory)
+        if len(calls) == 2:
+            raise OSError("gone for a moment")
+        return Carried("snapshot", len(calls))
+
+    spec = SourceSpec("flaky", lambda paths: "snapshot", incremental=incremental)
+    reader = HostReader(PATHS, (spec,))
+    assert [reader.read().statuses["flaky"].up for _ in range(3)] == [True, False, True]
+    assert calls == [None, 1, 1]
+
+
+def test_an_unsettled_reading_is_read_again_whatever_its_fingerprint_says():
+    readings: list[int] = []
+
+    def incremental(paths, inputs, refresh):
+        readings.append(1)
+        return Carried("names", None, settled=len(readings) > 1)
+
+    spec = SourceSpec("names", lambda paths: "names", fingerprint=lambda paths: "same", incremental=incremental)
+    reader = HostReader(PATHS, (spec,))
+    statuses = [reader.read().statuses["names"].cached for _ in range(4)]
+    assert statuses == [False, False, True, True]  # the second reading settled it; then its fingerprint holds
+
+
+def test_what_the_table_does_not_rotate_is_read_in_full_whatever_the_stagger(fake_host):
+    cpus = list(range(8))
+    add_irqs(fake_host, cpus, [FakeIrq(n, f"q{n}", frozenset({0, 1}), frozenset({0})) for n in range(40, 56)])
+    unrotated = {**POLICIES, "irqs": Policy()}
+    rotating = HostReader(fake_host.paths, (irqs.SOURCE,), stagger=K)
+    whole = HostReader(fake_host.paths, (irqs.SOURCE,), stagger=K, policies=unrotated)
+    rotating.read(), whole.read()
+
+    add_irqs(fake_host, cpus, [FakeIrq(n, f"q{n}", frozenset({6, 7}), frozenset({6})) for n in range(40, 56)])
+    partial, full = rotating.read().irqs, whole.read().irqs
+
+    assert AFFINITIES in POLICIES["irqs"].rotating
+    assert partial is not None and full is not None
+    assert 0 < sum(entry.affinity == {6, 7} for entry in partial.irqs.values()) < 16
+    assert full == irqs.read(fake_host.paths)
+    assert full == irqs.read_incremental(fake_host.paths, Inputs({}), FULL).snapshot
