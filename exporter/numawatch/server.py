@@ -176,8 +176,8 @@ class Sampler:
         duration = time.perf_counter() - start
         finished = time.time()
         self.stats.observe(duration, finished)
-        built = metrics.families(evaluation, self.stats, self.renderer.memory)
-        families = [*self.collectors.keep(built), *self.self_families()]
+        built = metrics.families(evaluation, self.stats, self.renderer.memory, self.collectors)
+        families = [*built, *self.self_families()]
         body = self.renderer.write(families)
         openmetrics = self.renderer.write(families, openmetrics=True)
         # Level 1: less than half the CPU of the default level 6 for a body only slightly larger (the exposition is
