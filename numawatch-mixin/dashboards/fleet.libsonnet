@@ -737,7 +737,7 @@ function(c)
       targets: [
         {
           datasource: lib.datasource,
-          expr: "max by (%(cl)s, instance, gpu, uuid, namespace, pod, container) (instance_gpu:numawatch_gpu_held_idle:ratio_rate5m{%(C)s})" % s,
+          expr: lib.withVendor(c, "max by (%(cl)s, instance, gpu, uuid, namespace, pod, container) (instance_gpu:numawatch_gpu_held_idle:ratio_rate5m{%(C)s})" % s, "%(cl)s, instance, gpu" % s),
           format: "table",
           instant: true,
           legendFormat: "__auto",
@@ -755,34 +755,10 @@ function(c)
         },
       ],
       title: "GPUs idle while held, next to their holder's run-queue wait",
-      transformations: [
-        { id: "merge", options: {} },
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: [s.cl, "instance", "gpu", "namespace", "pod", "container", "Value #A", "Value #B"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: {
-              "Value #A": 6,
-              "Value #B": 7,
-              [s.cl]: 0,
-              container: 5,
-              gpu: 2,
-              instance: 1,
-              namespace: 3,
-              pod: 4,
-            },
-            renameByName: { "Value #A": "idle while held", "Value #B": "run-queue wait", instance: "node" },
-          },
-        },
-      ],
+      transformations: [{ id: "merge", options: {} }] + lib.columns(
+        [s.cl, "instance", "gpu", "vendor", "namespace", "pod", "container", "Value #A", "Value #B"],
+        { "Value #A": "idle while held", "Value #B": "run-queue wait", instance: "node" },
+      ),
       type: "table",
     }),
     lib.row("NUMA capacity"),

@@ -10,7 +10,7 @@ function(c)
     lib.row("GPUs"),
     lib.at(4, 4, {
       datasource: lib.datasource,
-      description: "GPUs numawatch sees on the selected nodes.",
+      description: "GPUs and accelerators numawatch sees on the selected nodes, by vendor (nvidia, amd, habana: numawatch_gpu_info's vendor label).",
       fieldConfig: {
         defaults: {
           thresholds: {
@@ -33,15 +33,15 @@ function(c)
           fields: "",
           values: false,
         },
-        textMode: "value",
+        textMode: "value_and_name",
       },
       targets: [
         {
           datasource: lib.datasource,
-          expr: "count(numawatch_gpu_info{%(N)s}) or vector(0)" % s,
+          expr: "count by (vendor) (numawatch_gpu_info{%(N)s}) or on () vector(0)" % s,
           format: "time_series",
           instant: true,
-          legendFormat: "__auto",
+          legendFormat: "{{vendor}}",
           range: false,
           refId: "A",
         },
@@ -297,10 +297,10 @@ function(c)
       targets: [
         {
           datasource: lib.datasource,
-          expr: "max by (instance, gpu, uuid) (rate(numawatch_gpu_busy_seconds_total{%(N)s}[$__rate_interval]))\n/ (max by (instance, gpu, uuid) (rate(numawatch_gpu_sampled_seconds_total{%(N)s}[$__rate_interval])) > 0)" % s,
+          expr: lib.withVendor(c, "max by (instance, gpu, uuid) (rate(numawatch_gpu_busy_seconds_total{%(N)s}[$__rate_interval]))\n/ (max by (instance, gpu, uuid) (rate(numawatch_gpu_sampled_seconds_total{%(N)s}[$__rate_interval])) > 0)" % s),
           format: "time_series",
           instant: false,
-          legendFormat: "{{instance}} {{gpu}}",
+          legendFormat: "{{instance}} {{gpu}} {{vendor}}",
           range: true,
           refId: "A",
         },
@@ -340,10 +340,10 @@ function(c)
       targets: [
         {
           datasource: lib.datasource,
-          expr: "(\n    max by (instance, gpu, uuid) (rate(numawatch_gpu_held_idle_seconds_total{%(N)s}[$__rate_interval]))\n  / (max by (instance, gpu, uuid) (rate(numawatch_gpu_sampled_seconds_total{%(N)s}[$__rate_interval])) > 0)\n)\n* on (instance, gpu, uuid) group_right () group by (instance, gpu, uuid, namespace, pod, container) (numawatch_gpu_processes{%(N)s, container!=\"\"})" % s,
+          expr: lib.withVendor(c, "(\n    max by (instance, gpu, uuid) (rate(numawatch_gpu_held_idle_seconds_total{%(N)s}[$__rate_interval]))\n  / (max by (instance, gpu, uuid) (rate(numawatch_gpu_sampled_seconds_total{%(N)s}[$__rate_interval])) > 0)\n)\n* on (instance, gpu, uuid) group_right () group by (instance, gpu, uuid, namespace, pod, container) (numawatch_gpu_processes{%(N)s, container!=\"\"})" % s),
           format: "time_series",
           instant: false,
-          legendFormat: "{{instance}} {{gpu}} held by {{namespace}}/{{pod}} {{container}}",
+          legendFormat: "{{instance}} {{gpu}} {{vendor}} held by {{namespace}}/{{pod}} {{container}}",
           range: true,
           refId: "A",
         },
@@ -559,7 +559,7 @@ function(c)
       targets: [
         {
           datasource: lib.datasource,
-          expr: "max by (instance, gpu, uuid, numa_node, model, namespace, pod, container) (numawatch_gpu_info{%(N)s})" % s,
+          expr: "max by (instance, gpu, uuid, numa_node, vendor, model, namespace, pod, container) (numawatch_gpu_info{%(N)s})" % s,
           format: "table",
           instant: true,
           legendFormat: "__auto",
@@ -577,47 +577,10 @@ function(c)
         },
       ],
       title: "GPU inventory",
-      transformations: [
-        { id: "merge", options: {} },
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: [
-                "instance",
-                "gpu",
-                "uuid",
-                "numa_node",
-                "model",
-                "namespace",
-                "pod",
-                "container",
-                "index",
-                "Value #B",
-              ],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: {
-              "Value #B": 9,
-              container: 7,
-              gpu: 1,
-              index: 8,
-              instance: 0,
-              model: 4,
-              namespace: 5,
-              numa_node: 3,
-              pod: 6,
-              uuid: 2,
-            },
-            renameByName: { "Value #B": "NVML", index: "NVML index", instance: "node" },
-          },
-        },
-      ],
+      transformations: [{ id: "merge", options: {} }] + lib.columns(
+        ["instance", "gpu", "uuid", "numa_node", "vendor", "model", "namespace", "pod", "container", "index", "Value #B"],
+        { "Value #B": "NVML", index: "NVML index", instance: "node" },
+      ),
       type: "table",
     }),
     lib.at(12, 8, {
@@ -663,7 +626,7 @@ function(c)
       targets: [
         {
           datasource: lib.datasource,
-          expr: "max by (instance, gpu, uuid, namespace, pod, container) (numawatch_gpu_processes{%(N)s})" % s,
+          expr: lib.withVendor(c, "max by (instance, gpu, uuid, namespace, pod, container) (numawatch_gpu_processes{%(N)s})" % s),
           format: "table",
           instant: true,
           legendFormat: "__auto",
@@ -672,7 +635,7 @@ function(c)
         },
         {
           datasource: lib.datasource,
-          expr: "max by (instance, gpu, uuid, namespace, pod, container) (numawatch_gpu_process_sm_utilization_ratio{%(N)s})" % s,
+          expr: lib.withVendor(c, "max by (instance, gpu, uuid, namespace, pod, container) (numawatch_gpu_process_sm_utilization_ratio{%(N)s})" % s),
           format: "table",
           instant: true,
           legendFormat: "__auto",
@@ -681,25 +644,10 @@ function(c)
         },
       ],
       title: "Compute processes per GPU",
-      transformations: [
-        { id: "merge", options: {} },
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["instance", "gpu", "namespace", "pod", "container", "Value #A", "Value #B"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { "Value #A": 5, "Value #B": 6, container: 4, gpu: 1, instance: 0, namespace: 2, pod: 3 },
-            renameByName: { "Value #A": "processes", "Value #B": "SM utilisation", instance: "node" },
-          },
-        },
-      ],
+      transformations: [{ id: "merge", options: {} }] + lib.columns(
+        ["instance", "gpu", "vendor", "namespace", "pod", "container", "Value #A", "Value #B"],
+        { "Value #A": "processes", "Value #B": "SM utilisation", instance: "node" },
+      ),
       type: "table",
     }),
     lib.at(12, 8, {
@@ -844,7 +792,7 @@ function(c)
       targets: [
         {
           datasource: lib.datasource,
-          expr: "max by (instance, gpu, uuid, switch) (numawatch_gpu_nvlink_links{%(N)s})" % s,
+          expr: lib.withVendor(c, "max by (instance, gpu, uuid, switch) (numawatch_gpu_nvlink_links{%(N)s})" % s),
           format: "table",
           instant: true,
           legendFormat: "__auto",
@@ -853,24 +801,7 @@ function(c)
         },
       ],
       title: "NVLink links per GPU",
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["instance", "gpu", "uuid", "switch", "Value"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { Value: 4, gpu: 1, instance: 0, switch: 3, uuid: 2 },
-            renameByName: { Value: "active links" },
-          },
-        },
-      ],
+      transformations: lib.columns(["instance", "gpu", "uuid", "vendor", "switch", "Value"], { Value: "active links" }),
       type: "table",
     }),
     lib.at(12, 7, {
@@ -894,7 +825,7 @@ function(c)
       targets: [
         {
           datasource: lib.datasource,
-          expr: "max by (instance, gpu, nic, level) (numawatch_gpu_nic_path_info{%(N)s})" % s,
+          expr: lib.withVendor(c, "max by (instance, gpu, nic, level) (numawatch_gpu_nic_path_info{%(N)s})" % s),
           format: "table",
           instant: true,
           legendFormat: "__auto",
@@ -903,24 +834,7 @@ function(c)
         },
       ],
       title: "Nearest RDMA NIC of each GPU",
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["instance", "gpu", "nic", "level"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { gpu: 1, instance: 0, level: 3, nic: 2 },
-            renameByName: {},
-          },
-        },
-      ],
+      transformations: lib.columns(["instance", "gpu", "vendor", "nic", "level"]),
       type: "table",
     }),
     lib.row("GPU-related drift"),

@@ -683,24 +683,7 @@ function(c)
         },
       ],
       title: "GPUs and holders",
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["gpu", "uuid", "numa_node", "model", "namespace", "pod", "container"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { container: 6, gpu: 0, model: 3, namespace: 4, numa_node: 2, pod: 5, uuid: 1 },
-            renameByName: {},
-          },
-        },
-      ],
+      transformations: lib.columns(["gpu", "uuid", "numa_node", "vendor", "model", "namespace", "pod", "container"]),
       type: "table",
     }),
     lib.row("NUMA capacity"),
@@ -1232,7 +1215,7 @@ function(c)
       targets: [
         {
           datasource: lib.datasource,
-          expr: "max by (gpu, nic, level) (numawatch_gpu_nic_path_info{%(N)s})" % s,
+          expr: lib.withVendor(c, "max by (instance, gpu, nic, level) (numawatch_gpu_nic_path_info{%(N)s})" % s),
           format: "table",
           instant: true,
           legendFormat: "__auto",
@@ -1241,24 +1224,7 @@ function(c)
         },
       ],
       title: "GPU to RDMA NIC PCIe paths",
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["gpu", "nic", "level"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { gpu: 0, level: 2, nic: 1 },
-            renameByName: {},
-          },
-        },
-      ],
+      transformations: lib.columns(["gpu", "vendor", "nic", "level"]),
       type: "table",
     }),
     lib.row("numawatch"),

@@ -24,6 +24,28 @@
     gpu: to('numawatch-gpu.json'),
   },
 
+  // A per-GPU query's series with the GPU's `vendor` (nvidia, amd, habana) from numawatch_gpu_info, joined by the
+  // GPU's PCI address (`gpu`) on the labels `on`, which the query's series must keep. The NVML-fed families carry no
+  // vendor of their own (or one that this overrides with the same value), and a GPU numawatch_gpu_info does not
+  // list keeps its series, without vendor, instead of vanishing from the panel.
+  withVendor(c, expr, on='instance, gpu')::
+    '(%s)\n* on (%s) group_left (vendor) max by (%s, vendor) (numawatch_gpu_info{%s})\nor on (%s) (%s)'
+    % [expr, on, on, $.selectors(c).N, on, expr],
+
+  // A table's columns: only the fields `names`, in that order, renamed by `renames` (Grafana's filterFieldsByName
+  // and organize transformations).
+  columns(names, renames={}):: [
+    { id: 'filterFieldsByName', options: { include: { names: names } } },
+    {
+      id: 'organize',
+      options: {
+        excludeByName: {},
+        indexByName: { [names[index]]: index for index in std.range(0, std.length(names) - 1) },
+        renameByName: renames,
+      },
+    },
+  ],
+
   // Maps each check id to its one-line remediation (from the checks registry, checks.json) in the `remediation`
   // column.
   remediationOverride:: {
