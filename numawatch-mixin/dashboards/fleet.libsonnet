@@ -154,36 +154,8 @@ function(c)
           unit: "none",
         },
         overrides: [
-          {
-            matcher: { id: "byName", options: "node" },
-            properties: [
-              {
-                id: "links",
-                value: [
-                  {
-                    targetBlank: false,
-                    title: "Node dashboard",
-                    url: links.node,
-                  },
-                ],
-              },
-            ],
-          },
-          {
-            matcher: { id: "byName", options: "check" },
-            properties: [
-              {
-                id: "links",
-                value: [
-                  {
-                    targetBlank: true,
-                    title: "What this check means and how to fix it",
-                    url: c.checksDocURL + "#${__data.fields.check}",
-                  },
-                ],
-              },
-            ],
-          },
+          lib.linkColumn("node", "Node dashboard", links.node),
+          lib.linkColumn("check", "What this check means and how to fix it", c.checksDocURL + "#${__data.fields.check}", targetBlank=true),
           {
             matcher: { id: "byName", options: "severity" },
             properties: [
@@ -208,24 +180,7 @@ function(c)
           },
         ],
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: [s.cl, "instance", "check", "severity", "namespace", "pod", "container", "gpu"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { check: 2, [s.cl]: 0, container: 6, gpu: 7, instance: 1, namespace: 4, pod: 5, severity: 3 },
-            renameByName: { instance: "node" },
-          },
-        },
-      ],
+      transformations: lib.columns([s.cl, "instance", "check", "severity", "namespace", "pod", "container", "gpu"], { instance: "node" }),
     }),
     lib.at(24, 8, lib.table(
       "Firing alerts",
@@ -239,21 +194,7 @@ function(c)
           unit: "none",
         },
         overrides: [
-          {
-            matcher: { id: "byName", options: "alertname" },
-            properties: [
-              {
-                id: "links",
-                value: [
-                  {
-                    targetBlank: true,
-                    title: "Runbook",
-                    url: c.runbookURLPattern % "${__data.fields.alertname}",
-                  },
-                ],
-              },
-            ],
-          },
+          lib.linkColumn("alertname", "Runbook", c.runbookURLPattern % "${__data.fields.alertname}", targetBlank=true),
           {
             matcher: { id: "byName", options: "severity" },
             properties: [
@@ -278,42 +219,7 @@ function(c)
           },
         ],
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: [
-                "alertname",
-                "severity",
-                s.cl,
-                "instance",
-                "check",
-                "namespace",
-                "pod",
-                "container",
-              ],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: {
-              alertname: 0,
-              check: 4,
-              [s.cl]: 2,
-              container: 7,
-              instance: 3,
-              namespace: 5,
-              pod: 6,
-              severity: 1,
-            },
-            renameByName: { instance: "node" },
-          },
-        },
-      ],
+      transformations: lib.columns(["alertname", "severity", s.cl, "instance", "check", "namespace", "pod", "container"], { instance: "node" }),
     }),
     lib.row("GPU bubbles (host side)"),
     lib.at(4, 9, lib.stat(
@@ -345,21 +251,7 @@ function(c)
           unit: "none",
         },
         overrides: [
-          {
-            matcher: { id: "byName", options: "node" },
-            properties: [
-              {
-                id: "links",
-                value: [
-                  {
-                    targetBlank: false,
-                    title: "GPU dashboard",
-                    url: links.gpu,
-                  },
-                ],
-              },
-            ],
-          },
+          lib.linkColumn("node", "GPU dashboard", links.gpu),
           {
             matcher: { id: "byName", options: "idle while held" },
             properties: [

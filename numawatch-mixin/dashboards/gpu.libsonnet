@@ -212,21 +212,7 @@ function(c)
           unit: "none",
         },
         overrides: [
-          {
-            matcher: { id: "byName", options: "node" },
-            properties: [
-              {
-                id: "links",
-                value: [
-                  {
-                    targetBlank: false,
-                    title: "Node dashboard",
-                    url: links.node,
-                  },
-                ],
-              },
-            ],
-          },
+          lib.linkColumn("node", "Node dashboard", links.node),
           {
             matcher: { id: "byName", options: "NVML" },
             properties: [
@@ -273,21 +259,7 @@ function(c)
           unit: "none",
         },
         overrides: [
-          {
-            matcher: { id: "byName", options: "node" },
-            properties: [
-              {
-                id: "links",
-                value: [
-                  {
-                    targetBlank: false,
-                    title: "Node dashboard",
-                    url: links.node,
-                  },
-                ],
-              },
-            ],
-          },
+          lib.linkColumn("node", "Node dashboard", links.node),
           {
             matcher: { id: "byName", options: "SM utilisation" },
             properties: [
@@ -313,21 +285,7 @@ function(c)
           unit: "none",
         },
         overrides: [
-          {
-            matcher: { id: "byName", options: "node" },
-            properties: [
-              {
-                id: "links",
-                value: [
-                  {
-                    targetBlank: false,
-                    title: "Node dashboard",
-                    url: links.node,
-                  },
-                ],
-              },
-            ],
-          },
+          lib.linkColumn("node", "Node dashboard", links.node),
           {
             matcher: { id: "byName", options: "local share" },
             properties: [
@@ -350,24 +308,7 @@ function(c)
           },
         ],
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["instance", "namespace", "pod", "container", "Value"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { Value: 4, container: 3, instance: 0, namespace: 1, pod: 2 },
-            renameByName: { Value: "local share", instance: "node" },
-          },
-        },
-      ],
+      transformations: lib.columns(["instance", "namespace", "pod", "container", "Value"], { Value: "local share", instance: "node" }),
     }),
     lib.at(24, 6, lib.timeseries(
       "Time numawatch spends in NVML",

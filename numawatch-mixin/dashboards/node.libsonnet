@@ -107,21 +107,7 @@ function(c)
           unit: "none",
         },
         overrides: [
-          {
-            matcher: { id: "byName", options: "check" },
-            properties: [
-              {
-                id: "links",
-                value: [
-                  {
-                    targetBlank: true,
-                    title: "What this check means and how to fix it",
-                    url: c.checksDocURL + "#${__data.fields.check}",
-                  },
-                ],
-              },
-            ],
-          },
+          lib.linkColumn("check", "What this check means and how to fix it", c.checksDocURL + "#${__data.fields.check}", targetBlank=true),
           {
             matcher: { id: "byName", options: "severity" },
             properties: [
@@ -147,62 +133,7 @@ function(c)
           lib.remediationOverride,
         ],
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: [
-                "check",
-                "severity",
-                "namespace",
-                "pod",
-                "container",
-                "gpu",
-                "irq",
-                "name",
-                "setting",
-                "governor",
-                "size",
-                "file",
-                "reason",
-                "numa_node",
-                "cpus",
-                "value",
-                "expected",
-                "remediation",
-              ],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: {
-              check: 0,
-              container: 4,
-              cpus: 14,
-              expected: 16,
-              file: 11,
-              governor: 9,
-              gpu: 5,
-              irq: 6,
-              name: 7,
-              namespace: 2,
-              numa_node: 13,
-              pod: 3,
-              reason: 12,
-              remediation: 17,
-              setting: 8,
-              severity: 1,
-              size: 10,
-              value: 15,
-            },
-            renameByName: {},
-          },
-        },
-      ],
+      transformations: lib.columns(["check", "severity", "namespace", "pod", "container", "gpu", "irq", "name", "setting", "governor", "size", "file", "reason", "numa_node", "cpus", "value", "expected", "remediation"]),
     }),
     lib.at(12, 10, lib.stateTimeline(
       "Drift by check",
@@ -231,24 +162,7 @@ function(c)
           unit: "none",
         },
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["cpu", "socket", "core", "numa_node", "isolated", "reserved", "online"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { core: 2, cpu: 0, isolated: 4, numa_node: 3, online: 6, reserved: 5, socket: 1 },
-            renameByName: {},
-          },
-        },
-      ],
+      transformations: lib.columns(["cpu", "socket", "core", "numa_node", "isolated", "reserved", "online"]),
     }),
     lib.at(12, 10, lib.table(
       "Containers per NUMA node",
@@ -262,24 +176,7 @@ function(c)
           unit: "none",
         },
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["namespace", "pod", "container", "numa_node", "qos", "exclusive", "Value"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { Value: 6, container: 2, exclusive: 5, namespace: 0, numa_node: 3, pod: 1, qos: 4 },
-            renameByName: { Value: "cpus" },
-          },
-        },
-      ],
+      transformations: lib.columns(["namespace", "pod", "container", "numa_node", "qos", "exclusive", "Value"], { Value: "cpus" }),
     }),
     lib.at(12, 6, lib.barGauge(
       "Exclusive CPUs per NUMA node",
@@ -326,25 +223,7 @@ function(c)
           unit: "none",
         },
       },
-      transformations: [
-        { id: "merge", options: {} },
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["numa_node", "resource", "Value #A", "Value #B", "Value #C"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { "Value #A": 2, "Value #B": 3, "Value #C": 4, numa_node: 0, resource: 1 },
-            renameByName: { "Value #A": "allocatable", "Value #B": "free", "Value #C": "largest fit" },
-          },
-        },
-      ],
+      transformations: [{ id: "merge", options: {} }] + lib.columns(["numa_node", "resource", "Value #A", "Value #B", "Value #C"], { "Value #A": "allocatable", "Value #B": "free", "Value #C": "largest fit" }),
     }),
     lib.at(12, 7, lib.table(
       "Memory Manager memory and huge pages per NUMA node",
@@ -360,25 +239,7 @@ function(c)
           unit: "bytes",
         },
       },
-      transformations: [
-        { id: "merge", options: {} },
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["numa_node", "resource", "Value #A", "Value #B", "Value #C"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { "Value #A": 2, "Value #B": 3, "Value #C": 4, numa_node: 0, resource: 1 },
-            renameByName: { "Value #A": "allocatable", "Value #B": "free", "Value #C": "largest fit" },
-          },
-        },
-      ],
+      transformations: [{ id: "merge", options: {} }] + lib.columns(["numa_node", "resource", "Value #A", "Value #B", "Value #C"], { "Value #A": "allocatable", "Value #B": "free", "Value #C": "largest fit" }),
     }),
     lib.at(12, 7, lib.timeseries(
       "Free exclusive CPUs and devices per NUMA node",
@@ -461,24 +322,7 @@ function(c)
           },
         ],
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["namespace", "pod", "container", "Value"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { Value: 3, container: 2, namespace: 0, pod: 1 },
-            renameByName: { Value: "remote share" },
-          },
-        },
-      ],
+      transformations: lib.columns(["namespace", "pod", "container", "Value"], { Value: "remote share" }),
     }),
     lib.at(12, 8, lib.timeseries(
       "Interrupts on watched CPUs per second",
@@ -506,24 +350,7 @@ function(c)
           unit: "none",
         },
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["setting", "value"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { setting: 0, value: 1 },
-            renameByName: {},
-          },
-        },
-      ],
+      transformations: lib.columns(["setting", "value"]),
     }),
     lib.at(6, 8, lib.table(
       "Huge pages per NUMA node",
@@ -537,24 +364,7 @@ function(c)
           unit: "none",
         },
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["numa_node", "size", "state", "Value"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { Value: 3, numa_node: 0, size: 1, state: 2 },
-            renameByName: { Value: "pages" },
-          },
-        },
-      ],
+      transformations: lib.columns(["numa_node", "size", "state", "Value"], { Value: "pages" }),
     }),
     lib.row("Idle states and GPU-NIC paths"),
     lib.at(12, 7, lib.table(
@@ -569,24 +379,7 @@ function(c)
           unit: "s",
         },
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["role", "cpus", "Value"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { Value: 2, cpus: 1, role: 0 },
-            renameByName: { Value: "exit latency" },
-          },
-        },
-      ],
+      transformations: lib.columns(["role", "cpus", "Value"], { Value: "exit latency" }),
     }),
     lib.at(12, 7, lib.table(
       "GPU to RDMA NIC PCIe paths",
@@ -643,24 +436,7 @@ function(c)
           },
         ],
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: ["source", "Value"],
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { Value: 1, source: 0 },
-            renameByName: { Value: "state" },
-          },
-        },
-      ],
+      transformations: lib.columns(["source", "Value"], { Value: "state" }),
     }),
     lib.at(8, 8, lib.timeseries(
       "Source read time",
@@ -703,23 +479,6 @@ function(c)
           unit: "none",
         },
       },
-      transformations: [
-        {
-          id: "filterFieldsByName",
-          options: {
-            include: {
-              names: lib.checks.kubeletConfigLabels,
-            },
-          },
-        },
-        {
-          id: "organize",
-          options: {
-            excludeByName: {},
-            indexByName: { [name]: std.find(name, lib.checks.kubeletConfigLabels)[0] for name in lib.checks.kubeletConfigLabels },
-            renameByName: {},
-          },
-        },
-      ],
+      transformations: lib.columns(lib.checks.kubeletConfigLabels),
     }),
   ])

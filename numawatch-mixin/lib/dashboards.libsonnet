@@ -142,6 +142,12 @@
     showUnfilled: true,
   }),
 
+  // A table column whose cells link to `url` (a field override; links.node and links.gpu keep the variables).
+  linkColumn(column, title, url, targetBlank=false):: {
+    matcher: { id: 'byName', options: column },
+    properties: [{ id: 'links', value: [{ targetBlank: targetBlank, title: title, url: url }] }],
+  },
+
   // Absolute thresholds from [color, from value] pairs, the first from null (everything below the next).
   thresholds(steps):: { mode: 'absolute', steps: [{ color: step[0], value: step[1] } for step in steps] },
 
