@@ -14,8 +14,10 @@
     // Show the dashboards' cluster picker. false hides it (the queries keep matching every cluster).
     showMultiCluster: true,
 
-    // kube-state-metrics' GPU capacity series: a node is a GPU node when it advertises this resource.
-    gpuCapacitySelector: 'resource="nvidia_com_gpu"',
+    // kube-state-metrics' GPU capacity series: a node is a GPU node when it advertises one of these resources
+    // (kube-state-metrics spells nvidia.com/gpu nvidia_com_gpu): NVIDIA GPUs whole or as MIG slices, AMD GPUs and
+    // Intel Gaudi, numawatch's default gpuResources.
+    gpuCapacitySelector: 'resource=~"nvidia_com_gpu|nvidia_com_mig_.+|amd_com_gpu|habana_ai_gaudi"',
     // Nodes being drained or deleted drift as a matter of course; their alerts are noise (kubernetes-mixin's
     // kubeNodeUnreachableIgnoreKeys). Needs kube-state-metrics and a `node` label on numawatch's series (the
     // ServiceMonitor relabels it); without them nothing is excluded.

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
-from numawatch import collectors
+from numawatch import collectors, metrics
+from numawatch.checks import Evaluation
 from numawatch.cli import build_parser
 from numawatch.collectors import COLLECTORS, Collectors
 from numawatch.intent import REFERENCE
+from numawatch.metrics import capacity, core, gpu, platform
+from numawatch.metrics import exposition as writer
+from numawatch.metrics import host as host_metrics
+from numawatch.model.interrupts import Interrupts
 from numawatch.server import Sampler
 from serving import numawatch_serve
-from test_docs_metrics import documented, exposition  # noqa: F401  (the fixture: the reference node with NVML)
+
+# the fixtures: the reference node with NVML and planted drift, its evaluation and exposition
+from test_docs_metrics import documented, exposition, reference_evaluation  # noqa: F401
 from test_hostile_host import wait_until_ready
 
 
@@ -108,3 +116,89 @@ def test_docs_metrics_lists_every_collector_with_its_families():
         prefixes = re.findall(r"`(numawatch_\w+)\*`", row)  # `numawatch_gpu_holder_*` names a family per prefix
         for family in collector.families:
             assert family in row or any(family.startswith(prefix) for prefix in prefixes), (collector.name, family)
+
+
+# Every builder of a family, by module; capacity.families is one builder of families that are always on.
+BUILDERS = (*core.PER_EVALUATION, *host_metrics.BUILDERS, *gpu.BUILDERS, *platform.BUILDERS)
+OWNER = {family: collector.name for collector in COLLECTORS for family in collector.families}
+EVERY = frozenset(collector.name for collector in COLLECTORS)
+
+
+def test_each_builder_of_a_collectors_families_is_marked_with_it_and_builds_nothing_else(
+    reference_evaluation: Evaluation,  # noqa: F811
+):
+    """What lets a builder be skipped: a marked builder builds only its collector's families (so skipping it loses
+    nothing else) and no unmarked builder builds one (which would be built while off)."""
+    covered: set[str] = set()
+    for build in BUILDERS:
+        names = {family.name for family in core.safely(build, reference_evaluation)}
+        assert names, f"{build.__qualname__} built nothing"
+        owner = collectors.collector_of(build)
+        if owner is None:
+            assert not names & set(OWNER), f"{build.__qualname__} builds {names & set(OWNER)} but is not marked"
+        else:
+            assert names <= set(collectors.BY_NAME[owner].families), (build.__qualname__, owner, names)
+            covered |= names
+    built_always = core.safely(capacity.families, reference_evaluation, None, None)
+    assert not {family.name for family in built_always} & set(OWNER)
+    assert covered == set(OWNER), "every collector's family has a marked builder"
+
+
+def test_the_reference_node_has_series_in_every_collectors_families(reference_evaluation: Evaluation):  # noqa: F811
+    """The byte comparison below means something only if every collector has series to lose."""
+    for collector in COLLECTORS:
+        built = [f for f in metrics.families(reference_evaluation) if f.name in collector.families]
+        assert any(family.samples for family in built), f"{collector.name} has no series on the reference node"
+
+
+def test_turned_off_collectors_leave_the_exposition_byte_for_byte_what_dropping_their_families_left(
+    reference_evaluation: Evaluation,  # noqa: F811
+):
+    """Every combination of collectors on and off: building only the enabled families writes exactly the bytes
+    that building them all and dropping the disabled ones' (what serve did before) writes, in both formats."""
+    stats = metrics.EvaluationStats.of(reference_evaluation)
+    full = metrics.families(reference_evaluation, stats, metrics.Memory())
+    compared = 0
+    for size in range(len(COLLECTORS) + 1):
+        for off in itertools.combinations(sorted(EVERY), size):
+            chosen = Collectors(EVERY - set(off))
+            selected = metrics.families(reference_evaluation, stats, metrics.Memory(), chosen)
+            for openmetrics in (False, True):
+                expected = writer.write(chosen.keep(full), openmetrics=openmetrics)
+                assert writer.write(selected, openmetrics=openmetrics) == expected, (off, openmetrics)
+            compared += 1
+    assert compared == 2 ** len(COLLECTORS)
+
+
+def test_with_every_collector_off_the_joins_only_their_families_need_are_not_made(
+    reference_evaluation: Evaluation, monkeypatch  # noqa: F811
+):
+    """The inputs the switchable families alone use: the per-pod rows, the holders' join by container, the per-CPU
+    interrupt totals, the IRQ and PCIe path joins (the last two are shared with checks, memoised on the Host)."""
+    calls: list[str] = []
+
+    def spy(module: object, name: str) -> None:
+        original = getattr(module, name)
+
+        def counted(*args: object, **kwargs: object) -> object:
+            calls.append(name)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    spy(core, "pod_rows")
+    spy(host_metrics, "pod_rows")
+    spy(host_metrics, "device_irqs")
+    spy(gpu, "holders_by_container")
+    spy(platform, "gpu_nic_paths")
+    spy(Interrupts, "totals_per_kind")
+    off = metrics.families(reference_evaluation, None, None, Collectors(frozenset()))
+    assert calls == []
+    assert not {family.name for family in off} & set(OWNER)
+    metrics.families(reference_evaluation, None, None, Collectors(EVERY))
+    assert set(calls) == {"pod_rows", "device_irqs", "holders_by_container", "gpu_nic_paths", "totals_per_kind"}
+
+
+def test_builds_refuses_a_collector_that_does_not_exist():
+    with pytest.raises(ValueError, match="no collector is named 'bogus'"):
+        collectors.builds("bogus")

@@ -578,3 +578,135 @@ def test_the_lint_rules_catch_what_they_are_for():
     assert target_problems(broken, "instance") and not target_problems(broken, "job")
     broken["templating"]["list"][0]["name"] = "ds"
     assert template_datasource_problems(broken)
+
+
+# --- accelerators of every vendor (issue 18) -------------------------------------------------------------------
+
+# The families with one series per GPU (a `gpu` label: its PCI address), and the recorded one the fleet view reads.
+PER_GPU = re.compile(
+    r"\bnumawatch_gpu_(?:info|busy_seconds_total|sampled_seconds_total|held_idle_seconds_total|nvml_up|processes"
+    r"|process_sm_utilization_ratio|nvlink_links|nic_path_info)\{|\binstance_gpu:numawatch_gpu_held_idle:ratio_rate5m\{"
+)
+
+
+def table_columns(panel: dict) -> list[str]:
+    (included,) = [t for t in panel["transformations"] if t["id"] == "filterFieldsByName"]
+    return included["options"]["include"]["names"]
+
+
+def carries_vendor(expr: str) -> bool:
+    """The query's series have numawatch_gpu_info's vendor label: the info series themselves, an aggregation that
+    keeps vendor, or the join that adds it."""
+    if "group_left (vendor) max by (" in expr and "vendor) (numawatch_gpu_info{" in expr:
+        return True
+    if re.fullmatch(r"numawatch_gpu_info\{[^}]*\}", expr):
+        return True
+    return bool(re.search(r"\bby \([^)]*\bvendor\b[^)]*\) \(numawatch_gpu_info\{", expr))
+
+
+def test_every_panel_that_shows_a_gpu_shows_its_vendor():
+    shown = 0
+    for name, document in dashboards():
+        for panel in data_panels(document):
+            targets = [t for t in panel["targets"] if PER_GPU.search(t["expr"])]
+            if panel["type"] == "table":
+                if targets and "gpu" in table_columns(panel):
+                    assert "vendor" in table_columns(panel), (name, panel["title"])
+                    assert any(carries_vendor(t["expr"]) for t in targets), (name, panel["title"])
+                    shown += 1
+                continue
+            for target in targets:
+                if "{{gpu}}" in target.get("legendFormat", ""):
+                    assert "{{vendor}}" in target["legendFormat"], (name, panel["title"])
+                    assert carries_vendor(target["expr"]), (name, panel["title"])
+                    shown += 1
+    assert shown >= 9  # busy, idle while held, inventory, processes, NVLink, two NIC tables, GPUs and holders, fleet
+
+
+def test_the_gpu_count_is_split_by_vendor():
+    gpus = panel_by_title(load(DASHBOARDS / "numawatch-gpu.json"), "GPUs")
+    (target,) = gpus["targets"]
+    assert target["expr"].startswith("count by (vendor) (numawatch_gpu_info{")
+    assert target["expr"].endswith("or on () vector(0)")  # 0 without GPUs, no extra 0 series beside the counts
+    assert target["legendFormat"] == "{{vendor}}"
+
+
+def test_the_vendor_join_labels_every_gpu_with_or_without_a_vendor_label_of_its_own(tmp_path):
+    """promtool evaluates the GPU busy and NVLink panels' queries: a GPU whose NVML series have no vendor label, one
+    whose series already carry one (NVML families labelled by vendor), and one numawatch_gpu_info does not list (kept,
+    without vendor)."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    gpu = load(DASHBOARDS / "numawatch-gpu.json")
+    busy = substitute(panel_by_title(gpu, "GPU busy")["targets"][0]["expr"])
+    nvlink = substitute(panel_by_title(gpu, "NVLink links per GPU")["targets"][0]["expr"])
+    target = 'job="numawatch",instance="gpu-1"'
+    gpus = {  # PCI address -> (uuid, vendor label on the NVML series, vendor in numawatch_gpu_info)
+        "0000:01:00.0": ("GPU-a", None, "nvidia"),
+        "0000:02:00.0": ("GPU-b", "nvidia", "nvidia"),
+        "0000:03:00.0": ("GPU-c", None, None),
+    }
+    series = []
+    for address, (uuid, own_vendor, info_vendor) in gpus.items():
+        labels = f'{target},gpu="{address}",uuid="{uuid}"' + (f',vendor="{own_vendor}"' if own_vendor else "")
+        series += [
+            {"series": f"numawatch_gpu_busy_seconds_total{{{labels}}}", "values": "0+7.5x40"},
+            {"series": f"numawatch_gpu_sampled_seconds_total{{{labels}}}", "values": "0+15x40"},
+            {"series": f'numawatch_gpu_nvlink_links{{{labels},switch="true"}}', "values": "18x40"},
+        ]
+        if info_vendor is not None:
+            series.append({
+                "series": f'numawatch_gpu_info{{{target},gpu="{address}",uuid="{uuid}",numa_node="0",model="H200",'
+                          f'namespace="",pod="",container="",vendor="{info_vendor}"}}',
+                "values": "1x40",
+            })
+
+    def expected(extra: str, value: float) -> list[dict]:
+        found = []
+        for address, (uuid, _, info_vendor) in gpus.items():
+            vendor = f',vendor="{info_vendor}"' if info_vendor else ""
+            found.append({"labels": f'{{instance="gpu-1",gpu="{address}",uuid="{uuid}"{extra}{vendor}}}',
+                          "value": value})
+        return found
+
+    tests = {
+        "rule_files": [],
+        "evaluation_interval": "15s",
+        "tests": [{
+            "interval": "15s",
+            "input_series": series,
+            "promql_expr_test": [
+                {"expr": busy, "eval_time": "5m", "exp_samples": expected("", 0.5)},
+                {"expr": nvlink, "eval_time": "5m", "exp_samples": expected(',switch="true"', 18)},
+            ],
+        }],
+    }
+    path = tmp_path / "vendor_test.yml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False))
+    result = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_capacity_panels_show_every_device_resource_of_every_vendor():
+    """numawatch_capacity_*_devices has one series per device-plugin resource (nvidia.com/gpu, MIG profiles,
+    amd.com/gpu, habana.ai/gaudi, ...): the capacity panels pick none out, keep `resource` and show it."""
+    panels_seen = 0
+    for name, document in dashboards():
+        for panel in data_panels(document):
+            targets = [t for t in panel["targets"] if re.search(r"numawatch_capacity_\w+_devices", t["expr"])]
+            if not targets:
+                continue
+            panels_seen += 1
+            for target in targets:
+                for selector in selectors(target["expr"]):
+                    if selector.metric.endswith("_devices") or selector.metric.endswith("_devices:sum") or (
+                        selector.metric.endswith("_devices:max")
+                    ):
+                        assert all(label != "resource" for label, _, _ in selector.matchers), (name, panel["title"])
+                assert re.search(r"by \([^)]*\bresource\b", target["expr"]), (name, panel["title"])
+            shows = "resource" in table_columns(panel) if panel["type"] == "table" else all(
+                "{{resource}}" in t["legendFormat"] for t in targets
+            )
+            assert shows, (name, panel["title"])
+    assert panels_seen >= 4

@@ -14,7 +14,7 @@ from fakehost import FakeHost
 from fakehost.reference import reference_node
 from gpu_readers import GpuReaders
 from numawatch import metrics
-from numawatch.checks import evaluate
+from numawatch.checks import Evaluation, evaluate
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
 from numawatch.metrics import drift
@@ -53,7 +53,7 @@ NEEDS_HARDWARE = {"numawatch_intersocket_bytes_total"}
 
 
 @pytest.fixture(scope="module")
-def exposition(tmp_path_factory) -> str:
+def reference_evaluation(tmp_path_factory) -> Evaluation:
     """The reference node's files with drift planted: vllm split across both NUMA nodes (away from its GPUs) and a
     GPU's IRQ moved onto an isolated CPU; read by the real sources, judged by the real checks."""
     node = reference_node(FakeHost(tmp_path_factory.mktemp("docs") / "host"))
@@ -72,7 +72,13 @@ def exposition(tmp_path_factory) -> str:
     # A named shape, so the per-shape replicas family has series too.
     evaluation = evaluate(host, replace(REFERENCE, shapes=(parse_shape("cpu=2,memory=4Gi", name="small"),)))
     assert {"container_numa_split", "irq_on_isolated_cpu"} <= {finding.check for finding in evaluation.findings}
-    return metrics.render(evaluation).decode()
+    return evaluation
+
+
+@pytest.fixture(scope="module")
+def exposition(reference_evaluation: Evaluation) -> str:
+    """The exposition of ``reference_evaluation``."""
+    return metrics.render(reference_evaluation).decode()
 
 
 def exposed(text: str) -> dict[str, tuple[str, str]]:

@@ -111,6 +111,61 @@ def test_every_registry_check_is_covered_by_one_dedicated_alert_in_the_mixin():
     assert set(excluded[2].split("|")) == checks
 
 
+# --- alert texts that say how long -------------------------------------------------------------------------------
+
+UNITS = {"y": "year", "w": "week", "d": "day", "h": "hour", "m": "minute", "s": "second", "ms": "millisecond"}
+# A duration in an alert's text: "15 minutes", "1 hour 5 minutes".
+_UNIT_WORD = r"\d+ (?:" + "|".join(UNITS.values()) + r")s?\b"
+DURATION_IN_TEXT = re.compile(rf"\b{_UNIT_WORD}(?: {_UNIT_WORD})*")
+
+
+def duration_words(duration: str) -> str:
+    """A Prometheus duration in words, written here independently of the mixin's lib/durations.libsonnet."""
+    parts = re.findall(r"(\d+)(ms|[ywdhms])", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, duration
+    return " ".join(f"{int(n)} {UNITS[u]}{'' if int(n) == 1 else 's'}" for n, u in parts)
+
+
+def durations_said(rule: dict) -> list[str]:
+    return [found for text in rule["annotations"].values() for found in DURATION_IN_TEXT.findall(text)]
+
+
+def test_duration_words_reads_prometheus_durations():
+    assert duration_words("15m") == "15 minutes"
+    assert duration_words("1h5m") == "1 hour 5 minutes"
+    assert duration_words("1d") == "1 day"
+
+
+def test_every_alert_text_says_the_for_it_is_configured_with():
+    """An alert whose description says how long its condition has held says its `for:`: rendered with other
+    durations (a different one per alert and severity), every duration in every alert's text is its own."""
+    defaults = rendered("_config")["alertFor"]
+    custom: dict[str, object] = {}
+    for index, (name, value) in enumerate(sorted(defaults.items())):
+        minutes = 17 + index
+        if isinstance(value, dict):
+            custom[name] = {severity: f"1h{minutes + offset}m" for offset, severity in enumerate(sorted(value))}
+        else:
+            custom[name] = f"{minutes}m" if index % 2 else f"1h{minutes}m"
+    said = 0
+    for config, durations in (({}, defaults), ({"alertFor": custom}, custom)):
+        for group in rendered("prometheusAlerts", config)["groups"]:
+            for rule in group["rules"]:
+                configured = durations[rule["alert"]]
+                if isinstance(configured, dict):
+                    configured = configured[rule["labels"]["severity"]]
+                assert rule["for"] == configured, rule["alert"]
+                for found in durations_said(rule):
+                    assert found == duration_words(configured), (rule["alert"], found, configured)
+                    said += 1
+    assert said >= 4  # NumawatchDown and NumawatchMissingOnGPUNode say theirs, in both renderings
+
+
+def test_an_alert_for_that_is_no_prometheus_duration_is_refused():
+    with pytest.raises(RuntimeError, match="not a Prometheus duration: 15"):
+        render("prometheusAlerts", {"alertFor": {**rendered("_config")["alertFor"], "NumawatchDown": "15"}})
+
+
 # --- another job selector and cluster label ----------------------------------------------------------------------
 
 

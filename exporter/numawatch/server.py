@@ -256,8 +256,8 @@ class Sampler:
         duration = time.perf_counter() - start
         finished = time.time()
         self.stats.observe(duration, finished)
-        built = metrics.families(evaluation, self.stats, self.renderer.memory)
-        families = [*self.collectors.keep(built), *self.self_families()]
+        built = metrics.families(evaluation, self.stats, self.renderer.memory, self.collectors)
+        families = [*built, *self.self_families()]
         bodies = Bodies(families, self.renderer)
         with self._asked_lock:
             asked, self._asked = self._asked, set()

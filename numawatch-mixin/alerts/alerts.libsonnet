@@ -5,6 +5,7 @@
 // over many nodes of a cluster. Everything else is a ticket (`warning`). Every alert has a runbook at
 // docs/runbooks/<AlertName>.md (tests/test_alerts.py holds that).
 local checkGroups = import 'checks.libsonnet';
+local durations = import '../lib/durations.libsonnet';
 local q = import '../lib/promql.libsonnet';
 
 {
@@ -22,6 +23,9 @@ local q = import '../lib/promql.libsonnet';
     local forOf(name, severity) =
       local value = c.alertFor[name];
       if std.isObject(value) then value[severity] else value,
+    // How long an alert's condition has held when it fires, in words: its `for:`, so the text stays true when
+    // alertFor is changed.
+    local heldFor(name, severity) = durations.words(forOf(name, severity)),
 
     local alert(name, expr, severity, summary, description, keepFiringFor=null, checks=[]) =
       { alert: name, expr: expr, 'for': forOf(name, severity) }
@@ -221,13 +225,14 @@ local q = import '../lib/promql.libsonnet';
     local metaAlerts = [
       alert('NumawatchDown', 'up{%s} == 0\n%s' % [c.numawatchSelector, exclude], 'warning',
             'Prometheus cannot scrape numawatch on a node.',
-            'numawatch on ' + onNode + ' has been unreachable for 15 minutes: drift there goes unseen.'),
+            'numawatch on %s has been unreachable for %s: drift there goes unseen.' % [onNode, heldFor('NumawatchDown', 'warning')]),
       alert('NumawatchMissingOnGPUNode',
             'max by (%(cl)s, node) (kube_node_status_capacity{%(gpu)s}) > 0\nunless on (%(cl)s, node) up{%(sel)s}\n%(ex)s'
             % { cl: c.clusterLabel, gpu: c.gpuCapacitySelector, sel: c.numawatchSelector, ex: exclude },
             'warning',
             'A GPU node has no numawatch target.',
-            'GPU node {{ $labels.node }} has had no numawatch scrape target for 15 minutes (the DaemonSet pod is missing, '
+            'GPU node {{ $labels.node }} has had no numawatch scrape target for %s ' % heldFor('NumawatchMissingOnGPUNode', 'warning')
+            + '(the DaemonSet pod is missing, '
             + 'not scheduled, or not discovered): drift there goes unseen.'),
       alert('NumawatchSourceDown',
             'max by (%s, source) (%s) == 0\n%s'

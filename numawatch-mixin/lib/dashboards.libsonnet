@@ -24,6 +24,28 @@
     gpu: to('numawatch-gpu.json'),
   },
 
+  // A per-GPU query's series with the GPU's `vendor` (nvidia, amd, habana) from numawatch_gpu_info, joined by the
+  // GPU's PCI address (`gpu`) on the labels `on`, which the query's series must keep. The NVML-fed families carry no
+  // vendor of their own (or one that this overrides with the same value), and a GPU numawatch_gpu_info does not
+  // list keeps its series, without vendor, instead of vanishing from the panel.
+  withVendor(c, expr, on='instance, gpu')::
+    '(%s)\n* on (%s) group_left (vendor) max by (%s, vendor) (numawatch_gpu_info{%s})\nor on (%s) (%s)'
+    % [expr, on, on, $.selectors(c).N, on, expr],
+
+  // A table's columns: only the fields `names`, in that order, renamed by `renames` (Grafana's filterFieldsByName
+  // and organize transformations).
+  columns(names, renames={}):: [
+    { id: 'filterFieldsByName', options: { include: { names: names } } },
+    {
+      id: 'organize',
+      options: {
+        excludeByName: {},
+        indexByName: { [names[index]]: index for index in std.range(0, std.length(names) - 1) },
+        renameByName: renames,
+      },
+    },
+  ],
+
   // Maps each check id to its one-line remediation (from the checks registry, checks.json) in the `remediation`
   // column.
   remediationOverride:: {
@@ -43,6 +65,91 @@
       { id: 'custom.width', value: 600 },
     ],
   },
+
+  // --- queries: one per kind of target the dashboards use; `queries` names them A, B, C... in order ---
+  rangeQuery(expr, legend='__auto'):: { expr: expr, legendFormat: legend, format: 'time_series', instant: false, range: true },
+  instantQuery(expr, legend='__auto'):: { expr: expr, legendFormat: legend, format: 'time_series', instant: true, range: false },
+  tableQuery(expr, legend='__auto'):: { expr: expr, legendFormat: legend, format: 'table', instant: true, range: false },
+  queries(list):: [
+    list[index] { datasource: $.datasource, refId: std.char(std.codepoint('A') + index) }
+    for index in std.range(0, std.length(list) - 1)
+  ],
+
+  // --- panels: each kind with the options and field defaults every numawatch panel of that kind shares; a panel
+  // adds its own with `+ { fieldConfig+: { defaults+: {...} }, ... }` (a plain `options:` replaces the shared ones) ---
+  panel(type, title, description, queries, custom=null, options={}):: {
+    datasource: $.datasource,
+    type: type,
+    title: title,
+    description: description,
+    targets: $.queries(queries),
+    fieldConfig: { defaults: if custom == null then {} else { custom: custom }, overrides: [] },
+    options: options,
+  },
+  stat(title, description, queries):: $.panel('stat', title, description, queries, options={
+    colorMode: 'background',
+    graphMode: 'none',
+    justifyMode: 'auto',
+    orientation: 'auto',
+    reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false },
+    textMode: 'value',
+  }),
+  timeseries(title, description, queries):: $.panel(
+    'timeseries', title, description, queries,
+    custom={ drawStyle: 'line', fillOpacity: 10, lineWidth: 1, showPoints: 'never', spanNulls: false },
+    options={
+      legend: { calcs: ['lastNotNull'], displayMode: 'table', placement: 'right', showLegend: true },
+      tooltip: { mode: 'multi', sort: 'desc' },
+    },
+  ),
+  // sortBy: the column the rows are sorted by (ascending), null for none.
+  table(title, description, queries, sortBy='node'):: $.panel(
+    'table', title, description, queries,
+    custom={ align: 'auto', filterable: true },
+    options={ cellHeight: 'sm', footer: { show: false }, showHeader: true }
+            + (if sortBy == null then {} else { sortBy: [{ desc: false, displayName: sortBy }] }),
+  ),
+  // A drift state timeline: 0 is OK, 1 and more DRIFT, -1 NOT EVALUATED (the queries give -1 for a check that
+  // could not look, so blind never reads as clean).
+  stateTimeline(title, description, queries):: $.panel(
+    'state-timeline', title, description, queries,
+    custom={ fillOpacity: 80, lineWidth: 0 },
+    options={
+      alignValue: 'left',
+      legend: { displayMode: 'list', placement: 'bottom', showLegend: true },
+      mergeValues: true,
+      rowHeight: 0.8,
+      showValue: 'never',
+      tooltip: { mode: 'single', sort: 'none' },
+    },
+  ) + {
+    fieldConfig+: {
+      defaults+: {
+        mappings: [
+          { type: 'value', options: { '0': { color: 'green', index: 0, text: 'OK' } } },
+          { type: 'range', options: { from: 1, to: 1e12, result: { color: 'red', index: 1, text: 'DRIFT' } } },
+          { type: 'value', options: { '-1': { color: 'text', index: 2, text: 'NOT EVALUATED' } } },
+        ],
+        thresholds: $.thresholds([['green', null], ['red', 1]]),
+        unit: 'none',
+      },
+    },
+  },
+  barGauge(title, description, queries):: $.panel('bargauge', title, description, queries, options={
+    displayMode: 'gradient',
+    orientation: 'horizontal',
+    reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false },
+    showUnfilled: true,
+  }),
+
+  // A table column whose cells link to `url` (a field override; links.node and links.gpu keep the variables).
+  linkColumn(column, title, url, targetBlank=false):: {
+    matcher: { id: 'byName', options: column },
+    properties: [{ id: 'links', value: [{ targetBlank: targetBlank, title: title, url: url }] }],
+  },
+
+  // Absolute thresholds from [color, from value] pairs, the first from null (everything below the next).
+  thresholds(steps):: { mode: 'absolute', steps: [{ color: step[0], value: step[1] } for step in steps] },
 
   // --- layout: panels left to right on Grafana's 24-column grid, wrapping to a new line when a line is full ---
   row(title):: { row: title },

@@ -16,6 +16,7 @@ from prometheus_client.metrics_core import Metric
 
 from numawatch.capacity import ReplicaAnswers
 from numawatch.checks import Evaluation
+from numawatch.collectors import Collectors
 from numawatch.metrics import capacity, core, drift, exposition, gpu, host, platform
 from numawatch.metrics.core import EvaluationStats
 
@@ -48,19 +49,22 @@ class Memory:
 
 
 def families(
-    evaluation: Evaluation, stats: EvaluationStats | None = None, memory: Memory | None = None
+    evaluation: Evaluation,
+    stats: EvaluationStats | None = None,
+    memory: Memory | None = None,
+    collectors: Collectors | None = None,
 ) -> list[Metric]:
-    """Every family for this evaluation; ``stats`` and ``memory`` span evaluations (the server's), else they are
-    this one's alone."""
+    """Every family for this evaluation but those of the collectors turned off (``collectors``; None: all on), whose
+    builders do not run; ``stats`` and ``memory`` span evaluations (the server's), else they are this one's alone."""
     stats = stats if stats is not None else EvaluationStats.of(evaluation)
     memory = memory if memory is not None else Memory()
     memory.unexported.warn(evaluation)
     return [
-        *core.families(evaluation, stats),
-        *core.safely(host.families, evaluation),
-        *core.safely(gpu.families, evaluation),
+        *core.families(evaluation, stats, collectors),
+        *core.safely(host.families, evaluation, collectors),
+        *core.safely(gpu.families, evaluation, collectors),
         *core.safely(capacity.families, evaluation, None, memory.replicas),
-        *core.safely(platform.families, evaluation),
+        *core.safely(platform.families, evaluation, collectors),
     ]
 
 

@@ -27,6 +27,7 @@ from prometheus_client.metrics_core import (
 
 from numawatch import buildinfo
 from numawatch.checks import Evaluation
+from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
 from numawatch.intent import Intent
 from numawatch.metrics import drift as drift_families
@@ -173,6 +174,7 @@ def last_evaluation(stats: EvaluationStats) -> Metric:
 
 
 # ------------------------------------------------------------------------------------------------- inventory
+@builds("cpu_info")
 def cpu_info(evaluation: Evaluation) -> Metric:
     family = GaugeRows(
         "numawatch_cpu_info",
@@ -240,6 +242,7 @@ def kubelet_config_info(evaluation: Evaluation) -> Metric:
     return family
 
 
+@builds("container_cpus")
 def container_cpus(evaluation: Evaluation) -> Metric:
     family = GaugeRows(
         "numawatch_container_cpus",
@@ -435,9 +438,22 @@ def safely(build: Callable[..., Metric | Iterable[Metric]], *args: object) -> li
         return []
 
 
-def families(evaluation: Evaluation, stats: EvaluationStats) -> Iterator[Metric]:
-    for build in PER_EVALUATION:
-        yield from safely(build, evaluation)
+def built(
+    builders: Iterable[Callable[[Evaluation], Metric | Iterable[Metric]]],
+    evaluation: Evaluation,
+    collectors: Collectors | None = None,
+) -> list[Metric]:
+    """The families of ``builders`` for one evaluation, each builder run ``safely``; a builder of a collector that
+    is off (``collectors``; None: all on) is not run, so nothing of its families is computed."""
+    result: list[Metric] = []
+    for build in builders:
+        if collectors is None or collectors.runs(build):
+            result.extend(safely(build, evaluation))
+    return result
+
+
+def families(evaluation: Evaluation, stats: EvaluationStats, collectors: Collectors | None = None) -> Iterator[Metric]:
+    yield from built(PER_EVALUATION, evaluation, collectors)
     for build_stats in ACROSS_EVALUATIONS:
         yield from safely(build_stats, stats)
 

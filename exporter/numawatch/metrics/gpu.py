@@ -18,8 +18,9 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from numawatch.checks import Evaluation
 from numawatch.checks.gpu_process import Holder, gpu_label, holder_of, holders_by_container
+from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import CPUSet
-from numawatch.metrics.core import safely
+from numawatch.metrics.core import built
 from numawatch.model.gpu import GpuHolders, HolderContainer, NvmlGpu, NvmlSnapshot
 from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts
 from numawatch.workloads import Workload
@@ -99,6 +100,7 @@ def _holder_values(holder: Holder) -> tuple[str, str, str]:
     return labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", "")
 
 
+@builds("gpu_processes")
 def gpu_processes(evaluation: Evaluation) -> Iterable[Metric]:
     count = GaugeMetricFamily(
         "numawatch_gpu_processes",
@@ -154,6 +156,7 @@ def _holder_rows(evaluation: Evaluation) -> list[tuple[tuple[str, ...], HolderCo
     return rows
 
 
+@builds("gpu_holders")
 def holder_counters(evaluation: Evaluation) -> Iterable[Metric]:
     run_delay = CounterMetricFamily(
         "numawatch_gpu_holder_run_delay_seconds",
@@ -189,6 +192,7 @@ def holder_counters(evaluation: Evaluation) -> Iterable[Metric]:
     return run_delay, switches, migrations, threads
 
 
+@builds("gpu_holders")
 def holder_interrupts(evaluation: Evaluation) -> Metric:
     family = CounterMetricFamily(
         "numawatch_gpu_holder_interrupts",
@@ -264,9 +268,7 @@ BUILDERS = (
 )
 
 
-def families(evaluation: Evaluation) -> Iterable[Metric]:
-    """Every GPU family for one evaluation; a family whose builder fails is left out (and logged)."""
-    result: list[Metric] = []
-    for build in BUILDERS:
-        result.extend(safely(build, evaluation))
-    return result
+def families(evaluation: Evaluation, collectors: Collectors | None = None) -> Iterable[Metric]:
+    """Every GPU family for one evaluation but those of collectors turned off; a family whose builder fails is left
+    out (and logged)."""
+    return built(BUILDERS, evaluation, collectors)

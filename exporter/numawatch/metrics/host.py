@@ -18,8 +18,9 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from numawatch import selfpin
 from numawatch.checks import Evaluation
 from numawatch.checks.host_irq import device_irqs, managed_irqs
+from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
-from numawatch.metrics.core import pod_rows, safely
+from numawatch.metrics.core import built, pod_rows
 from numawatch.metrics.exposition import CounterRows, GaugeRows
 from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts, Irqbalance, Irqs
 from numawatch.model.kernel import InterSocketTraffic, KernelSettings, NumaCounters
@@ -144,6 +145,7 @@ def numastat(evaluation: Evaluation) -> Metric:
     return family
 
 
+@builds("container_memory_numa")
 def container_numa_memory(evaluation: Evaluation) -> Metric:
     family = GaugeRows(
         "numawatch_container_memory_numa_bytes",
@@ -193,6 +195,7 @@ def intersocket(evaluation: Evaluation) -> Metric:
 
 
 # --------------------------------------------------------------------------------------------------- interrupts
+@builds("cpu_interrupts")
 def cpu_interrupts(evaluation: Evaluation) -> Metric:
     family = CounterRows(
         "numawatch_cpu_interrupts",
@@ -214,6 +217,7 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
     return family
 
 
+@builds("irq_affinity")
 def irq_affinity(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_irq_affinity_info",
@@ -290,9 +294,7 @@ BUILDERS = (
 )
 
 
-def families(evaluation: Evaluation) -> Iterable[Metric]:
-    """Every host-layer family for one evaluation; a family whose builder fails is left out (and logged)."""
-    result: list[Metric] = []
-    for build in BUILDERS:
-        result.extend(safely(build, evaluation))
-    return result
+def families(evaluation: Evaluation, collectors: Collectors | None = None) -> Iterable[Metric]:
+    """Every host-layer family for one evaluation but those of collectors turned off; a family whose builder fails
+    is left out (and logged)."""
+    return built(BUILDERS, evaluation, collectors)

@@ -7,15 +7,15 @@ NVLink family one per GPU.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from numawatch.checks import Evaluation
 from numawatch.checks.cpuidle import allowed_states
 from numawatch.checks.gpu_nic import gpu_nic_paths
 from numawatch.checks.host_irq import exclusive_cpus
+from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
+from numawatch.metrics.core import built
 from numawatch.model.gpu import NvmlSnapshot
 from numawatch.model.kernel import CpuIdle
 
@@ -67,6 +67,7 @@ def cpuidle_info(evaluation: Evaluation) -> Metric:
     return family
 
 
+@builds("gpu_nic_paths")
 def gpu_nic_path(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_gpu_nic_path_info",
@@ -98,11 +99,12 @@ def gpu_nvlinks(evaluation: Evaluation) -> Metric:
     return family
 
 
-def families(evaluation: Evaluation) -> Iterator[Metric]:
-    yield cpuidle_latency(evaluation)
-    yield cpuidle_info(evaluation)
-    yield gpu_nic_path(evaluation)
-    yield gpu_nvlinks(evaluation)
+BUILDERS = (cpuidle_latency, cpuidle_info, gpu_nic_path, gpu_nvlinks)
+
+
+def families(evaluation: Evaluation, collectors: Collectors | None = None) -> list[Metric]:
+    """Every platform family for one evaluation but those of collectors turned off."""
+    return built(BUILDERS, evaluation, collectors)
 
 
 __all__ = ["families"]
