@@ -73,7 +73,7 @@ def add_container_like(fake_host, pod, name: str, new_id: str = NEW_ID) -> None:
 
 
 # --------------------------------------------------------------------------------------------------- no listing
-def test_a_carried_pods_directory_is_listed_only_in_its_turn_and_a_guaranteed_pods_at_every_reading(
+def test_a_carried_pods_directory_and_a_guaranteed_pods_are_listed_only_in_their_turn(
     fake_host, monkeypatch
 ):
     burstable = shared_pods(fake_host)
@@ -90,10 +90,42 @@ def test_a_carried_pods_directory_is_listed_only_in_its_turn_and_a_guaranteed_po
         listings.clear()
         found = reader.read(fake_host.paths)
         by_reader += listings
-        assert listings.count(pod_dir(fake_host, guaranteed)) == 1
         assert found == cgroups.read(fake_host.paths)  # nothing changed: the same answer as reading everything
 
     assert {pod.uid: by_reader.count(pod_dir(fake_host, pod)) for pod in burstable} == {pod.uid: 1 for pod in burstable}
+    assert by_reader.count(pod_dir(fake_host, guaranteed)) == 1
+
+
+def test_a_guaranteed_pods_removed_container_shows_at_once_and_an_added_one_within_the_stagger(fake_host, monkeypatch):
+    shared_pods(fake_host)
+    guaranteed = add_pod(
+        fake_host, uid="0b9e8d7c-6a5f-4e3d-8c2b-a1b2c3d4e5f6", qos=QOS_GUARANTEED, namespace="ns", name="g",
+        containers=[ContainerSpec("app", cpus="4-7", mems="0", numa_bytes={0: 1 << 20}, pids=(9000,)),
+                    ContainerSpec("side", cpus="8-9", mems="0", numa_bytes={0: 1 << 20}, pids=(9001,))],
+    )  # fmt: skip
+    reader = settled_reader(fake_host)
+    listings = listed(monkeypatch)
+    for _ in range(K):  # to a reading right after the pod's listing turn
+        listings.clear()
+        reader.read(fake_host.paths)
+        if pod_dir(fake_host, guaranteed) in listings:
+            break
+    add_container_like(fake_host, guaranteed, "app")
+    seen = []
+    for _ in range(K):
+        found = reader.read(fake_host.paths)
+        assert {container.cpus_effective for container in found.pod(guaranteed.uid).containers} >= {
+            frozenset(range(4, 8)), frozenset({8, 9})
+        }  # its containers' cpusets are read at every reading
+        seen.append(NEW_ID in ids(found, guaranteed))
+    assert seen[-1] and not seen[0]  # within K readings, not at once (outside the pod's turn)
+    assert found == cgroups.read(fake_host.paths)
+
+    shutil.rmtree(fake_host.root / "sys/fs/cgroup" / guaranteed.container("side").cgroup_path)
+    found = reader.read(fake_host.paths)
+
+    assert guaranteed.container("side").container_id not in ids(found, guaranteed)
+    assert found == cgroups.read(fake_host.paths)
 
 
 def test_carrying_a_pod_hands_its_state_on_as_one_object(fake_host, monkeypatch):

@@ -1,5 +1,6 @@
 """The IRQ checks' use of what the sources hand out again: the device IRQ join re-joins only the rows whose generation
-is not the previous reading's, and the interrupt deltas look only at such rows; both give exactly what joining or
+is not the previous reading's, the devices' managed spreads are worked out again only when a row's chip or an IRQ's
+requested mask changed, and the interrupt deltas look only at such rows; all give exactly what joining, grouping or
 comparing everything gives."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import random
 from dataclasses import replace
 
 import pytest
-from numawatch.checks.host_irq import changed_positions, deltas, device_irqs, same_entries
+from numawatch.checks.host_irq import changed_positions, deltas, device_irqs, managed_irqs, same_entries
 from numawatch.host import Derived, Host
 from numawatch.model import frozen_map
 from numawatch.model.interrupts import (
@@ -21,6 +22,7 @@ from numawatch.model.interrupts import (
     IrqAffinity,
     Irqs,
 )
+from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 
 CPUS = tuple(range(8))
@@ -148,6 +150,129 @@ def test_a_row_that_lost_its_irq_entry_leaves_the_join():
     second = reading(ROWS, (ENTRIES[0], ENTRIES[2]), previous=first)
 
     assert [joined[1] for joined in device_irqs(second)] == [10, 12]
+
+
+# ------------------------------------------------------------------------------------------------ managed spread
+def topology(count: int) -> Topology:
+    cpus = {cpu: Cpu(id=cpu, online=True, socket=0, core=cpu, numa_node=0) for cpu in range(count)}
+    return Topology(cpus=frozen_map(cpus), online=frozenset(cpus), nodes=frozen_map({0: NumaNode(0, frozenset(cpus))}),
+                    isolation=IsolationParams())  # fmt: skip
+
+
+def vector(irq: int, chip: str = "PCI-MSIX-0000:01:00.0 1-edge", counts: dict[int, int] | None = None,
+           generation: int = 1) -> InterruptRow:  # fmt: skip
+    return InterruptRow(key=str(irq), kind=KIND_DEVICE, name=f"nvme0q{irq}", chip=chip,
+                        counts=frozen_map(counts or {}), generation=generation)  # fmt: skip
+
+
+def spread_reading(rows, entries, previous: Host | None = None, cpus: int = 8, read_only: bool = False) -> Host:
+    """A HostReader's reading with the CPUs the spreads must cover; ``read_only``: the kernel marks managed IRQs."""
+    results = {
+        "topology": topology(cpus),
+        "interrupts": interrupts(rows),
+        "irqs": Irqs(irqs=frozen_map({entry.irq: entry for entry in entries}), read_only_modes_seen=read_only),
+    }
+    derived = previous.derived if previous is not None else Derived()
+    derived.next_reading()
+    return Host(paths=Paths.from_root("/nonexistent"), results=frozen_map(results), statuses=frozen_map({}),
+                previous=previous, derived=derived)  # fmt: skip
+
+
+def answers(host: Host) -> dict[int, bool]:
+    managed = managed_irqs(host)
+    assert managed is not None
+    return {irq: managed.managed(irq) for irq in range(40)}
+
+
+# An nvme device: an admin vector on CPUs 0-7, then four queues spread over the eight CPUs; and a NIC's two vectors.
+SPREAD_ROWS = (
+    vector(20),
+    *(vector(irq) for irq in range(21, 25)),
+    vector(30, chip="PCI-MSIX-0000:02:00.0 1-edge"),
+    vector(31, chip="PCI-MSIX-0000:02:00.0 2-edge"),
+)
+SPREAD_ENTRIES = (
+    entry(20, *range(8)),
+    entry(21, 0, 1), entry(22, 2, 3), entry(23, 4, 5), entry(24, 6, 7),
+    entry(30, 0, 1, 2), entry(31, 3, 4),
+)  # fmt: skip
+
+
+def test_a_reading_whose_rows_only_counted_reuses_the_spread():
+    first = spread_reading(SPREAD_ROWS, SPREAD_ENTRIES)
+    before = managed_irqs(first)
+    counted = (*SPREAD_ROWS[:2], vector(22, counts={2: 9}, generation=2), *SPREAD_ROWS[3:])
+    reread = (*SPREAD_ENTRIES[:3], entry(23, 4, 5, generation=2), *SPREAD_ENTRIES[4:])  # same mask, read again
+    second = spread_reading(counted, reread, previous=first)
+
+    after = managed_irqs(second)
+
+    assert before is not None and after is not None
+    assert after._spread is before._spread  # reused, not worked out again
+    assert answers(second) == answers(from_scratch(second))
+    assert [irq for irq, managed in answers(second).items() if managed] == [21, 22, 23, 24]
+
+
+@pytest.mark.parametrize(
+    ("rows", "entries", "cpus", "spread"),
+    [
+        pytest.param(SPREAD_ROWS, (*SPREAD_ENTRIES[:2], entry(22, 1, 2, 3, generation=2), *SPREAD_ENTRIES[3:]), 8,
+                     [], id="a-mask-moved"),
+        pytest.param((*SPREAD_ROWS[:3], vector(23, chip="PCI-MSIX-0000:03:00.0 1-edge", generation=2),
+                      *SPREAD_ROWS[4:]), SPREAD_ENTRIES, 8, [], id="a-vector-on-another-device"),
+        pytest.param((*SPREAD_ROWS[:3], vector(23, chip="PCI-MSIX-0000:03:00.0 1-edge", generation=0),
+                      *SPREAD_ROWS[4:]), SPREAD_ENTRIES, 8, [], id="another-chip-unknown-generation"),
+        pytest.param(SPREAD_ROWS[:4], SPREAD_ENTRIES, 8, [], id="a-vector-went"),
+        pytest.param((SPREAD_ROWS[1], SPREAD_ROWS[0], *SPREAD_ROWS[2:]), SPREAD_ENTRIES, 8, [21, 22, 23, 24],
+                     id="reordered"),
+        pytest.param(SPREAD_ROWS, SPREAD_ENTRIES[:4] + SPREAD_ENTRIES[5:], 8, [], id="an-entry-went"),
+        pytest.param(SPREAD_ROWS, SPREAD_ENTRIES, 10, [], id="cpus-came"),
+        pytest.param(SPREAD_ROWS, SPREAD_ENTRIES, 5, [21, 22, 23, 24, 30, 31], id="cpus-went"),
+        pytest.param(SPREAD_ROWS, (*SPREAD_ENTRIES[:1], replace(SPREAD_ENTRIES[1], affinity=None, generation=2),
+                                   *SPREAD_ENTRIES[2:]), 8, [], id="a-mask-unreadable"),
+    ],
+)
+def test_a_reading_whose_chips_masks_or_cpus_changed_works_the_spread_out_again(rows, entries, cpus, spread):
+    first = spread_reading(SPREAD_ROWS, SPREAD_ENTRIES)
+    assert [irq for irq, managed in answers(first).items() if managed] == [21, 22, 23, 24]
+    second = spread_reading(rows, entries, previous=first, cpus=cpus)
+
+    assert answers(second) == answers(from_scratch(second))
+    assert [irq for irq, managed in answers(second).items() if managed] == spread
+
+
+def test_read_only_modes_leave_the_spread_out_and_a_later_reading_works_it_out():
+    first = spread_reading(SPREAD_ROWS, SPREAD_ENTRIES, read_only=True)
+    second = spread_reading(SPREAD_ROWS, SPREAD_ENTRIES, previous=first)
+
+    assert not any(answers(first).values())
+    assert answers(second) == answers(from_scratch(second))
+    assert any(answers(second).values())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_spread_over_a_chain_of_readings_is_what_working_it_out_anew_gives(seed):
+    rng = random.Random(seed)
+    chips = [f"PCI-MSIX-0000:0{device}:00.0 1-edge" for device in range(3)] + ["IO-APIC 2-edge"]
+    rows = [vector(irq, chip=rng.choice(chips)) for irq in range(20, 32)]
+    entries = {irq: entry(irq, *rng.sample(range(8), rng.randint(1, 4))) for irq in range(20, 32)}
+    host = spread_reading(rows, entries.values())
+    for generation in range(2, 12):
+        for _ in range(rng.randint(0, 3)):
+            index = rng.randrange(len(rows))
+            what = rng.random()
+            if what < 0.4:  # counts moved: another generation, the same row otherwise
+                rows[index] = replace(rows[index], counts=frozen_map({2: generation}), generation=generation)
+            elif what < 0.6:
+                rows[index] = replace(rows[index], chip=rng.choice(chips), generation=generation)
+            else:
+                irq = rows[index].irq
+                assert irq is not None
+                same = list(entries[irq].affinity or ())  # read again, the same mask
+                cpus = rng.sample(range(8), rng.randint(1, 2)) if rng.random() < 0.8 else same
+                entries[irq] = entry(irq, *cpus, generation=generation)
+        host = spread_reading(list(rows), entries.values(), previous=host, cpus=rng.choice((8, 8, 8, 6)))
+        assert answers(host) == answers(from_scratch(host))
 
 
 # ------------------------------------------------------------------------------------------------ deltas

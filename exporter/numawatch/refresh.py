@@ -55,6 +55,7 @@ def _on_change(why: str) -> Policy:
 # Family names are what the sources ask ``Refresh.share_of`` and ``Refresh.due`` about.
 PLACEMENT = "container memory placement"  # cgroups: memory.numa_stat, cpuset.mems, settled cgroup.procs
 SHARED_PODS = "shared pods"  # cgroups: Burstable and BestEffort pods, listed and read whole in their turn
+GUARANTEED_LISTINGS = "guaranteed pod listings"  # cgroups: a Guaranteed pod's directory, listed in its turn
 AFFINITIES = "irq affinities"  # irqs: smp_affinity_list and effective_affinity_list
 GOVERNORS = "cpufreq governors"  # kernel: one scaling_governor per policy
 IDLE_STATES = "idle state settings"  # cpuidle: the disable files and PM QoS limits per CPU
@@ -65,9 +66,12 @@ POLICIES: Mapping[str, Policy] = {
     "cgroups": _rotating(
         PLACEMENT,
         SHARED_PODS,
+        GUARANTEED_LISTINGS,
         why="memory placement drifts over minutes (its alerts wait 30 minutes); shared pods' cpusets move with the "
         "CPU Manager state, after whose change every pod is read at every reading for K readings; Guaranteed pods' "
-        "cpusets are read every time",
+        "cpusets are read every time, but their directories are listed in their turn: a container removed from one "
+        "shows at once (its cpuset fails to read and the pod is listed again), one added without a CPU Manager "
+        "change (a restart keeps the pod's assignment) within K readings, while the pinning alerts wait 10 minutes",
     ),
     "names": _on_change("bundles and pod log directories appear and go with containers"),
     "kubelet_config": _on_change("the kubelet's configuration changes with a kubelet restart"),

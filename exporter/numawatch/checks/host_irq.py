@@ -125,25 +125,42 @@ def spread_vectors(masks: list[tuple[int, CPUSet]], all_cpus: CPUSet) -> set[int
     return found
 
 
-class ManagedIrqs:
-    """Answers "is this IRQ managed by the kernel?" for one reading, with the evidence used."""
+def device_vectors(irqs: Irqs, interrupts: Interrupts) -> dict[str, list[tuple[int, CPUSet]]]:
+    """Per device (``device_key``), its vectors as (IRQ, requested mask) in row order: the rows whose chip names a
+    device and whose /proc/irq entry has a requested mask."""
+    groups: dict[str, list[tuple[int, CPUSet]]] = {}
+    for row in interrupts.rows:
+        irq = row.irq
+        found = irqs.irqs.get(irq) if irq is not None else None
+        key = device_key(row)
+        if irq is None or found is None or key is None or found.affinity is None:
+            continue
+        groups.setdefault(key, []).append((irq, found.affinity))
+    return groups
 
-    def __init__(self, irqs: Irqs, interrupts: Interrupts | None, all_cpus: CPUSet) -> None:
+
+def spread_irqs(irqs: Irqs, interrupts: Interrupts | None, all_cpus: CPUSet) -> frozenset[int]:
+    """The IRQs of every device's managed spread (``spread_vectors``); empty when the modes tell managed IRQs
+    (``read_only_modes_seen``), without /proc/interrupts or without the CPUs."""
+    if irqs.read_only_modes_seen or interrupts is None or not all_cpus:
+        return frozenset()
+    spread: set[int] = set()
+    for members in device_vectors(irqs, interrupts).values():
+        if len(members) >= 2:
+            spread |= spread_vectors(sorted(members), all_cpus)
+    return frozenset(spread)
+
+
+class ManagedIrqs:
+    """Answers "is this IRQ managed by the kernel?" for one reading, with the evidence used. ``spread``: the IRQs of
+    the devices' managed spreads when already known (``spread_irqs`` of the same inputs), else worked out here."""
+
+    def __init__(
+        self, irqs: Irqs, interrupts: Interrupts | None, all_cpus: CPUSet, spread: frozenset[int] | None = None
+    ) -> None:
         self.irqs = irqs
         self.by_mode = irqs.read_only_modes_seen
-        self._spread: set[int] = set()
-        if not self.by_mode and interrupts is not None and all_cpus:
-            groups: dict[str, list[tuple[int, CPUSet]]] = {}
-            for row in interrupts.rows:
-                irq = row.irq
-                found = irqs.irqs.get(irq) if irq is not None else None
-                key = device_key(row)
-                if irq is None or found is None or key is None or found.affinity is None:
-                    continue
-                groups.setdefault(key, []).append((irq, found.affinity))
-            for members in groups.values():
-                if len(members) >= 2:
-                    self._spread |= spread_vectors(sorted(members), all_cpus)
+        self._spread = spread_irqs(irqs, interrupts, all_cpus) if spread is None else spread
 
     def managed(self, irq: int) -> bool:
         found = self.irqs.irqs.get(irq)
@@ -160,14 +177,67 @@ class ManagedIrqs:
         return "its vector belongs to a device's per-CPU spread"
 
 
+@dataclass(frozen=True, eq=False)
+class _ManagedSpread:
+    """``spread_irqs`` of one reading with what it was made from, for a later reading to reuse (``Host.derived``)."""
+
+    rows: tuple[InterruptRow, ...]  # /proc/interrupts' rows
+    irqs: Mapping[int, IrqAffinity]  # the /proc/irq entries
+    all_cpus: CPUSet
+    spread: frozenset[int]
+
+
+def _same_layout(rows: Sequence[InterruptRow], prior: Sequence[InterruptRow]) -> bool:
+    """Whether two readings list the same rows (keys, in order) on the same chips: the spread depends on the rows
+    only through their IRQ number and chip, and a row keeps its generation while it reads the same, so only the
+    rows of another generation (``changed_positions``: those whose counts moved) are compared."""
+    positions = changed_positions(rows, prior)
+    return positions is not None and all(rows[index].chip == prior[index].chip for index in positions)
+
+
+def _same_masks(new: Mapping[int, IrqAffinity], old: Mapping[int, IrqAffinity]) -> bool:
+    """Whether two readings' /proc/irq entries are the same IRQs, in the same order, with the same requested masks
+    (the spread depends on nothing else of them): an entry of the same generation is the same object."""
+    if same_entries(new, old):
+        return True
+    if len(new) != len(old) or not all(map(eq, new, old)):
+        return False
+    return all(a is b or a.affinity == b.affinity for a, b in zip(new.values(), old.values(), strict=True))
+
+
+def _spread_of(host: Host, irqs: Irqs, all_cpus: CPUSet) -> frozenset[int]:
+    """``spread_irqs`` of this reading, reused from an earlier reading (``Host.derived``) while the rows' layout
+    (IRQ, chip) and the IRQs' requested masks are the same: they change with drivers and hotplug, not with counts,
+    and grouping ~2,000 rows by device and sliding every device's vectors is the placement check's largest part."""
+    interrupts: Interrupts | None = host.interrupts
+    if irqs.read_only_modes_seen or interrupts is None or not all_cpus:
+        return frozenset()
+    rows, by_irq = interrupts.rows, irqs.irqs
+    prior = host.derived.get("checks.managed_spread")
+    if (
+        isinstance(prior, _ManagedSpread)
+        and prior.all_cpus == all_cpus
+        and _same_masks(by_irq, prior.irqs)
+        and _same_layout(rows, prior.rows)
+    ):
+        spread = prior.spread
+    else:
+        spread = spread_irqs(irqs, interrupts, all_cpus)
+    host.derived.put("checks.managed_spread", _ManagedSpread(rows, by_irq, all_cpus, spread))
+    return spread
+
+
 def managed_irqs(host: Host) -> ManagedIrqs | None:
-    """The managed-IRQ answers for this reading (None without the irqs source), computed once per Host."""
+    """The managed-IRQ answers for this reading (None without the irqs source), computed once per Host, the devices'
+    spreads reused from an earlier reading while what they depend on is the same (``_spread_of``)."""
     found: Irqs | None = host.irqs
     if found is None:
         return None
     topology = host.topology
     all_cpus = frozenset(topology.cpus) if topology is not None else frozenset()
-    return host.memo("managed_irqs", lambda: ManagedIrqs(found, host.interrupts, all_cpus))
+    return host.memo(
+        "managed_irqs", lambda: ManagedIrqs(found, host.interrupts, all_cpus, _spread_of(host, found, all_cpus))
+    )
 
 
 # The device rows of /proc/interrupts joined with their /proc/irq entry: (row, IRQ number, entry, delivered-to CPUs).

@@ -21,7 +21,11 @@ one (the HostReader keeps it) that remembers which
 containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain), shares parsed CPU lists
 between readings and hands out a container's previous (immutable) snapshot again while its files read the same
 bytes. The cpusets of Guaranteed pods (the only ones the CPU Manager can pin) are read every time: pinning drift is
-the point.
+the point. With the rotation on (``GUARANTEED_LISTINGS``) a Guaranteed pod's directory is listed in its turn only
+(every k-th reading, and at every reading while shared pods may not be carried): between turns its containers are the
+ones last listed, each still read, so a container removed from it shows at once (its files fail to read, and the pod
+is listed again at the next reading) and one added to it without a change of the CPU Manager state within k
+readings.
 With serve's ``--stagger k`` (the refresh table rotates ``PLACEMENT`` and ``SHARED_PODS``) it re-reads
 ``memory.numa_stat`` of a rotating 1/k of the containers per reading (a container's turn comes every k-th reading; a new
 one is read at once) and carries the others' placement over from the previous reading: memory placement drifts over
@@ -58,7 +62,7 @@ from numawatch.model import frozen_map
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, ContainerCgroup, PodCgroup
 from numawatch.paths import Paths
-from numawatch.refresh import FULL, PLACEMENT, SHARED_PODS, Carried, Refresh
+from numawatch.refresh import FULL, GUARANTEED_LISTINGS, PLACEMENT, SHARED_PODS, Carried, Refresh
 from numawatch.sources._files import line_after
 
 log = logging.getLogger(__name__)
@@ -404,6 +408,10 @@ class _Scan:
         # with the rotation of SHARED_PODS.
         self.skip_pods = False
         self.pod_share, self.pod_turn = 1, 0
+        # Guaranteed pods' listings (outside its turn a pod's container list is the previous reading's), with the
+        # rotation of GUARANTEED_LISTINGS: off unless the reading turns it on.
+        self.skip_listings = False
+        self.listing_share, self.listing_turn = 1, 0
         self.generation = 0  # stamped on the pods this reading makes (Refresh.generation)
         # The pod being read (see above).
         self.sandboxes: dict[str, tuple[int, int]] = {}
@@ -635,10 +643,23 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
             return old.pod
         whole = True
     pod_dir = f"{scan.layout.cpuset}/{rel}"
-    names = tuple(sorted(_container_entries(pod_dir)))
-    if not names and not confined.is_dir(pod_dir):
-        return None  # the pod went away
-    entries = old.entries if old is not None and old.names == names else _container_dirs(rel, names)
+    if (
+        scan.skip_listings
+        and not whole
+        and old is not None
+        and old.complete
+        and old.names
+        and zlib.crc32(uid.encode()) % scan.listing_share != scan.listing_turn
+    ):
+        # A Guaranteed pod outside its listing's turn: its containers are the ones the previous reading listed, each
+        # still read below. A removed one fails to read, which leaves the pod incomplete and listed next time; a
+        # removed pod is missing from its QoS level's listing, taken at every reading.
+        names, entries = old.names, old.entries
+    else:
+        names = tuple(sorted(_container_entries(pod_dir)))
+        if not names and not confined.is_dir(pod_dir):
+            return None  # the pod went away
+        entries = old.entries if old is not None and old.names == names else _container_dirs(rel, names)
     # What the container-level functions look up and fill in (see _Scan): this pod's part of either reading.
     if old is not None:
         scan.old_containers, scan.sandboxes = old.records, old.verdicts
@@ -754,6 +775,10 @@ def _read_all(
     scan.generation = refresh.generation
     state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
     assignments = state.cpu if state is not None else None
+    listing_share, listing_turn = refresh.rotation(GUARANTEED_LISTINGS)
+    scan.listing_share, scan.listing_turn = listing_share, listing_turn
+    # The same rule for Guaranteed pods' listings: a CPU Manager change (a pod admitted or gone) lists every pod.
+    scan.skip_listings = _pods_may_be_carried(memory, assignments, listing_share, refresh.stagger)[0]
     scan.skip_pods, assignments, left = _pods_may_be_carried(memory, assignments, pod_share, refresh.stagger)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
