@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from numawatch import telemetry
 from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model.gpu import GpuHolders, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
+from numawatch.model.gpu import GpuHolders, GpuInventory, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
 from numawatch.model.kubelet import KubeletState
 from numawatch.model.topology import Topology
 from numawatch.workloads import Workload, build_workloads
@@ -94,6 +95,15 @@ def gpu_numa_node(host: Host, gpu: NvmlGpu) -> int | None:
     return gpu.numa_node
 
 
+def require_telemetry(host: Host) -> NvmlSnapshot:
+    """Every vendor's GPU telemetry (telemetry.py), or NotEvaluated naming the sources that are down and why."""
+    found = telemetry.of_host(host)
+    if found is None:
+        down = telemetry.unknown_because({name: host.get(name) for name in telemetry.SOURCES}, host.down_reason)
+        raise NotEvaluated("; ".join(f"needs the {name} source: {host.down_reason(name)}" for name in down))
+    return found
+
+
 def _gpus_with_processes(nvml: NvmlSnapshot) -> Iterator[tuple[NvmlGpu, tuple[GpuProcess, ...]]]:
     for gpu in nvml.gpus:
         if gpu.up and gpu.processes:
@@ -110,7 +120,7 @@ class _Stray:
 
 
 def check_gpu_process_remote(host: Host, intent: Intent) -> Iterator[Finding]:
-    nvml: NvmlSnapshot = require(host, "nvml")
+    nvml = require_telemetry(host)
     holders: GpuHolders = require(host, "processes")
     topology: Topology = require(host, "topology")
     if len(topology.nodes) < 2:
@@ -186,7 +196,7 @@ def _pod_uid_of(nvml: NvmlSnapshot, pid: int) -> str | None:
 
 # --------------------------------------------------------------------------------------------- gpu_process_memlock
 def check_gpu_process_memlock(host: Host, intent: Intent) -> Iterator[Finding]:
-    nvml: NvmlSnapshot = require(host, "nvml")
+    nvml = require_telemetry(host)
     holders: GpuHolders = require(host, "processes")
     workloads = holders_by_container(host, intent)
     limited: dict[str, tuple[Holder, list[HolderProcess]]] = {}
@@ -223,8 +233,12 @@ def _size(value: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------- gpu_holder_mismatch
-def _assignments(state: KubeletState, intent: Intent) -> tuple[dict[str, set[tuple[str, str]]], set[tuple[str, str]]]:
-    """GPU UUID -> (pod UID, container) the device plugin assigned it to; and the containers holding MIG devices."""
+def _assignments(
+    state: KubeletState, intent: Intent, inventory: GpuInventory | None = None
+) -> tuple[dict[str, set[tuple[str, str]]], set[tuple[str, str]]]:
+    """Device ID, and the PCI address of the accelerator it names (GpuInventory.for_device_id: AMD's plugin names
+    devices by PCI address, NVIDIA's and Habana's by UUID or serial) -> (pod UID, container) the device plugin
+    assigned it to; and the containers holding MIG devices."""
     assigned: dict[str, set[tuple[str, str]]] = {}
     mig: set[tuple[str, str]] = set()
     if state.devices is None:
@@ -239,6 +253,9 @@ def _assignments(state: KubeletState, intent: Intent) -> tuple[dict[str, set[tup
                 if uuid.startswith("MIG-"):
                     mig.add(owner)
                 assigned.setdefault(uuid, set()).add(owner)
+                device = inventory.for_device_id(device_id) if inventory is not None else None
+                if device is not None and device.pci_address != uuid:
+                    assigned.setdefault(device.pci_address, set()).add(owner)
     return assigned, mig
 
 
@@ -256,17 +273,17 @@ def _owner_text(host: Host, owners: Iterable[tuple[str, str]], workloads: Mappin
 
 
 def check_gpu_holder_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
-    nvml: NvmlSnapshot = require(host, "nvml")
+    nvml = require_telemetry(host)
     state: KubeletState = require(host, "kubelet_state")
     if state.devices is None:
         raise NotEvaluated("the kubelet has no readable device-plugin checkpoint (kubelet_internal_checkpoint)")
-    assigned, mig = _assignments(state, intent)
+    assigned, mig = _assignments(state, intent, host.gpus)
     workloads = holders_by_container(host, intent)
     for gpu, processes in _gpus_with_processes(nvml):
         if gpu.uuid is None:
             continue
         label = gpu_label(gpu)
-        owners = assigned.get(gpu.uuid, set())
+        owners = assigned.get(gpu.uuid, set()) | assigned.get(gpu.pci_address or "", set())
         expected = _owner_text(host, owners, workloads)
         by_container: dict[str | None, list[GpuProcess]] = {}
         for process in processes:

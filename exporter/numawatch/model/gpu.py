@@ -151,11 +151,23 @@ class NvmlGpu:
     nvlink_links: int | None = None
     nvlink_switch: bool | None = None
     pcie_paths: Mapping[str, str] = field(default_factory=frozen_map)
+    # Whose library read it (issue 19): "nvidia" (NVML), "amd" (AMD SMI, sources/amdsmi.py) or "habana" (HLML,
+    # sources/hlml.py). The same record serves every vendor: what a library cannot say stays None.
+    vendor: str = "nvidia"
+    # Device memory in use and in all (bytes), where the library reports it (AMD SMI's and HLML's memory calls;
+    # NVML's per-process figures are in ``processes``)
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+
+
+# The vendor of a telemetry reading -> the source (and library) that reads it; the ``library`` label.
+TELEMETRY_LIBRARIES = {"nvidia": "nvml", "amd": "amdsmi", "habana": "hlml"}
 
 
 @dataclass(frozen=True)
 class NvmlCall:
-    """What one NVML function has cost since the session started (calls made on the NVML thread)."""
+    """What one library function has cost since the session started (calls made on the library's thread): NVML's, and
+    AMD SMI's and HLML's the same way."""
 
     name: str
     count: int
@@ -167,6 +179,9 @@ class NvmlCall:
 
 @dataclass(frozen=True)
 class NvmlSnapshot:
+    """A GPU telemetry source's reading: NVML's (``nvml``), and in the same shape AMD SMI's (``amdsmi``) and HLML's
+    (``hlml``), each GPU carrying its ``vendor``."""
+
     driver_version: str | None
     gpus: tuple[NvmlGpu, ...]
     calls: tuple[NvmlCall, ...] = ()
