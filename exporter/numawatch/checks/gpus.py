@@ -24,9 +24,27 @@ SYSFS_REMEDIATION = (
     "echo <node> > /sys/bus/pci/devices/<gpu>/numa_node at boot"
 )
 PLUGIN_REMEDIATION = (
-    "run the NVIDIA device plugin / GPU Operator with topology reporting (it must see the GPU's CPU affinity: fix "
-    "sysfs numa_node first), then restart the plugin and recreate the pods that hold the GPU"
+    "run the accelerator's device plugin with topology reporting (NVIDIA's device plugin / GPU Operator, AMD's ROCm "
+    "k8s-device-plugin, the habanalabs device plugin; it must see the device's NUMA node: fix sysfs numa_node first), "
+    "then restart the plugin and recreate the pods that hold the device"
 )
+# The device plugin of each vendor's resources (docs/gpu.md, "Device plugins"), for a finding's own remediation
+_PLUGINS = (
+    ("nvidia.com/", "the NVIDIA device plugin / GPU Operator"),
+    ("amd.com/", "AMD's ROCm k8s-device-plugin (or the AMD GPU Operator)"),
+    ("habana.ai/", "the habanalabs device plugin"),
+)
+
+
+def plugin_remediation(resource: str) -> str:
+    """What to do about devices of ``resource`` registered without topology: that vendor's plugin, by name."""
+    for prefix, plugin in _PLUGINS:
+        if resource.startswith(prefix):
+            return (
+                f"run {plugin} with topology reporting (it must see the device's NUMA node: fix sysfs numa_node "
+                "first), then restart the plugin and recreate the pods that hold the device"
+            )
+    return PLUGIN_REMEDIATION
 
 
 def check_gpu_numa_unknown(host: Host, intent: Intent) -> Iterator[Finding]:
@@ -83,7 +101,7 @@ def _unknown_nodes(host: Host, intent: Intent) -> Iterator[Finding]:
                 {"gpu": label, "uuid": uuid or "", "reason": "device_plugin"},
                 f"GPU {label} ({device_id}) is registered by the device plugin for {entry.resource_name} without NUMA "
                 "topology (node -1): the Topology Manager cannot align it with the pod's CPUs and memory",
-                PLUGIN_REMEDIATION,
+                plugin_remediation(entry.resource_name),
             )
 
 
