@@ -283,28 +283,35 @@ def check_gpu_holder_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
         if gpu.uuid is None:
             continue
         label = gpu_label(gpu)
-        owners = assigned.get(gpu.uuid, set()) | assigned.get(gpu.pci_address or "", set())
-        expected = _owner_text(host, owners, workloads)
-        by_container: dict[str | None, list[GpuProcess]] = {}
+        gpu_owners = assigned.get(gpu.uuid, set()) | assigned.get(gpu.pci_address or "", set())
+        # Per container and MIG device: a process on a MIG device (NVML's MIG handles) is the holder of that slice,
+        # which the plugin assigns by its MIG UUID; one on the whole GPU is the GPU's holder.
+        by_container: dict[tuple[str | None, str | None], list[GpuProcess]] = {}
         for process in processes:
             if process.cgroup_path is None:
                 continue  # exited before we could see where it lived
-            by_container.setdefault(process.container_id, []).append(process)
-        for container_id, members in sorted(by_container.items(), key=lambda item: item[0] or ""):
+            by_container.setdefault((process.container_id, process.mig_uuid), []).append(process)
+        for (container_id, slice_uuid), members in sorted(
+            by_container.items(), key=lambda item: (item[0][0] or "", item[0][1] or "")
+        ):
+            owners = assigned.get(slice_uuid, set()) if slice_uuid is not None else gpu_owners
+            expected = _owner_text(host, owners, workloads)
+            uuid = slice_uuid or gpu.uuid
+            what = f"MIG device {slice_uuid} of GPU {label}" if slice_uuid else f"GPU {label} ({gpu.uuid})"
             pids = ", ".join(str(process.pid) for process in members)
             if container_id is None:
                 if not owners:
                     continue  # a host process on a GPU Kubernetes does not hand out: outside numawatch's remit
                 yield GPU_HOLDER_MISMATCH.finding(
                     intent,
-                    {"gpu": label, "uuid": gpu.uuid, "reason": "host_process", "expected": expected},
-                    f"GPU {label} ({gpu.uuid}) is used by host process {pids}, outside any container, but the device "
-                    f"plugin assigned it to {expected}",
+                    {"gpu": label, "uuid": uuid, "reason": "host_process", "expected": expected},
+                    f"{what} is used by host process {pids}, outside any container, but the device plugin assigned "
+                    f"it to {expected}",
                 )
                 continue
             holder = holder_of(container_id, members[0].pod_uid, workloads)
-            if (holder.pod_uid, holder.container_name) in mig:
-                continue  # MIG instances are assigned by MIG UUID: not comparable with the parent GPU's UUID here
+            if slice_uuid is None and (holder.pod_uid, holder.container_name) in mig:
+                continue  # a MIG holder NVML did not place on a slice: not comparable with the parent GPU's UUID
             if holder.container_name is not None:
                 matches = (holder.pod_uid, holder.container_name) in owners
             else:  # the container's name is unknown: the pod must at least be the one assigned
@@ -314,9 +321,9 @@ def check_gpu_holder_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
             reason = "other_container" if owners else "unassigned"
             yield GPU_HOLDER_MISMATCH.finding(
                 intent,
-                {**holder.labels, "gpu": label, "uuid": gpu.uuid, "reason": reason, "expected": expected},
-                f"GPU {label} ({gpu.uuid}) is used by {holder.display} (PID {pids}) but the device plugin assigned it "
-                f"to {expected}: the GPU is shared outside the kubelet's accounting",
+                {**holder.labels, "gpu": label, "uuid": uuid, "reason": reason, "expected": expected},
+                f"{what} is used by {holder.display} (PID {pids}) but the device plugin assigned it to {expected}: "
+                "the GPU is shared outside the kubelet's accounting",
             )
 
 

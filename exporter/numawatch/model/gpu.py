@@ -119,6 +119,8 @@ class GpuProcess:
     pod_uid: str | None = None  # from the pod cgroup above the leaf; None: not in a pod
     # Mean SM utilisation (0-1) of NVML's per-process samples newer than the previous reading; None: no sample.
     sm_utilization: float | None = None
+    # The MIG device the process runs on (``MIG-<uuid>``), on a GPU in MIG mode; None: the whole GPU (or unknown)
+    mig_uuid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,8 @@ class NvmlGpu:
     # NVML's per-process figures are in ``processes``)
     memory_used_bytes: int | None = None
     memory_total_bytes: int | None = None
+    # NVML's MIG devices of a GPU in MIG mode (``MIG-<uuid>``, slot order), read once per enumeration; () otherwise
+    mig_devices: tuple[str, ...] = ()
 
 
 # The vendor of a telemetry reading -> the source (and library) that reads it; the ``library`` label.
