@@ -530,3 +530,41 @@ def test_capacity_families_count_free_accelerators_per_numa_node_for_the_vendors
     free = {(s.labels["numa_node"], s.labels["resource"]): s.value for s in family.samples}
 
     assert free == {("0", RESOURCES[vendor]): 2.0, ("1", RESOURCES[vendor]): 0.0}
+
+
+# --------------------------------------------------------------------------------------------------- MI300 partitions
+def test_mi300_partitions_map_to_their_parent_gpus_pci_address_and_numa_node(fake_host):
+    from fakehost.gpus import add_amd_partitions
+    from numawatch.host import HostReader
+
+    node = reference_node(fake_host, vendor="amd")
+    first = add_amd_partitions(fake_host, node.gpus[0], 4, first_xcp=0, first_kfd_node=20, first_minor=160)
+    third = add_amd_partitions(fake_host, node.gpus[2], 4, first_xcp=8, first_kfd_node=30, first_minor=170)
+    fake_host.write("sys/devices/platform/amdgpu_xcp_99/drm/renderD999/dev", "226:999")  # no KFD node: nowhere
+
+    host = HostReader(fake_host.paths).read()
+    inventory = host.gpus
+
+    assert dict(inventory.partitions) == {
+        **{name: GPUS[0].pci_address for name in first}, **{name: GPUS[2].pci_address for name in third}}
+    assert inventory.for_device_id("amdgpu_xcp_2").pci_address == GPUS[0].pci_address
+    assert inventory.for_device_id("amdgpu_xcp_99") is None
+    # The amd.com/gpu join of the plugin's partition IDs: each partition is its parent GPU, on its parent's node
+    entry = DeviceAssignment(VLLM.uid, VLLM.container.name, "amd.com/gpu",
+                             frozen_map({GPUS[2].numa_node: (third[1],)}))  # fmt: skip
+    joined = replace_state(host, devices=replace(host.kubelet_state.devices, entries=(entry,)))
+    (workload,) = [w for w in build_workloads(joined, REFERENCE) if w.gpus]
+    (gpu,) = workload.gpus
+    assert (gpu.pci_address, gpu.numa_node) == (GPUS[2].pci_address, GPUS[2].numa_node)
+    found = gpu_checks(evaluate(joined, REFERENCE), "container_gpu_numa_mismatch")
+    assert [(f["gpu"], f["numa_node"]) for f in found] == [(GPUS[2].pci_address, str(GPUS[2].numa_node))]
+
+
+def test_a_partition_mode_change_changes_the_inventorys_fingerprint(fake_host):
+    from fakehost.gpus import add_amd_partitions
+
+    node = reference_node(fake_host, vendor="amd")
+    before = gpus_sysfs.fingerprint(fake_host.paths)
+    add_amd_partitions(fake_host, node.gpus[0], 2, first_xcp=0, first_kfd_node=20, first_minor=160)
+
+    assert gpus_sysfs.fingerprint(fake_host.paths) != before

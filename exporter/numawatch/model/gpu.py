@@ -65,6 +65,9 @@ class GpuInventory:
     # Accelerator vendors' PCI functions left out because their class could not be parsed (whether they are
     # accelerators is unknown).
     problems: tuple[str, ...] = ()
+    # MI300 compute partitions (``amdgpu_xcp_<n>``, the AMD device plugin's device IDs for them) -> the PCI address
+    # of the GPU each is part of, through its render node and the KFD topology (gpus_sysfs._partition_parents)
+    partitions: Mapping[str, str] = field(default_factory=frozen_map)
 
     def unreadable(self, attribute: str) -> tuple[str, ...]:
         """Why ``attribute`` of some GPU is unknown: functions left out, and GPUs whose file is malformed."""
@@ -88,11 +91,15 @@ class GpuInventory:
         - NVIDIA: ``GPU-<uuid>``, time-sliced replicas ``GPU-<uuid>::<n>``; a MIG device in the form drivers before
           R470 gave (``MIG-GPU-<uuid>/<gi>/<ci>``) names its parent GPU. A MIG device's own ``MIG-<uuid>`` is not in
           sysfs: None (the plugin's NUMA node, its parent's, is what is known);
-        - AMD (ROCm k8s-device-plugin): the PCI address of the function amdgpu binds (``0000:c1:00.0``);
+        - AMD (ROCm k8s-device-plugin): the PCI address of the function amdgpu binds (``0000:c1:00.0``), or for an
+          MI300 compute partition its platform device's name (``amdgpu_xcp_<n>``), which names its parent GPU;
         - Gaudi (habanalabs device plugin): HLML's id for the device, matched with the stable id sysfs gives (the
           serial number) or the PCI address.
         """
         base = device_id.split("::", 1)[0]
+        parent = self.partitions.get(base)
+        if parent is not None:
+            return self.by_pci(parent)
         if base.startswith("MIG-GPU-"):
             base = base[len("MIG-") :].split("/", 1)[0]
         return self.by_pci(base.lower()) or self.by_uuid(base)

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -109,6 +109,12 @@ _AMD_UNIQUE_ID = re.compile(r"[0-9a-f]{1,16}")  # amdgpu prints %016llx
 _HABANA_SERIAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the board's serial number ("AN01234567")
 _MODEL_LIMIT = 96  # the driver's model names are a few words ("NVIDIA H100 80GB HBM3")
 _KFD_NODES = "class/kfd/kfd/topology/nodes"
+# MI300 compute partitions: amdxcp's platform devices (drivers/gpu/drm/amd/amdxcp/amdgpu_xcp_drv.c), each with a DRM
+# render node; ROCm's k8s-device-plugin registers them under these names (internal/pkg/amdgpu/amdgpu.go, GetAMDGPUs)
+_PLATFORM = "devices/platform"
+_XCP = re.compile(r"amdgpu_xcp_[0-9]{1,4}")
+_RENDER = re.compile(r"renderD([0-9]{1,5})")
+_XCP_LIMIT = 1024  # partitions read (8 GPUs x 8 partitions is far below)
 _KFD_NODE_LIMIT = 256  # KFD nodes: one per CPU socket and one per GPU (or MI300 partition)
 
 
@@ -175,6 +181,10 @@ class KfdIds:
 
     ids: Mapping[str, str]
     problems: tuple[str, ...] = ()
+    # DRM render minor (``drm_render_minor``) -> the PCI function KFD places that node at: on an MI300 in a compute
+    # partition mode one node per partition, with the partition's number in the function bits of ``location_id``
+    # (kfd_topology.c ORs the node id into it for GC 9.4.3)
+    render_minors: Mapping[int, str] = field(default_factory=frozen_map)
 
 
 def _kfd_unique_ids(paths: Paths) -> KfdIds:
@@ -185,6 +195,7 @@ def _kfd_unique_ids(paths: Paths) -> KfdIds:
     """
     nodes = paths.sysfs / _KFD_NODES
     found: dict[str, str] = {}
+    minors: dict[int, str] = {}
     problems: list[str] = []
     try:
         names = list_dir(nodes)
@@ -208,7 +219,38 @@ def _kfd_unique_ids(paths: Paths) -> KfdIds:
         address, unique = kfd_pci_address(properties), properties.get("unique_id")
         if address is not None and unique and unique < 1 << 64:
             found.setdefault(address, f"{unique:016x}")
-    return KfdIds(found, tuple(problems))
+        minor = properties.get("drm_render_minor")
+        if address is not None and minor:
+            minors.setdefault(minor, address)
+    return KfdIds(found, tuple(problems), frozen_map(minors))
+
+
+def _partition_parents(paths: Paths, kfd: KfdIds, amd: Mapping[str, GpuDevice]) -> dict[str, str]:
+    """MI300 partition name (``amdgpu_xcp_<n>``) -> the PCI address of the AMD GPU it is part of: the partition's
+    render node (``sys/devices/platform/amdgpu_xcp_<n>/drm/renderD<minor>``), the KFD node with that
+    ``drm_render_minor``, its PCI function (function 0 of that device when KFD's function bits carry the
+    partition's number). A partition that leads nowhere in the inventory is left out."""
+    platform = paths.sysfs / _PLATFORM
+    parents: dict[str, str] = {}
+    names = sorted((name for name in list_dir(platform) if _XCP.fullmatch(name)), key=lambda n: (len(n), n))
+    for name in names[:_XCP_LIMIT]:
+        try:
+            entries = list_dir(platform / name / "drm")
+        except OSError:
+            continue
+        for entry in entries:
+            match = _RENDER.fullmatch(entry)
+            address = kfd.render_minors.get(int(match.group(1))) if match else None
+            if address is None:
+                continue
+            for candidate in (address, address[:-1] + "0"):
+                if candidate in amd:
+                    parents[name] = candidate
+                    break
+            if name in parents:
+                break
+    return parents
+
 
 
 def pci_sort_key(address: str) -> tuple[int, ...] | tuple[int, str]:
@@ -396,7 +438,9 @@ def read(paths: Paths) -> GpuInventory:
         gpu = _read_device(paths, address, directory, skipped, kfd)
         if gpu is not None:
             gpus.append(gpu)
-    return GpuInventory(gpus=tuple(gpus), problems=tuple(skipped))
+    amd = {gpu.pci_address: gpu for gpu in gpus if gpu.vendor == AMD.name}
+    partitions = _partition_parents(paths, kfd(), amd) if amd else {}
+    return GpuInventory(gpus=tuple(gpus), problems=tuple(skipped), partitions=frozen_map(partitions))
 
 
 def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | None], ...]]:
@@ -414,8 +458,10 @@ def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | N
     for driver in _DRIVERS:
         bound += list_dir(paths.sysfs / "bus/pci/drivers" / driver)
     gpus = sorted(name for name in set(bound) if PCI_ADDRESS.fullmatch(name))
+    # MI300 partitions come and go with a compute partition mode change, which adds no PCI function
+    partitions = tuple(sorted(name for name in list_dir(paths.sysfs / _PLATFORM) if _XCP.fullmatch(name)))
     return (
-        tuple(sorted(list_dir(devices))),
+        (*sorted(list_dir(devices)), *partitions),
         tuple((gpu, read_optional_text(devices / gpu / "numa_node", 64)) for gpu in gpus),
     )
 
