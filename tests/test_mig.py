@@ -53,7 +53,7 @@ def test_a_gpu_in_mig_mode_lists_its_slices_and_places_each_process_on_its_slice
     assert len(fake.calls_to("nvmlDeviceGetMigDeviceHandleByIndex")) == 7  # once per enumeration, every slot
 
 
-def on_a_slice(owner):
+def on_a_slice(owner, node=None):
     """The reference snapshot with vllm's process on GPU 0 placed on SLICE, which the plugin assigned to ``owner``."""
     from fake_pynvml import reference_gpu_results
 
@@ -64,7 +64,7 @@ def on_a_slice(owner):
     placed = replace(first, mig_devices=(SLICE,), processes=(replace(first.processes[0], mig_uuid=SLICE),))
     results["nvml"] = replace(nvml, gpus=(placed, *nvml.gpus[1:]))
     slice_entry = DeviceAssignment(owner.uid, owner.container.name, "nvidia.com/mig-1g.10gb",
-                                   frozen_map({GPUS[0].numa_node: (SLICE,)}))  # fmt: skip
+                                   frozen_map({GPUS[0].numa_node if node is None else node: (SLICE,)}))  # fmt: skip
     devices = host.kubelet_state.devices
     host = replace_state(host, devices=replace(devices, entries=(*devices.entries, slice_entry)))
     return with_results(host, **results)
@@ -104,3 +104,22 @@ def test_a_slices_process_is_judged_against_its_parent_gpus_numa_node(fake_host)
 
     found = [dict(f.labels) for f in evaluation.findings if f.check == "gpu_process_remote"]
     assert {(f["gpu"], f["numa_node"]) for f in found} == {(GPUS[0].pci_address, "0"), (GPUS[1].pci_address, "0")}
+
+
+def test_a_mig_slice_joins_its_parent_gpus_pci_function_and_sysfs_numa_node():
+    from numawatch.workloads import build_workloads
+
+    host = on_a_slice(VLLM, node=1)  # the plugin says node 1; the slice's parent, GPU 0, is on node 0 in sysfs
+
+    (vllm,) = [w for w in build_workloads(host, REFERENCE) if w.container_name == VLLM.container.name]
+    (joined,) = [g for g in vllm.gpus if g.device_id == SLICE]
+    assert (joined.pci_address, joined.numa_node) == (GPUS[0].pci_address, GPUS[0].numa_node)
+    found = [dict(f.labels) for f in evaluate(host, REFERENCE).findings if f.check == "gpu_numa_unknown"]
+    assert found == []
+
+
+def test_a_mig_slice_registered_without_topology_is_named_by_its_parent_gpu():
+    found = [dict(f.labels) for f in evaluate(on_a_slice(VLLM, node=-1), REFERENCE).findings
+             if f.check == "gpu_numa_unknown"]  # fmt: skip
+
+    assert found == [{"gpu": GPUS[0].pci_address, "uuid": GPUS[0].uuid, "reason": "device_plugin"}]

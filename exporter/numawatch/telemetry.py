@@ -10,9 +10,11 @@ or when a vendor library reads at least one GPU; otherwise it is unknown and the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from numawatch.model.gpu import NvmlSnapshot
+from numawatch.model import frozen_map
+from numawatch.model.gpu import GpuInventory, NvmlSnapshot
 
 SOURCES = ("nvml", "amdsmi", "hlml")
 
@@ -49,4 +51,23 @@ def of_host(host: Any) -> NvmlSnapshot | None:
     return merge({name: host.get(name) for name in SOURCES})
 
 
-__all__ = ["SOURCES", "merge", "of_host", "unknown_because"]
+def inventory_of(host: Any) -> GpuInventory | None:
+    """The sysfs inventory, with NVML's MIG devices (``MIG-<uuid>``, the device plugin's IDs for them) named as parts
+    of their parent GPUs, so a MIG slice joins to its parent's PCI function and sysfs NUMA node. The inventory itself
+    (the same object) where NVML lists no MIG device of a GPU sysfs knows."""
+    inventory: GpuInventory | None = host.gpus
+    nvml: NvmlSnapshot | None = host.get("nvml")
+    if inventory is None or nvml is None:
+        return inventory
+    parents = {
+        uuid: gpu.pci_address
+        for gpu in nvml.gpus
+        if gpu.pci_address and inventory.by_pci(gpu.pci_address) is not None
+        for uuid in gpu.mig_devices
+    }
+    if not parents:
+        return inventory
+    return replace(inventory, partitions=frozen_map({**inventory.partitions, **parents}))
+
+
+__all__ = ["SOURCES", "inventory_of", "merge", "of_host", "unknown_because"]

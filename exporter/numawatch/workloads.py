@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from numawatch import telemetry
 from numawatch.cpuset import CPUSet
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -200,7 +201,7 @@ def _reusable(host: Host, key: tuple[str, int], intent: Intent) -> _PodJoins | N
         or prior.intent is not intent
         or prior.names is not host.names
         or prior.state is not host.kubelet_state
-        or prior.inventory is not host.gpus
+        or (prior.inventory is not (current := telemetry.inventory_of(host)) and prior.inventory != current)
         or prior.moved != _moved_gpus(host.gpus, host.topology)
     ):
         return None
@@ -208,7 +209,7 @@ def _reusable(host: Host, key: tuple[str, int], intent: Intent) -> _PodJoins | N
 
 
 def _join(host: Host, intent: Intent, reusable: _PodJoins | None) -> _Join:
-    names, state, inventory, topology = host.names, host.kubelet_state, host.gpus, host.topology
+    names, state, inventory, topology = host.names, host.kubelet_state, telemetry.inventory_of(host), host.topology
     moved = _moved_gpus(inventory, topology)
     cgroups = host.cgroups
     pods: _PodJoins = {}

@@ -277,7 +277,7 @@ def check_gpu_holder_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
     state: KubeletState = require(host, "kubelet_state")
     if state.devices is None:
         raise NotEvaluated("the kubelet has no readable device-plugin checkpoint (kubelet_internal_checkpoint)")
-    assigned, mig = _assignments(state, intent, host.gpus)
+    assigned, mig = _assignments(state, intent, telemetry.inventory_of(host))
     workloads = holders_by_container(host, intent)
     for gpu, processes in _gpus_with_processes(nvml):
         if gpu.uuid is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from numawatch import telemetry
 from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -61,7 +62,7 @@ def check_gpu_numa_unknown(host: Host, intent: Intent) -> Iterator[Finding]:
 
 def _unknown_nodes(host: Host, intent: Intent) -> Iterator[Finding]:
     topology: Topology = require(host, "topology")
-    inventory: GpuInventory | None = host.gpus
+    inventory: GpuInventory | None = telemetry.inventory_of(host)  # MIG slices: their parents (NVML)
     state: KubeletState | None = host.kubelet_state
     devices = state.devices if state is not None else None
     if inventory is None and devices is None:

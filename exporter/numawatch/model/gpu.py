@@ -65,8 +65,9 @@ class GpuInventory:
     # Accelerator vendors' PCI functions left out because their class could not be parsed (whether they are
     # accelerators is unknown).
     problems: tuple[str, ...] = ()
-    # MI300 compute partitions (``amdgpu_xcp_<n>``, the AMD device plugin's device IDs for them) -> the PCI address
-    # of the GPU each is part of, through its render node and the KFD topology (gpus_sysfs._partition_parents)
+    # Parts of a GPU by the device IDs plugins register them under -> the PCI address of the GPU each is part of: MI300
+    # compute partitions (``amdgpu_xcp_<n>``; gpus_sysfs, through the render node and the KFD topology) and NVIDIA MIG
+    # devices (``MIG-<uuid>``; added from NVML's MIG devices by telemetry.inventory_of)
     partitions: Mapping[str, str] = field(default_factory=frozen_map)
 
     def unreadable(self, attribute: str) -> tuple[str, ...]:
@@ -89,8 +90,8 @@ class GpuInventory:
         """The accelerator a device plugin's device ID names (docs/gpu.md, "Device plugins"), or None.
 
         - NVIDIA: ``GPU-<uuid>``, time-sliced replicas ``GPU-<uuid>::<n>``; a MIG device in the form drivers before
-          R470 gave (``MIG-GPU-<uuid>/<gi>/<ci>``) names its parent GPU. A MIG device's own ``MIG-<uuid>`` is not in
-          sysfs: None (the plugin's NUMA node, its parent's, is what is known);
+          R470 gave (``MIG-GPU-<uuid>/<gi>/<ci>``) names its parent GPU; a MIG device's own ``MIG-<uuid>`` is not in
+          sysfs: its parent where NVML's MIG devices are in ``partitions`` (telemetry.inventory_of), else None;
         - AMD (ROCm k8s-device-plugin): the PCI address of the function amdgpu binds (``0000:c1:00.0``), or for an
           MI300 compute partition its platform device's name (``amdgpu_xcp_<n>``), which names its parent GPU;
         - Gaudi (habanalabs device plugin): HLML's id for the device, matched with the stable id sysfs gives (the
