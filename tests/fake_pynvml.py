@@ -21,6 +21,13 @@ real module does that matters here (gpu-and-host.md §2.2-§2.4):
   ``nvmlDeviceGetTopologyCommonAncestor(h1, h2)`` a ``NVML_TOPOLOGY_*`` level (the GPU's ``pcie_levels`` for the
   other's UUID, else NODE on one NUMA node, SYSTEM across nodes).
 
+- MIG (nvml.h, "Multi Instance GPU Management"): ``nvmlDeviceGetMigMode(h)`` returns ``(current, pending)``
+  (``NVML_DEVICE_MIG_ENABLE`` 1 / ``DISABLE`` 0; NotSupported on a GPU without MIG), ``nvmlDeviceGetMaxMigDeviceCount``
+  the slots, ``nvmlDeviceGetMigDeviceHandleByIndex(h, i)`` a MIG device's handle or ``NVMLError_NotFound`` for an
+  empty slot; a MIG handle answers ``nvmlDeviceGetUUID`` (``MIG-<uuid>``), ``nvmlDeviceGetComputeRunningProcesses``
+  (its own processes) and ``nvmlDeviceGetDeviceHandleFromMigDeviceHandle`` (the parent). On the parent,
+  ``nvmlDeviceGetComputeRunningProcesses`` lists every slice's processes.
+
 ``hang(name)`` makes a function block until ``release()``, to test the time limit without waiting for it.
 """
 
@@ -82,6 +89,15 @@ _CLASSES: dict[int, type[NVMLError]] = {
 
 
 @dataclass
+class FakeMig:
+    """One MIG device (a GPU instance with its compute instance) of a GPU in MIG mode."""
+
+    uuid: str  # "MIG-<uuid>"
+    processes: list[tuple[int, int | None]] = field(default_factory=list)
+    parent: Any = None  # set by FakeNvml: the FakeGpu it belongs to
+
+
+@dataclass
 class FakeGpu:
     """One GPU. ``samples`` are (timestamp µs, utilisation %), ``processes`` (pid, used bytes or None),
     ``process_samples`` (pid, timestamp µs, SM %); ``errors`` maps a function name to the NVML error code it raises."""
@@ -102,6 +118,11 @@ class FakeGpu:
     nvlink_slots: int = 0
     nvlinks: list[tuple[int, str]] = field(default_factory=list)
     pcie_levels: dict[str, int] = field(default_factory=dict)  # other GPU's UUID -> NVML_TOPOLOGY_* level
+    # MIG: None, a GPU without MIG support (NotSupported); else whether MIG mode is on, and its devices by slot
+    # (None: an empty slot), out of ``mig_slots``
+    mig_enabled: bool | None = None
+    migs: list[FakeMig | None] = field(default_factory=list)
+    mig_slots: int = 7
 
 
 def _words(bits: Iterable[int], size: int) -> list[int]:
@@ -126,6 +147,8 @@ class FakeNvml(types.ModuleType):
     NVML_P2P_CAPS_INDEX_NVLINK = 2
     NVML_P2P_STATUS_OK = P2P_STATUS_OK
     NVML_P2P_STATUS_NOT_SUPPORTED = P2P_STATUS_NOT_SUPPORTED
+    NVML_DEVICE_MIG_DISABLE = 0
+    NVML_DEVICE_MIG_ENABLE = 1
 
     def __init__(self, gpus: Iterable[FakeGpu] = (), *, library: bool = True, driver: str = "570.86.15") -> None:
         super().__init__("pynvml")
@@ -203,8 +226,41 @@ class FakeNvml(types.ModuleType):
             raise NVMLError(UNINITIALIZED)
         return self.gpus[index]
 
-    def nvmlDeviceGetUUID(self, handle: FakeGpu) -> str:
+    def nvmlDeviceGetUUID(self, handle: FakeGpu | FakeMig) -> str:
+        if isinstance(handle, FakeMig):
+            return self._mig("nvmlDeviceGetUUID", handle).uuid
         return self._device("nvmlDeviceGetUUID", handle).uuid
+
+    # ------------------------------------------------------------------------------------ MIG
+    def _mig(self, name: str, handle: FakeMig) -> FakeMig:
+        self._device(name, handle.parent)
+        return handle
+
+    def nvmlDeviceGetMigMode(self, handle: FakeGpu) -> tuple[int, int]:
+        gpu = self._device("nvmlDeviceGetMigMode", handle)
+        if gpu.mig_enabled is None:
+            raise NVMLError(NOT_SUPPORTED)
+        mode = self.NVML_DEVICE_MIG_ENABLE if gpu.mig_enabled else self.NVML_DEVICE_MIG_DISABLE
+        return mode, mode
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: FakeGpu) -> int:
+        gpu = self._device("nvmlDeviceGetMaxMigDeviceCount", handle)
+        if gpu.mig_enabled is None:
+            raise NVMLError(NOT_SUPPORTED)
+        return gpu.mig_slots
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: FakeGpu, index: int) -> FakeMig:
+        gpu = self._device("nvmlDeviceGetMigDeviceHandleByIndex", handle, index)
+        if not gpu.mig_enabled or not 0 <= index < gpu.mig_slots:
+            raise NVMLError(INVALID_ARGUMENT)
+        mig = gpu.migs[index] if index < len(gpu.migs) else None
+        if mig is None:
+            raise NVMLError(NOT_FOUND)
+        mig.parent = gpu
+        return mig
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: FakeMig) -> FakeGpu:
+        return self._mig("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", handle).parent
 
     def nvmlDeviceGetName(self, handle: FakeGpu) -> str:
         return self._device("nvmlDeviceGetName", handle).name
@@ -233,12 +289,22 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetUtilizationRates(self, handle: FakeGpu) -> types.SimpleNamespace:
         return types.SimpleNamespace(gpu=self._device("nvmlDeviceGetUtilizationRates", handle).rate, memory=0)
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeGpu) -> list[types.SimpleNamespace]:
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeGpu | FakeMig) -> list[types.SimpleNamespace]:
+        if isinstance(handle, FakeMig):
+            mig = self._mig("nvmlDeviceGetComputeRunningProcesses", handle)
+            slot = mig.parent.migs.index(mig)
+            return [types.SimpleNamespace(pid=pid, usedGpuMemory=used, gpuInstanceId=slot, computeInstanceId=0)
+                    for pid, used in mig.processes]  # fmt: skip
         gpu = self._device("nvmlDeviceGetComputeRunningProcesses", handle)
-        return [
+        found = [
             types.SimpleNamespace(pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
             for pid, used in gpu.processes
         ]
+        for slot, mig in enumerate(gpu.migs if gpu.mig_enabled else ()):
+            for pid, used in mig.processes if mig is not None else ():
+                found.append(types.SimpleNamespace(pid=pid, usedGpuMemory=used, gpuInstanceId=slot,
+                                                   computeInstanceId=0))  # fmt: skip
+        return found
 
     def nvmlDeviceGetProcessUtilization(self, handle: FakeGpu, last_seen: int) -> list[types.SimpleNamespace]:
         gpu = self._device("nvmlDeviceGetProcessUtilization", handle, last_seen)

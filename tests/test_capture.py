@@ -245,7 +245,9 @@ def test_a_source_with_a_recording_is_replayed_from_the_bundle_not_asked_again(d
     assert evaluation.host.get("fake_nvml") == {"gpus": 8}
     assert not evaluation.host.statuses["fake_down"].up
     assert evaluation.host.statuses["fake_down"].reason == "NVML call timed out"
-    assert json.loads(member_bytes(bundle, "manifest.json"))["readings"] == {"fake_nvml": "readings/fake_nvml"}
+    # amdsmi and hlml are up with no GPUs on this NVIDIA node (nothing to read): their empty readings are kept too
+    assert json.loads(member_bytes(bundle, "manifest.json"))["readings"] == {
+        "amdsmi": "readings/amdsmi", "hlml": "readings/hlml", "fake_nvml": "readings/fake_nvml"}
 
 
 # ------------------------------------------------------------------------------------------------ hostile bundles

@@ -42,7 +42,6 @@ from fakehost.topology import add_topology
 from hwloc_oracle import hwloc_reading, lstopo_available
 from numawatch import metrics
 from numawatch.checks import evaluate
-from numawatch.errors import MalformedFile
 from numawatch.hotplug import GPU_SOURCES, sources_to_refresh
 from numawatch.intent import REFERENCE, IntentError, parse_intent
 from numawatch.model import frozen_map
@@ -150,16 +149,46 @@ def test_without_the_driver_an_accelerator_is_inventoried_without_id_or_model(fa
     [("amd", "unique_id", "not-hex-at-all"), ("amd", "product_name", "MI300X\x1b[2J"),
      ("habana", "serial_number", "AN 0123 ; rm"), ("habana", "device_type", "x" * 200)],
 )  # fmt: skip
-def test_a_driver_attribute_no_driver_would_print_is_malformed_and_named(fake_host, vendor, attribute, value):
+def test_a_driver_attribute_no_driver_would_print_is_a_fault_of_that_device_only(fake_host, vendor, attribute, value):
     add_topology(fake_host, sockets=1, cores_per_socket=2, threads_per_core=1)
     add = add_amd_gpu if vendor == "amd" else add_gaudi
     gpu = add(fake_host, "0000:18:00.0", numa_node=0, local_cpus="0-1")
+    other = add(fake_host, "0000:2a:00.0", numa_node=0, local_cpus="0-1")
     (gpu.device_dir / attribute).write_text(value + "\n")
 
-    with pytest.raises(MalformedFile) as raised:
-        gpus_sysfs.read(fake_host.paths)
+    broken, fine = gpus_sysfs.read(fake_host.paths).gpus
 
-    assert attribute in str(raised.value)
+    assert set(broken.problems) == {attribute}
+    assert broken.problems[attribute].startswith(f"{gpu.device_dir / attribute}: ")
+    field = "uuid" if attribute in ("unique_id", "serial_number") else "model"
+    assert getattr(broken, field) is None and broken.numa_node == 0  # kept, with that value unknown
+    assert (fine.uuid, fine.model, fine.problems) == (other.uuid, other.model, {})
+
+
+def test_an_unreadable_amd_serial_or_kfd_node_leaves_that_gpus_id_unknown_and_named(fake_host):
+    add_topology(fake_host, sockets=1, cores_per_socket=2, threads_per_core=1)
+    from_kfd = add_amd_gpu(fake_host, "0000:18:00.0", numa_node=0, local_cpus="0-1", sysfs_unique_id=False,
+                           kfd_node=1)  # fmt: skip
+    unreadable = add_amd_gpu(fake_host, "0000:2a:00.0", numa_node=0, local_cpus="0-1")
+    (unreadable.device_dir / "unique_id").write_bytes(b"\xff\xfe" * 40000)  # larger than any sysfs attribute
+    (fake_host.path("sys/class/kfd/kfd/topology/nodes/1/properties")).write_bytes(b"x" * 70000)
+
+    first, second = gpus_sysfs.read(fake_host.paths).gpus
+
+    assert first.uuid is None and "sys/class/kfd/kfd/topology/nodes/1/properties" in first.problems["unique_id"]
+    assert second.uuid is None and set(second.problems) == {"unique_id"}
+    assert (first.model, second.model, first.numa_node) == (from_kfd.model, unreadable.model, 0)
+
+
+def test_a_malformed_nvidia_information_file_leaves_that_gpus_uuid_unknown(fake_host):
+    add_topology(fake_host, sockets=1, cores_per_socket=2, threads_per_core=1)
+    add_gpu(fake_host, "0000:18:00.0", numa_node=0, local_cpus="0-1")
+    fake_host.write("proc/driver/nvidia/gpus/0000:18:00.0/information", "Model:\t\tH100\nGPU UUID:\tGPU-$(reboot)\n")
+
+    (gpu,) = gpus_sysfs.read(fake_host.paths).gpus
+
+    assert (gpu.uuid, gpu.model, gpu.numa_node) == (None, None, 0)
+    assert "GPU UUID" in gpu.problems["information"]
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
@@ -248,6 +277,17 @@ def test_a_pod_pinned_away_from_its_accelerators_mismatches(fake_host, vendor):
     assert [(f["gpu"], f["numa_node"], f["container"]) for f in found] == [
         (gpu.pci_address, "0", VLLM.container.name) for gpu in VLLM.gpus
     ]
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+def test_accelerators_the_plugin_registers_without_topology_name_that_vendors_plugin(fake_host, vendor):
+    node = reference_node(fake_host, vendor=vendor)
+    node.register_gpus_without_topology()
+    plugin = {"amd": "ROCm k8s-device-plugin", "habana": "habanalabs device plugin"}[vendor]
+
+    found = [f for f in node.evaluate().findings if f.check == "gpu_numa_unknown"]
+
+    assert found and all(plugin in f.remediation and "NVIDIA" not in f.remediation for f in found)
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
@@ -490,3 +530,41 @@ def test_capacity_families_count_free_accelerators_per_numa_node_for_the_vendors
     free = {(s.labels["numa_node"], s.labels["resource"]): s.value for s in family.samples}
 
     assert free == {("0", RESOURCES[vendor]): 2.0, ("1", RESOURCES[vendor]): 0.0}
+
+
+# --------------------------------------------------------------------------------------------------- MI300 partitions
+def test_mi300_partitions_map_to_their_parent_gpus_pci_address_and_numa_node(fake_host):
+    from fakehost.gpus import add_amd_partitions
+    from numawatch.host import HostReader
+
+    node = reference_node(fake_host, vendor="amd")
+    first = add_amd_partitions(fake_host, node.gpus[0], 4, first_xcp=0, first_kfd_node=20, first_minor=160)
+    third = add_amd_partitions(fake_host, node.gpus[2], 4, first_xcp=8, first_kfd_node=30, first_minor=170)
+    fake_host.write("sys/devices/platform/amdgpu_xcp_99/drm/renderD999/dev", "226:999")  # no KFD node: nowhere
+
+    host = HostReader(fake_host.paths).read()
+    inventory = host.gpus
+
+    assert dict(inventory.partitions) == {
+        **{name: GPUS[0].pci_address for name in first}, **{name: GPUS[2].pci_address for name in third}}
+    assert inventory.for_device_id("amdgpu_xcp_2").pci_address == GPUS[0].pci_address
+    assert inventory.for_device_id("amdgpu_xcp_99") is None
+    # The amd.com/gpu join of the plugin's partition IDs: each partition is its parent GPU, on its parent's node
+    entry = DeviceAssignment(VLLM.uid, VLLM.container.name, "amd.com/gpu",
+                             frozen_map({GPUS[2].numa_node: (third[1],)}))  # fmt: skip
+    joined = replace_state(host, devices=replace(host.kubelet_state.devices, entries=(entry,)))
+    (workload,) = [w for w in build_workloads(joined, REFERENCE) if w.gpus]
+    (gpu,) = workload.gpus
+    assert (gpu.pci_address, gpu.numa_node) == (GPUS[2].pci_address, GPUS[2].numa_node)
+    found = gpu_checks(evaluate(joined, REFERENCE), "container_gpu_numa_mismatch")
+    assert [(f["gpu"], f["numa_node"]) for f in found] == [(GPUS[2].pci_address, str(GPUS[2].numa_node))]
+
+
+def test_a_partition_mode_change_changes_the_inventorys_fingerprint(fake_host):
+    from fakehost.gpus import add_amd_partitions
+
+    node = reference_node(fake_host, vendor="amd")
+    before = gpus_sysfs.fingerprint(fake_host.paths)
+    add_amd_partitions(fake_host, node.gpus[0], 2, first_xcp=0, first_kfd_node=20, first_minor=160)
+
+    assert gpus_sysfs.fingerprint(fake_host.paths) != before

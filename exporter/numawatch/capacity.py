@@ -35,6 +35,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from numawatch import telemetry
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -225,7 +226,7 @@ def build_capacity(host: Host, intent: Intent) -> Capacity:
     if state is None or state.devices is None:
         unknown["devices"] = _state_reason(host, state, "kubelet_internal_checkpoint")
     else:
-        devices = _device_resources(state.devices, host.gpus, topology, live)
+        devices = _device_resources(state.devices, telemetry.inventory_of(host), topology, live)
 
     distances: dict[tuple[int, int], int] = {}
     for node in node_ids:

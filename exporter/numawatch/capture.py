@@ -213,12 +213,17 @@ def _path_text(path: Any) -> str | None:
 
 
 def record_evaluation(
-    paths: Paths, intent: Intent, sources: Iterable[SourceSpec] | None = None, *, nvml: NvmlSession | None = None
+    paths: Paths,
+    intent: Intent,
+    sources: Iterable[SourceSpec] | None = None,
+    *,
+    nvml: NvmlSession | None = None,
+    libraries: Mapping[str, Any] | None = None,
 ) -> tuple[Evaluation, Recorded]:
-    """Read and judge the host once (NVML through ``nvml``), recording what was touched (blocking; on the calling
-    thread)."""
+    """Read and judge the host once (NVML through ``nvml``, AMD SMI and HLML through ``libraries``), recording what
+    was touched (blocking; on the calling thread)."""
     with _RECORDER.recording() as recorded:
-        host = read_host(paths, sources, nvml=nvml)
+        host = read_host(paths, sources, nvml=nvml, libraries=libraries)
         evaluation = evaluate(host, intent)
     return evaluation, recorded
 
@@ -517,13 +522,15 @@ def capture(
     intent_file: str | None = None,
     sources: Iterable[SourceSpec] | None = None,
     nvml: NvmlSession | None = None,
+    libraries: Mapping[str, Any] | None = None,
 ) -> CaptureResult:
-    """Evaluate the host once (NVML through ``nvml``), recording what it reads, and write the bundle to ``output``."""
+    """Evaluate the host once (NVML through ``nvml``, AMD SMI and HLML through ``libraries``), recording what it
+    reads, and write the bundle to ``output``."""
     from numawatch import report
     from numawatch.sources import SOURCES
 
     specs = tuple(sources if sources is not None else SOURCES)
-    evaluation, recorded = record_evaluation(paths, intent, specs, nvml=nvml)
+    evaluation, recorded = record_evaluation(paths, intent, specs, nvml=nvml, libraries=libraries)
     bases, layout = _bases(paths)
     procfs_prefix = layout["procfs"] + "/"
     rke2_prefix = layout["rke2"] + "/"

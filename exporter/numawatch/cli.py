@@ -41,6 +41,7 @@ from numawatch.shapes import shape_argument
 
 if TYPE_CHECKING:
     from numawatch.checks import Evaluation
+    from numawatch.library_session import LibrarySession
     from numawatch.nvml_session import NvmlSession
     from numawatch.webconfig import WebConfig
 
@@ -307,18 +308,18 @@ def run_check(args: argparse.Namespace) -> int:
         paths = make_paths(args)
         intent = intent_from(args.intent)
         _pin_if_live(args, paths)
-        with _nvml_session(args) as session:
+        with _nvml_session(args) as session, _gpu_libraries() as libraries:
             if args.fit is not None:
                 from numawatch.capacity import fit_answer
                 from numawatch.host import read_host
 
-                answer = fit_answer(read_host(paths, nvml=session), intent, args.fit)
+                answer = fit_answer(read_host(paths, nvml=session, libraries=libraries), intent, args.fit)
                 sys.stdout.write(answer.as_json() if args.format == "json" else answer.as_text())
                 sys.stdout.flush()
                 if not answer.determined:
                     print(f"numawatch: {_one_line(answer.reason)}", file=sys.stderr)
                 return answer.exit_code
-            host = read_host_window(paths, _window(args), nvml=session)
+            host = read_host_window(paths, _window(args), nvml=session, libraries=libraries)
         evaluation, shown_root = evaluate(host, intent), str(paths.root)
     if args.groups:
         evaluation = report.restrict(
@@ -361,8 +362,9 @@ def run_capture(args: argparse.Namespace) -> int:
     intent = intent_from(args.intent)
     _pin_if_live(args, paths)
     try:
-        with _nvml_session(args) as session:
-            result = capture.capture(paths, intent, args.output, intent_file=args.intent, nvml=session)
+        with _nvml_session(args) as session, _gpu_libraries() as libraries:
+            result = capture.capture(paths, intent, args.output, intent_file=args.intent, nvml=session,
+                                     libraries=libraries)  # fmt: skip
     except capture.CaptureError as error:
         raise UsageError(_one_line(str(error))) from None
     print(f"numawatch: captured {result.files} files ({result.bytes} bytes, {result.redacted} redacted) from "
@@ -393,6 +395,26 @@ def _nvml_session(args: argparse.Namespace) -> Iterator[NvmlSession | None]:
 
     with NvmlSession() as session:
         yield session
+
+
+def _library_sessions() -> dict[str, LibrarySession]:
+    """AMD SMI's and HLML's sessions for the amdsmi and hlml sources (issue 19). Nothing is imported until a source
+    calls its library, which it does only where sysfs lists that vendor's accelerators."""
+    from numawatch.sources.amdsmi import amdsmi_session
+    from numawatch.sources.hlml import hlml_session
+
+    return {"amdsmi": amdsmi_session(), "hlml": hlml_session()}
+
+
+@contextlib.contextmanager
+def _gpu_libraries() -> Iterator[dict[str, LibrarySession]]:
+    """The other vendors' library sessions, shut down when the block ends."""
+    sessions = _library_sessions()
+    try:
+        yield sessions
+    finally:
+        for session in sessions.values():
+            session.close()
 
 
 def _pin(paths: Paths) -> None:
@@ -501,12 +523,14 @@ def run_serve(args: argparse.Namespace) -> int:
 
         session = NvmlSession()
         contexts.append(session.cleanup_ctx)
+    libraries = _library_sessions()
+    contexts.extend(library.cleanup_ctx for library in libraries.values())
     enabled = collectors.from_args(args)
     if enabled.disabled:
         log.info("Collectors turned off", extra=fields(collectors=",".join(sorted(enabled.disabled))))
     # Without the gpu_holders collector nothing uses the holders' scheduling counters: they are not read.
     reader = HostReader(paths, stagger=args.stagger, nvml=session,
-                        holder_scheduling="gpu_holders" in enabled.enabled)
+                        holder_scheduling="gpu_holders" in enabled.enabled, libraries=libraries)
     from numawatch.hotplug import HotplugMonitor, invalidator
 
     # GPUs and CPUs coming and going refresh the inventory and topology without polling them every evaluation (and

@@ -39,6 +39,9 @@ class ReaderContext:
     what no host file holds."""
 
     nvml: NvmlSession | None = None  # this process's NVML session; None: NVML is not enabled
+    # The other vendors' library sessions by source name ("amdsmi", "hlml": library_session.LibrarySession); a
+    # source without one reads without its library (issue 19)
+    libraries: Mapping[str, Any] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic  # for readers that integrate over time (NVML's busy seconds)
     # Whether the GPU holders' per-thread scheduling counters (schedstat, sched) are read: only the holder families
     # use them, so serve without the gpu_holders collector does not read them.
@@ -294,6 +297,14 @@ class Host:
         return self.results.get("nvml")
 
     @property
+    def amdsmi(self) -> NvmlSnapshot | None:
+        return self.results.get("amdsmi")
+
+    @property
+    def hlml(self) -> NvmlSnapshot | None:
+        return self.results.get("hlml")
+
+    @property
     def processes(self) -> GpuHolders | None:
         return self.results.get("processes")
 
@@ -348,7 +359,8 @@ class HostReader:
     1, reads everything every time: ``check`` (``--window`` included), ``capture`` and ``check --from`` always do.
     ``nvml`` is the NVML session the nvml and processes sources read through (None: NVML is not enabled and they are
     down saying so); ``clock`` is the time their counters integrate over; ``holder_scheduling`` False leaves out the GPU
-    holders' scheduling counters (``ReaderContext``).
+    holders' scheduling counters (``ReaderContext``); ``libraries`` the other vendors' library sessions by source
+    name (``amdsmi``, ``hlml``).
     """
 
     def __init__(
@@ -361,6 +373,7 @@ class HostReader:
         clock: Callable[[], float] = time.monotonic,
         holder_scheduling: bool = True,
         policies: Mapping[str, Policy] = POLICIES,
+        libraries: Mapping[str, Any] | None = None,
     ) -> None:
         from numawatch.sources import SOURCES
 
@@ -369,7 +382,8 @@ class HostReader:
         self.sources = tuple(sources if sources is not None else SOURCES)
         dependency_order(self.sources)  # a cycle is an error now, not at the first reading
         self.stagger = stagger
-        self.context = ReaderContext(nvml=nvml, clock=clock, holder_scheduling=holder_scheduling)
+        self.context = ReaderContext(nvml=nvml, clock=clock, holder_scheduling=holder_scheduling,
+                                     libraries=dict(libraries or {}))  # fmt: skip
         self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
         # Per source, how many times it was read for real: what a source that needs it keys its cache on.
         self._generations: dict[str, int] = {}
@@ -503,21 +517,30 @@ def _with_inputs(read: Callable[..., Any], inputs: Inputs) -> Callable[[Paths], 
 
 
 def read_host(
-    paths: Paths, sources: Iterable[SourceSpec] | None = None, *, nvml: NvmlSession | None = None
+    paths: Paths,
+    sources: Iterable[SourceSpec] | None = None,
+    *,
+    nvml: NvmlSession | None = None,
+    libraries: Mapping[str, Any] | None = None,
 ) -> Host:
-    """Read every source once, without caching (``numawatch check``); ``nvml`` as for HostReader."""
-    return HostReader(paths, sources, nvml=nvml).read()
+    """Read every source once, without caching (``numawatch check``); ``nvml`` and ``libraries`` as for HostReader."""
+    return HostReader(paths, sources, nvml=nvml, libraries=libraries).read()
 
 
 def read_host_window(
-    paths: Paths, seconds: float, sources: Iterable[SourceSpec] | None = None, *, nvml: NvmlSession | None = None
+    paths: Paths,
+    seconds: float,
+    sources: Iterable[SourceSpec] | None = None,
+    *,
+    nvml: NvmlSession | None = None,
+    libraries: Mapping[str, Any] | None = None,
 ) -> Host:
     """Read the host twice, ``seconds`` apart; the second reading has the first as ``previous``.
 
     ``numawatch check --window`` uses it so that rate checks (interrupts on isolated CPUs, ticks on nohz_full CPUs)
     can judge a real interval; ``window_seconds(host)`` says how long it was. With ``seconds <= 0`` it reads once.
     """
-    reader = HostReader(paths, sources, nvml=nvml)
+    reader = HostReader(paths, sources, nvml=nvml, libraries=libraries)
     if seconds <= 0:
         return reader.read()
     reader.read()

@@ -85,6 +85,8 @@ POLICIES: Mapping[str, Policy] = {
     "irqbalance": Policy(why="the daemon's PID is remembered and verified; searched again rarely or on a hint"),
     "nvml": EVERY,
     "processes": EVERY,
+    "amdsmi": EVERY,
+    "hlml": EVERY,
     "cpuidle": _rotating(IDLE_STATES, why="someone must write a disable file or a PM QoS limit to change them"),
     "pci_topology": _on_change("the PCI tree changes with hotplug only"),
     "pod_usage": _rotating(POD_USAGE, why="a rate per pod over the time since its last reading"),

@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
+from numawatch import telemetry
 from numawatch.cpuset import CPUSet
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -171,7 +172,11 @@ def _context(host: Host) -> tuple[Hashable, ...] | None:
     part of the topology it reads (``_moved_gpus``); None when the generations are unknown."""
     if not host.generations:
         return None
-    return (*(host.generation(name) for name in _JOINED_SOURCES), _moved_gpus(host.gpus, host.topology))
+    inventory = telemetry.inventory_of(host)
+    # The devices named as parts of a GPU: NVML's MIG devices join in through telemetry.inventory_of, and the nvml
+    # source is read at every evaluation, so its generation would never let a join be reused; what it adds is keyed.
+    parts = tuple(sorted(inventory.partitions.items())) if inventory is not None else ()
+    return (*(host.generation(name) for name in _JOINED_SOURCES), _moved_gpus(inventory, host.topology), parts)
 
 
 # The sources a pod's join reads besides the pod (see _Shared) and the topology; their generations key the join.
@@ -209,7 +214,7 @@ class _Join:
 
 
 def _join(host: Host, intent: Intent) -> _Join:
-    names, state, inventory, topology = host.names, host.kubelet_state, host.gpus, host.topology
+    names, state, inventory, topology = host.names, host.kubelet_state, telemetry.inventory_of(host), host.topology
     cgroups = host.cgroups
     if cgroups is None:
         return _Join(intent, (), (), ())

@@ -434,3 +434,29 @@ def add_gaudi(
         cpus = parse_cpulist(local_cpus) if isinstance(local_cpus, str) else frozenset(local_cpus)
     return FakeGpu(address, serial_number if driver else "", device_type if driver else "", numa_node, cpus,
                    device_dir, vendor="habana")
+
+
+def add_amd_partitions(
+    host: FakeHost, gpu: FakeGpu, count: int, *, first_xcp: int, first_kfd_node: int, first_minor: int
+) -> list[str]:
+    """Split the AMD GPU ``gpu`` into ``count`` MI300 compute partitions as amdgpu and amdxcp lay them out: a platform
+    device ``sys/devices/platform/amdgpu_xcp_<n>`` with its render node per partition, and a KFD node per partition
+    whose ``drm_render_minor`` is that render node and whose ``location_id`` carries the partition's number in its
+    function bits (kfd_topology.c). Returns the partitions' names (the AMD device plugin's device IDs)."""
+    match = _BDF.match(gpu.pci_address)
+    assert match is not None
+    domain, bus, dev, fn = (int(part, 16) for part in match.groups())
+    names = []
+    for index in range(count):
+        name = f"amdgpu_xcp_{first_xcp + index}"
+        minor = first_minor + index
+        host.write(f"sys/devices/platform/{name}/drm/renderD{minor}/dev", f"226:{minor}")
+        host.write(f"sys/devices/platform/{name}/drm/card{minor - 128}/dev", f"226:{minor - 128}")
+        host.write(
+            f"sys/class/kfd/kfd/topology/nodes/{first_kfd_node + index}/properties",
+            "cpu_cores_count 0\nsimd_count 304\nmem_banks_count 1\nio_links_count 1\ngfx_target_version 90402\n"
+            f"vendor_id 4098\nlocation_id {(bus << 8) | (dev << 3) | (fn + index)}\ndomain {domain}\n"
+            f"drm_render_minor {minor}\nnum_xcc 2\n",
+        )
+        names.append(name)
+    return names

@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from numawatch import telemetry
 from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
-from numawatch.model.gpu import GpuHolders, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
+from numawatch.model.gpu import GpuHolders, GpuInventory, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
 from numawatch.model.kubelet import KubeletState
 from numawatch.model.topology import Topology
 from numawatch.workloads import Workload, build_workloads
@@ -94,6 +95,15 @@ def gpu_numa_node(host: Host, gpu: NvmlGpu) -> int | None:
     return gpu.numa_node
 
 
+def require_telemetry(host: Host) -> NvmlSnapshot:
+    """Every vendor's GPU telemetry (telemetry.py), or NotEvaluated naming the sources that are down and why."""
+    found = telemetry.of_host(host)
+    if found is None:
+        down = telemetry.unknown_because({name: host.get(name) for name in telemetry.SOURCES}, host.down_reason)
+        raise NotEvaluated("; ".join(f"needs the {name} source: {host.down_reason(name)}" for name in down))
+    return found
+
+
 def _gpus_with_processes(nvml: NvmlSnapshot) -> Iterator[tuple[NvmlGpu, tuple[GpuProcess, ...]]]:
     for gpu in nvml.gpus:
         if gpu.up and gpu.processes:
@@ -110,7 +120,7 @@ class _Stray:
 
 
 def check_gpu_process_remote(host: Host, intent: Intent) -> Iterator[Finding]:
-    nvml: NvmlSnapshot = require(host, "nvml")
+    nvml = require_telemetry(host)
     holders: GpuHolders = require(host, "processes")
     topology: Topology = require(host, "topology")
     if len(topology.nodes) < 2:
@@ -186,7 +196,7 @@ def _pod_uid_of(nvml: NvmlSnapshot, pid: int) -> str | None:
 
 # --------------------------------------------------------------------------------------------- gpu_process_memlock
 def check_gpu_process_memlock(host: Host, intent: Intent) -> Iterator[Finding]:
-    nvml: NvmlSnapshot = require(host, "nvml")
+    nvml = require_telemetry(host)
     holders: GpuHolders = require(host, "processes")
     workloads = holders_by_container(host, intent)
     limited: dict[str, tuple[Holder, list[HolderProcess]]] = {}
@@ -223,8 +233,12 @@ def _size(value: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------- gpu_holder_mismatch
-def _assignments(state: KubeletState, intent: Intent) -> tuple[dict[str, set[tuple[str, str]]], set[tuple[str, str]]]:
-    """GPU UUID -> (pod UID, container) the device plugin assigned it to; and the containers holding MIG devices."""
+def _assignments(
+    state: KubeletState, intent: Intent, inventory: GpuInventory | None = None
+) -> tuple[dict[str, set[tuple[str, str]]], set[tuple[str, str]]]:
+    """Device ID, and the PCI address of the accelerator it names (GpuInventory.for_device_id: AMD's plugin names
+    devices by PCI address, NVIDIA's and Habana's by UUID or serial) -> (pod UID, container) the device plugin
+    assigned it to; and the containers holding MIG devices."""
     assigned: dict[str, set[tuple[str, str]]] = {}
     mig: set[tuple[str, str]] = set()
     if state.devices is None:
@@ -239,6 +253,9 @@ def _assignments(state: KubeletState, intent: Intent) -> tuple[dict[str, set[tup
                 if uuid.startswith("MIG-"):
                     mig.add(owner)
                 assigned.setdefault(uuid, set()).add(owner)
+                device = inventory.for_device_id(device_id) if inventory is not None else None
+                if device is not None and device.pci_address != uuid:
+                    assigned.setdefault(device.pci_address, set()).add(owner)
     return assigned, mig
 
 
@@ -256,38 +273,45 @@ def _owner_text(host: Host, owners: Iterable[tuple[str, str]], workloads: Mappin
 
 
 def check_gpu_holder_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
-    nvml: NvmlSnapshot = require(host, "nvml")
+    nvml = require_telemetry(host)
     state: KubeletState = require(host, "kubelet_state")
     if state.devices is None:
         raise NotEvaluated("the kubelet has no readable device-plugin checkpoint (kubelet_internal_checkpoint)")
-    assigned, mig = _assignments(state, intent)
+    assigned, mig = _assignments(state, intent, telemetry.inventory_of(host))
     workloads = holders_by_container(host, intent)
     for gpu, processes in _gpus_with_processes(nvml):
         if gpu.uuid is None:
             continue
         label = gpu_label(gpu)
-        owners = assigned.get(gpu.uuid, set())
-        expected = _owner_text(host, owners, workloads)
-        by_container: dict[str | None, list[GpuProcess]] = {}
+        gpu_owners = assigned.get(gpu.uuid, set()) | assigned.get(gpu.pci_address or "", set())
+        # Per container and MIG device: a process on a MIG device (NVML's MIG handles) is the holder of that slice,
+        # which the plugin assigns by its MIG UUID; one on the whole GPU is the GPU's holder.
+        by_container: dict[tuple[str | None, str | None], list[GpuProcess]] = {}
         for process in processes:
             if process.cgroup_path is None:
                 continue  # exited before we could see where it lived
-            by_container.setdefault(process.container_id, []).append(process)
-        for container_id, members in sorted(by_container.items(), key=lambda item: item[0] or ""):
+            by_container.setdefault((process.container_id, process.mig_uuid), []).append(process)
+        for (container_id, slice_uuid), members in sorted(
+            by_container.items(), key=lambda item: (item[0][0] or "", item[0][1] or "")
+        ):
+            owners = assigned.get(slice_uuid, set()) if slice_uuid is not None else gpu_owners
+            expected = _owner_text(host, owners, workloads)
+            uuid = slice_uuid or gpu.uuid
+            what = f"MIG device {slice_uuid} of GPU {label}" if slice_uuid else f"GPU {label} ({gpu.uuid})"
             pids = ", ".join(str(process.pid) for process in members)
             if container_id is None:
                 if not owners:
                     continue  # a host process on a GPU Kubernetes does not hand out: outside numawatch's remit
                 yield GPU_HOLDER_MISMATCH.finding(
                     intent,
-                    {"gpu": label, "uuid": gpu.uuid, "reason": "host_process", "expected": expected},
-                    f"GPU {label} ({gpu.uuid}) is used by host process {pids}, outside any container, but the device "
-                    f"plugin assigned it to {expected}",
+                    {"gpu": label, "uuid": uuid, "reason": "host_process", "expected": expected},
+                    f"{what} is used by host process {pids}, outside any container, but the device plugin assigned "
+                    f"it to {expected}",
                 )
                 continue
             holder = holder_of(container_id, members[0].pod_uid, workloads)
-            if (holder.pod_uid, holder.container_name) in mig:
-                continue  # MIG instances are assigned by MIG UUID: not comparable with the parent GPU's UUID here
+            if slice_uuid is None and (holder.pod_uid, holder.container_name) in mig:
+                continue  # a MIG holder NVML did not place on a slice: not comparable with the parent GPU's UUID
             if holder.container_name is not None:
                 matches = (holder.pod_uid, holder.container_name) in owners
             else:  # the container's name is unknown: the pod must at least be the one assigned
@@ -297,9 +321,9 @@ def check_gpu_holder_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
             reason = "other_container" if owners else "unassigned"
             yield GPU_HOLDER_MISMATCH.finding(
                 intent,
-                {**holder.labels, "gpu": label, "uuid": gpu.uuid, "reason": reason, "expected": expected},
-                f"GPU {label} ({gpu.uuid}) is used by {holder.display} (PID {pids}) but the device plugin assigned it "
-                f"to {expected}: the GPU is shared outside the kubelet's accounting",
+                {**holder.labels, "gpu": label, "uuid": uuid, "reason": reason, "expected": expected},
+                f"{what} is used by {holder.display} (PID {pids}) but the device plugin assigned it to {expected}: "
+                "the GPU is shared outside the kubelet's accounting",
             )
 
 

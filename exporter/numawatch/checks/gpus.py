@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from numawatch import telemetry
 from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -24,9 +25,27 @@ SYSFS_REMEDIATION = (
     "echo <node> > /sys/bus/pci/devices/<gpu>/numa_node at boot"
 )
 PLUGIN_REMEDIATION = (
-    "run the NVIDIA device plugin / GPU Operator with topology reporting (it must see the GPU's CPU affinity: fix "
-    "sysfs numa_node first), then restart the plugin and recreate the pods that hold the GPU"
+    "run the accelerator's device plugin with topology reporting (NVIDIA's device plugin / GPU Operator, AMD's ROCm "
+    "k8s-device-plugin, the habanalabs device plugin; it must see the device's NUMA node: fix sysfs numa_node first), "
+    "then restart the plugin and recreate the pods that hold the device"
 )
+# The device plugin of each vendor's resources (docs/gpu.md, "Device plugins"), for a finding's own remediation
+_PLUGINS = (
+    ("nvidia.com/", "the NVIDIA device plugin / GPU Operator"),
+    ("amd.com/", "AMD's ROCm k8s-device-plugin (or the AMD GPU Operator)"),
+    ("habana.ai/", "the habanalabs device plugin"),
+)
+
+
+def plugin_remediation(resource: str) -> str:
+    """What to do about devices of ``resource`` registered without topology: that vendor's plugin, by name."""
+    for prefix, plugin in _PLUGINS:
+        if resource.startswith(prefix):
+            return (
+                f"run {plugin} with topology reporting (it must see the device's NUMA node: fix sysfs numa_node "
+                "first), then restart the plugin and recreate the pods that hold the device"
+            )
+    return PLUGIN_REMEDIATION
 
 
 def check_gpu_numa_unknown(host: Host, intent: Intent) -> Iterator[Finding]:
@@ -43,7 +62,7 @@ def check_gpu_numa_unknown(host: Host, intent: Intent) -> Iterator[Finding]:
 
 def _unknown_nodes(host: Host, intent: Intent) -> Iterator[Finding]:
     topology: Topology = require(host, "topology")
-    inventory: GpuInventory | None = host.gpus
+    inventory: GpuInventory | None = telemetry.inventory_of(host)  # MIG slices: their parents (NVML)
     state: KubeletState | None = host.kubelet_state
     devices = state.devices if state is not None else None
     if inventory is None and devices is None:
@@ -83,7 +102,7 @@ def _unknown_nodes(host: Host, intent: Intent) -> Iterator[Finding]:
                 {"gpu": label, "uuid": uuid or "", "reason": "device_plugin"},
                 f"GPU {label} ({device_id}) is registered by the device plugin for {entry.resource_name} without NUMA "
                 "topology (node -1): the Topology Manager cannot align it with the pod's CPUs and memory",
-                PLUGIN_REMEDIATION,
+                plugin_remediation(entry.resource_name),
             )
 
 

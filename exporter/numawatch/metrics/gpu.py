@@ -16,22 +16,31 @@ from collections.abc import Iterable
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
+from numawatch import telemetry
 from numawatch.checks import Evaluation
 from numawatch.checks.gpu_process import Holder, gpu_label, holder_of, holders_by_container
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import CPUSet
 from numawatch.metrics.core import built
-from numawatch.model.gpu import GpuHolders, HolderContainer, NvmlGpu, NvmlSnapshot
+from numawatch.model.gpu import TELEMETRY_LIBRARIES, GpuHolders, HolderContainer, NvmlGpu, NvmlSnapshot
 from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts
 from numawatch.workloads import Workload
 
 GPU_LABELS = ("gpu", "uuid")
-GPU_HOLDER_LABELS = ("gpu", "uuid", "namespace", "pod", "container")
+# The telemetry families of every vendor (issue 19) carry the vendor of the GPU and so of the library that read it
+TELEMETRY_LABELS = ("gpu", "uuid", "vendor")
+GPU_HOLDER_LABELS = ("gpu", "uuid", "vendor", "namespace", "pod", "container")
 HOLDER_LABELS = ("namespace", "pod", "pod_uid", "container")
 
 
 def _nvml(evaluation: Evaluation) -> NvmlSnapshot | None:
+    """NVML's reading alone: the NVML-only families (numawatch_gpu_nvml_up, numawatch_nvml_call_*)."""
     return evaluation.host.get("nvml")
+
+
+def _telemetry(evaluation: Evaluation) -> NvmlSnapshot | None:
+    """Every vendor's GPU telemetry (NVML, AMD SMI, HLML; telemetry.py)."""
+    return telemetry.of_host(evaluation.host)
 
 
 def _holders(evaluation: Evaluation) -> GpuHolders | None:
@@ -40,6 +49,10 @@ def _holders(evaluation: Evaluation) -> GpuHolders | None:
 
 def _gpu_key(gpu: NvmlGpu) -> tuple[str, str]:
     return gpu_label(gpu), gpu.uuid or ""
+
+
+def _telemetry_key(gpu: NvmlGpu) -> tuple[str, str, str]:
+    return gpu_label(gpu), gpu.uuid or "", gpu.vendor
 
 
 # --------------------------------------------------------------------------------------------------- per GPU
@@ -56,20 +69,55 @@ def nvml_up(evaluation: Evaluation) -> Metric:
     return family
 
 
-def _gpu_counter(evaluation: Evaluation, name: str, help_text: str, attribute: str) -> Metric:
-    family = CounterMetricFamily(name, help_text, labels=GPU_LABELS)
-    nvml = _nvml(evaluation)
-    for gpu in nvml.gpus if nvml is not None else ():
-        family.add_metric(_gpu_key(gpu), getattr(gpu, attribute))
+def telemetry_up(evaluation: Evaluation) -> Metric:
+    family = GaugeMetricFamily(
+        "numawatch_gpu_telemetry_up",
+        "1 when the vendor's library (library: nvml, amdsmi or hlml) answered for the GPU in the last evaluation, 0 "
+        "when it reports the GPU lost or needing a reset.",
+        labels=(*TELEMETRY_LABELS, "library"),
+    )
+    found = _telemetry(evaluation)
+    for gpu in found.gpus if found is not None else ():
+        family.add_metric((*_telemetry_key(gpu), TELEMETRY_LIBRARIES.get(gpu.vendor, "")), 1 if gpu.up else 0)
     return family
+
+
+def _gpu_counter(evaluation: Evaluation, name: str, help_text: str, attribute: str) -> Metric:
+    family = CounterMetricFamily(name, help_text, labels=TELEMETRY_LABELS)
+    found = _telemetry(evaluation)
+    for gpu in found.gpus if found is not None else ():
+        family.add_metric(_telemetry_key(gpu), getattr(gpu, attribute))
+    return family
+
+
+def memory_bytes(evaluation: Evaluation) -> Iterable[Metric]:
+    used = GaugeMetricFamily(
+        "numawatch_gpu_memory_used_bytes",
+        "Device memory in use (bytes), where the vendor's library reports it (AMD SMI: VRAM; HLML); not read from "
+        "NVML (its per-process figures are behind numawatch_gpu_processes' holders).",
+        labels=TELEMETRY_LABELS,
+    )
+    total = GaugeMetricFamily(
+        "numawatch_gpu_memory_total_bytes",
+        "Device memory in all (bytes), where the vendor's library reports it (AMD SMI: VRAM; HLML).",
+        labels=TELEMETRY_LABELS,
+    )
+    found = _telemetry(evaluation)
+    for gpu in found.gpus if found is not None else ():
+        if gpu.memory_used_bytes is not None:
+            used.add_metric(_telemetry_key(gpu), gpu.memory_used_bytes)
+        if gpu.memory_total_bytes is not None:
+            total.add_metric(_telemetry_key(gpu), gpu.memory_total_bytes)
+    return used, total
 
 
 def busy_seconds(evaluation: Evaluation) -> Metric:
     return _gpu_counter(
         evaluation,
         "numawatch_gpu_busy_seconds",
-        "Seconds the GPU was busy by NVML utilisation (a kernel ran during a sample period of 1/6-1 s), integrated "
-        "from NVML's utilisation samples; coarse: sub-millisecond idle gaps between kernels count as busy.",
+        "Seconds the GPU was busy by its library's utilisation (NVML: a kernel ran during a sample period of 1/6-1 s, "
+        "integrated from its samples; AMD SMI's gfx_activity and HLML's utilisation, each applied to the interval "
+        "since the previous evaluation); coarse: sub-millisecond idle gaps between kernels count as busy.",
         "busy_seconds",
     )
 
@@ -78,8 +126,8 @@ def sampled_seconds(evaluation: Evaluation) -> Metric:
     return _gpu_counter(
         evaluation,
         "numawatch_gpu_sampled_seconds",
-        "Seconds covered by NVML utilisation readings: the denominator of numawatch_gpu_busy_seconds_total (less than "
-        "wall time when samples were lost).",
+        "Seconds covered by the library's utilisation readings: the denominator of numawatch_gpu_busy_seconds_total "
+        "(less than wall time when samples were lost).",
         "sampled_seconds",
     )
 
@@ -88,8 +136,9 @@ def held_idle_seconds(evaluation: Evaluation) -> Metric:
     return _gpu_counter(
         evaluation,
         "numawatch_gpu_held_idle_seconds",
-        "Coarse idle seconds while at least one compute process held the GPU: idle by NVML utilisation, which cannot "
-        "see sub-millisecond gaps between kernels; a candidate bubble, not a cause.",
+        "Coarse idle seconds while at least one compute process held the GPU: idle by the library's utilisation, which "
+        "cannot see sub-millisecond gaps between kernels; a candidate bubble, not a cause (never counted where the "
+        "library lists no processes: HLML).",
         "held_idle_seconds",
     )
 
@@ -104,8 +153,8 @@ def _holder_values(holder: Holder) -> tuple[str, str, str]:
 def gpu_processes(evaluation: Evaluation) -> Iterable[Metric]:
     count = GaugeMetricFamily(
         "numawatch_gpu_processes",
-        "Compute processes NVML lists on the GPU, per container they belong to (empty namespace, pod and container "
-        "for processes outside any container).",
+        "Compute processes the GPU's library lists on it (NVML, AMD SMI), per container they belong to (empty "
+        "namespace, pod and container for processes outside any container).",
         labels=GPU_HOLDER_LABELS,
     )
     utilization = GaugeMetricFamily(
@@ -114,7 +163,7 @@ def gpu_processes(evaluation: Evaluation) -> Iterable[Metric]:
         "evaluation, averaged per process and summed over the container's processes; 0 without samples.",
         labels=GPU_HOLDER_LABELS,
     )
-    nvml = _nvml(evaluation)
+    nvml = _telemetry(evaluation)
     if nvml is None:
         return count, utilization
     workloads = holders_by_container(evaluation.host, evaluation.intent)
@@ -128,7 +177,7 @@ def gpu_processes(evaluation: Evaluation) -> Iterable[Metric]:
                 values: tuple[str, ...] = ("", "", "")
             else:
                 values = _holder_values(holder_of(process.container_id, process.pod_uid, workloads))
-            key = (*_gpu_key(gpu), *values)
+            key = (*_telemetry_key(gpu), *values)
             counts[key] = counts.get(key, 0) + 1
             ratios[key] = ratios.get(key, 0.0) + (process.sm_utilization or 0.0)
         for key in sorted(counts):
@@ -256,15 +305,40 @@ def nvml_calls(evaluation: Evaluation) -> Iterable[Metric]:
     return seconds, failures
 
 
+def library_calls(evaluation: Evaluation) -> Iterable[Metric]:
+    seconds = SummaryMetricFamily(
+        "numawatch_gpu_library_call_seconds",
+        "Time spent in each function of the other vendors' GPU libraries (library: amdsmi, hlml) since numawatch "
+        "started (calls run on one thread per library with a time limit); NVML's are numawatch_nvml_call_seconds.",
+        labels=("library", "call"),
+    )
+    failures = CounterMetricFamily(
+        "numawatch_gpu_library_call_failures",
+        "Calls of the other vendors' GPU libraries that raised the library's error (error) or did not return within "
+        "the time limit (timeout).",
+        labels=("library", "call", "failure"),
+    )
+    for library in ("amdsmi", "hlml"):
+        reading: NvmlSnapshot | None = evaluation.host.get(library)
+        for call in reading.calls if reading is not None else ():
+            seconds.add_metric((library, call.name), count_value=call.count, sum_value=call.seconds)
+            failures.add_metric((library, call.name, "error"), call.errors)
+            failures.add_metric((library, call.name, "timeout"), call.timeouts)
+    return seconds, failures
+
+
 BUILDERS = (
     nvml_up,
+    telemetry_up,
     busy_seconds,
     sampled_seconds,
     held_idle_seconds,
+    memory_bytes,
     gpu_processes,
     holder_counters,
     holder_interrupts,
     nvml_calls,
+    library_calls,
 )
 
 

@@ -65,6 +65,10 @@ class GpuInventory:
     # Accelerator vendors' PCI functions left out because their class could not be parsed (whether they are
     # accelerators is unknown).
     problems: tuple[str, ...] = ()
+    # Parts of a GPU by the device IDs plugins register them under -> the PCI address of the GPU each is part of: MI300
+    # compute partitions (``amdgpu_xcp_<n>``; gpus_sysfs, through the render node and the KFD topology) and NVIDIA MIG
+    # devices (``MIG-<uuid>``; added from NVML's MIG devices by telemetry.inventory_of)
+    partitions: Mapping[str, str] = field(default_factory=frozen_map)
 
     def unreadable(self, attribute: str) -> tuple[str, ...]:
         """Why ``attribute`` of some GPU is unknown: functions left out, and GPUs whose file is malformed."""
@@ -86,13 +90,17 @@ class GpuInventory:
         """The accelerator a device plugin's device ID names (docs/gpu.md, "Device plugins"), or None.
 
         - NVIDIA: ``GPU-<uuid>``, time-sliced replicas ``GPU-<uuid>::<n>``; a MIG device in the form drivers before
-          R470 gave (``MIG-GPU-<uuid>/<gi>/<ci>``) names its parent GPU. A MIG device's own ``MIG-<uuid>`` is not in
-          sysfs: None (the plugin's NUMA node, its parent's, is what is known);
-        - AMD (ROCm k8s-device-plugin): the PCI address of the function amdgpu binds (``0000:c1:00.0``);
+          R470 gave (``MIG-GPU-<uuid>/<gi>/<ci>``) names its parent GPU; a MIG device's own ``MIG-<uuid>`` is not in
+          sysfs: its parent where NVML's MIG devices are in ``partitions`` (telemetry.inventory_of), else None;
+        - AMD (ROCm k8s-device-plugin): the PCI address of the function amdgpu binds (``0000:c1:00.0``), or for an
+          MI300 compute partition its platform device's name (``amdgpu_xcp_<n>``), which names its parent GPU;
         - Gaudi (habanalabs device plugin): HLML's id for the device, matched with the stable id sysfs gives (the
           serial number) or the PCI address.
         """
         base = device_id.split("::", 1)[0]
+        parent = self.partitions.get(base)
+        if parent is not None:
+            return self.by_pci(parent)
         if base.startswith("MIG-GPU-"):
             base = base[len("MIG-") :].split("/", 1)[0]
         return self.by_pci(base.lower()) or self.by_uuid(base)
@@ -119,6 +127,8 @@ class GpuProcess:
     pod_uid: str | None = None  # from the pod cgroup above the leaf; None: not in a pod
     # Mean SM utilisation (0-1) of NVML's per-process samples newer than the previous reading; None: no sample.
     sm_utilization: float | None = None
+    # The MIG device the process runs on (``MIG-<uuid>``), on a GPU in MIG mode; None: the whole GPU (or unknown)
+    mig_uuid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,11 +161,25 @@ class NvmlGpu:
     nvlink_links: int | None = None
     nvlink_switch: bool | None = None
     pcie_paths: Mapping[str, str] = field(default_factory=frozen_map)
+    # Whose library read it (issue 19): "nvidia" (NVML), "amd" (AMD SMI, sources/amdsmi.py) or "habana" (HLML,
+    # sources/hlml.py). The same record serves every vendor: what a library cannot say stays None.
+    vendor: str = "nvidia"
+    # Device memory in use and in all (bytes), where the library reports it (AMD SMI's and HLML's memory calls;
+    # NVML's per-process figures are in ``processes``)
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    # NVML's MIG devices of a GPU in MIG mode (``MIG-<uuid>``, slot order), read once per enumeration; () otherwise
+    mig_devices: tuple[str, ...] = ()
+
+
+# The vendor of a telemetry reading -> the source (and library) that reads it; the ``library`` label.
+TELEMETRY_LIBRARIES = {"nvidia": "nvml", "amd": "amdsmi", "habana": "hlml"}
 
 
 @dataclass(frozen=True)
 class NvmlCall:
-    """What one NVML function has cost since the session started (calls made on the NVML thread)."""
+    """What one library function has cost since the session started (calls made on the library's thread): NVML's, and
+    AMD SMI's and HLML's the same way."""
 
     name: str
     count: int
@@ -167,6 +191,9 @@ class NvmlCall:
 
 @dataclass(frozen=True)
 class NvmlSnapshot:
+    """A GPU telemetry source's reading: NVML's (``nvml``), and in the same shape AMD SMI's (``amdsmi``) and HLML's
+    (``hlml``), each GPU carrying its ``vendor``."""
+
     driver_version: str | None
     gpus: tuple[NvmlGpu, ...]
     calls: tuple[NvmlCall, ...] = ()

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from numawatch.host import SourceSpec, dependency_order
 from numawatch.sources import (
+    amdsmi,
     cgroups,
     cpuidle,
     gpus_sysfs,
+    hlml,
     interrupts,
     irqbalance,
     irqs,
@@ -43,6 +45,9 @@ SOURCES: tuple[SourceSpec, ...] = (
     irqbalance.SOURCE,
     # GPUs (issue 4): read through the HostReader's NVML session (HostReader(paths, nvml=session)); down without one
     nvml.SOURCE,
+    # the other vendors' libraries (issue 19): up with no GPUs where sysfs lists none of their accelerators
+    amdsmi.SOURCE,
+    hlml.SOURCE,
     processes.SOURCE,
     # the platform around pinned CPUs and GPUs (issue 17)
     cpuidle.SOURCE,

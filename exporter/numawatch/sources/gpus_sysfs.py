@@ -47,14 +47,17 @@ Gaudi's serial number.
 
 Essential: the ``sys/bus/pci/devices`` listing. Optional, per function: a ``class`` that cannot be parsed leaves the
 function out (``GpuInventory.problems``); a malformed ``numa_node`` or ``local_cpulist`` leaves that value unknown
-(``GpuDevice.problems``), which is not the kernel's -1.
+(``GpuDevice.problems``), which is not the kernel's -1. So does a driver attribute that is not what the driver
+prints, or that cannot be read (NVIDIA's ``information``, AMD's ``unique_id`` and ``product_name`` or a KFD node's
+``properties``, Gaudi's ``serial_number`` and ``device_type``): the device is kept with its stable id or model
+unknown, the file named under ``problems[<file name>]``; it never takes the inventory down.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -106,6 +109,12 @@ _AMD_UNIQUE_ID = re.compile(r"[0-9a-f]{1,16}")  # amdgpu prints %016llx
 _HABANA_SERIAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the board's serial number ("AN01234567")
 _MODEL_LIMIT = 96  # the driver's model names are a few words ("NVIDIA H100 80GB HBM3")
 _KFD_NODES = "class/kfd/kfd/topology/nodes"
+# MI300 compute partitions: amdxcp's platform devices (drivers/gpu/drm/amd/amdxcp/amdgpu_xcp_drv.c), each with a DRM
+# render node; ROCm's k8s-device-plugin registers them under these names (internal/pkg/amdgpu/amdgpu.go, GetAMDGPUs)
+_PLATFORM = "devices/platform"
+_XCP = re.compile(r"amdgpu_xcp_[0-9]{1,4}")
+_RENDER = re.compile(r"renderD([0-9]{1,5})")
+_XCP_LIMIT = 1024  # partitions read (8 GPUs x 8 partitions is far below)
 _KFD_NODE_LIMIT = 256  # KFD nodes: one per CPU socket and one per GPU (or MI300 partition)
 
 
@@ -165,25 +174,83 @@ def kfd_pci_address(properties: Mapping[str, int]) -> str | None:
     return f"{domain:04x}:{bus:02x}:{devfn >> 3:02x}.{devfn & 7}"
 
 
-def _kfd_unique_ids(paths: Paths) -> dict[str, str]:
+@dataclass(frozen=True)
+class KfdIds:
+    """What the KFD topology says of the AMD GPUs' ids: PCI address -> ``unique_id``, and the nodes whose
+    ``properties`` could not be read (one line each: an AMD GPU without its own ``unique_id`` names them)."""
+
+    ids: Mapping[str, str]
+    problems: tuple[str, ...] = ()
+    # DRM render minor (``drm_render_minor``) -> the PCI function KFD places that node at: on an MI300 in a compute
+    # partition mode one node per partition, with the partition's number in the function bits of ``location_id``
+    # (kfd_topology.c ORs the node id into it for GC 9.4.3)
+    render_minors: Mapping[int, str] = field(default_factory=frozen_map)
+
+
+def _kfd_unique_ids(paths: Paths) -> KfdIds:
     """PCI address -> ``unique_id`` (as amdgpu spells it: 16 hex digits) of every KFD GPU node that has one.
 
     An MI300 in a compute partition mode has one KFD node per partition, all at the same PCI function and with the
-    same ``unique_id``; the first wins.
+    same ``unique_id``; the first wins. A node whose ``properties`` cannot be read is left out and named.
     """
     nodes = paths.sysfs / _KFD_NODES
     found: dict[str, str] = {}
-    for name in sorted(list_dir(nodes), key=lambda n: (len(n), n))[:_KFD_NODE_LIMIT]:
+    minors: dict[int, str] = {}
+    problems: list[str] = []
+    try:
+        names = list_dir(nodes)
+    except OSError as error:
+        return KfdIds({}, (f"{nodes}: {error.strerror or error}",))
+    for name in sorted(names, key=lambda n: (len(n), n))[:_KFD_NODE_LIMIT]:
         if not name.isdigit():
             continue
-        text = read_optional_text(nodes / name / "properties", _ATTRIBUTE_LIMIT)
+        path = nodes / name / "properties"
+        try:
+            text = read_optional_text(path, _ATTRIBUTE_LIMIT)
+        except MalformedFile as error:
+            problems.append(str(error))
+            continue
+        except OSError as error:
+            problems.append(f"{path}: {error.strerror or error}")
+            continue
         if text is None:
             continue
         properties = parse_kfd_properties(text)
         address, unique = kfd_pci_address(properties), properties.get("unique_id")
         if address is not None and unique and unique < 1 << 64:
             found.setdefault(address, f"{unique:016x}")
-    return found
+        minor = properties.get("drm_render_minor")
+        if address is not None and minor:
+            minors.setdefault(minor, address)
+    return KfdIds(found, tuple(problems), frozen_map(minors))
+
+
+def _partition_parents(paths: Paths, kfd: KfdIds, amd: Mapping[str, GpuDevice]) -> dict[str, str]:
+    """MI300 partition name (``amdgpu_xcp_<n>``) -> the PCI address of the AMD GPU it is part of: the partition's
+    render node (``sys/devices/platform/amdgpu_xcp_<n>/drm/renderD<minor>``), the KFD node with that
+    ``drm_render_minor``, its PCI function (function 0 of that device when KFD's function bits carry the
+    partition's number). A partition that leads nowhere in the inventory is left out."""
+    platform = paths.sysfs / _PLATFORM
+    parents: dict[str, str] = {}
+    names = sorted((name for name in list_dir(platform) if _XCP.fullmatch(name)), key=lambda n: (len(n), n))
+    for name in names[:_XCP_LIMIT]:
+        try:
+            entries = list_dir(platform / name / "drm")
+        except OSError:
+            continue
+        for entry in entries:
+            match = _RENDER.fullmatch(entry)
+            address = kfd.render_minors.get(int(match.group(1))) if match else None
+            if address is None:
+                continue
+            for candidate in (address, address[:-1] + "0"):
+                if candidate in amd:
+                    parents[name] = candidate
+                    break
+            if name in parents:
+                break
+    return parents
+
 
 
 def pci_sort_key(address: str) -> tuple[int, ...] | tuple[int, str]:
@@ -230,9 +297,20 @@ def _parsed(
         return None
 
 
-def _driver_info(paths: Paths, address: str) -> Mapping[str, str]:
+def _read_attribute(path: Path, problems: dict[str, str]) -> str | None:
+    """A driver's file: None when absent, or when unreadable (then named in ``problems`` under its file name)."""
+    try:
+        return _attribute(path)
+    except MalformedFile as error:
+        problems[path.name] = str(error)
+    except OSError as error:  # unreadable (EIO from a wedged device, EACCES): this device's value is unknown
+        problems[path.name] = f"{path}: {error.strerror or error}"
+    return None
+
+
+def _driver_info(paths: Paths, address: str, problems: dict[str, str]) -> Mapping[str, str]:
     path = paths.procfs / "driver/nvidia/gpus" / address / "information"
-    text = read_optional_text(path, _ATTRIBUTE_LIMIT)
+    text = _read_attribute(path, problems)
     if text is None:
         return {}
     fields = parse_nvidia_information(text)
@@ -244,7 +322,8 @@ def _driver_info(paths: Paths, address: str) -> Mapping[str, str]:
         if model:
             printable(model, "Model", _MODEL_LIMIT)
     except ValueError as error:
-        raise MalformedFile(path, str(error)) from None
+        problems[path.name] = str(MalformedFile(path, str(error)))
+        return {}
     return fields
 
 
@@ -257,36 +336,50 @@ def _driver_name(directory: Path) -> str | None:
     return target.rstrip("/").rpartition("/")[2] or None
 
 
-def _driver_attribute(directory: Path, name: str, pattern: re.Pattern[str] | None) -> str | None:
-    """A driver's attribute in the function's directory: None when absent or empty; MalformedFile when it is not
-    what the driver prints (``pattern``, else printable text of a model name's length)."""
-    text = _attribute(directory / name)
+def _driver_attribute(
+    directory: Path, name: str, pattern: re.Pattern[str] | None, problems: dict[str, str]
+) -> str | None:
+    """A driver's attribute in the function's directory: None when absent or empty, and when unreadable or not what
+    the driver prints (``pattern``, else printable text of a model name's length): then named in ``problems``."""
+    text = _read_attribute(directory / name, problems)
     value = strip_value(text) if text is not None else ""
     if not value:
         return None
     try:
         return checked(value, pattern, name) if pattern is not None else printable(value, name, _MODEL_LIMIT)
     except ValueError as error:
-        raise MalformedFile(directory / name, str(error)) from None
+        problems[name] = str(MalformedFile(directory / name, str(error)))
+        return None
 
 
 def _identity(
-    paths: Paths, vendor: AcceleratorVendor, address: str, directory: Path, kfd: Callable[[], Mapping[str, str]]
+    paths: Paths,
+    vendor: AcceleratorVendor,
+    address: str,
+    directory: Path,
+    kfd: Callable[[], KfdIds],
+    problems: dict[str, str],
 ) -> tuple[str | None, str | None]:
-    """(stable id, model) as the vendor's driver gives them; (None, None) without the driver."""
+    """(stable id, model) as the vendor's driver gives them; (None, None) without the driver. A driver file that
+    cannot be read or is malformed leaves its value unknown, named in ``problems``."""
     if vendor is NVIDIA:
-        info = _driver_info(paths, address)
+        info = _driver_info(paths, address, problems)
         return info.get("GPU UUID") or None, info.get("Model") or None
     if vendor is AMD:
-        unique = _driver_attribute(directory, "unique_id", _AMD_UNIQUE_ID)
-        return unique or kfd().get(address), _driver_attribute(directory, "product_name", None)
-    return _driver_attribute(directory, "serial_number", _HABANA_SERIAL), _driver_attribute(
-        directory, "device_type", None
+        unique = _driver_attribute(directory, "unique_id", _AMD_UNIQUE_ID, problems)
+        if unique is None and "unique_id" not in problems:
+            topology = kfd()
+            unique = topology.ids.get(address)
+            if unique is None and topology.problems:
+                problems["unique_id"] = topology.problems[0]  # its KFD node may be the one that could not be read
+        return unique, _driver_attribute(directory, "product_name", None, problems)
+    return _driver_attribute(directory, "serial_number", _HABANA_SERIAL, problems), _driver_attribute(
+        directory, "device_type", None, problems
     )
 
 
 def _read_device(
-    paths: Paths, address: str, directory: Path, skipped: list[str], kfd: Callable[[], Mapping[str, str]]
+    paths: Paths, address: str, directory: Path, skipped: list[str], kfd: Callable[[], KfdIds]
 ) -> GpuDevice | None:
     """The accelerator at ``directory``, or None when it is not one, vanished (hot unplug) during the scan, or has
     a class that cannot be parsed (then described in ``skipped``)."""
@@ -305,7 +398,7 @@ def _read_device(
     numa_node = _parsed(directory / "numa_node", parse_numa_node, _attribute(directory / "numa_node"), problems)
     local_cpus = _parsed(directory / "local_cpulist", parse_cpulist, _attribute(directory / "local_cpulist"), problems)
     device = _attribute(directory / "device")
-    stable_id, model = _identity(paths, vendor, address, directory, kfd)
+    stable_id, model = _identity(paths, vendor, address, directory, kfd, problems)
     return GpuDevice(
         pci_address=address,
         numa_node=numa_node,
@@ -327,9 +420,9 @@ def read(paths: Paths) -> GpuInventory:
         raise SourceUnavailable(f"{devices_dir} does not exist")
     gpus = []
     skipped: list[str] = []
-    kfd_ids: list[Mapping[str, str]] = []  # read once, on the first AMD GPU without its own unique_id
+    kfd_ids: list[KfdIds] = []  # read once, on the first AMD GPU without its own unique_id
 
-    def kfd() -> Mapping[str, str]:
+    def kfd() -> KfdIds:
         if not kfd_ids:
             kfd_ids.append(_kfd_unique_ids(paths))
         return kfd_ids[0]
@@ -345,7 +438,9 @@ def read(paths: Paths) -> GpuInventory:
         gpu = _read_device(paths, address, directory, skipped, kfd)
         if gpu is not None:
             gpus.append(gpu)
-    return GpuInventory(gpus=tuple(gpus), problems=tuple(skipped))
+    amd = {gpu.pci_address: gpu for gpu in gpus if gpu.vendor == AMD.name}
+    partitions = _partition_parents(paths, kfd(), amd) if amd else {}
+    return GpuInventory(gpus=tuple(gpus), problems=tuple(skipped), partitions=frozen_map(partitions))
 
 
 def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | None], ...]]:
@@ -363,8 +458,10 @@ def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | N
     for driver in _DRIVERS:
         bound += list_dir(paths.sysfs / "bus/pci/drivers" / driver)
     gpus = sorted(name for name in set(bound) if PCI_ADDRESS.fullmatch(name))
+    # MI300 partitions come and go with a compute partition mode change, which adds no PCI function
+    partitions = tuple(sorted(name for name in list_dir(paths.sysfs / _PLATFORM) if _XCP.fullmatch(name)))
     return (
-        tuple(sorted(list_dir(devices))),
+        (*sorted(list_dir(devices)), *partitions),
         tuple((gpu, read_optional_text(devices / gpu / "numa_node", 64)) for gpu in gpus),
     )
 

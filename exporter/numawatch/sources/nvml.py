@@ -45,6 +45,7 @@ from typing import Any
 from numawatch.cpuset import CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import ReaderContext, SourceSpec
+from numawatch.hosttext import printable
 from numawatch.model import frozen_map
 from numawatch.model.gpu import UTILIZATION_RATES, UTILIZATION_SAMPLES, GpuProcess, JsonRecording, NvmlGpu, NvmlSnapshot
 from numawatch.nvml_session import NvmlSession, NvmlUnavailable, describe, error_name, is_empty_answer
@@ -66,6 +67,9 @@ MAX_SAMPLE_GAP_US = 2_000_000  # twice the longest sample period: a longer gap l
 MAX_RATES_INTERVAL = 120.0  # seconds one utilisation-rates reading may stand for (a paused exporter: not a guess)
 DEFAULT_CPU_WORDS = 16  # 1,024 CPUs when sysfs does not say how many are possible
 LOST = frozenset({"NVMLError_GpuIsLost", "NVMLError_ResetRequired"})
+NVML_DEVICE_MIG_ENABLE = 1
+MAX_MIG_DEVICES = 64  # NVML_MAX_MIG_DEVICE_COUNT is 7 per GPU (A100, H100); anything near this is not one GPU
+_EMPTY_SLOT = frozenset({"NVMLError_NotFound", "NVMLError_InvalidArgument"})
 
 
 # --------------------------------------------------------------------------------------------------- parsing
@@ -177,6 +181,7 @@ class _Device:
     nvlink_remote: frozenset[str] = frozenset()  # far ends' PCI addresses (sysfs spelling) of the active links
     nvlink_peers: tuple[str, ...] | None = None
     pcie_paths: dict[str, str] = field(default_factory=dict)
+    migs: tuple[tuple[Any, str], ...] = ()  # (handle, "MIG-<uuid>") of each MIG device, in MIG mode
 
     @property
     def key(self) -> str:
@@ -265,7 +270,37 @@ class NvmlReader:
         nodes = self._optional(device, "nvmlDeviceGetMemoryAffinity", mask_bits, 1, NVML_AFFINITY_SCOPE_NODE)
         device.numa_node = next(iter(nodes)) if nodes is not None and len(nodes) == 1 else None
         device.cpu_affinity = self._optional(device, "nvmlDeviceGetCpuAffinity", mask_bits, cpu_words_needed)
+        device.migs = self._mig_devices(device)
         return device
+
+    def _mig_devices(self, device: _Device) -> tuple[tuple[Any, str], ...]:
+        """A GPU in MIG mode: the handle and UUID of each of its MIG devices (empty slots skipped). NotSupported
+        from nvmlDeviceGetMigMode is a GPU without MIG."""
+        mode = self._optional(device, "nvmlDeviceGetMigMode", lambda modes: int(modes[0]))
+        if mode != NVML_DEVICE_MIG_ENABLE:
+            return ()
+        slots = self._optional(device, "nvmlDeviceGetMaxMigDeviceCount", int) or 0
+        found: list[tuple[Any, str]] = []
+        for index in range(min(slots, MAX_MIG_DEVICES)):
+            try:
+                handle = self._call("nvmlDeviceGetMigDeviceHandleByIndex", device.handle, index)
+                uuid = printable(_text(self._call("nvmlDeviceGetUUID", handle)), "MIG device UUID", 96)
+            except NvmlUnavailable:
+                raise
+            except ValueError as error:
+                device.problems.append(f"MIG device {index}: {error}")
+                continue
+            except Exception as error:
+                if not self._nvml_error(error):
+                    raise
+                if error_name(error) in LOST:
+                    device.lost = describe(error)
+                    return ()
+                if error_name(error) not in _EMPTY_SLOT:
+                    device.problems.append(f"MIG device {index}: {describe(error)}")
+                continue
+            found.append((handle, uuid))
+        return tuple(found)
 
     # ----------------------------------------------------------------------------------------- NVLink
     def _nvlink(self, devices: list[_Device]) -> None:
@@ -411,6 +446,7 @@ class NvmlReader:
             held_idle_seconds=counters.held_idle,
             processes=() if counters.lost else found,
             problems=tuple(problems),
+            mig_devices=tuple(uuid for _, uuid in device.migs),
             nvlink_peers=device.nvlink_peers,
             nvlink_links=device.nvlink_links,
             nvlink_switch=device.nvlink_switch,
@@ -459,7 +495,29 @@ class NvmlReader:
                 container_id=container_id,
                 pod_uid=pod_uid,
             )
+        if device.migs:
+            slices = self._mig_processes(device, problems)
+            found = {pid: dataclasses.replace(process, mig_uuid=slices.get(pid)) for pid, process in found.items()}
         return tuple(found[pid] for pid in sorted(found))
+
+    def _mig_processes(self, device: _Device, problems: list[str]) -> dict[int, str]:
+        """PID -> the MIG device it runs on: each MIG device's own compute processes (the parent lists them all)."""
+        slices: dict[int, str] = {}
+        for handle, uuid in device.migs:
+            try:
+                listed = self._call("nvmlDeviceGetComputeRunningProcesses", handle)
+            except NvmlUnavailable:
+                raise
+            except Exception as error:
+                if not self._nvml_error(error):
+                    raise
+                if error_name(error) in LOST:
+                    raise _Lost(describe(error)) from None
+                problems.append(f"nvmlDeviceGetComputeRunningProcesses ({uuid}): {describe(error)}")
+                continue
+            for info in listed:
+                slices.setdefault(int(info.pid), uuid)
+        return slices
 
     def _utilization(self, device: _Device, counters: _Counters, held: bool) -> str | None:
         """Integrate the GPU's busy time since the previous reading; the problem, if a call failed."""

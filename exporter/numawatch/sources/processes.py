@@ -1,6 +1,7 @@
 """The processes source: scheduling counters and CPU placement of the processes that hold GPUs.
 
-Which processes: the compute processes NVML lists (the nvml source's snapshot of the same evaluation), and for each
+Which processes: the compute processes NVML lists (the nvml source's snapshot of the same evaluation; AMD SMI's
+too, the amdsmi source's, issue 19: telemetry.merge), and for each
 one that lives in a container, the other processes of that container (its ``cgroup.procs``, at most
 ``MAX_PIDS``): a vLLM pod's engine-core process feeds the GPUs without holding a CUDA context itself. Nothing else is
 read: on a node with ~860 containers, only the handful that hold GPUs cost anything here.
@@ -35,13 +36,13 @@ import logging
 import os
 from dataclasses import dataclass
 
-from numawatch import confined
+from numawatch import confined, telemetry
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Inputs, ReaderContext, SourceSpec
 from numawatch.hosttext import printable
 from numawatch.model import frozen_map
-from numawatch.model.gpu import GpuHolders, HolderContainer, HolderProcess, JsonRecording, Limit, NvmlSnapshot
+from numawatch.model.gpu import GpuHolders, HolderContainer, HolderProcess, JsonRecording, Limit
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
 from numawatch.sources._files import line_after
@@ -275,9 +276,12 @@ class ProcessReader:
         self._has_sched: bool | None = None
 
     def read(self, paths: Paths, inputs: Inputs) -> GpuHolders:
-        snapshot: NvmlSnapshot | None = inputs.get("nvml")
+        readings = {name: inputs.get(name) for name in telemetry.SOURCES}
+        snapshot = telemetry.merge(readings)
         if snapshot is None:
-            raise SourceUnavailable("the GPU holders are unknown: the nvml source is down")
+            down = telemetry.unknown_because(readings, inputs.reason)
+            sources = f"the {down[0]} source is" if len(down) == 1 else f"the {_and(down)} sources are"
+            raise SourceUnavailable(f"the GPU holders are unknown: {sources} down")
         nvml_pids: set[int] = set()
         # container ID -> (cgroup version, cgroup path, pod UID, its NVML PIDs)
         containers: dict[str, tuple[int, str, str | None, set[int]]] = {}
@@ -472,20 +476,25 @@ class ProcessReader:
         return _Thread(run_delay, switches, migrations), cpus
 
 
+def _and(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 def _nvml_not_enabled(paths: Paths, inputs: Inputs) -> GpuHolders:
     raise SourceUnavailable("the GPU holders come from NVML, which this numawatch process has not enabled")
 
 
 def _reader(context: ReaderContext) -> ProcessReader | None:
-    """The HostReader's ProcessReader (it keeps counters across evaluations); None when NVML is not enabled."""
-    return ProcessReader(scheduling=context.holder_scheduling) if context.nvml is not None else None
+    """The HostReader's ProcessReader (it keeps counters across evaluations); None when no GPU library is enabled."""
+    enabled = context.nvml is not None or bool(context.libraries)
+    return ProcessReader(scheduling=context.holder_scheduling) if enabled else None
 
 
 SOURCE = SourceSpec(
     name="processes",
     read=_nvml_not_enabled,
     factory=_reader,
-    needs=("nvml",),
+    needs=("nvml", "amdsmi", "hlml"),
     description="run-queue wait, preemptions, migrations and allowed CPUs of the threads of GPU-holding containers",
     # Its files are captured as read, but which processes to read comes from NVML: check --from replays the reading.
     recording=JsonRecording(GpuHolders, "processes"),
