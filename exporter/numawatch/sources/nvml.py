@@ -455,8 +455,12 @@ class NvmlReader:
 
     def _guarded(self, name: str, device: _Device, *args: Any) -> Any:
         """A per-GPU call: a lost GPU raises _Lost; other NVML errors are returned for the caller to judge."""
+        return self._guarded_handle(name, device.handle, *args)
+
+    def _guarded_handle(self, name: str, handle: Any, *args: Any) -> Any:
+        """``_guarded`` on a handle of its own (a MIG device's)."""
         try:
-            return self._call(name, device.handle, *args)
+            return self._call(name, handle, *args)
         except NvmlUnavailable:
             raise
         except Exception as error:
@@ -504,16 +508,9 @@ class NvmlReader:
         """PID -> the MIG device it runs on: each MIG device's own compute processes (the parent lists them all)."""
         slices: dict[int, str] = {}
         for handle, uuid in device.migs:
-            try:
-                listed = self._call("nvmlDeviceGetComputeRunningProcesses", handle)
-            except NvmlUnavailable:
-                raise
-            except Exception as error:
-                if not self._nvml_error(error):
-                    raise
-                if error_name(error) in LOST:
-                    raise _Lost(describe(error)) from None
-                problems.append(f"nvmlDeviceGetComputeRunningProcesses ({uuid}): {describe(error)}")
+            listed = self._guarded_handle("nvmlDeviceGetComputeRunningProcesses", handle)
+            if isinstance(listed, BaseException):
+                problems.append(f"nvmlDeviceGetComputeRunningProcesses ({uuid}): {describe(listed)}")
                 continue
             for info in listed:
                 slices.setdefault(int(info.pid), uuid)
