@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from numawatch.model import frozen_map
 from numawatch.model.gpu import GpuInventory, NvmlSnapshot
+
+if TYPE_CHECKING:
+    from numawatch.host import Host
 
 SOURCES = ("nvml", "amdsmi", "hlml")
 
@@ -46,15 +49,20 @@ def unknown_because(snapshots: Mapping[str, NvmlSnapshot | None], reason: Callab
     ]
 
 
-def of_host(host: Any) -> NvmlSnapshot | None:
-    """Every vendor's GPU telemetry of one reading (``Host``), or None when it is unknown."""
-    return merge({name: host.get(name) for name in SOURCES})
+def of_host(host: Host) -> NvmlSnapshot | None:
+    """Every vendor's GPU telemetry of one reading, or None when it is unknown; worked out once per Host (the
+    holders, three checks and the GPU families all ask)."""
+    return host.memo("telemetry", lambda: merge({name: host.get(name) for name in SOURCES}))
 
 
-def inventory_of(host: Any) -> GpuInventory | None:
+def inventory_of(host: Host) -> GpuInventory | None:
     """The sysfs inventory, with NVML's MIG devices (``MIG-<uuid>``, the device plugin's IDs for them) named as parts
     of their parent GPUs, so a MIG slice joins to its parent's PCI function and sysfs NUMA node. The inventory itself
-    (the same object) where NVML lists no MIG device of a GPU sysfs knows."""
+    (the same object) where NVML lists no MIG device of a GPU sysfs knows. Worked out once per Host."""
+    return host.memo("telemetry.inventory", lambda: _with_mig_devices(host))
+
+
+def _with_mig_devices(host: Host) -> GpuInventory | None:
     inventory: GpuInventory | None = host.gpus
     nvml: NvmlSnapshot | None = host.get("nvml")
     if inventory is None or nvml is None:
