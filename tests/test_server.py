@@ -307,7 +307,8 @@ async def test_healthz_fails_when_the_last_evaluation_is_stale(aiohttp_client, h
     sampler = host.sampler(interval=1.0)
     client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
     snapshot = await sampler.refresh()
-    sampler.latest = snapshot.aged(time.time() - 3600)
+    stale = time.time() - 3600
+    sampler.latest = server.Snapshot(snapshot.evaluation, snapshot.bodies, stale, snapshot.duration_seconds)
 
     response = await client.get("/healthz")
 

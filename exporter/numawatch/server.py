@@ -178,10 +178,6 @@ class Snapshot:
         self.finished = finished
         self.duration_seconds = duration_seconds
 
-    def aged(self, finished: float) -> Snapshot:
-        """The same evaluation and bodies, finished at another time (tests of staleness)."""
-        return Snapshot(self.evaluation, self.bodies, finished, self.duration_seconds)
-
     @property
     def body(self) -> bytes:  # the text format 0.0.4
         return self.bodies.get(BodyFormat(False, False))
