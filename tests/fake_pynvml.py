@@ -33,12 +33,12 @@ real module does that matters here (gpu-and-host.md §2.2-§2.4):
 
 from __future__ import annotations
 
-import threading
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fake_library import FakeLibrary
 from fakehost import FakeHost
 
 NVML_SUCCESS = 0
@@ -133,7 +133,7 @@ def _words(bits: Iterable[int], size: int) -> list[int]:
     return words
 
 
-class FakeNvml(types.ModuleType):
+class FakeNvml(FakeLibrary):
     """A stand-in for the ``pynvml`` module."""
 
     NVMLError = NVMLError
@@ -157,33 +157,8 @@ class FakeNvml(types.ModuleType):
         self.gpus = list(gpus)
         self.library = library
         self.driver = driver
-        self.initialised = 0  # nvmlInit's reference count, as the library keeps it
-        self.init_calls = 0
-        self.shutdown_calls = 0
-        self.log: list[tuple[str, tuple[Any, ...]]] = []
-        self._hangs: dict[str, threading.Event] = {}
-        self._lock = threading.Lock()
-
-    # ------------------------------------------------------------------------------------ test controls
-    def hang(self, name: str) -> None:
-        """Make ``name`` block until ``release()`` (a hung driver call)."""
-        self._hangs[name] = threading.Event()
-
-    def release(self) -> None:
-        for event in self._hangs.values():
-            event.set()
-        self._hangs.clear()
-
-    def calls_to(self, name: str) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return [args for called, args in self.log if called == name]
-
-    def _enter(self, name: str, *args: Any) -> None:
-        with self._lock:
-            self.log.append((name, args))
-        event = self._hangs.get(name)
-        if event is not None:
-            event.wait()
+        # ``initialised`` (FakeLibrary) is nvmlInit's reference count, as the library keeps it; the test controls
+        # (hang, release, calls_to) are FakeLibrary's.
 
     def _device(self, name: str, handle: FakeGpu, *args: Any) -> FakeGpu:
         self._enter(name, handle, *args)
