@@ -64,6 +64,11 @@ class Driven:
             raise ValueError(f"stagger must be at least 1, got {share}")
         self.turns.stagger = share
 
+    def readings_per_round(self, family: str) -> int:
+        """How many readings one round of ``family``'s rotation takes: the stagger, times the family's stretch in
+        the refresh table."""
+        return self.turns.stagger * self.policy.stretch.get(family, 1)
+
     def refresh_all(self) -> None:
         """What ``HostReader.invalidate(name)`` does: the next reading reads everything."""
         self.turns.read_everything_next(self.spec.name)

@@ -18,6 +18,7 @@ from numawatch.cpuset import format_cpulist
 from numawatch.host import HostReader, read_host
 from numawatch.intent import REFERENCE, parse_intent
 from numawatch.paths import Paths
+from numawatch.refresh import IDLE_STATES
 from numawatch.sources import cpuidle
 from numawatch.sources import topology as topology_source
 from prometheus_client.parser import text_string_to_metric_families
@@ -149,10 +150,12 @@ def test_serves_reader_reads_names_and_latencies_once_and_staggered_disable_file
     fake_host.write(f"{CPU}/cpu1/cpuidle/state3/disable", "1")
     fake_host.write(f"{CPU}/cpu2/cpuidle/state3/disable", "1")
 
-    second = reader.read(fake_host.paths)  # turn 1: the odd CPUs
+    second = reader.read(fake_host.paths)  # turn 1 of the round: the CPUs numbered 1 modulo its length
+    length = reader.readings_per_round(IDLE_STATES)
 
     assert not any(p.endswith(("/name", "/latency")) for p in opened)
-    assert {re.search(r"/cpu(\d+)/cpuidle/", p).group(1) for p in opened if p.endswith("/disable")} == {"1", "3"}
+    in_turn = {str(cpu) for cpu in range(4) if cpu % length == 1}
+    assert {re.search(r"/cpu(\d+)/cpuidle/", p).group(1) for p in opened if p.endswith("/disable")} == in_turn
     assert [s.name for s in second.enabled(1)] == ["C1", "C1E"]  # read now
     assert second.states[2] is first.states[2]  # carried: its change shows at its turn
     third = reader.read(fake_host.paths)

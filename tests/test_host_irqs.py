@@ -17,6 +17,7 @@ from numawatch.host import HostReader, read_host
 from numawatch.intent import Intent, KernelIntent
 from numawatch.model.interrupts import InterruptRow
 from numawatch.paths import Paths
+from numawatch.refresh import AFFINITIES
 from numawatch.sources import interrupts, irqs, kubelet_state, topology
 from source_inputs import Driven
 
@@ -86,8 +87,8 @@ def test_a_malformed_affinity_leaves_that_irq_out_names_the_file_and_is_tried_ag
 
 
 def _reading_with_turn_of(reader: irqs.IrqsReader, host, irq: int):
-    """Staggered readings until one reads ``irq`` in its turn (at most the stagger's share of them)."""
-    for _ in range(3):
+    """Staggered readings until one reads ``irq`` in its turn (at most one round of the affinities' rotation)."""
+    for _ in range(reader.readings_per_round(AFFINITIES)):
         found = reader.read(host.paths)
         if irq not in found.irqs:
             return found

@@ -9,7 +9,19 @@ import pytest
 from fakehost.kernel import FakeIrq, add_irqs
 from numawatch.host import HostReader, Inputs, SourceSpec
 from numawatch.paths import Paths
-from numawatch.refresh import AFFINITIES, EVERY, FULL, POLICIES, Carried, Policy, Refresh, Turns, policy_of
+from numawatch.refresh import (
+    AFFINITIES,
+    EVERY,
+    FULL,
+    GOVERNORS,
+    IDLE_STATES,
+    POLICIES,
+    Carried,
+    Policy,
+    Refresh,
+    Turns,
+    policy_of,
+)
 from numawatch.sources import SOURCES, irqs
 
 K = 4
@@ -54,6 +66,38 @@ def test_the_turn_comes_round_every_k_readings_and_a_family_not_rotated_is_read_
         t == 6 % K for t in range(K)
     ]
     assert FULL.rotation("a") == (1, 0) and FULL.whole and FULL.memory is None
+
+
+def test_a_stretched_family_turns_over_its_multiple_of_k_readings_while_the_others_keep_k():
+    turns = Turns(K)
+    policy = Policy(rotating=frozenset({"slow", "fast"}), stretch={"slow": 3})
+    memory = object()
+    due_slow: dict[int, list[int]] = {key: [] for key in range(3 * K)}
+    for reading in range(2 * 3 * K):
+        refresh = turns.refresh("s", policy, memory)
+        assert refresh.rotation("fast") == (K, reading % K)
+        assert refresh.rotation("slow") == (3 * K, reading % (3 * K))
+        assert refresh.round_of("slow") == reading // (3 * K) and refresh.round_of("fast") == reading // K
+        for key in due_slow:
+            if refresh.due("slow", key):
+                due_slow[key].append(reading)
+        turns.advance()
+    # Each object of the stretched family is read exactly once per round of 3K readings, 3K readings apart.
+    assert all(len(at) == 2 and at[1] - at[0] == 3 * K for at in due_slow.values())
+    # Unstaggered, or a whole reading: the stretch changes nothing, everything is read.
+    assert Turns(1).refresh("s", policy, memory).rotation("slow") == (1, 0)
+    whole = Turns(K)
+    whole.read_everything_next("s")
+    assert whole.refresh("s", policy, memory).rotation("slow") == (1, 0)
+
+
+def test_only_a_rotating_family_may_be_stretched_and_only_by_a_whole_number():
+    with pytest.raises(ValueError, match="stretch"):
+        Policy(rotating=frozenset({"a"}), stretch={"b": 2})
+    with pytest.raises(ValueError, match="stretch"):
+        Policy(rotating=frozenset({"a"}), stretch={"a": 0})
+    stretched = {(name, family) for name, policy in POLICIES.items() for family in policy.stretch}
+    assert stretched == {("irqs", AFFINITIES), ("kernel", GOVERNORS), ("cpuidle", IDLE_STATES)}
 
 
 def test_a_whole_reading_asked_for_is_taken_by_the_next_reading_of_that_source_only():

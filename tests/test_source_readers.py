@@ -23,6 +23,7 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, Inputs, read_host_window
 from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
+from numawatch.refresh import AFFINITIES, GOVERNORS, POLICIES
 from numawatch.sources import cgroups, interrupts, irqs, kernel, kubelet_state, topology
 from numawatch.sources.cgroups import parse_numa_stat_v2
 from numawatch.sources.kernel import parse_affected_cpus
@@ -781,7 +782,7 @@ def test_a_staggered_kernel_reader_reads_each_governor_once_in_k_readings(fake_h
     assert sum(path.endswith("/scaling_governor") for path in reads) == 8  # every policy is new: all read
 
     governor_reads: list[str] = []
-    for _ in range(4):
+    for _ in range(readings_per_turn("kernel", GOVERNORS, 4)):
         reads.clear()
         settings = reader.read(fake_host.paths)
         governor_reads += [path for path in reads if path.endswith("/scaling_governor")]
@@ -795,7 +796,7 @@ def test_a_changed_governor_shows_within_k_staggered_readings_but_not_necessaril
 
     for number in range(8):
         policy(fake_host, number, str(number), "powersave")
-    seen = [dict(reader.read(fake_host.paths).governors) for _ in range(4)]
+    seen = [dict(reader.read(fake_host.paths).governors) for _ in range(readings_per_turn("kernel", GOVERNORS, 4))]
 
     assert 0 < list(seen[0].values()).count("powersave") < 8  # some carried over, some already read
     assert seen[-1] == dict.fromkeys(range(8), "powersave")
@@ -885,6 +886,14 @@ def numa_of(result) -> dict[str, dict[int, int] | None]:
 def staggered(reader):
     reader.set_stagger(K)
     return reader
+
+
+def readings_per_turn(source: str, family: str, stagger: int = K) -> int:
+    """How many readings a rotating family's round takes: K, times the family's stretch in the refresh table."""
+    return stagger * POLICIES[source].stretch.get(family, 1)
+
+
+A = readings_per_turn("irqs", AFFINITIES)  # the IRQ affinities' round: every IRQ's turn comes once in A readings
 
 
 def test_an_unstaggered_cgroups_reader_reads_every_containers_numa_stat_every_time(fake_host, monkeypatch):
@@ -1158,39 +1167,46 @@ def many_irqs(fake_host, affinity: frozenset[int] = frozenset({0, 1}), numbers=r
     add_irqs(fake_host, IRQ_CPUS, [FakeIrq(n, f"q{n}", affinity, frozenset({min(affinity)})) for n in numbers])
 
 
+# Four IRQs per turn of the affinities' round, numbered so that half of each turn's have their requested mask read in
+# a round (``irqs._requested_turn`` alternates by IRQ number and round).
+ROUND_OF_IRQS = range(40, 40 + 4 * A)
+
+
 def test_a_staggered_irqs_reader_reads_each_irq_once_in_k_readings(fake_host, monkeypatch):
-    many_irqs(fake_host)
+    count = len(ROUND_OF_IRQS)
+    many_irqs(fake_host, numbers=ROUND_OF_IRQS)
     reader = staggered(Driven("irqs"))
     reads = recording(monkeypatch, irqs, "read_small")
     reader.read(fake_host.paths)
-    assert sum(path.endswith("/smp_affinity_list") for path in reads) == 16
+    assert sum(path.endswith("/smp_affinity_list") for path in reads) == count
 
     effective_reads: list[str] = []
     affinity_reads: list[str] = []
-    for reading in range(2 * K):
+    for reading in range(2 * A):
         reads.clear()
         found = reader.read(fake_host.paths)
         effective_reads += [path for path in reads if path.endswith("/effective_affinity_list")]
         affinity_reads += [path for path in reads if path.endswith("/smp_affinity_list")]
         assert found == irqs.read(fake_host.paths)  # nothing changed: carrying over gives the same snapshot
-        if reading == K - 1:  # each IRQ's effective affinity once in K readings, half of the requested masks
-            assert len(effective_reads) == len(set(effective_reads)) == 16
-            assert len(affinity_reads) == len(set(affinity_reads)) == 8
-    # ... and in 2K readings each effective affinity twice, each requested mask once
-    assert len(effective_reads) == 32 and len(set(effective_reads)) == 16
-    assert len(affinity_reads) == len(set(affinity_reads)) == 16
+        if reading == A - 1:  # each IRQ's effective affinity once in A readings, half of the requested masks
+            assert len(effective_reads) == len(set(effective_reads)) == count
+            assert len(affinity_reads) == len(set(affinity_reads)) == count // 2
+    # ... and in 2A readings each effective affinity twice, each requested mask once
+    assert len(effective_reads) == 2 * count and len(set(effective_reads)) == count
+    assert len(affinity_reads) == len(set(affinity_reads)) == count
 
 
 def test_a_changed_requested_mask_alone_shows_within_2k_staggered_readings(fake_host):
-    many_irqs(fake_host, affinity=frozenset({0, 1}))
+    many_irqs(fake_host, affinity=frozenset({0, 1}), numbers=ROUND_OF_IRQS)
     reader = staggered(Driven("irqs"))
     reader.read(fake_host.paths)
 
-    many_irqs(fake_host, affinity=frozenset({0, 1, 2}))  # requested 0-2, still delivered to CPU 0
+    many_irqs(fake_host, affinity=frozenset({0, 1, 2}), numbers=ROUND_OF_IRQS)  # requested 0-2, delivered to CPU 0
     truth = irqs.read(fake_host.paths)
-    seen = [reader.read(fake_host.paths) for _ in range(2 * K)]
+    seen = [reader.read(fake_host.paths) for _ in range(2 * A)]
 
-    assert sum(seen[K - 1].irqs[n].affinity == {0, 1, 2} for n in range(40, 56)) == 8  # half within K
+    half = len(ROUND_OF_IRQS) // 2
+    assert sum(seen[A - 1].irqs[n].affinity == {0, 1, 2} for n in ROUND_OF_IRQS) == half  # half within A
     assert seen[-1] == truth
 
 
@@ -1200,9 +1216,9 @@ def test_an_irq_whose_effective_affinity_moved_has_its_requested_mask_read_in_th
     reader.read(fake_host.paths)
 
     many_irqs(fake_host, affinity=frozenset({6, 7}))
-    seen = [reader.read(fake_host.paths) for _ in range(K)]
+    seen = [reader.read(fake_host.paths) for _ in range(A)]
 
-    for n in range(40, 56):  # within K readings every IRQ shows both files moved, whatever the turn of its mask
+    for n in range(40, 56):  # within A readings every IRQ shows both files moved, whatever the turn of its mask
         assert (seen[-1].irqs[n].affinity, seen[-1].irqs[n].effective) == ({6, 7}, {6})
 
 
@@ -1213,7 +1229,7 @@ def test_a_moved_irq_shows_within_k_staggered_readings_but_not_necessarily_at_on
 
     many_irqs(fake_host, affinity=frozenset({6, 7}))
     truth = irqs.read(fake_host.paths)
-    seen = [reader.read(fake_host.paths) for _ in range(K)]
+    seen = [reader.read(fake_host.paths) for _ in range(A)]
 
     assert 0 < sum(seen[0].irqs[n].affinity == {6, 7} for n in range(40, 56)) < 16
     assert seen[-1] == truth
@@ -1330,7 +1346,7 @@ def test_the_fast_path_reads_what_the_general_path_reads_on_the_same_history(fak
     failing.clear()
     if broken is not None:
         fake_host.write(f"proc/irq/{broken}/smp_affinity_list", "1")
-    for _ in range(2 * K):  # two full rounds of quiet readings: every IRQ's requested mask read again too
+    for _ in range(2 * A):  # two full rounds of quiet readings: every IRQ's requested mask read again too
         found = fast.read(fake_host.paths)
     assert found == irqs.read(fake_host.paths)
 
@@ -1342,27 +1358,38 @@ def warm_staggered_irqs(fake_host, numbers=range(40, 56)):
     return reader
 
 
+def in_turn_and_requested(reader, fake_host, numbers=range(40, 56)) -> int:
+    """Read until the next reading's turn holds an IRQ whose requested mask it reads; that IRQ."""
+    while True:
+        turn, round_ = reader.readings % A, reader.readings // A
+        found = [n for n in numbers if n % A == turn and irqs._requested_turn(n, A, round_)]
+        if found:
+            return found[0]
+        reader.read(fake_host.paths)
+
+
 def test_the_fast_path_reads_only_the_irqs_in_their_turn(fake_host, monkeypatch):
     reader = warm_staggered_irqs(fake_host)
     taken = fast_readings(monkeypatch)
     reads = recording(monkeypatch, irqs, "read_small")
 
-    for _ in range(K):
+    for _ in range(A):
         reads.clear()
-        turn = reader.readings % K
+        turn = reader.readings % A
         found = reader.read(fake_host.paths)
         read_irqs = {int(path.rsplit("/", 2)[1]) for path in reads if "/default_smp_affinity" not in path}
-        assert read_irqs == {n for n in range(40, 56) if n % K == turn}
+        assert read_irqs == {n for n in range(40, 56) if n % A == turn}
         assert found == irqs.read(fake_host.paths)
-    assert len(taken) == K
+    assert len(taken) == A
 
 
 def test_an_irq_unreadable_at_some_readings_is_read_at_the_next_and_shows_in_sorted_order(fake_host, monkeypatch):
     reader = warm_staggered_irqs(fake_host)
+    # In the next reading's turn, and one whose requested mask that reading reads (only that file's reads fail).
+    vanishing = in_turn_and_requested(reader, fake_host)
     failing = failing_reads(monkeypatch)
     taken = fast_readings(monkeypatch)
     reads = recording(monkeypatch, irqs, "read_small")
-    vanishing = next(n for n in range(40, 56) if n % K == reader.readings % K)  # in this reading's turn
 
     failing.add(vanishing)
     for _ in range(2):  # vanished mid-read: drops out at once, and is not carried while unreadable
@@ -1380,8 +1407,8 @@ def test_an_irq_unreadable_at_some_readings_is_read_at_the_next_and_shows_in_sor
 
 def test_an_irq_whose_files_vanish_in_its_turn_drops_out_at_once_while_its_directory_is_listed(fake_host):
     reader = warm_staggered_irqs(fake_host)
-    turn = reader.readings % K
-    in_turn, carried = (next(n for n in range(40, 56) if (n % K == turn) == wanted) for wanted in (True, False))
+    in_turn = in_turn_and_requested(reader, fake_host)  # its requested mask is read: the file removed below
+    carried = next(n for n in range(40, 56) if n % A != in_turn % A)
     fake_host.remove(f"proc/irq/{in_turn}/smp_affinity_list")
     fake_host.write(f"proc/irq/{carried}/smp_affinity_list", "7")
 
@@ -1417,9 +1444,9 @@ def test_the_fast_path_keeps_the_mode_rules_when_the_only_irq_of_its_kind_vanish
     reader = staggered(Driven("irqs"))
     assert reader.read(fake_host.paths).read_only_modes_seen
     failing = failing_reads(monkeypatch)
-    taken = fast_readings(monkeypatch)
-    while reader.readings % K != 41 % K:
+    while reader.readings % A != 41 % A or not irqs._requested_turn(41, A, reader.readings // A):
         reader.read(fake_host.paths)
+    taken = fast_readings(monkeypatch)
 
     failing.add(41)  # vanishes mid-read, in its turn
     found = reader.read(fake_host.paths)

@@ -8,7 +8,10 @@ Every source is read at every evaluation unless this table says otherwise. A pol
 - ``rotating``: families of the source's objects whose files drift slowly (a container's memory placement, an
   IRQ's affinity, a cpufreq governor). With serve's ``--stagger K`` (HostReader's ``stagger``) a reading re-reads
   a family's files for a rotating 1/K of its objects and keeps the others' values of the previous reading, so a
-  value may be K - 1 evaluations old. With K = 1 (``check``, ``capture``, ``check --from``) everything is read.
+  value may be K - 1 evaluations old. A family whose alerts wait much longer than K evaluations may be stretched
+  (``Policy.stretch``: read over S x K readings, 1/(S K) of its objects per reading), so that its cost per
+  evaluation follows what its alerts need rather than the fastest family's K. With K = 1 (``check``, ``capture``,
+  ``check --from``) everything is read, stretched or not.
 
 A source that reads incrementally (``SourceSpec.incremental``) is handed a ``Refresh`` at every reading: its share
 and turn of the rotation, whether this reading must read everything (the first one, and the one after
@@ -24,7 +27,7 @@ when its spec has a fingerprint); ``tests/test_refresh.py`` checks the table aga
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 
@@ -35,17 +38,23 @@ class Policy:
     on_change: bool = False  # read again only when its fingerprint or a need's reading changed
     rotating: frozenset[str] = frozenset()  # families of objects read for 1/K of them per evaluation
     why: str = ""  # what makes the policy safe: what the staleness it allows costs
+    # Rotating families read over ``stretch`` times K readings (1/(stretch K) of their objects per reading), for
+    # families whose alerts wait long enough that a K-reading rotation would re-read them many times per wait.
+    stretch: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.on_change and self.rotating:
             raise ValueError("a policy is on change or rotating, not both")
+        for family, times in self.stretch.items():
+            if family not in self.rotating or times < 1:
+                raise ValueError(f"stretch of {family!r} must be a whole number >= 1 of a rotating family")
 
 
 EVERY = Policy(why="changes at any moment, or is cheap to read")
 
 
-def _rotating(*families: str, why: str) -> Policy:
-    return Policy(rotating=frozenset(families), why=why)
+def _rotating(*families: str, why: str, stretch: Mapping[str, int] | None = None) -> Policy:
+    return Policy(rotating=frozenset(families), why=why, stretch=dict(stretch or {}))
 
 
 def _on_change(why: str) -> Policy:
@@ -77,17 +86,33 @@ POLICIES: Mapping[str, Policy] = {
     "kubelet_config": _on_change("the kubelet's configuration changes with a kubelet restart"),
     "kubelet_state": _on_change("the checkpoint files are rewritten when the managers' state changes"),
     "gpus_sysfs": _on_change("GPUs come and go with hotplug and driver binds"),
-    "kernel": _rotating(GOVERNORS, why="a governor changes only when someone writes it"),
+    "kernel": _rotating(
+        GOVERNORS,
+        why="a governor changes only when someone writes it; the tuning alert waits 15 minutes, and each governor is "
+        "read within 2K readings (2 minutes at serve's defaults)",
+        stretch={GOVERNORS: 2},
+    ),
     "numastat": EVERY,
     "intersocket": EVERY,
     "interrupts": Policy(why="counters move at every reading; unchanged rows are found from the previous reading"),
-    "irqs": _rotating(AFFINITIES, why="IRQ placement alerts wait 30 minutes; a new IRQ is read at once"),
+    "irqs": _rotating(
+        AFFINITIES,
+        why="IRQ placement alerts wait 30 minutes, and an IRQ actually firing on an isolated CPU shows in the "
+        "/proc/interrupts counters read at every reading: each IRQ's affinity is read within 4K readings (4 minutes "
+        "at serve's defaults); a new IRQ is read at once",
+        stretch={AFFINITIES: 4},
+    ),
     "irqbalance": Policy(why="the daemon's PID is remembered and verified; searched again rarely or on a hint"),
     "nvml": EVERY,
     "processes": EVERY,
     "amdsmi": EVERY,
     "hlml": EVERY,
-    "cpuidle": _rotating(IDLE_STATES, why="someone must write a disable file or a PM QoS limit to change them"),
+    "cpuidle": _rotating(
+        IDLE_STATES,
+        why="someone must write a disable file or a PM QoS limit to change them; the idle-state alert waits 30 "
+        "minutes, and each CPU's settings are read within 4K readings (4 minutes at serve's defaults)",
+        stretch={IDLE_STATES: 4},
+    ),
     "pci_topology": _on_change("the PCI tree changes with hotplug only"),
     "pod_usage": _rotating(POD_USAGE, why="a rate per pod over the time since its last reading"),
 }
@@ -108,22 +133,35 @@ class Refresh:
     # The HostReader's reading number (from 1), stamped on the objects this reading makes (``generation`` in the
     # model); 0 for a one-off reading, whose objects are never reused.
     generation: int = 0
+    stretch: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.stretch``)
+    readings: int = 0  # the HostReader's readings before this one (``turn`` and ``round`` are taken from it)
 
     def share_of(self, family: str) -> int:
-        """The rotation's share for ``family``: 1 (read all of it) unless the policy rotates it and K > 1."""
-        return self.share if family in self.rotating else 1
+        """The rotation's share for ``family``: 1 (read all of it) unless the policy rotates it and K > 1; K times
+        the family's stretch when it has one."""
+        if family in self.rotating and self.share > 1:
+            return self.share * self.stretch.get(family, 1)
+        return 1
 
     def rotation(self, family: str) -> tuple[int, int]:
         """(share, turn) of ``family`` at this reading: (1, 0) when it does not rotate (read all of it)."""
-        if family in self.rotating and self.share > 1:
-            return self.share, self.turn
-        return 1, 0
+        share = self.share_of(family)
+        if share <= 1:
+            return 1, 0
+        if share == self.share:
+            return share, self.turn
+        return share, self.readings % share
+
+    def round_of(self, family: str) -> int:
+        """How many full rotations of ``family`` came before this reading (``round`` for a family stretched)."""
+        share = self.share_of(family)
+        return self.round if share <= 1 or share == self.share else self.readings // share
 
     def due(self, family: str, key: int) -> bool:
         """Whether the object of ``family`` whose turn is decided by ``key`` (a number fixed for the object: an IRQ
         number, a CRC of a pod's UID) is read at this reading."""
-        share = self.share_of(family)
-        return share <= 1 or key % share == self.turn
+        share, turn = self.rotation(family)
+        return share <= 1 or key % share == turn
 
 
 FULL = Refresh()  # a one-off reading: everything, no memory
@@ -178,6 +216,8 @@ class Turns:
             turn=self.readings % share,
             round=self.readings // share,
             rotating=policy.rotating,
+            stretch=policy.stretch,
+            readings=self.readings,
             whole=whole,
             memory=memory,
             now=now,

@@ -251,8 +251,9 @@ def read(paths: Paths) -> CpuIdle:
 
 def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     """A reading handed the previous one's memory: each CPU's state names and latencies are remembered while the
-    driver stays; with the rotation on (``IDLE_STATES``) the ``disable`` files and PM QoS limits of a rotating 1/K
-    of the CPUs are read and the others' kept from the previous reading."""
+    driver stays; with the rotation on (``IDLE_STATES``) the ``disable`` files and PM QoS limits of a rotating share
+    of the CPUs (1/K of them, stretched by the refresh table) are read and the others' kept from the previous
+    reading."""
     share, turn = refresh.rotation(IDLE_STATES)
     result, layouts = _read(paths, refresh.memory, share, turn)
     return Carried(result, CpuIdleMemory(layouts, result))

@@ -315,7 +315,7 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     """
     memory: IrqsMemory | None = refresh.memory
     share, turn = refresh.rotation(AFFINITIES)
-    round_ = refresh.round
+    round_ = refresh.round_of(AFFINITIES)
     listed = None
     if share > 1 and memory is not None and memory.listing is not None:
         listed = _list_irq_root(paths)

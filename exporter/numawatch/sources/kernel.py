@@ -329,9 +329,9 @@ def read(paths: Paths) -> KernelSettings:
 def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     """A reading handed the previous one's memory: each cpufreq policy's CPUs are remembered while ``online`` is
     the same, so a reading opens one file per policy instead of two; with the rotation on (``GOVERNORS``) it
-    re-reads the governor of 1/K of the policies (a policy's turn is its number modulo K, so a changed governor
-    shows within K readings; a new policy, or one whose governor was unknown, is read at once). The other settings
-    are read every time."""
+    re-reads the governor of a rotating share of the policies (the family's share S: 1/K of them, stretched by the
+    refresh table; a policy's turn is its number modulo S, so a changed governor shows within S readings; a new
+    policy, or one whose governor was unknown, is read at once). The other settings are read every time."""
     share, turn = refresh.rotation(GOVERNORS)
     settings, memory = _read_settings(paths, refresh.memory, share, turn)
     return Carried(settings, memory)
