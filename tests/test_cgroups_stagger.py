@@ -1,6 +1,6 @@
 """The cgroups source as serve staggers it (the refresh table rotates its shared pods): Burstable and BestEffort pods
 outside their turn are handed out again as the previous reading saw them, without even a listing of their directories,
-so a container started or removed inside such a pod shows at the pod's turn (within K readings); pods coming and going
+so a container started or removed inside such a pod shows at the pod's turn (within its round); pods coming and going
 show at once; and a container read again is parsed only where its files changed."""
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ import pytest
 from fakehost.kubelet import write_cpu_manager_state
 from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_numa_bytes
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.refresh import POLICIES, SHARED_PODS
 from numawatch.sources import cgroups
 from source_inputs import CgroupsReaderWithState
 
 K = 4
+# A carried pod's round: K readings times the shared pods' stretch in the refresh table.
+S = K * POLICIES["cgroups"].stretch.get(SHARED_PODS, 1)
 NEW_ID = "e" * 64
 
 
@@ -86,14 +89,14 @@ def test_a_carried_pods_directory_and_a_guaranteed_pods_are_listed_only_in_their
     listings = listed(monkeypatch)
     by_reader: list[str] = []
 
-    for _ in range(K):
+    for _ in range(S):
         listings.clear()
         found = reader.read(fake_host.paths)
         by_reader += listings
         assert found == cgroups.read(fake_host.paths)  # nothing changed: the same answer as reading everything
 
     assert {pod.uid: by_reader.count(pod_dir(fake_host, pod)) for pod in burstable} == {pod.uid: 1 for pod in burstable}
-    assert by_reader.count(pod_dir(fake_host, guaranteed)) == 1
+    assert by_reader.count(pod_dir(fake_host, guaranteed)) == S // K  # a Guaranteed pod's listing: once in K
 
 
 def test_a_guaranteed_pods_removed_container_shows_at_once_and_an_added_one_within_the_stagger(fake_host, monkeypatch):
@@ -144,23 +147,23 @@ def test_carrying_a_pod_hands_its_state_on_as_one_object(fake_host, monkeypatch)
 
 # --------------------------------------------------------------------------------------------------- containers
 def last_in_turn(monkeypatch, reader, fake_host, pods):
-    """The pod whose turn comes last in the reader's next K readings (learnt from a round of K readings), so a
-    change made to it now stays unseen for K-1 readings."""
+    """The pod whose turn comes last in the reader's next S readings (learnt from a round of S readings), so a
+    change made to it now stays unseen for S-1 readings."""
     listings = listed(monkeypatch)
-    for _ in range(K):
+    for _ in range(S):
         listings.clear()
         reader.read(fake_host.paths)
     return next(pod for pod in pods if pod_dir(fake_host, pod) in listings)
 
 
 def read_round(monkeypatch, reader, fake_host, pod) -> list:
-    """K readings, checking that ``pod``'s directory is listed at the last one only (its turn)."""
+    """S readings, checking that ``pod``'s directory is listed at the last one only (its turn)."""
     listings = listed(monkeypatch)
     readings = []
-    for index in range(K):
+    for index in range(S):
         listings.clear()
         readings.append(reader.read(fake_host.paths))
-        assert (pod_dir(fake_host, pod) in listings) == (index == K - 1)
+        assert (pod_dir(fake_host, pod) in listings) == (index == S - 1)
     return readings
 
 
@@ -172,7 +175,7 @@ def test_a_container_started_in_a_carried_pod_shows_at_the_pods_turn_and_not_bef
     add_container_like(fake_host, pod, "app")
     readings = read_round(monkeypatch, reader, fake_host, pod)
 
-    assert [NEW_ID in ids(found, pod) for found in readings] == [False] * (K - 1) + [True]
+    assert [NEW_ID in ids(found, pod) for found in readings] == [False] * (S - 1) + [True]
     assert readings[-1] == cgroups.read(fake_host.paths)
 
 
@@ -196,7 +199,7 @@ def test_a_container_removed_from_a_carried_pod_drops_out_at_the_pods_turn(fake_
     shutil.rmtree(fake_host.root / "sys/fs/cgroup" / sidecar.cgroup_path)
     readings = read_round(monkeypatch, reader, fake_host, pod)
 
-    assert [sidecar.container_id in ids(found, pod) for found in readings] == [True] * (K - 1) + [False]
+    assert [sidecar.container_id in ids(found, pod) for found in readings] == [True] * (S - 1) + [False]
     assert sidecar.container_id not in reader.containers
     assert readings[-1] == cgroups.read(fake_host.paths)
 
@@ -212,7 +215,7 @@ def test_a_restarted_container_of_a_carried_pod_shows_at_the_pods_turn(fake_host
     readings = read_round(monkeypatch, reader, fake_host, pod)
 
     seen = [(NEW_ID in ids(found, pod), old.container_id in ids(found, pod)) for found in readings]
-    assert seen == [(False, True)] * (K - 1) + [(True, False)]
+    assert seen == [(False, True)] * (S - 1) + [(True, False)]
 
 
 def test_while_pods_may_not_be_carried_every_pod_is_listed_and_a_new_container_shows_at_once(fake_host, monkeypatch):
@@ -275,7 +278,7 @@ def test_a_container_whose_only_change_is_its_memory_placement_has_nothing_else_
     for pod in pods:
         set_numa_bytes(fake_host, pod, "app", {0: 1 << 10, 1: 1 << 30})
 
-    for _ in range(K):  # every pod's turn comes
+    for _ in range(S):  # every pod's turn comes
         found = reader.read(fake_host.paths)
 
     assert parsed == []  # cgroup.procs and the cpusets read the same bytes: their previous values stand
@@ -290,8 +293,8 @@ def test_a_container_whose_only_change_is_its_memory_placement_has_nothing_else_
 
 @pytest.mark.parametrize("seed", range(4))
 def test_containers_started_and_removed_in_carried_pods_settle_within_the_stagger(fake_host, seed):
-    """Containers come and go inside pods (with pods, cpusets and placement changing too), then K quiet readings:
-    the reader's answer is the one-off reading's."""
+    """Containers come and go inside pods (with pods, cpusets and placement changing too), then a round of quiet
+    readings: the reader's answer is the one-off reading's."""
     rng = random.Random(seed)
     pods = shared_pods(fake_host, count=10)
     reader = settled_reader(fake_host)
@@ -308,6 +311,6 @@ def test_containers_started_and_removed_in_carried_pods_settle_within_the_stagge
             remove_pod(fake_host, pod)
             pods.remove(pod)
         reader.read(fake_host.paths)
-    for _ in range(K):
+    for _ in range(S):
         found = reader.read(fake_host.paths)
     assert found == cgroups.read(fake_host.paths)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from numawatch.cpuset import format_cpulist, parse_cpulist
 from numawatch.paths import Paths
+from numawatch.refresh import PLACEMENT
 from numawatch.sources import cgroups
 from source_inputs import Driven
 
@@ -183,7 +184,7 @@ def test_a_staggered_reader_reads_real_cpusets_every_time_and_each_memory_placem
     moved = frozenset({min(root_cpus)})
     (CGROUP / "cpuset" / POD / APP_ID / "cpuset.cpus").write_text(format_cpulist(moved))
 
-    for _ in range(share):
+    for _ in range(reader.readings_per_round(PLACEMENT)):  # one round of the memory placement's rotation
         app = next(c for c in reader.read(paths).pod(POD_UID).containers if c.container_id == APP_ID)
         assert app.cpus_effective == moved  # the kernel's new effective cpuset, at every reading
         assert app.numa_bytes is not None and sum(app.numa_bytes.values()) > 0

@@ -15,7 +15,9 @@ from numawatch.refresh import (
     FULL,
     GOVERNORS,
     IDLE_STATES,
+    PLACEMENT,
     POLICIES,
+    SHARED_PODS,
     Carried,
     Policy,
     Refresh,
@@ -97,7 +99,13 @@ def test_only_a_rotating_family_may_be_stretched_and_only_by_a_whole_number():
     with pytest.raises(ValueError, match="stretch"):
         Policy(rotating=frozenset({"a"}), stretch={"a": 0})
     stretched = {(name, family) for name, policy in POLICIES.items() for family in policy.stretch}
-    assert stretched == {("irqs", AFFINITIES), ("kernel", GOVERNORS), ("cpuidle", IDLE_STATES)}
+    assert stretched == {
+        ("irqs", AFFINITIES),
+        ("kernel", GOVERNORS),
+        ("cpuidle", IDLE_STATES),
+        ("cgroups", PLACEMENT),
+        ("cgroups", SHARED_PODS),
+    }
 
 
 def test_a_whole_reading_asked_for_is_taken_by_the_next_reading_of_that_source_only():

@@ -23,7 +23,7 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, Inputs, read_host_window
 from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
-from numawatch.refresh import AFFINITIES, GOVERNORS, POLICIES
+from numawatch.refresh import AFFINITIES, GOVERNORS, PLACEMENT, POLICIES, SHARED_PODS
 from numawatch.sources import cgroups, interrupts, irqs, kernel, kubelet_state, topology
 from numawatch.sources.cgroups import parse_numa_stat_v2
 from numawatch.sources.kernel import parse_affected_cpus
@@ -894,6 +894,8 @@ def readings_per_turn(source: str, family: str, stagger: int = K) -> int:
 
 
 A = readings_per_turn("irqs", AFFINITIES)  # the IRQ affinities' round: every IRQ's turn comes once in A readings
+P = readings_per_turn("cgroups", PLACEMENT)  # the containers' memory placement (and settled cgroup.procs) round
+S = readings_per_turn("cgroups", SHARED_PODS)  # the Burstable and BestEffort pods' round
 
 
 def test_an_unstaggered_cgroups_reader_reads_every_containers_numa_stat_every_time(fake_host, monkeypatch):
@@ -922,7 +924,7 @@ def test_a_staggered_cgroups_reader_reads_each_numa_stat_and_mems_once_in_k_read
     numa_reads: list[str] = []
     procs_reads: list[str] = []
     mems_reads: list[str] = []
-    for _ in range(K):
+    for _ in range(P):
         reads.clear()
         found = reader.read(fake_host.paths)
         # 16 containers and the kubepods cgroup itself
@@ -949,7 +951,7 @@ def test_a_changed_numa_stat_shows_within_k_staggered_readings_but_not_necessari
     for pod in pods:
         set_numa_bytes(fake_host, pod, "app", NODES_1)
     truth = numa_of(cgroups.read(fake_host.paths))
-    seen = [numa_of(reader.read(fake_host.paths)) for _ in range(K)]
+    seen = [numa_of(reader.read(fake_host.paths)) for _ in range(P)]
 
     changed = {cid for cid, numa in truth.items() if numa == {0: 0, 1: 2 << 20}}
     assert len(changed) == 8
@@ -1059,7 +1061,7 @@ def test_a_settled_containers_new_processes_show_within_k_staggered_readings(fak
     for pod in pods:
         app = pod.container("app")
         fake_host.write(f"sys/fs/cgroup/{app.cgroup_path}/cgroup.procs", f"{app.pids[0]}\n9999\n")
-    seen = [reader.read(fake_host.paths) for _ in range(K)]
+    seen = [reader.read(fake_host.paths) for _ in range(P)]
 
     def app_pids(result, pod):
         return next(c.pids for c in result.pod(pod.uid).containers if not c.is_sandbox)
@@ -1538,7 +1540,7 @@ def test_a_changed_cpuset_mems_shows_within_k_staggered_readings_and_cpus_at_onc
 
     for pod in pods:  # --membind forgotten everywhere, and the CPUs moved too
         set_container_cpus(fake_host, pod, "app", {2, 3}, mems={0, 1})
-    seen = [reader.read(fake_host.paths) for _ in range(K)]
+    seen = [reader.read(fake_host.paths) for _ in range(P)]
 
     def containers(found):
         return [c for pod in found.pods for c in pod.containers if not c.is_sandbox]
@@ -1583,7 +1585,7 @@ def test_a_burstable_pod_outside_its_turn_is_its_previous_snapshot_and_none_of_i
     reads = recording(monkeypatch, cgroups, "_read")
     turns: dict[str, int] = {}
 
-    for _ in range(K):
+    for _ in range(S):
         reads.clear()
         found = reader.read(fake_host.paths)
         for pod in found.pods:
@@ -1593,7 +1595,7 @@ def test_a_burstable_pod_outside_its_turn_is_its_previous_snapshot_and_none_of_i
                 assert any(pod is old for old in before.pods)  # not its turn: handed out again, whole
         assert found == cgroups.read(fake_host.paths)  # nothing changed: the same answer as reading everything
 
-    assert turns == {pod.uid: 1 for pod in found.pods}  # each pod is read in one reading of every K
+    assert turns == {pod.uid: 1 for pod in found.pods}  # each pod is read in one reading of every S
 
 
 def test_a_burstable_pods_rewritten_cpuset_shows_within_the_stagger_and_a_guaranteed_ones_at_once(fake_host):
@@ -1607,12 +1609,12 @@ def test_a_burstable_pods_rewritten_cpuset_shows_within_the_stagger_and_a_guaran
     first = reader.read(fake_host.paths)
     assert app_cpus(first, guaranteed[0].uid) == {9}
     seen_at = {}
-    for reading in range(K):
+    for reading in range(S):
         found = first if reading == 0 else reader.read(fake_host.paths)
         for pod in burstable:
             if app_cpus(found, pod.uid) == frozenset(range(8)):
                 seen_at.setdefault(pod.uid, reading)
-    assert set(seen_at) == {pod.uid for pod in burstable}  # every one within K readings
+    assert set(seen_at) == {pod.uid for pod in burstable}  # every one within S readings
     assert found == cgroups.read(fake_host.paths)
 
 
@@ -1651,8 +1653,8 @@ def test_a_refresh_reads_every_pod_at_once(fake_host):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_staggered_reader_settles_on_what_reading_everything_gives_within_the_stagger(fake_host, seed):
-    """Random changes (cpusets, memory, pods coming and going), then K quiet readings: the reader's answer is the
-    one-off reading's, whichever pods were carried over in between."""
+    """Random changes (cpusets, memory, pods coming and going), then a round of quiet readings: the reader's answer
+    is the one-off reading's, whichever pods were carried over in between."""
     rng = random.Random(seed)
     burstable = shared_pods(fake_host, count=12)
     many_pods(fake_host, count=3)
@@ -1665,6 +1667,6 @@ def test_a_staggered_reader_settles_on_what_reading_everything_gives_within_the_
         if step == 2:
             remove_pod(fake_host, alive.pop(rng.randrange(len(alive))))
         reader.read(fake_host.paths)
-    for _ in range(K):
+    for _ in range(max(S, P)):
         found = reader.read(fake_host.paths)
     assert found == cgroups.read(fake_host.paths)

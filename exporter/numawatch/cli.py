@@ -59,10 +59,10 @@ DEFAULT_WINDOW = 3.0
 WINDOW_ENV = "NUMAWATCH_CHECK_WINDOW"
 # serve re-reads the slow-drifting files (containers' memory.numa_stat, cpuset.mems.effective and, once their sandbox
 # verdict is settled, cgroup.procs; Burstable and BestEffort pods whole; IRQ affinities, the requested masks every
-# other turn; cpufreq governors: the rotating families of the refresh table, numawatch.refresh) for a rotating 1/4
-# of them per evaluation (HostReader's stagger): at the 15 s interval a change there shows within 60 s, far inside the
-# 15-30 minutes the alerts on them wait; the IRQ affinities, governors and idle-state settings are stretched over 2-4
-# times that (the refresh table: docs/sources.md). check and capture read everything.
+# other turn; cpufreq governors: the rotating families of the refresh table, numawatch.refresh) for a rotating share
+# of them per evaluation (HostReader's stagger K, stretched to 2K or 4K per family by the table): at the 15 s interval
+# a change there shows within 1-4 minutes, inside the 10-30 minutes the alerts on them wait (docs/sources.md). check
+# and capture read everything.
 DEFAULT_STAGGER = 4
 # serve looks at the intent and web config files (and the certificates the latter names) this often and reloads them
 # when they changed: a ConfigMap or Secret update is a symlink swap that the kubelet announces to nobody. Each look is
@@ -180,12 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--interval", default=15.0, type=_positive_seconds, metavar="SECONDS",
                        help="seconds between evaluations (default: 15)")
     serve.add_argument("--stagger", default=DEFAULT_STAGGER, type=_whole_number(1), metavar="K",
-                       help="re-read slow-drifting files for a rotating 1/K of their objects per evaluation, so a "
-                            "change there shows within K evaluations: containers' memory.numa_stat, "
-                            "cpuset.mems.effective and cgroup.procs, Burstable and BestEffort pods whole; within 2K "
-                            "cpufreq governors, within 4K IRQs' effective affinities (their requested masks within "
-                            "8K) and idle-state settings; Guaranteed pods' CPUs and new pods, IRQs and CPU policies "
-                            f"are read every time; 1: read everything (default: {DEFAULT_STAGGER})")
+                       help="re-read slow-drifting files for a rotating share of their objects per evaluation, so "
+                            "a change there shows within K evaluations: Guaranteed pods' listings; within 2K: "
+                            "containers' memory.numa_stat, cpuset.mems.effective and cgroup.procs, Burstable and "
+                            "BestEffort pods whole, cpufreq governors; within 4K: IRQs' effective affinities (their "
+                            "requested masks within 8K) and idle-state settings; Guaranteed pods' CPUs and new "
+                            "pods, IRQs and CPU policies are read every time; 1: read everything "
+                            f"(default: {DEFAULT_STAGGER})")
     web = serve.add_argument_group("web server")
     web.add_argument("--web.listen-address", "--listen", dest="listen", default=parse_listen(DEFAULT_LISTEN),
                      type=parse_listen, metavar="[HOST]:PORT",
