@@ -913,7 +913,9 @@ def test_an_unstaggered_cgroups_reader_reads_every_containers_numa_stat_every_ti
 def test_a_staggered_cgroups_reader_reads_each_numa_stat_and_mems_once_in_k_readings_and_cpus_every_time(
     fake_host, monkeypatch, version
 ):
-    many_pods(fake_host, version=version)
+    pods = many_pods(fake_host, version=version)
+    apps = {pod.container("app").container_id for pod in pods}
+    sandboxes = {pod.sandbox.container_id for pod in pods}
     reader = staggered(CgroupsReaderWithState())
     reads = recording(monkeypatch, cgroups, "_read")
     reader.read(fake_host.paths)
@@ -921,14 +923,22 @@ def test_a_staggered_cgroups_reader_reads_each_numa_stat_and_mems_once_in_k_read
 
     reader.read(fake_host.paths)  # the second reading settles the sandbox verdicts ("not pause" twice in a row)
 
+    def of(ids: set[str], paths: list[str]) -> list[str]:
+        return [cid for path in paths for cid in ids if cid in path]
+
     numa_reads: list[str] = []
     procs_reads: list[str] = []
     mems_reads: list[str] = []
+    sandbox_cpus_reads: list[str] = []
     for _ in range(P):
         reads.clear()
         found = reader.read(fake_host.paths)
-        # 16 containers and the kubepods cgroup itself
-        assert sum(path.endswith(("/cpuset.cpus.effective", "/cpuset.effective_cpus")) for path in reads) == 17
+        cpus_reads = [path for path in reads if path.endswith(("/cpuset.cpus.effective", "/cpuset.effective_cpus"))]
+        # every application container's CPUs at every reading, and the kubepods cgroup's own; a settled sandbox's
+        # (no check or metric judges it) only in its turn, with its memory placement
+        assert sorted(of(apps, cpus_reads)) == sorted(apps)
+        assert len(cpus_reads) == len(apps) + len(of(sandboxes, cpus_reads)) + 1
+        sandbox_cpus_reads += of(sandboxes, cpus_reads)
         mems_reads += [path for path in reads if path.endswith(("/cpuset.mems.effective", "/cpuset.effective_mems"))]
         numa_reads += [path for path in reads if path.endswith("/memory.numa_stat")]
         procs_reads += [path for path in reads if path.endswith("/cgroup.procs")]
@@ -941,6 +951,7 @@ def test_a_staggered_cgroups_reader_reads_each_numa_stat_and_mems_once_in_k_read
     assert len(procs_reads) == len(set(procs_reads)) == 16
     # ... in the same turn (v1 keeps them in two hierarchies: compare the container directories)
     assert {path.split("/")[-2] for path in procs_reads} == {path.split("/")[-2] for path in numa_reads}
+    assert sorted(sandbox_cpus_reads) == sorted(sandboxes)  # each sandbox's CPUs once in the round
 
 
 def test_a_changed_numa_stat_shows_within_k_staggered_readings_but_not_necessarily_at_once(fake_host):

@@ -492,8 +492,10 @@ class _Scan:
 def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | None:
     """A staggered reading's short path for a container outside its turn whose sandbox verdict is settled.
 
-    That is most containers at most of serve's readings (3 in 4 at K = 4), and for them only the CPUs are read.
-    When their bytes are the previous ones, the previous snapshot is this one: the general path
+    That is most containers at most of serve's readings (all but one of each round's), and for them only the CPUs
+    are read.
+    A settled sandbox (pause) is not read at all: nothing downstream looks at its cpuset. When their bytes are the
+    previous ones, the previous snapshot is this one: the general path
     (``_read_container``) reaches the same answer, since the container's ``cgroup.procs``, mems and placement are
     then the carried ones, but through its path building and comparisons. Returns that snapshot, or None: take
     the general path (which reads the CPUs again: they changed, or the container went away, both rare).
@@ -514,14 +516,19 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
         or container.cgroup_path != rel
     ):
         return None  # as ``_Scan.settled``: the verdict is not final for this snapshot; or its mems must be read
-    layout = scan.layout
-    cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan.reported)
-    if cpus_data is None or cpus_data != old_cpus:
-        return None
+    if verdict[1] == _PAUSE:
+        # A sandbox: no check or metric judges its cpuset (the workloads join leaves it out), so between its turns
+        # nothing of it is read; a removed one goes with its pod's directory, or at its turn.
+        cpus_data = old_cpus
+    else:
+        layout = scan.layout
+        cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan.reported)
+        if cpus_data is None or cpus_data != old_cpus:
+            return None
     # What the general path would do with a reused snapshot: share its parsed lists with the rest of this reading,
     # keep its (settled) verdict and carry its record over.
     lists = scan.lists
-    if container.cpus_effective is not None:
+    if container.cpus_effective is not None and cpus_data is not None:
         lists.setdefault(cpus_data, container.cpus_effective)
     if container.mems_effective is not None:
         lists.setdefault(mems_data, container.mems_effective)
