@@ -10,13 +10,14 @@ from fakehost.kubelet import write_kubelet_config
 from fakehost.pods import ContainerSpec, add_pod, set_pod_usage
 from fakehost.reference import GPUS, NODE_EXPORTER, ONLINE, VLLM, reference_node
 from fakehost.topology import add_topology
+from numawatch import confined
 from numawatch.checks import evaluate
 from numawatch.checks.node_isolation import NODE_TAINT_MISSING, NODE_WORKLOAD_NOT_ISOLATED
 from numawatch.errors import SourceUnavailable
-from numawatch.host import HostReader, read_host
+from numawatch.host import HostReader, Inputs, read_host
 from numawatch.intent import REFERENCE, parse_intent
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE
-from numawatch.sources import kubelet_config, pod_usage
+from numawatch.sources import cgroups, kubelet_config, pod_usage
 from numawatch.sources.node_registration import collect
 from numawatch.taints import Taint, TaintError, parse_label, parse_labels, parse_taint, parse_taints
 from source_inputs import Driven
@@ -289,6 +290,21 @@ def test_the_source_reads_each_pod_cgroup_on_both_cgroup_versions(fake_host, ver
     assert set(usage.pods) == {pod.uid for pod in (VLLM, NODE_EXPORTER)} | {node.pods["trtllm-mistral-0"].uid}
     found = usage.pods[NODE_EXPORTER.uid]
     assert (found.qos, found.cpu_seconds, found.memory_bytes, found.cpu_cores) == ("burstable", 42.5, 123456789, None)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_handed_the_cgroups_reading_the_source_lists_no_directory_and_reads_the_same(fake_host, version):
+    node = reference_node(fake_host, cgroup_version=version)
+    set_pod_usage(fake_host, node.pod(NODE_EXPORTER), cpu_seconds=42.5, memory_bytes=123456789)
+    inputs = Inputs.of(cgroups=cgroups.read(fake_host.paths))
+    used: list[tuple[str, str]] = []
+
+    with confined.observe(lambda path, kind: used.append((kind, path))):
+        usage = pod_usage.read(fake_host.paths, inputs)
+
+    assert usage == pod_usage.read(fake_host.paths)  # the same pods as its own listing finds
+    assert not [path for kind, path in used if kind == "listed"]
+    assert sum(kind == "opened" for kind, _ in used) == 2 * len(usage.pods)  # two files per pod
 
 
 def test_the_reader_rates_cpu_between_its_readings_and_staggers_pods(fake_host):

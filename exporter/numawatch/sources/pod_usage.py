@@ -4,7 +4,8 @@ Files read, per pod cgroup under kubepods (the layouts and QoS slices of sources
 
 - cgroup v2: ``cpu.stat`` (the ``usage_usec`` line: CPU time in µs) and ``memory.current`` (bytes charged now);
 - cgroup v1: ``cpuacct/<pod>/cpuacct.usage`` (ns; ``cpu,cpuacct/`` where the hierarchy has no ``cpuacct`` link) and
-  ``memory/<pod>/memory.usage_in_bytes``; the pods are listed in the ``cpuset`` hierarchy, as the cgroups source does.
+  ``memory/<pod>/memory.usage_in_bytes``; the pods are those the cgroups source found (``needs``), listed in the
+  ``cpuset`` hierarchy by this source itself only when it is called without that reading.
 
 Only node_workload_not_isolated uses it, to say how much a pod that does not belong on a GPU node takes from it, so
 the cost is kept small: the pod level (a pod's containers are summed there by the kernel), no per-container file.
@@ -26,7 +27,7 @@ from numawatch.errors import MalformedFile
 from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import strip_value
 from numawatch.model import frozen_map
-from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, PodsUsage, PodUsage
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, PodsUsage, PodUsage
 from numawatch.paths import Paths
 from numawatch.refresh import POD_USAGE, Carried, Refresh
 from numawatch.sources._files import list_dir, read_optional_text
@@ -129,8 +130,18 @@ def _read_pod(
     )
 
 
-def read(paths: Paths) -> PodsUsage:
-    version, pods = pod_directories(paths)
+def _pods(paths: Paths, inputs: Inputs | None) -> tuple[int, list[tuple[str, str, str]]]:
+    """(cgroup version, [(path relative to the hierarchy, uid, qos)]) of the pod cgroups: those of the cgroups
+    source's reading when this one is handed it (the directories are not listed twice per evaluation), else listed
+    here (a direct call)."""
+    found: Cgroups | None = inputs.get("cgroups") if inputs is not None else None
+    if found is None:
+        return pod_directories(paths)
+    return found.version, [(pod.cgroup_path, pod.uid, pod.qos) for pod in found.pods]
+
+
+def read(paths: Paths, inputs: Inputs | None = None) -> PodsUsage:
+    version, pods = _pods(paths, inputs)
     problems: dict[str, str] = {}
     cpu_root = _cpu_hierarchy(paths, version)
     found = {uid: _read_pod(paths, version, cpu_root, rel, uid, qos, problems) for rel, uid, qos in pods}
@@ -146,7 +157,7 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     """A reading handed the previous one's memory: the CPU use is a rate over the time since each pod was last
     read, and with the rotation on (``POD_USAGE``) 1/K of the pods are read per reading (turn by the UID's CRC)."""
     last: PodUsageMemory = refresh.memory or {}
-    version, pods = pod_directories(paths)
+    version, pods = _pods(paths, inputs)
     now = refresh.now
     cpu_root = _cpu_hierarchy(paths, version)
     found: dict[str, PodUsage] = {}
@@ -180,6 +191,8 @@ SOURCE = SourceSpec(
     name="pod_usage",
     read=read,
     incremental=read_incremental,
+    # The pod cgroups the cgroups source found: the same directories, listed once per evaluation.
+    needs=("cgroups",),
     description="CPU time and memory charged per pod cgroup (pod level: two files per pod)",
 )
 
