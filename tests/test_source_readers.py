@@ -25,6 +25,7 @@ from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
 from numawatch.refresh import AFFINITIES, GOVERNORS, PLACEMENT, POLICIES, SHARED_PODS
 from numawatch.sources import cgroups, interrupts, irqs, kernel, kubelet_state, topology
+from numawatch.sources._files import DEFAULT_READ_LIMIT
 from numawatch.sources.cgroups import parse_numa_stat_v2
 from numawatch.sources.kernel import parse_affected_cpus
 from source_inputs import CgroupsReaderWithState, Driven
@@ -325,6 +326,37 @@ def test_a_file_past_the_limit_is_refused(tmp_path):
 
     with pytest.raises(MalformedFile, match="larger than the 1000-byte limit"):
         interrupts.read_interrupts(str(path), {0}, block=256, limit=1000)
+
+
+def test_a_large_nodes_file_past_the_other_files_read_limit_is_read_whole(tmp_path):
+    """768 CPUs and 2,100 IRQs print about 18 MB (more than the 16 MiB every other file may hold): the limit of this
+    file follows its header, so a large node's is read, not refused."""
+    cpus = list(range(768))
+    irqs = [FakeIrq(n, f"q{n}", frozenset({n % 768}), counts={n % 768: n, 700: 1}) for n in range(2100)]
+    content = format_interrupts(cpus, irqs).encode()
+    assert len(content) > DEFAULT_READ_LIMIT
+    path = tmp_path / "interrupts"
+    path.write_bytes(content)
+
+    found, _ = interrupts.read_interrupts(str(path), {700, 5})
+
+    assert len(found.rows) == 2100 + 1  # and LOC
+    assert found == interrupts.parse_interrupts(content, {700, 5}, path=str(path), read_at=found.read_at)
+    assert sum(row.counts.get(700, 0) for row in found.rows) == 2100
+    assert interrupts.size_limit(content[: content.find(b"\n")]) > len(content)
+
+
+def test_a_file_past_the_limit_its_header_allows_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(interrupts, "MAX_ROWS", 4)
+    monkeypatch.setattr(interrupts, "DEFAULT_READ_LIMIT", 1000)
+    path = tmp_path / "interrupts"
+    header = b"           CPU0       CPU1\n"
+    limit = interrupts.size_limit(header[:-1])
+    rows = b"".join(b"%5d:          0          0  PCI-MSI %d-edge  q\n" % (n, n) for n in range(limit // 40 + 1))
+    path.write_bytes(header + rows)
+
+    with pytest.raises(MalformedFile, match=f"larger than the {limit}-byte limit"):
+        interrupts.read_interrupts(str(path), {0}, block=256)
 
 
 def test_a_line_too_long_for_this_file_is_refused_without_gathering_it(tmp_path, monkeypatch):

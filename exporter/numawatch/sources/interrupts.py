@@ -70,6 +70,12 @@ from numawatch.sources._files import DEFAULT_READ_LIMIT
 BLOCK = 1 << 20  # bytes read (and digit-marked) at a time: the whole file is never held, nor its marked copy
 # A row is 11 bytes per online CPU plus its names: ~90 KB with 8,192 CPUs. Anything longer is not this file.
 MAX_LINE = 1 << 20
+# The file grows with CPUs times IRQs: 17 MB on a 768-CPU node with 2,000 IRQs, more than any fixed read limit of
+# the other files. Its limit is worked out from the header instead: this many rows, each as long as the header
+# (one 11-byte cell per CPU) plus its chip and names. 16,384 rows is more than the kernel sets up on a two-socket
+# node with a queue per CPU on every NVMe drive and NIC; a hostile file is still cut off within that bound.
+MAX_ROWS = 16384
+_ROW_TAIL = 1024 + 256 + 64  # the names, the chip and the hwirq and trigger after the counts
 CELL = 11  # bytes per count: " %10u" (or "%10u " on older kernels); both end each count at the same offset
 _MARK_NONZERO = bytes.maketrans(b"123456789", b"xxxxxxxxx")
 _DIGITS = frozenset(b"0123456789")
@@ -482,7 +488,7 @@ def read_interrupts(
     watched: Iterable[int],
     *,
     block: int = BLOCK,
-    limit: int = DEFAULT_READ_LIMIT,
+    limit: int | None = None,
     known: Remembered | None = None,
     generation: int = 0,
 ) -> tuple[Interrupts, Remembered]:
@@ -491,8 +497,12 @@ def read_interrupts(
 
     Whole lines are parsed as each block arrives; a line cut by the block's end waits for the next block. Returns
     the reading and what a reader remembers for the next one (empty unless ``known`` is given). FileNotFoundError
-    when the file does not exist; MalformedFile past ``limit`` bytes or on bad content.
+    when the file does not exist; MalformedFile past ``limit`` bytes (None: ``size_limit`` of the header, and the
+    files' read limit until the header is read) or on bad content.
     """
+    derived = limit is None
+    if limit is None:
+        limit = DEFAULT_READ_LIMIT
     fd = confined.open_file(path)
     try:
         total = 0
@@ -517,6 +527,8 @@ def read_interrupts(
                 pending = b""
                 if parser is None:
                     parser = _RowParser(line, watched, path, known, generation)
+                    if derived:
+                        limit = max(limit, size_limit(line))
                 else:
                     parser.feed(line, 0, len(line))
             cut = chunk.rfind(b"\n")
@@ -529,6 +541,12 @@ def read_interrupts(
     finally:
         os.close(fd)
     return parser.result(time.monotonic()), Remembered(parser.layout, parser.now, parser.shape)
+
+
+def size_limit(header: bytes) -> int:
+    """The most bytes a /proc/interrupts with this header may hold: ``MAX_ROWS`` rows as long as the header plus
+    their names (never below the read limit of the other files)."""
+    return max(DEFAULT_READ_LIMIT, MAX_ROWS * (len(header) + _ROW_TAIL))
 
 
 _NO_COUNTS = frozen_map()  # shared by every row without a non-zero watched count
@@ -624,6 +642,7 @@ SOURCE = SourceSpec(
 __all__ = [
     "BLOCK",
     "CELL",
+    "MAX_ROWS",
     "NEEDS",
     "SOURCE",
     "InterruptsMemory",
@@ -633,6 +652,7 @@ __all__ = [
     "read",
     "read_incremental",
     "read_interrupts",
+    "size_limit",
     "split_tail",
     "watched_cpus",
 ]
