@@ -5,7 +5,8 @@
 ``render`` turns one evaluation into the bytes ``/metrics`` serves, in the text format or OpenMetrics, written by
 ``exposition`` (the bytes prometheus_client's encoders would write, at a fraction of their cost). The server writes
 each format at most once per evaluation and answers every scrape from those bytes, so scraping costs the same
-however many scrapers there are.
+however many scrapers there are; its ``Renderer`` keeps the last evaluation's families' bytes and, in ``gzipbody``,
+the deflated parts of the last gzip body, so that an evaluation writes and compresses only what changed.
 """
 
 from __future__ import annotations
