@@ -3,10 +3,15 @@ test).
 
     PYTHONPATH=exporter .venv/bin/python bench/evaluation_parts.py /var/tmp/numawatch-shapes/b384 --runs 12
     PYTHONPATH=/tmp/old/exporter .venv/bin/python bench/evaluation_parts.py TREE --bench /tmp/old/bench  # older
+    cp -a /var/tmp/numawatch-shapes/d384churn /dev/shm/tree && PYTHONPATH=exporter .venv/bin/python \
+        bench/evaluation_parts.py /dev/shm/tree --churn --pods 1 --pinned-every 30   # moving (changes the tree)
 
 One ``HostReader`` as ``bench/run.py``'s ``serve_reader`` makes it (serve's stagger), three warm-up evaluations, then
-``--runs`` evaluations: ``reader.read()``, every check, ``metrics.families`` and the OpenMetrics writer with gzip at
-level 1. CPU time of this process (``time.process_time``), medians; compare versions interleaved, run after run.
+``--runs`` evaluations: ``reader.read()``, every check, ``metrics.families`` and the gzip OpenMetrics body as serve
+writes it (``server.Bodies``: the plain body, then its gzip at level 1; a version without ``Bodies`` writes the body
+and gzips it whole). With ``--churn`` (bench/churn.py) the tree moves on before each evaluation, outside the timing,
+so that what serve reuses from the last evaluation is measured as a busy node leaves it. CPU time of this process
+(``time.process_time``), medians; compare versions interleaved, run after run.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ def main() -> None:
     parser.add_argument("tree", help="a host tree made by bench/shapes.py or bench/generate_host.py")
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--bench", default=str(Path(__file__).resolve().parent), help="the bench/ of the version")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import churn as bench_churn  # bench/churn.py, next to this file
+
+    bench_churn.add_churn_arguments(parser, "before each evaluation")
     args = parser.parse_args()
     sys.path.insert(0, args.bench)
     import run as bench_run  # bench/run.py of the version measured
@@ -31,11 +40,20 @@ def main() -> None:
     from numawatch.checks import all_checks, evaluate
     from numawatch.intent import REFERENCE
 
+    try:
+        from numawatch.server import Bodies, BodyFormat
+    except ImportError:  # a version older than serve's per-format bodies
+        Bodies = None
+
+    mover = bench_churn.Churn(args.tree, stray=args.stray, seconds=1.0, pods=args.pods,
+                              pinned_every=args.pinned_every) if args.churn else None  # fmt: skip
     reader = bench_run.serve_reader(args.tree)
     renderer = metrics.Renderer()
     stats = metrics.EvaluationStats()
     parts: dict[str, list[float]] = {"read": [], "checks": [], "families": [], "write+gzip": [], "total": []}
     for index in range(args.runs + 3):
+        if mover is not None:
+            mover.advance()
         t0 = time.process_time()
         host = reader.read()
         t1 = time.process_time()
@@ -43,7 +61,10 @@ def main() -> None:
         t2 = time.process_time()
         families = metrics.families(evaluation, stats, renderer.memory)
         t3 = time.process_time()
-        gzip.compress(renderer.write(families, openmetrics=True), compresslevel=1)
+        if Bodies is not None:
+            Bodies(families, renderer).get(BodyFormat(True, True))
+        else:
+            gzip.compress(renderer.write(families, openmetrics=True), compresslevel=1)
         t4 = time.process_time()
         if index >= 3:
             for name, value in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0), strict=True):

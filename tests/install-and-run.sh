@@ -12,6 +12,7 @@ command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
 command -v lstopo-no-graphics >/dev/null || need_apt+=(hwloc)  # the independent oracle of tests/hwloc_oracle.py
 command -v kubectl >/dev/null || need_apt+=(kubernetes-client)  # Debian's kubectl: renders deploy/ (tests/kustomize.py)
 command -v jsonnet >/dev/null || need_apt+=(jsonnet)  # renders numawatch-mixin/ (tests/test_mixin.py)
+command -v curl >/dev/null || need_apt+=(curl)  # reads serve's gzip body as users do (tests/test_gzip_body.py)
 if ((${#need_apt[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq

@@ -204,7 +204,7 @@ async def test_a_failed_evaluation_keeps_the_previous_exposition(aiohttp_client,
     def broken(*args, **kwargs):
         raise RuntimeError("render exploded")
 
-    monkeypatch.setattr(sampler.renderer, "write", broken)
+    monkeypatch.setattr(sampler.renderer, "write_segments", broken)
     assert await sampler.refresh() is None
 
     assert good == await (await client.get("/metrics")).read()
@@ -213,12 +213,13 @@ async def test_a_failed_evaluation_keeps_the_previous_exposition(aiohttp_client,
 
 
 class CountingWrites:
-    """Wraps a sampler's renderer's ``write`` to count the bodies written per format."""
+    """Wraps a sampler's renderer's ``write_segments`` (what Bodies writes a body with) to count the bodies written
+    per format."""
 
     def __init__(self, sampler: server.Sampler, monkeypatch: pytest.MonkeyPatch) -> None:
         self.openmetrics = 0
         self.text = 0
-        real = sampler.renderer.write
+        real = sampler.renderer.write_segments
 
         def counted(built, *, openmetrics=False):
             if openmetrics:
@@ -227,7 +228,7 @@ class CountingWrites:
                 self.text += 1
             return real(built, openmetrics=openmetrics)
 
-        monkeypatch.setattr(sampler.renderer, "write", counted)
+        monkeypatch.setattr(sampler.renderer, "write_segments", counted)
 
 
 async def test_a_body_format_nobody_scrapes_is_never_written(aiohttp_client, host, monkeypatch):
@@ -294,7 +295,7 @@ async def test_a_body_that_cannot_be_written_on_demand_is_answered_with_the_prev
     def broken(*args, **kwargs):
         raise RuntimeError("write exploded")
 
-    monkeypatch.setattr(sampler.renderer, "write", broken)
+    monkeypatch.setattr(sampler.renderer, "write_segments", broken)
     answer = await client.get("/metrics", headers={"Accept-Encoding": "identity"})
 
     assert answer.status == 200

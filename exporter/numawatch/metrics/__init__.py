@@ -5,7 +5,8 @@
 ``render`` turns one evaluation into the bytes ``/metrics`` serves, in the text format or OpenMetrics, written by
 ``exposition`` (the bytes prometheus_client's encoders would write, at a fraction of their cost). The server writes
 each format at most once per evaluation and answers every scrape from those bytes, so scraping costs the same
-however many scrapers there are.
+however many scrapers there are; its ``Renderer`` keeps the last evaluation's families' bytes and, in ``gzipbody``,
+the deflated parts of the last gzip body, so that an evaluation writes and compresses only what changed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from prometheus_client.metrics_core import Metric
 from numawatch.capacity import ReplicaAnswers
 from numawatch.checks import Evaluation
 from numawatch.collectors import Collectors
-from numawatch.metrics import capacity, core, drift, exposition, gpu, host, platform
+from numawatch.metrics import capacity, core, drift, exposition, gpu, gzipbody, host, platform
 from numawatch.metrics.core import EvaluationStats
 
 # The classic text format. Pinned rather than taken from prometheus_client (whose CONTENT_TYPE_LATEST moved to
@@ -76,16 +77,18 @@ def render(evaluation: Evaluation, stats: EvaluationStats | None = None, *, open
 
 
 class Renderer:
-    """``render`` for a sequence of evaluations (the server's): the lines of rows that did not change since the last
-    evaluation are reused instead of formatted again (most of a node's series are placement and configuration,
-    which stay put). The bytes are exactly ``render``'s."""
+    """``render`` for a sequence of evaluations (the server's): a family made of the same rows or samples as in the
+    last evaluation is the bytes it was written as then, and within a changed row family the lines of unchanged rows
+    are reused instead of formatted again (most of a node's series are placement and configuration, which stay
+    put); the gzip bodies deflate only the parts that changed (``gzipbody``). The bytes are exactly ``render``'s."""
 
-    def __init__(self) -> None:
+    def __init__(self, gzip_level: int = 1) -> None:
         self._lines = exposition.LineCache()
         self._openmetrics_lines = exposition.LineCache()
         # One write at a time per format: the server writes a body on a scrape's demand while the next
-        # evaluation's may be written in the sampler's thread.
+        # evaluation's may be written in the sampler's thread (each SegmentedGzip locks itself the same way).
         self._locks = {False: threading.Lock(), True: threading.Lock()}
+        self._gzips = {False: gzipbody.SegmentedGzip(gzip_level), True: gzipbody.SegmentedGzip(gzip_level)}
         self.memory = Memory()
 
     def render(self, evaluation: Evaluation, stats: EvaluationStats | None = None) -> bytes:
@@ -94,6 +97,14 @@ class Renderer:
     def write(self, built: list[Metric], *, openmetrics: bool = False) -> bytes:
         """``exposition.write`` of families built from the evaluations of this sequence, in one format (each format
         keeps its own lines)."""
+        return b"".join(self.write_segments(built, openmetrics=openmetrics))
+
+    def write_segments(self, built: list[Metric], *, openmetrics: bool = False) -> list[bytes]:
+        """``write``'s body cut family by family (``exposition.write_segments``), for ``gzip``."""
         cache = self._openmetrics_lines if openmetrics else self._lines
         with self._locks[openmetrics]:
-            return exposition.write(built, cache, openmetrics=openmetrics)
+            return exposition.write_segments(built, cache, openmetrics=openmetrics)
+
+    def gzip(self, segments: list[bytes], body: bytes, *, openmetrics: bool = False) -> bytes:
+        """The gzip member of ``body`` (``b"".join(segments)``, from ``write_segments`` in that format)."""
+        return self._gzips[openmetrics].compress(segments, body)

@@ -36,14 +36,15 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections.abc import Callable, Iterable, Sequence
-from operator import itemgetter
-from typing import Any
+from operator import attrgetter, itemgetter
+from typing import Any, NamedTuple
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.samples import Sample
 
-__all__ = ["CounterRows", "GaugeRows", "LineCache", "format_value", "write"]
+__all__ = ["CounterRows", "GaugeRows", "LineCache", "format_value", "write", "write_segments"]
 
 # The legacy name sets, matched as client_python matches them (``$``, so a trailing newline passes as it does there).
 _LEGACY_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -205,28 +206,80 @@ class CounterRows(_Rows, CounterMetricFamily):
         super().__init__(name, documentation, labels=labels)
 
 
-class LineCache:
-    """The lines the last ``write`` made of row families' rows, for the next one: a row that comes back unchanged
-    (same label values, same value) is the same line, found by one dict lookup instead of formatted again.
+class _Written(NamedTuple):
+    """One family as the last write wrote it: what its bytes were made of, and the bytes."""
 
-    Only the last write's lines are kept (each write replaces them), so a series that went away is forgotten at
-    once and the cache never holds more than one exposition's rows. One cache serves one sequence of writes (the
-    server's); rows must be hashable (label strings and a number), a family whose rows are not is written uncached.
-    Rows equal as Python values are one line: 0 and -0.0 would both print as the first one seen (no family of ours
-    makes a negative zero; every other pair of equal numbers prints the same anyway).
+    items: list[Any]  # its rows (a row family) or its samples, copied
+    values: bytes | None  # a family of samples: its values as float64s, bit for bit
+    segment: bytes
+
+
+class LineCache:
+    """What the last ``write`` wrote, for the next one (one cache serves one sequence of writes, the server's):
+
+    - a family made of the same rows or samples as the last write's family of that name, help, type and unit is
+      written as the very bytes it was written as then: one list comparison instead of formatting it again (most of
+      a node's families are placement and configuration, which stay put);
+    - within a row family that did change, a row that comes back unchanged (same label values, same value) is the
+      same line, found by one dict lookup instead of formatted again.
+
+    Only the last write's families and lines are kept (each write replaces them), so a series that went away is
+    forgotten at once and the cache never holds more than one exposition. Rows must be hashable (label strings and
+    a number), a family whose rows are not is written uncached. Rows equal as Python values are one line: 0 and
+    -0.0 would both print as the first one seen (no family of ours makes a negative zero; every other pair of equal
+    numbers prints the same anyway), and a row family whose rows all equal the last write's is that write's bytes,
+    which are the lines the line cache would give it. A family of samples is reused only where equal Python values
+    are sure to print alike: its values the same float64s bit for bit (so 0 and -0.0 stay apart), and in the last
+    write every label value a ``str`` and no sample with a timestamp (1 and 1.0 print apart there), an exemplar or a
+    native histogram.
     """
 
     def __init__(self) -> None:
         self.previous: dict[tuple[str, tuple[str, ...]], dict[tuple[Any, ...], str]] = {}
         self.current: dict[tuple[str, tuple[str, ...]], dict[tuple[Any, ...], str]] = {}
+        self.previous_families: dict[tuple[Any, ...], _Written] = {}
+        self.current_families: dict[tuple[Any, ...], _Written] = {}
 
     def lines(self, sample_name: str, labelnames: tuple[str, ...]) -> tuple[dict[tuple[Any, ...], str], dict]:
         """(the last write's lines of this family, where this write's go)."""
         key = (sample_name, labelnames)
-        return self.previous.get(key, {}), self.current.setdefault(key, {})
+        known = self.previous.get(key, {})
+        kept = self.current.get(key)
+        if kept is None or kept is known:  # never write into the last write's lines (a reused family's, carried)
+            kept = self.current[key] = {}
+        return known, kept
+
+    def start(self) -> None:
+        """Forget what a write that failed half-way left for the next one (the last finished write's stays)."""
+        self.current, self.current_families = {}, {}
 
     def done(self) -> None:
         self.previous, self.current = self.current, {}
+        self.previous_families, self.current_families = self.current_families, {}
+
+
+_VALUE = attrgetter("value")
+
+
+def _float64s(values: Iterable[Any]) -> bytes | None:
+    """``values`` as float64s, the bytes of them: equal bytes print alike (format_value prints a float64). None
+    when one is not a number a float64 holds."""
+    try:
+        return array("d", values).tobytes()
+    except (TypeError, OverflowError, ValueError):
+        return None
+
+
+def _plain(samples: Sequence[Any]) -> bool:
+    """Whether samples equal to these as values are sure to be written as these are: label values all ``str``, no
+    timestamp (1 and 1.0 are equal and print apart), exemplar or native histogram."""
+    for sample in samples:
+        if sample.timestamp is not None or sample.exemplar is not None or sample.native_histogram is not None:
+            return False
+        for value in sample.labels.values():
+            if type(value) is not str:
+                return False
+    return True
 
 
 def _write_rows(
@@ -339,23 +392,69 @@ def _family(metric: Any, out: list[str], cache: LineCache | None = None, openmet
         out.extend(deferred[extra])
 
 
-def write(families: Iterable[Any], cache: LineCache | None = None, *, openmetrics: bool = False) -> bytes:
-    """The exposition of ``families``, in order, UTF-8: the text format 0.0.4, or OpenMetrics 1.0.0. With ``cache``
-    (kept between writes of one format by one caller), rows of row families that the last write wrote too are not
-    formatted again."""
-    out: list[str] = []
+def _segment(metric: Any, cache: LineCache | None, openmetrics: bool) -> bytes:
+    """One family's lines, each ended by a newline, UTF-8: the last write's bytes when it is made of what it was."""
+    rows = isinstance(metric, _Rows) and not metric._samples  # as _family decides
+    if cache is None:
+        lines: list[str] = []
+        _family(metric, lines, None, openmetrics)
+        return ("\n".join(lines) + "\n").encode("utf-8")
+    labelnames = tuple(metric._labelnames) if rows else None
+    # Everything the family's lines are made of besides its items (one cache may even serve both formats).
+    key = (metric.name, metric.type, metric.documentation, metric.unit, labelnames, openmetrics)
+    items = metric.rows if rows else metric.samples
+    before = cache.previous_families.get(key)
+    # Equal rows are what the line cache would write as the last write's lines anyway; samples must also have the
+    # same float64s (that cache never saw them, so 0 and -0.0 must stay apart).
+    if (
+        before is not None
+        and key not in cache.current_families
+        and items == before.items
+        and (rows or _float64s(map(_VALUE, items)) == before.values)
+    ):
+        cache.current_families[key] = before
+        if rows:  # its lines stay known for the next write, which may change a row of it
+            line_key = (metric.name + metric.sample_suffix, tuple(metric._labelnames))
+            known = cache.previous.get(line_key)
+            if known is not None:
+                cache.current.setdefault(line_key, known)
+        return before.segment
+    lines = []
+    _family(metric, lines, cache, openmetrics)
+    segment = ("\n".join(lines) + "\n").encode("utf-8")
+    if rows:
+        cache.current_families[key] = _Written(list(items), None, segment)
+    elif _plain(items):
+        values = _float64s(map(_VALUE, items))
+        if values is not None:
+            cache.current_families[key] = _Written(list(items), values, segment)
+    return segment
+
+
+def write_segments(
+    families: Iterable[Any], cache: LineCache | None = None, *, openmetrics: bool = False
+) -> list[bytes]:
+    """``write``'s bytes cut where one family ends and the next begins (OpenMetrics' ``# EOF`` a segment of its own):
+    ``b"".join`` of them is ``write``'s. A family that the last write with ``cache`` wrote the same is the very same
+    bytes object, so a reader of the segments (the gzip body) can tell it unchanged by identity."""
+    segments: list[bytes] = []
+    if cache is not None:
+        cache.start()
     for metric in families:
         try:
-            _family(metric, out, cache, openmetrics)
+            segments.append(_segment(metric, cache, openmetrics))
         except Exception as error:  # as generate_latest does: say which family could not be written
             error.args = (*(error.args or ("",)), metric)
             raise
     if cache is not None:
         cache.done()
     if openmetrics:
-        out.append("# EOF\n")
-        return "\n".join(out).encode("utf-8")
-    if not out:
-        return b""
-    out.append("")
-    return "\n".join(out).encode("utf-8")
+        segments.append(b"# EOF\n")
+    return segments
+
+
+def write(families: Iterable[Any], cache: LineCache | None = None, *, openmetrics: bool = False) -> bytes:
+    """The exposition of ``families``, in order, UTF-8: the text format 0.0.4, or OpenMetrics 1.0.0. With ``cache``
+    (kept between writes of one format by one caller), families and rows of row families that the last write wrote
+    too are not formatted again."""
+    return b"".join(write_segments(families, cache, openmetrics=openmetrics))
