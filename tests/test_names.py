@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
+from dataclasses import replace
 
 import pytest
 from fakehost.pods import ContainerSpec, add_pod, container_id_for, remove_pod
 from numawatch.errors import SourceUnavailable
-from numawatch.host import HostReader
+from numawatch.host import HostReader, Inputs
 from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED, PodIdentity
+from numawatch.refresh import FULL
 from numawatch.sources import names
 from numawatch.sources.names import identity_from_annotations, parse_annotations, parse_pod_log_dir
+from source_inputs import Driven
 
 UID = "5f0c3a9e-7b21-4d8e-9c4a-1e2f3a4b5c6d"
 OTHER_UID = "0b9e8d7c-6a5f-4e3d-8c2b-a1b2c3d4e5f6"
@@ -230,31 +234,41 @@ def test_a_rewritten_config_json_is_parsed_again(fake_host):
     assert names.read(fake_host.paths).containers[vllm_id].container_name == "vllm-renamed"
 
 
-# --------------------------------------------------------------------------------------------------- fingerprint
-def test_fingerprint_is_stable_while_no_container_comes_or_goes(fake_host):
+# --------------------------------------------------------------------------------------------------- incremental
+# (tests/test_names_incremental.py drives random sequences of changes against a full read)
+def test_a_reading_after_nothing_changed_hands_out_the_previous_snapshot_unchanged(fake_host):
     vllm_pod(fake_host)
-    names.read(fake_host.paths)
-    assert names.fingerprint(fake_host.paths) == names.fingerprint(fake_host.paths)
+    driven = Driven(names.SOURCE, stagger=4)
+    first = driven.read(fake_host.paths)
+    carried = names.read_incremental(fake_host.paths, Inputs({}), replace(FULL, memory=driven.memory, whole=False))
+    assert carried.unchanged and carried.snapshot is first
+    assert driven.read(fake_host.paths) is first
 
 
-def test_fingerprint_changes_when_a_pod_is_added_or_removed(fake_host):
+def test_a_pod_added_or_removed_is_seen_at_the_next_reading(fake_host):
     pod = vllm_pod(fake_host)
-    before = names.fingerprint(fake_host.paths)
+    driven = Driven(names.SOURCE, stagger=4)
+    driven.read(fake_host.paths)
     other = add_pod(fake_host, uid=OTHER_UID, qos=QOS_BURSTABLE, namespace="web", name="n", containers=containers("n"))
-    added = names.fingerprint(fake_host.paths)
+    added = driven.read(fake_host.paths)
+    assert set(added.pods) == {UID, OTHER_UID} and added == names.read(fake_host.paths)
     remove_pod(fake_host, other)
     remove_pod(fake_host, pod)
-    assert len({before, added, names.fingerprint(fake_host.paths)}) == 3
+    gone = driven.read(fake_host.paths)
+    assert (dict(gone.pods), dict(gone.containers), dict(gone.pod_log_containers)) == ({}, {}, {})
 
 
-def test_fingerprint_changes_when_a_container_log_directory_appears(fake_host):
+@pytest.mark.parametrize("settled", [False, True])
+def test_a_container_log_directory_appearing_is_seen_at_the_next_reading(fake_host, settled):
     vllm_pod(fake_host, bundle_root=None)
     log_dir = fake_host.path(f"var/log/pods/llm_vllm-0_{UID}")
-    before = names.fingerprint(fake_host.paths)
+    if settled:  # its mtime old enough to stand for its listing: the new entry moves it
+        old = time.time_ns() - 10 * names.RACY_SECONDS * 1_000_000_000
+        os.utime(log_dir, ns=(old, old))
+    driven = Driven(names.SOURCE, stagger=4)
+    assert driven.read(fake_host.paths).pod_log_containers[UID] == ("proxy", "vllm")
     fake_host.mkdir(f"var/log/pods/llm_vllm-0_{UID}/init-weights")
-    stat = log_dir.stat()
-    os.utime(log_dir, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # coarse timestamps: force a tick
-    assert names.fingerprint(fake_host.paths) != before
+    assert driven.read(fake_host.paths).pod_log_containers[UID] == ("init-weights", "proxy", "vllm")
 
 
 def test_host_reader_reuses_names_until_a_container_comes(fake_host):

@@ -11,6 +11,7 @@ from numawatch.host import HostReader, Inputs, SourceSpec
 from numawatch.paths import Paths
 from numawatch.refresh import (
     AFFINITIES,
+    BUNDLE_CONFIGS,
     EVERY,
     FULL,
     GOVERNORS,
@@ -105,6 +106,7 @@ def test_only_a_rotating_family_may_be_stretched_and_only_by_a_whole_number():
         ("cpuidle", IDLE_STATES),
         ("cgroups", PLACEMENT),
         ("cgroups", SHARED_PODS),
+        ("names", BUNDLE_CONFIGS),
     }
 
 
@@ -178,7 +180,7 @@ def test_an_unsettled_reading_is_read_again_whatever_its_fingerprint_says():
         return Carried("names", None, settled=len(readings) > 1)
 
     spec = SourceSpec("names", lambda paths: "names", fingerprint=lambda paths: "same", incremental=incremental)
-    reader = HostReader(PATHS, (spec,))
+    reader = HostReader(PATHS, (spec,), policies={"names": Policy(on_change=True)})
     statuses = [reader.read().statuses["names"].cached for _ in range(4)]
     assert statuses == [False, False, True, True]  # the second reading settled it; then its fingerprint holds
 
@@ -199,3 +201,26 @@ def test_what_the_table_does_not_rotate_is_read_in_full_whatever_the_stagger(fak
     assert 0 < sum(entry.affinity == {6, 7} for entry in partial.irqs.values()) < 16
     assert full == irqs.read(fake_host.paths)
     assert full == irqs.read_incremental(fake_host.paths, Inputs({}), FULL).snapshot
+
+
+def test_a_reading_the_source_finds_unchanged_keeps_its_generation_until_it_changes_or_was_down():
+    outcomes = iter(["same", "same", "changed", "down", "same", "same"])
+
+    def incremental(paths, inputs, refresh):
+        outcome = next(outcomes)
+        if outcome == "down":
+            raise OSError("gone for a moment")
+        previous = refresh.memory
+        snapshot = previous if outcome == "same" and previous is not None else {"reading": outcome}
+        return Carried(snapshot, snapshot, unchanged=outcome == "same" and previous is not None)
+
+    spec = SourceSpec("steady", lambda paths: {}, incremental=incremental)
+    reader = HostReader(PATHS, (spec,), policies={"steady": Policy(rotating=frozenset({"x"}))})
+    hosts = [reader.read() for _ in range(6)]
+
+    generations = [host.generation("steady") for host in hosts]
+    # "same" keeps the number; a change, a failure and the reading after the failure (its snapshot reappears, though
+    # the source finds it unchanged) move it.
+    assert generations == [1, 1, 2, 3, 4, 4]
+    assert [host.statuses["steady"].cached for host in hosts] == [False, True, False, False, False, True]
+    assert hosts[1].get("steady") is hosts[0].get("steady")

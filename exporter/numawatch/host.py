@@ -167,7 +167,7 @@ class SourceStatus:
     up: bool
     duration_seconds: float
     reason: str = ""  # why it is down (one line), empty when up
-    cached: bool = False  # result reused because its fingerprint did not change
+    cached: bool = False  # result reused: its fingerprint did not change, or the source found nothing changed
 
 
 class Derived:
@@ -219,8 +219,9 @@ class Host:
     # The reading before this one, for checks that need a rate (interrupts per second, ``check --window``). Kept one
     # deep: a previous host never has a previous of its own. Never for skipping work: that is ``derived``.
     previous: Host | None = None
-    # Per source, the HostReader's count of its real readings (not answered from its fingerprint cache): what
-    # ``derived`` keys values on. Empty for a Host not made by a HostReader.
+    # Per source, the HostReader's count of its real readings (not answered from its fingerprint cache, nor found
+    # unchanged by the source itself: ``Carried.unchanged``): what ``derived`` keys values on. Empty for a Host not
+    # made by a HostReader.
     generations: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
     # What the HostReader's readings derived and the next may reuse, by generation numbers (``Derived``); a Host
     # not made by a HostReader has its own, empty one.
@@ -453,15 +454,19 @@ class HostReader:
                     statuses[spec.name] = SourceStatus(spec.name, True, time.perf_counter() - start, cached=True)
                     continue
             result, status = _read_one(spec, read, self.paths)
+            unchanged = False
             if isinstance(result, Carried):
                 self._memory[spec.name] = result.memory
                 if result.settled:
                     self._unsettled.discard(spec.name)
                 else:
                     self._unsettled.add(spec.name)
+                unchanged = result.unchanged
                 result = result.snapshot
             before = self._down.get(spec.name)
-            if status.up or before != status.reason:  # down again for the same reason: nothing new to see
+            if unchanged and status.up and before is None and spec.name in self._generations:
+                status = replace(status, cached=True)  # the source found nothing changed: its generation stays
+            elif status.up or before != status.reason:  # down again for the same reason: nothing new to see
                 self._generations[spec.name] = self._generations.get(spec.name, 0) + 1
             self._down[spec.name] = None if status.up else status.reason
             if fingerprint is not None and key is not None:

@@ -2,7 +2,7 @@
 
 Every source is read at every evaluation unless this table says otherwise. A policy may say:
 
-- ``on_change``: the source's files change only on events (a kubelet restart, a new bundle, hotplug). Its
+- ``on_change``: the source's files change only on events (a kubelet restart, hotplug). Its
   ``SourceSpec.fingerprint`` names them cheaply (stats, a small file); the HostReader reuses the last reading
   while the fingerprint, and the readings of the sources it needs, are the same.
 - ``rotating``: families of the source's objects whose files drift slowly (a container's memory placement, an
@@ -69,6 +69,7 @@ AFFINITIES = "irq affinities"  # irqs: smp_affinity_list and effective_affinity_
 GOVERNORS = "cpufreq governors"  # kernel: one scaling_governor per policy
 IDLE_STATES = "idle state settings"  # cpuidle: the disable files and PM QoS limits per CPU
 POD_USAGE = "pod usage"  # pod_usage: cpu.stat and memory.current per pod
+BUNDLE_CONFIGS = "bundle configs"  # names: a known runtime bundle's config.json, stat'ed again in its turn
 
 POLICIES: Mapping[str, Policy] = {
     "topology": _on_change("CPUs, nodes and isolation change on hotplug and reboot only"),
@@ -85,7 +86,14 @@ POLICIES: Mapping[str, Policy] = {
         "keeps the pod's assignment) within K readings, while the pinning alerts wait 10 minutes",
         stretch={PLACEMENT: 2, SHARED_PODS: 2},
     ),
-    "names": _on_change("bundles and pod log directories appear and go with containers"),
+    "names": _rotating(
+        BUNDLE_CONFIGS,
+        why="a bundle's config.json is written when its container is created and kept until it goes: a new bundle "
+        "is parsed and a gone one dropped at the reading that lists it, a pod log directory is listed again when "
+        "its mtime moves; only a config.json rewritten in place (nothing does that to a running container's "
+        "bundle) waits for its turn, within 4K readings",
+        stretch={BUNDLE_CONFIGS: 4},
+    ),
     "kubelet_config": _on_change("the kubelet's configuration changes with a kubelet restart"),
     "kubelet_state": _on_change("the checkpoint files are rewritten when the managers' state changes"),
     "gpus_sysfs": _on_change("GPUs come and go with hotplug and driver binds"),
@@ -178,6 +186,9 @@ class Carried(NamedTuple):
     # False: the memory says the source's fingerprint cannot be trusted until the next reading (a bundle seen
     # without its config.json yet): the HostReader reads it again next time whatever its fingerprint says.
     settled: bool = True
+    # True: ``snapshot`` is the previous reading's, as nothing it was read from changed. The HostReader then keeps
+    # the source's generation, so what was derived from it (the workloads join, metric rows) is reused.
+    unchanged: bool = False
 
 
 class Turns:

@@ -12,17 +12,21 @@ Read from the container runtime's OCI bundles (kubelet.md §6.6), whose ``config
 - Fallback: ``var/log/pods/<namespace>_<pod>_<uid>/<container>/`` gives pods by UID and their container names
   (``_`` cannot occur in namespace or pod names, nor in UIDs).
 
-A bundle's config.json never changes while its container lives, so parsed annotations are kept per file (keyed by
-inode, mtime and size) and only new bundles are parsed; the fingerprint (the bundle directories' mtimes, their
-listings while just modified; the pod log directories' mtimes) skips the whole read when no container came or went.
+A bundle's config.json is written when its container is created and kept until it goes, so a reading in serve costs
+what changed (``read_incremental``): the bundle directories and pod log directories are listed again only when their
+(inode, mtime) moved, a new bundle is parsed once, and a known bundle's config.json is stat'ed again only in its turn
+of the refresh table's rotation (one rewritten in place shows within its round, 4K readings). ``read`` reads everything.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
-from collections.abc import Hashable
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from numawatch import confined
@@ -32,7 +36,7 @@ from numawatch.hosttext import k8s_label, k8s_subdomain, one_of, pod_uid
 from numawatch.model import frozen_map
 from numawatch.model.workloads import ContainerIdentity, Names, PodIdentity
 from numawatch.paths import Paths
-from numawatch.refresh import Carried, Refresh
+from numawatch.refresh import BUNDLE_CONFIGS, Carried, Refresh
 from numawatch.sources._files import list_dir, read_bytes
 
 log = logging.getLogger(__name__)
@@ -40,7 +44,7 @@ log = logging.getLogger(__name__)
 # An OCI config.json with a large seccomp profile and many mounts is ~50 KB; a few MB means something is wrong.
 CONFIG_READ_LIMIT = 4 * 1024 * 1024
 
-# A directory modified this recently is fingerprinted by its listing, not its mtime (see _directory_state).
+# A directory modified this recently is judged by its listing, not its mtime (see _settled).
 RACY_SECONDS = 2
 
 _CONTAINERD_TASKS = "io.containerd.runtime.v2.task/k8s.io"
@@ -149,180 +153,366 @@ def parse_pod_log_dir(name: str) -> PodIdentity | None:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-# Parsed identities by config.json path, with the (inode, mtime, size) they were parsed at.
-_Entries = dict[str, tuple[tuple[int, int, int], ContainerIdentity | None]]
+# What a reading keeps for the next (the HostReader holds it: ``NamesMemory``), so that a reading after a change
+# costs what changed: the listings of the bundle directories and of the pod log directories are taken again only
+# when their (inode, mtime) moved, a bundle's config.json is parsed once, and a known one is stat'ed again in its turn.
+_State = tuple[int, int]  # a directory's (inode, mtime), trusted once settled (see _settled)
+_Read = tuple[str, str, str]  # (container ID, runtime, path of its config.json)
 
 
-class _BundleCache:
-    """Parsed identities by config.json path, valid while (inode, mtime, size) is unchanged: one reading's, started
-    from the previous reading's ``entries`` (its memory, which the HostReader keeps).
+@dataclass(frozen=True, slots=True)
+class _Bundle:
+    """A config.json as parsed: its (inode, mtime, size) then and the identity it gave (None: not a Kubernetes
+    container, or a malformed file, remembered so it is reported once, not at every reading)."""
 
-    Holds only the bundles seen in the latest read, so it is bounded by the number of live containers. ``pending``
-    says the latest read met a bundle without its config.json yet (containerd writes it after creating the
-    directory): the listing-based fingerprint would not notice it arriving, so the source is re-read meanwhile.
-    """
+    key: tuple[int, int, int]
+    identity: ContainerIdentity | None
+    turn: int  # a CRC-32 of the container ID: which turn of the rotation stats the file again
 
-    def __init__(self, entries: _Entries | None = None) -> None:
-        self.entries: _Entries = entries if entries is not None else {}
-        self.pending = False
 
-    def read(self, reads: list[tuple[str, str, str]]) -> dict[str, ContainerIdentity]:
-        """Identities for (container_id, runtime, config path) triples; the first location wins for an ID."""
-        fresh: dict[str, tuple[tuple[int, int, int], ContainerIdentity | None]] = {}
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """A bundle directory's entries as read: (container ID, runtime, config path), sorted by ID."""
+
+    state: _State | None  # the directory's, when it had settled before the listing; None: list it again
+    reads: tuple[_Read, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _PodLogDir:
+    """A ``var/log/pods/<namespace>_<pod>_<uid>`` entry as scanned."""
+
+    pod: PodIdentity
+    state: _State | None  # as _Listing.state; also None while it holds links (their targets move unseen)
+    containers: tuple[str, ...] | None  # the container log directories' names, sorted; None: not a directory
+
+
+@dataclass(frozen=True)
+class NamesMemory:
+    """What a names reading leaves for the next (``Carried.memory``)."""
+
+    snapshot: Names
+    listings: tuple[_Listing | None, ...]  # per bundle_locations() entry; None: no such directory
+    bundles: Mapping[str, _Bundle]  # by config path: the bundles of the latest reading only
+    kept: tuple[_Read, ...]  # the entries whose bundles are in ``bundles``, in order
+    waiting: tuple[_Read, ...]  # the entries whose config.json was not there (yet)
+    turns: tuple[int, tuple[tuple[_Read, ...], ...]] | None  # ``kept`` by turn: (share, groups); None: not yet
+    # var/log/pods' entries in listing order: a pod log directory, or None for a name that is not one; None: no
+    # var/log/pods
+    logs: Mapping[str, _PodLogDir | None] | None
+
+
+def _settled(stat: os.stat_result, now_ns: int) -> _State | None:
+    """A directory's (inode, mtime), which stands for its listing without reading it: its mtime changes whenever an
+    entry is added, removed or renamed in it. Timestamps are coarse (a kernel tick), so two changes within one tick
+    leave one mtime: while the mtime is within RACY_SECONDS of the reading's start (or in the future, after a clock
+    step) it proves nothing (None), and the directory is listed again at every reading. A change after it settled
+    stamps a newer mtime."""
+    if now_ns - stat.st_mtime_ns < RACY_SECONDS * 1_000_000_000:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns)
+
+
+def _bundle_listing(
+    directory: Path, runtime: str, config: str, known: _Listing | None, now_ns: int, trust: bool
+) -> _Listing:
+    """The bundle directory's entries: the known listing while the directory's settled (inode, mtime) is the one it
+    was taken at (unless not ``trust``), else a new one."""
+    try:
+        state = _settled(confined.stat_path(directory), now_ns)
+    except OSError:
+        state = None
+    if trust and state is not None and known is not None and known.state == state:
+        return known
+    return _Listing(
+        state,
+        tuple(
+            (container_id, runtime, f"{directory}/{container_id}/{config}")
+            for container_id in sorted(list_dir(directory))
+        ),
+    )
+
+
+def _config_key(config: str) -> tuple[int, int, int] | None:
+    """A config.json's (inode, mtime, size); None when it is not there."""
+    try:
+        stat = confined.stat_path(config)
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _parsed(container_id: str, runtime: str, config: str, known: _Bundle | None) -> _Bundle | None:
+    """The bundle's config.json, parsed again only when its (inode, mtime, size) moved; None when it cannot be read
+    (the bundle is being created, or removed)."""
+    key = _config_key(config)
+    if key is None:
+        return None
+    if known is not None and known.key == key:
+        return known
+    try:
+        identity = identity_from_annotations(
+            container_id, runtime, parse_annotations(read_bytes(config, CONFIG_READ_LIMIT))
+        )
+    except OSError:
+        return None
+    except MalformedFile as error:
+        log.warning("%s", error)
+        identity = None
+    except ValueError as error:
+        log.warning("%s", MalformedFile(config, str(error)))
+        identity = None
+    turn = known.turn if known is not None else zlib.crc32(container_id.encode())
+    return _Bundle(key, identity, turn)
+
+
+class _Identities:
+    """One reading's container identities from the bundle directories' entries (``read``), or the previous
+    reading's again when its entries are the same and no bundle due in this turn moved (``verified``).
+
+    ``bundles`` are the parsed bundles by config path, ``found`` the identities by container ID (in the entries'
+    order; the first location wins for an ID), ``kept`` the entries whose bundle is in ``bundles`` and ``waiting``
+    those whose config.json could not be read: a bundle seen before containerd writes its config.json is not
+    remembered, so every reading looks for it again. ``changed``: the identities may differ from the previous
+    reading's (a bundle came, went, or was parsed into another identity). ``turns``: ``kept`` grouped by turn of
+    the rotation, (share, groups), when worked out."""
+
+    __slots__ = ("bundles", "changed", "found", "kept", "turns", "waiting")
+
+    def __init__(
+        self,
+        bundles: Mapping[str, _Bundle],
+        found: Mapping[str, ContainerIdentity],
+        kept: tuple[_Read, ...],
+        waiting: tuple[_Read, ...],
+        changed: bool,
+        turns: tuple[int, tuple[tuple[_Read, ...], ...]] | None = None,
+    ) -> None:
+        self.bundles = bundles
+        self.found = found
+        self.kept = kept
+        self.waiting = waiting
+        self.changed = changed
+        self.turns = turns
+
+    @classmethod
+    def read(cls, reads: list[_Read], known: Mapping[str, _Bundle], share: int, turn: int) -> _Identities:
+        """From the entries: a bundle known from the previous reading is stat'ed again only in its turn of the
+        rotation (``share``, ``turn``: every one when ``share`` is 1); one not parsed yet is stat'ed and parsed."""
+        bundles: dict[str, _Bundle] = {}
         found: dict[str, ContainerIdentity] = {}
-        pending = False
-        for container_id, runtime, config in reads:
+        kept: list[_Read] = []
+        waiting: list[_Read] = []
+        changed = False
+        for entry in reads:
+            container_id, runtime, config = entry
             if container_id in found:
                 continue
-            try:
-                stat = confined.stat_path(config)
-            except OSError:
-                pending = True  # the bundle is being created (or removed)
-                continue
-            key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-            cached = self.entries.get(config)
-            if cached is not None and cached[0] == key:
-                identity = cached[1]
+            old = known.get(config)
+            if old is not None and share > 1 and old.turn % share != turn:
+                bundle = old  # not its turn: what it was parsed into stands
             else:
-                try:
-                    identity = identity_from_annotations(
-                        container_id, runtime, parse_annotations(read_bytes(config, CONFIG_READ_LIMIT))
-                    )
-                except OSError:
-                    pending = True
+                parsed = _parsed(container_id, runtime, config, old)
+                if parsed is None:
+                    waiting.append(entry)
                     continue
-                except MalformedFile as error:
-                    log.warning("%s", error)
-                    identity = None  # remembered, so a broken file is reported once, not every scan
-                except ValueError as error:
-                    log.warning("%s", MalformedFile(config, str(error)))
-                    identity = None
-            fresh[config] = (key, identity)
-            if identity is not None:
-                found[container_id] = identity
-        self.entries = fresh
-        self.pending = pending
-        return found
+                if old is None or (parsed is not old and parsed.identity != old.identity):
+                    changed = True
+                bundle = parsed
+            bundles[config] = bundle
+            kept.append(entry)
+            if bundle.identity is not None:
+                found[container_id] = bundle.identity
+        # Every bundle kept is one known before (else changed is set): as many means the same ones.
+        return cls(bundles, found, tuple(kept), tuple(waiting), changed or len(bundles) != len(known))
+
+    @classmethod
+    def verified(cls, memory: NamesMemory, share: int, turn: int) -> _Identities | None:
+        """The previous reading's identities, for entries that are the previous reading's: only the bundles due in
+        this turn and those still waiting for their config.json are stat'ed. None when one of them moved (then
+        ``read`` works it out)."""
+        turns = memory.turns
+        if turns is None or turns[0] != share:
+            groups: list[list[_Read]] = [[] for _ in range(share)]
+            for entry in memory.kept:
+                groups[memory.bundles[entry[2]].turn % share].append(entry)
+            turns = (share, tuple(tuple(group) for group in groups))
+        bundles = memory.bundles
+        for _, _, config in turns[1][turn]:
+            if _config_key(config) != bundles[config].key:
+                return None
+        for _, _, config in memory.waiting:
+            if _config_key(config) is not None:
+                return None
+        return cls(memory.bundles, memory.snapshot.containers, memory.kept, memory.waiting, False, turns)
 
 
-def _scan_pod_logs(root: Path) -> tuple[dict[str, PodIdentity], dict[str, tuple[str, ...]]]:
-    pods: dict[str, PodIdentity] = {}
-    containers: dict[str, tuple[str, ...]] = {}
-    for name in list_dir(root):
-        pod = parse_pod_log_dir(name)
-        if pod is None:
-            continue
-        pods[pod.uid] = pod
-        pod_dir = root / name
-        try:
-            with confined.scandir(pod_dir) as entries:
-                # A link is followed under the root, never by the entry's own stat().
-                names = [
-                    entry.name
-                    for entry in entries
-                    if _is_container_name(entry.name)
-                    and (
-                        entry.is_dir(follow_symlinks=False)
-                        or (entry.is_symlink() and confined.is_dir(pod_dir / entry.name))
-                    )
-                ]
-        except NotADirectoryError:
-            del pods[pod.uid]
-            continue
-        except OSError:
-            names = []  # the pod's logs were removed while we looked
-        containers[pod.uid] = tuple(sorted(names))
-    return pods, containers
+def _scan_pod_log_dir(pod_dir: Path, pod: PodIdentity, state: _State | None) -> _PodLogDir:
+    """The container log directories in one pod's log directory."""
+    trusted = state
+    try:
+        with confined.scandir(pod_dir) as entries:
+            names = []
+            for entry in entries:
+                if not _is_container_name(entry.name):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    names.append(entry.name)
+                elif entry.is_symlink():
+                    trusted = None  # its target may come or go without the directory's mtime moving
+                    if confined.is_dir(pod_dir / entry.name):  # followed under the root, not by the entry's stat()
+                        names.append(entry.name)
+    except NotADirectoryError:
+        return _PodLogDir(pod, state, None)
+    except OSError:
+        names, trusted = [], None  # the pod's logs were removed while we looked (or are unreadable): look again
+    return _PodLogDir(pod, trusted, tuple(sorted(names)))
 
 
-def read(paths: Paths, cache: _BundleCache | None = None) -> Names:
-    """Container and pod identities from the runtime bundles and var/log/pods; SourceUnavailable if none exists.
+def _pod_log_dirs(
+    root: Path, known: Mapping[str, _PodLogDir | None] | None, now_ns: int, trust: bool
+) -> tuple[dict[str, _PodLogDir | None], bool]:
+    """var/log/pods' entries (``NamesMemory.logs``), a pod log directory scanned again only when its settled (inode,
+    mtime) is not the one it was scanned at (every one unless ``trust``); and whether the pod log directories, their
+    order or their containers differ from ``known``'s."""
+    previous: Mapping[str, _PodLogDir | None] = known if known is not None else {}
+    found: dict[str, _PodLogDir | None] = {}
+    changed = known is None
+    settled_before = now_ns - RACY_SECONDS * 1_000_000_000  # an mtime after it proves nothing (see _settled)
+    root_stat = confined.stat_path
+    try:
+        with confined.scandir(root) as entries:
+            for entry in entries:
+                name = entry.name
+                old = previous.get(name)
+                if old is not None:
+                    pod = old.pod
+                elif name in previous:
+                    found[name] = None  # not a pod log directory's name: it never becomes one
+                    continue
+                else:
+                    parsed = parse_pod_log_dir(name)
+                    if parsed is None:
+                        found[name] = None
+                        continue
+                    pod = parsed
+                try:  # a link is followed under the root, never by the entry's own stat()
+                    stat = root_stat(f"{root}/{name}") if entry.is_symlink() else entry.stat(follow_symlinks=False)
+                    state = (stat.st_ino, stat.st_mtime_ns) if stat.st_mtime_ns <= settled_before else None
+                except OSError:
+                    state = None
+                if trust and state is not None and old is not None and old.state == state:
+                    found[name] = old
+                    continue
+                scanned = found[name] = _scan_pod_log_dir(root / name, pod, state)
+                if old is None or scanned.containers != old.containers:
+                    changed = True
+    except (FileNotFoundError, NotADirectoryError):
+        found = {}  # removed since we looked
+    # A pod log directory that went, or the order moved (it decides which wins for a UID named twice).
+    if not changed and _pod_dir_names(found) != _pod_dir_names(previous):
+        changed = True
+    return found, changed
 
-    ``cache`` (started from the previous reading's entries, see ``read_incremental``) spares re-parsing bundles
-    that did not change.
-    """
-    reads: list[tuple[str, str, str]] = []
+
+def _pod_dir_names(logs: Mapping[str, _PodLogDir | None]) -> list[str]:
+    return [name for name, item in logs.items() if item is not None]
+
+
+def _read(
+    paths: Paths, memory: NamesMemory | None, share: int, turn: int, trust: bool = True
+) -> tuple[Names, NamesMemory, bool, bool]:
+    """The reading behind ``read`` and ``read_incremental``: (snapshot, memory, pending, unchanged). With ``trust``
+    False every directory is listed again whatever its (inode, mtime); the parsed bundles are still reused while
+    their config.json's (inode, mtime, size) is the same."""
+    now_ns = time.time_ns()
+    listings: list[_Listing | None] = []
     present = False
-    for runtime, directory, config in bundle_locations(paths):
+    for index, (runtime, directory, config) in enumerate(bundle_locations(paths)):
         if not confined.is_dir(directory):
+            listings.append(None)
             continue
         present = True
-        for container_id in sorted(list_dir(directory)):
-            reads.append((container_id, runtime, f"{directory}/{container_id}/{config}"))
+        known = memory.listings[index] if memory is not None else None
+        listings.append(_bundle_listing(directory, runtime, config, known, now_ns, trust))
     logs_present = confined.is_dir(paths.pod_logs)
     if not present and not logs_present:
         places = ", ".join(str(directory) for _, directory, _ in bundle_locations(paths))
         raise SourceUnavailable(f"no container runtime bundles ({places}) and no {paths.pod_logs}")
-    containers = (cache if cache is not None else _BundleCache()).read(reads)
+    same_entries = memory is not None and all(
+        _reads(listing) == _reads(old) for listing, old in zip(listings, memory.listings, strict=True)
+    )
+    identities = _Identities.verified(memory, share, turn) if memory is not None and same_entries else None
+    if identities is None:
+        reads = [read for listing in listings if listing is not None for read in listing.reads]
+        identities = _Identities.read(reads, memory.bundles if memory is not None else {}, share, turn)
+    logs: dict[str, _PodLogDir | None] | None = None
+    logs_changed = memory is not None and memory.logs is not None
+    if logs_present:
+        logs, logs_changed = _pod_log_dirs(paths.pod_logs, memory.logs if memory is not None else None, now_ns, trust)
+    if memory is not None and same_entries and not identities.changed and not logs_changed:
+        return memory.snapshot, _memory(memory.snapshot, listings, identities, logs), bool(identities.waiting), True
+    containers = identities.found
     pods: dict[str, PodIdentity] = {}
     for identity in containers.values():
         if identity.pod_uid and identity.namespace and identity.pod_name and identity.pod_uid not in pods:
             pods[identity.pod_uid] = PodIdentity(identity.pod_uid, identity.namespace, identity.pod_name)
-    log_pods, log_containers = _scan_pod_logs(paths.pod_logs) if logs_present else ({}, {})
+    log_pods: dict[str, PodIdentity] = {}
+    log_containers: dict[str, tuple[str, ...]] = {}
+    for item in (logs or {}).values():
+        if item is None:
+            continue
+        log_pods[item.pod.uid] = item.pod
+        if item.containers is None:  # not a directory: not a pod's, whatever its name
+            del log_pods[item.pod.uid]
+            continue
+        log_containers[item.pod.uid] = item.containers
     for uid, pod in log_pods.items():
         pods.setdefault(uid, pod)
-    return Names(
+    snapshot = Names(
         containers=frozen_map(containers),
         pods=frozen_map(pods),
         pod_log_containers=frozen_map(log_containers),
     )
+    return snapshot, _memory(snapshot, listings, identities, logs), bool(identities.waiting), False
 
 
-def _directory_state(directory: Path) -> Hashable:
-    """What tells whether a bundle directory's entries changed: its inode and mtime, or its listing while it is new.
-
-    A directory's mtime changes whenever an entry is added, removed or renamed in it, so (inode, mtime) stands for
-    the listing without reading it (860 entries on a large node). Timestamps are coarse (a kernel tick), so two
-    changes within one tick leave one mtime: while the mtime is within RACY_SECONDS of now (or in the future, after
-    a clock step) the listing itself is the fingerprint. A later change then stamps a newer mtime than one that had
-    already settled. A missing directory is ().
-    """
-    try:
-        stat = confined.stat_path(directory)
-    except OSError:
-        return ()
-    if time.time_ns() - stat.st_mtime_ns < RACY_SECONDS * 1_000_000_000:
-        return ("listing", tuple(sorted(list_dir(directory))))
-    return (stat.st_ino, stat.st_mtime_ns)
+def _memory(
+    snapshot: Names,
+    listings: list[_Listing | None],
+    identities: _Identities,
+    logs: Mapping[str, _PodLogDir | None] | None,
+) -> NamesMemory:
+    return NamesMemory(
+        snapshot, tuple(listings), identities.bundles, identities.kept, identities.waiting, identities.turns, logs
+    )
 
 
-def fingerprint(paths: Paths) -> Hashable:
-    """The bundle directories' states (``_directory_state``) and each pod log directory with its mtime (new
-    container log dirs)."""
-    parts: list[Hashable] = []
-    for _, directory, _ in bundle_locations(paths):
-        parts.append(_directory_state(directory))
-    logs: list[tuple[str, int]] = []
-    try:
-        with confined.scandir(paths.pod_logs) as entries:
-            for entry in entries:
-                try:
-                    if entry.is_symlink():  # followed under the root, never by the entry's own stat()
-                        mtime = confined.stat_path(paths.pod_logs / entry.name).st_mtime_ns
-                    else:
-                        mtime = entry.stat(follow_symlinks=False).st_mtime_ns
-                    logs.append((entry.name, mtime))
-                except OSError:
-                    continue
-    except OSError:
-        pass
-    parts.append(tuple(sorted(logs)))
-    return tuple(parts)
+def _reads(listing: _Listing | None) -> tuple[_Read, ...]:
+    return listing.reads if listing is not None else ()
+
+
+def read(paths: Paths) -> Names:
+    """Container and pod identities from the runtime bundles and var/log/pods; SourceUnavailable if none exists."""
+    return _read(paths, None, 1, 0)[0]
 
 
 def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
-    """A reading handed the previous one's parsed bundles: a bundle is parsed again only when it changed. While it
-    saw a bundle whose config.json was not written yet, the reading is not settled: the HostReader reads it again
-    next time whatever the fingerprint says (the listing would not change when the file arrives)."""
-    cache = _BundleCache(refresh.memory)
-    result = read(paths, cache)
-    return Carried(result, cache.entries, settled=not cache.pending)
+    """A reading handed the previous one's (``NamesMemory``): what gives the same result as ``read`` for the cost of
+    what changed since. The bundle directories and pod log directories whose settled (inode, mtime) did not move
+    keep their listings; a new bundle is parsed at once and a gone one dropped; a known bundle's config.json is
+    stat'ed again in its turn of the ``BUNDLE_CONFIGS`` rotation (every one at a whole reading), and parsed again
+    when it moved. When nothing differs the previous snapshot is handed out again, unchanged (its generation stays).
+    A bundle seen without its config.json is not remembered: every reading looks for it again."""
+    memory = refresh.memory if isinstance(refresh.memory, NamesMemory) else None
+    share, turn = refresh.rotation(BUNDLE_CONFIGS)
+    snapshot, kept, pending, unchanged = _read(paths, memory, share, turn, trust=not refresh.whole)
+    return Carried(snapshot, kept, settled=not pending, unchanged=unchanged)
 
 
 SOURCE = SourceSpec(
     name="names",
     read=read,
-    fingerprint=fingerprint,
     incremental=read_incremental,
     description="pod and container names per container ID, from runtime bundle annotations and var/log/pods",
 )
