@@ -138,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.stray and not args.churn:
         parser.error("--stray needs --churn")
-    churn = bench_churn.Churn(args.host_root, stray=args.stray) if args.churn else None
+    churn = (
+        bench_churn.Churn(args.host_root, stray=args.stray, pods=args.pods, pinned_every=args.pinned_every)
+        if args.churn
+        else None
+    )
     loop = evaluation_loop(args.host_root, args.evaluations, cold=args.cold, stagger=args.stagger, churn=churn)
     if churn is not None and (args.pyinstrument or args.memory):
         print("note: --churn's advances cannot be left out of this profile: they are in it, under Churn.advance",
