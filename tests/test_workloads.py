@@ -384,14 +384,13 @@ def changed_state(host: Host):
 @pytest.mark.parametrize(
     ("source", "change"),
     [
-        pytest.param("names", changed_names, id="names"),
         pytest.param("kubelet_state", changed_state, id="kubelet-state"),
         pytest.param("gpus_sysfs", lambda host: GpuInventory(gpus=()), id="gpus"),
         # Equal, but read again (a new generation): only the generations say the join would be the same.
-        pytest.param("names", lambda host: replace(host.names), id="names-equal-copy"),
+        pytest.param("kubelet_state", lambda host: replace(host.kubelet_state), id="kubelet-state-equal-copy"),
     ],
 )
-def test_a_new_names_kubelet_state_or_gpu_snapshot_joins_every_pod_again(source, change):
+def test_a_new_kubelet_state_or_gpu_snapshot_joins_every_pod_again(source, change):
     first = readings.as_reading(reference_snapshot())
     earlier = build_workloads(first, REFERENCE)
     second = readings.next_reading(first, **{source: change(first)})
@@ -399,6 +398,27 @@ def test_a_new_names_kubelet_state_or_gpu_snapshot_joins_every_pod_again(source,
     workloads = build_workloads(second, REFERENCE)
 
     assert reused(workloads, earlier) == set()
+    assert workloads == from_scratch(second)
+
+
+@pytest.mark.parametrize(
+    ("change", "joined_again"),
+    [
+        pytest.param(changed_names, {VLLM.container.container_id}, id="one-pods-names"),
+        # Read again (a new generation) but saying the same of every pod: under pod churn the names source is read
+        # again at nearly every evaluation, for the one pod that came or went.
+        pytest.param(lambda host: replace(host.names), set(), id="equal-copy"),
+        pytest.param(lambda host: None, ALL_CONTAINERS, id="names-down"),
+    ],
+)
+def test_a_new_names_snapshot_joins_again_only_the_pods_whose_names_changed(change, joined_again):
+    first = readings.as_reading(reference_snapshot())
+    earlier = build_workloads(first, REFERENCE)
+    second = readings.next_reading(first, names=change(first))
+
+    workloads = build_workloads(second, REFERENCE)
+
+    assert reused(workloads, earlier) == ALL_CONTAINERS - joined_again
     assert workloads == from_scratch(second)
 
 

@@ -147,8 +147,9 @@ def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
 
     A pod's join depends on the pod and on the names, kubelet state and GPU inventory readings alone (and on which GPUs
     the topology puts on another CPU node), so in serve it is reused from an earlier reading (``Host.derived``) while
-    the pod's generation (the cgroups source hands an unchanged pod out again) and those sources' generations
-    (fingerprinted: unchanged while their files are) are the same (``pod_join_keys``).
+    the pod's generation (the cgroups source hands an unchanged pod out again), the kubelet state's and inventory's
+    generations (fingerprinted: unchanged while their files are) and what the names say of the pod's containers are
+    the same (``pod_join_keys``).
     """
     return _joined(host, intent).workloads
 
@@ -179,8 +180,36 @@ def _context(host: Host) -> tuple[Hashable, ...] | None:
     return (*(host.generation(name) for name in _JOINED_SOURCES), _moved_gpus(inventory, host.topology), parts)
 
 
-# The sources a pod's join reads besides the pod (see _Shared) and the topology; their generations key the join.
-_JOINED_SOURCES = ("names", "kubelet_state", "gpus_sysfs")
+# The sources a pod's join reads besides the pod, the topology and the names (see _Shared); their generations key
+# the join. The names are keyed by what the pod's join reads of them (``_names_of``): under pod churn the names
+# source is read again at nearly every evaluation, for one pod's bundles, and every other pod's join still holds.
+_JOINED_SOURCES = ("kubelet_state", "gpus_sysfs")
+
+
+def _identity_of(identity: ContainerIdentity | None) -> Hashable:
+    if identity is None:
+        return None
+    return (
+        identity.pod_uid,
+        identity.namespace,
+        identity.pod_name,
+        identity.container_name,
+        identity.container_type,
+        identity.origin,
+    )
+
+
+def _names_of(pod: PodCgroup, names: Names | None) -> Hashable:
+    """All that a pod's join reads of the names source: the pod's identity, its containers' and its log directory's
+    container names (strings, cheap to hash), or None when the source is down."""
+    if names is None:
+        return None
+    known = names.pods.get(pod.uid)
+    return (
+        (known.namespace, known.name) if known is not None else None,
+        tuple(_identity_of(names.containers.get(container.container_id)) for container in pod.containers),
+        names.pod_log_containers.get(pod.uid),
+    )
 
 
 def _moved_gpus(inventory: GpuInventory | None, topology: Topology | None) -> tuple[tuple[str, int | None], ...]:
@@ -227,7 +256,7 @@ def _join(host: Host, intent: Intent) -> _Join:
     for pod in cgroups.pods:
         key: Hashable | None = None
         if context is not None and pod.generation:
-            key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation)
+            key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation, _names_of(pod, names))
         # An entry holds the intent it was made for: a recycled id() of a collected intent never matches.
         prior = derived.get(key) if key is not None else None
         if prior is not None and prior[0] is intent:
