@@ -17,6 +17,7 @@ from numawatch.errors import SourceUnavailable
 from numawatch.host import HostReader, Inputs, read_host
 from numawatch.intent import REFERENCE, parse_intent
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE
+from numawatch.refresh import POD_USAGE
 from numawatch.sources import cgroups, kubelet_config, pod_usage
 from numawatch.sources.node_registration import collect
 from numawatch.taints import Taint, TaintError, parse_label, parse_labels, parse_taint, parse_taints
@@ -309,18 +310,20 @@ def test_handed_the_cgroups_reading_the_source_lists_no_directory_and_reads_the_
 
 def test_the_reader_rates_cpu_between_its_readings_and_staggers_pods(fake_host):
     node = reference_node(fake_host)
-    clock = iter([100.0, 110.0, 120.0, 130.0])
-    reader = Driven(pod_usage.SOURCE, stagger=2, clock=lambda: next(clock))
+    clock = iter(range(100, 1000, 10))  # 10 s between readings
+    reader = Driven(pod_usage.SOURCE, stagger=2, clock=lambda: float(next(clock)))
+    length = reader.readings_per_round(POD_USAGE)  # the pod usage's round: K times its stretch
     set_pod_usage(fake_host, node.pod(NODE_EXPORTER), cpu_seconds=10.0, memory_bytes=GIB)
-    reader.read(fake_host.paths)
+    reader.read(fake_host.paths)  # reading 0: every pod is new, read at once
     set_pod_usage(fake_host, node.pod(NODE_EXPORTER), cpu_seconds=30.0, memory_bytes=GIB)
 
-    second, third = reader.read(fake_host.paths), reader.read(fake_host.paths)
+    rates = [reader.read(fake_host.paths).pods[NODE_EXPORTER.uid].cpu_cores for _ in range(length)]
 
-    # Its turn is its UID's CRC modulo 2: the second reading (turn 1) reads it 10 s after the first, or the third
-    # (turn 0) 20 s after; between turns its last value is handed on.
-    rates = (second.pods[NODE_EXPORTER.uid].cpu_cores, third.pods[NODE_EXPORTER.uid].cpu_cores)
-    assert rates == ((2.0, 2.0) if zlib.crc32(NODE_EXPORTER.uid.encode()) % 2 == 1 else (None, 1.0))
+    # Its turn is its UID's CRC modulo the round: read then, 10 s per reading after the first; between turns its
+    # last value is handed on (the first reading's, which has no rate).
+    turn = zlib.crc32(NODE_EXPORTER.uid.encode()) % length or length  # reading 0's turn comes again at reading R
+    expected = [None] * (turn - 1) + [20.0 / (10 * turn)] * (length - turn + 1)
+    assert rates == pytest.approx(expected)
 
 
 def test_a_malformed_usage_file_is_named_and_leaves_that_value_unknown(fake_host):

@@ -17,6 +17,7 @@ from numawatch.refresh import (
     GOVERNORS,
     IDLE_STATES,
     PLACEMENT,
+    POD_USAGE,
     POLICIES,
     SHARED_PODS,
     Carried,
@@ -107,6 +108,7 @@ def test_only_a_rotating_family_may_be_stretched_and_only_by_a_whole_number():
         ("cgroups", PLACEMENT),
         ("cgroups", SHARED_PODS),
         ("names", BUNDLE_CONFIGS),
+        ("pod_usage", POD_USAGE),
     }
 
 

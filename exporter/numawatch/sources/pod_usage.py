@@ -11,8 +11,8 @@ Only node_workload_not_isolated uses it, to say how much a pod that does not bel
 the cost is kept small: the pod level (a pod's containers are summed there by the kernel), no per-container file.
 The CPU use is a rate, cores on average since the HostReader's previous reading of the pod (``read_incremental``;
 ``check --window`` reads twice); one reading has only the cumulative time. With serve's ``--stagger k`` a reading
-reads a rotating 1/k of the pods (turn by the UID's CRC, as the cgroups
-source staggers Burstable pods) and hands the others' last values on; a new pod is read at once.
+reads a rotating share of the pods (1/(4k): the refresh table stretches the family; turn by the UID's CRC, as the
+cgroups source staggers Burstable pods) and hands the others' last values on; a new pod is read at once.
 A malformed or vanished file leaves that value unknown.
 """
 
@@ -30,7 +30,7 @@ from numawatch.model import frozen_map
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, PodsUsage, PodUsage
 from numawatch.paths import Paths
 from numawatch.refresh import POD_USAGE, Carried, Refresh
-from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._files import list_dir, read_small_text
 from numawatch.sources.cgroups import _detect as detect_kubepods
 from numawatch.sources.cgroups import parse_pod_dir
 
@@ -86,8 +86,9 @@ def pod_directories(paths: Paths) -> tuple[int, list[tuple[str, str, str]]]:
     return version, found
 
 
-def _value(path: Path, parse: Callable[[str], float | int]) -> float | int | None:
-    text = read_optional_text(path, _LIMIT)
+def _value(path: str, parse: Callable[[str], float | int]) -> float | int | None:
+    # One read: a cgroup's cpu.stat and memory.current are a few hundred bytes, filled in one read by the kernel.
+    text = read_small_text(path, _LIMIT)
     if text is None:
         return None
     try:
@@ -107,13 +108,13 @@ def _cpu_hierarchy(paths: Paths, version: int) -> Path:
 def _read_pod(
     paths: Paths, version: int, cpu_root: Path, rel: str, uid: str, qos: str, problems: dict[str, str]
 ) -> PodUsage:
-    root = paths.cgroupfs
+    root = str(paths.cgroupfs)
     if version == 2:
-        cpu_path, cpu_parse = root / rel / "cpu.stat", parse_usage_usec
-        memory_path = root / rel / "memory.current"
+        cpu_path, cpu_parse = f"{root}/{rel}/cpu.stat", parse_usage_usec
+        memory_path = f"{root}/{rel}/memory.current"
     else:
-        cpu_path, cpu_parse = cpu_root / rel / "cpuacct.usage", parse_nanoseconds
-        memory_path = root / "memory" / rel / "memory.usage_in_bytes"
+        cpu_path, cpu_parse = f"{cpu_root}/{rel}/cpuacct.usage", parse_nanoseconds
+        memory_path = f"{root}/memory/{rel}/memory.usage_in_bytes"
     values: list[float | int | None] = []
     for path, parse in ((cpu_path, cpu_parse), (memory_path, parse_bytes)):
         try:
