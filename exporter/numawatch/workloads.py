@@ -199,6 +199,21 @@ def _identity_of(identity: ContainerIdentity | None) -> Hashable:
     )
 
 
+def _names_version(host: Host, pod: PodCgroup, names: Names | None) -> Hashable:
+    """A token that changes exactly when what the names say of ``pod`` (``_names_of``) does: the names and pod
+    generations at which that last changed. Small, so the keys holding it hash cheaply; worked out again only when
+    the names source or the pod was read again (``Host.derived``)."""
+    key = ("workloads.names", pod.cgroup_path)
+    names_generation = host.generation("names")
+    known = host.derived.get(key)
+    if known is not None and known[0] == names_generation and known[1] == pod.generation:
+        return known[3]
+    view = _names_of(pod, names)
+    version = known[3] if known is not None and known[2] == view else (names_generation, pod.generation)
+    host.derived.put(key, (names_generation, pod.generation, view, version))
+    return version
+
+
 def _names_of(pod: PodCgroup, names: Names | None) -> Hashable:
     """All that a pod's join reads of the names source: the pod's identity, its containers' and its log directory's
     container names (strings, cheap to hash), or None when the source is down."""
@@ -256,7 +271,8 @@ def _join(host: Host, intent: Intent) -> _Join:
     for pod in cgroups.pods:
         key: Hashable | None = None
         if context is not None and pod.generation:
-            key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation, _names_of(pod, names))
+            names_version = _names_version(host, pod, names)
+            key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation, names_version)
         # An entry holds the intent it was made for: a recycled id() of a collected intent never matches.
         prior = derived.get(key) if key is not None else None
         if prior is not None and prior[0] is intent:
