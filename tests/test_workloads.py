@@ -422,6 +422,17 @@ def test_a_new_names_snapshot_joins_again_only_the_pods_whose_names_changed(chan
     assert workloads == from_scratch(second)
 
 
+def test_names_changed_and_changed_back_join_the_pod_as_each_reading_says():
+    first = readings.as_reading(reference_snapshot())
+    build_workloads(first, REFERENCE)
+    second = readings.next_reading(first, names=changed_names(first))
+    third = readings.next_reading(second, names=first.names)  # back as it was, read again
+
+    assert by_name(build_workloads(second, REFERENCE))["vllm"].pod_name == "vllm-llama-1"
+    assert by_name(build_workloads(third, REFERENCE))["vllm"].pod_name == VLLM.name
+    assert build_workloads(third, REFERENCE) == from_scratch(third)
+
+
 def test_the_changed_inputs_show_in_the_new_join():
     first = readings.as_reading(reference_snapshot())
     build_workloads(first, REFERENCE)
