@@ -1570,6 +1570,73 @@ def test_an_invalidated_source_reads_everything_at_its_next_staggered_reading(fa
     assert 0 < sum(after.irqs[n].affinity == {2} for n in range(40, 56)) < 16
 
 
+# ------------------------------------------------------------------------- irqs: /proc/interrupts says what came
+def irq_set(numbers) -> list[FakeIrq]:
+    return [FakeIrq(n, f"q{n}", frozenset({0, 1}), frozenset({0})) for n in numbers]
+
+
+def with_interrupts(paths: Paths) -> Inputs:
+    return Inputs.of(interrupts=interrupts.read(paths))
+
+
+def listings_of(monkeypatch) -> list[int]:
+    """One entry per listing of proc/irq from now on."""
+    taken: list[int] = []
+    real = irqs._list_irq_root
+
+    def list_irq_root(paths):
+        taken.append(1)
+        return real(paths)
+
+    monkeypatch.setattr(irqs, "_list_irq_root", list_irq_root)
+    return taken
+
+
+def test_while_proc_interrupts_lists_the_same_irqs_proc_irq_is_listed_at_the_rounds_first_turn_only(
+    fake_host, monkeypatch
+):
+    add_irqs(fake_host, IRQ_CPUS, irq_set(range(40, 56)))
+    reader = staggered(Driven("irqs", inputs=with_interrupts))
+    reader.read(fake_host.paths)
+    listings = listings_of(monkeypatch)
+
+    taken = 0
+    for _ in range(2 * A):
+        before = len(listings)
+        found = reader.read(fake_host.paths)
+        taken += len(listings) - before
+        assert found == irqs.read(fake_host.paths)  # (which lists proc/irq itself)
+
+    assert taken == 2  # one per round, at its first turn
+
+    without = staggered(Driven("irqs"))  # the interrupts source down: listed at every reading
+    without.read(fake_host.paths)
+    listings.clear()
+    for _ in range(A):
+        without.read(fake_host.paths)
+    assert len(listings) == A
+
+
+def test_an_irq_set_up_or_freed_shows_at_once_and_one_without_a_handler_within_the_round(fake_host, monkeypatch):
+    add_irqs(fake_host, IRQ_CPUS, irq_set(range(40, 56)))
+    reader = staggered(Driven("irqs", inputs=with_interrupts))
+    reader.read(fake_host.paths)
+    reader.read(fake_host.paths)
+
+    add_irqs(fake_host, IRQ_CPUS, irq_set([*range(40, 56), 99]))  # a handler requested: its row and directory
+    assert 99 in reader.read(fake_host.paths).irqs
+
+    add_irqs(fake_host, IRQ_CPUS, irq_set([*range(41, 56), 99]))
+    fake_host.remove("proc/irq/40")  # freed: its row and its directory go
+    assert 40 not in reader.read(fake_host.paths).irqs
+
+    fake_host.write("proc/irq/120/smp_affinity_list", "2")  # a descriptor without a handler: no row
+    fake_host.write("proc/irq/120/effective_affinity_list", "2")
+    seen = [120 in reader.read(fake_host.paths).irqs for _ in range(A)]
+    assert seen[-1]  # listed at the round's first turn at the latest, then kept
+    assert reader.read(fake_host.paths) == irqs.read(fake_host.paths)
+
+
 def test_a_cpu_hotplug_event_makes_the_irqs_and_kernel_readers_read_everything():
     from numawatch.hotplug import sources_to_refresh
 

@@ -49,7 +49,7 @@ from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Inputs, SourceSpec
-from numawatch.model.interrupts import IrqAffinity, Irqs
+from numawatch.model.interrupts import Interrupts, IrqAffinity, Irqs
 from numawatch.paths import Paths
 from numawatch.refresh import AFFINITIES, Carried, Refresh
 from numawatch.sources._files import read_small
@@ -299,6 +299,17 @@ class IrqsMemory(NamedTuple):
     missed: list[tuple[int, str]]  # numbered entries that could not be read
     # IRQs among ``entries`` with a writable and with a read-only smp_affinity; None: count them when needed.
     modes: tuple[int, int] | None
+    # The numbered rows of /proc/interrupts (the interrupts source's reading) when ``listing`` was taken; None:
+    # unknown, and proc/irq is listed at every reading.
+    rows_hint: tuple[str, ...] | None = None
+
+
+def _rows_hint(inputs: Inputs | None) -> tuple[str, ...] | None:
+    """The IRQ numbers /proc/interrupts lists (its numbered rows), or None without the interrupts source."""
+    found: Interrupts | None = inputs.get("interrupts") if inputs is not None else None
+    if found is None:
+        return None
+    return tuple(row.key for row in found.rows if row.key.isdigit())
 
 
 def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
@@ -316,16 +327,23 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     memory: IrqsMemory | None = refresh.memory
     share, turn = refresh.rotation(AFFINITIES)
     round_ = refresh.round_of(AFFINITIES)
+    hint = _rows_hint(inputs)
     listed = None
     if share > 1 and memory is not None and memory.listing is not None:
+        if turn != 0 and hint is not None and hint == memory.rows_hint:
+            # Every IRQ set up with a handler has its row in /proc/interrupts: while those rows are the ones of the
+            # last listing, no IRQ came or went, and the 2,000-entry listing is not taken again. An IRQ directory
+            # without a handler (it never fires) shows at the round's first turn, when proc/irq is listed anyway.
+            return _read_turn(memory, str(paths.procfs / "irq"), share, turn, round_, refresh.generation)
         listed = _list_irq_root(paths)
         if listed[1] == memory.listing:  # one C comparison of the names
-            return _read_turn(memory, listed[0], share, turn, round_, refresh.generation)
+            carried = _read_turn(memory, listed[0], share, turn, round_, refresh.generation)
+            return Carried(carried.snapshot, carried.memory._replace(rows_hint=hint))
     seen = memory.seen if memory is not None else None
     reading = _read_all(paths, seen, share, turn, listed, round_, refresh.generation)
     plan = memory.plan if memory is not None and reading.listing == memory.listing else None
     return Carried(
-        reading.result, IrqsMemory(reading.seen, reading.entries, reading.listing, plan, reading.missed, None)
+        reading.result, IrqsMemory(reading.seen, reading.entries, reading.listing, plan, reading.missed, None, hint)
     )
 
 
@@ -377,7 +395,8 @@ def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int
     if added:
         entries = dict(sorted(entries.items()))
     result = _snapshot(entries, _read_default(root), writable > 0, read_only > 0, problems)
-    return Carried(result, IrqsMemory(seen, entries, memory.listing, plan, missed, (writable, read_only)))
+    memory = IrqsMemory(seen, entries, memory.listing, plan, missed, (writable, read_only), memory.rows_hint)
+    return Carried(result, memory)
 
 
 def _numbered(listing: list[str]) -> list[tuple[int, str]]:
@@ -389,6 +408,8 @@ SOURCE = SourceSpec(
     name="irqs",
     read=read,
     incremental=read_incremental,
+    # Its numbered rows say whether IRQs came or went, so proc/irq is not listed at every reading.
+    needs=("interrupts",),
     description="requested and effective affinity of every IRQ (/proc/irq/<n>)",
 )
 
