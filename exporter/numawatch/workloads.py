@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from numawatch import telemetry
 from numawatch.cpuset import CPUSet
@@ -33,6 +34,8 @@ from numawatch.model.workloads import ContainerCgroup, ContainerIdentity, Names,
 NODE_WITHOUT_TOPOLOGY = -1
 # The domain of a device plugin's resources -> the vendor label of its devices (docs/gpu.md, "Device plugins").
 RESOURCE_VENDORS = {"nvidia.com": "nvidia", "amd.com": "amd", "habana.ai": "habana"}
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,113 @@ def pod_join_keys(host: Host, intent: Intent) -> tuple[Hashable | None, ...]:
     not made by a HostReader, a pod from a one-off reading), never reused. What a consumer may key what it derives
     from a pod's workloads on."""
     return _joined(host, intent).keys
+
+
+def per_pod(
+    host: Host,
+    intent: Intent,
+    name: str,
+    inputs: Hashable,
+    make: Callable[[tuple[Workload, ...]], T],
+    *,
+    pod_input: Callable[[tuple[Workload, ...]], Hashable] | None = None,
+    by_uid: bool = False,
+) -> tuple[T, ...]:
+    """``make(workloads of one pod)`` for every pod with workloads, in the cgroups source's order, each made once
+    for as long as what it depends on stays the same (the one place a check or metric reuses per-pod values).
+
+    ``make`` may depend on nothing but those workloads, the intent, ``inputs`` (what every pod's value depends on
+    besides its workloads: generation numbers and values, compared once per reading) and ``pod_input(workloads)``
+    (what one pod's value depends on besides: a value cheap to compare, such as its usage reading). A pod whose
+    workloads were joined under the same key as at the previous reading (``pod_join_keys``: the generations of the
+    pod and the sources joined with it), with equal ``inputs`` and ``pod_input``, gets the value made then
+    (``Host.derived``, one table per ``name`` holding the current pods only); a pod without a key (a Host not made by
+    a HostReader) gets a new one. ``by_uid``: the pod cgroups of one UID (an old one lingering after a restart) are
+    one pod, their workloads together, in the order the UID is first listed.
+    """
+    units = _units(workloads_by_pod(host, intent), pod_join_keys(host, intent), by_uid)
+    keys = [key for key, _ in units]
+    owns: list[Hashable] = [None] * len(units)
+    if pod_input is not None:
+        owns = [pod_input(workloads) for _, workloads in units]
+    derived = host.derived
+    table_key = ("per_pod", name)
+    prior = derived.get(table_key)
+    # The table holds the intent it was made for (the pod keys name it by id()) and the inputs, compared once here.
+    if not isinstance(prior, _PerPod) or prior.intent is not intent or prior.inputs != inputs:
+        prior = None
+    if prior is not None and prior.keys == keys and prior.owns == owns and None not in keys:
+        made = prior.made  # nothing changed: the usual reading
+    else:
+        made = tuple(_made(units, keys, owns, prior, make))
+    derived.put(table_key, _PerPod(intent, inputs, keys, owns, made))
+    return made
+
+
+@dataclass(frozen=True, eq=False)
+class _PerPod(Generic[T]):
+    """What ``per_pod`` made at one reading for one name: each pod's key, ``pod_input`` and value, in pod order."""
+
+    intent: Intent
+    inputs: Hashable
+    keys: list[Hashable | None]
+    owns: list[Hashable]
+    made: tuple[T, ...]
+
+
+def _made(
+    units: list[tuple[Hashable | None, tuple[Workload, ...]]],
+    keys: list[Hashable | None],
+    owns: list[Hashable],
+    prior: _PerPod[T] | None,
+    make: Callable[[tuple[Workload, ...]], T],
+) -> Iterator[T]:
+    """Each pod's value: the prior reading's where its key and ``pod_input`` are the same (found at the same place,
+    else by key once a pod was added or removed), else made anew."""
+    by_key: dict[Hashable, tuple[Hashable, T]] | None = None
+    for index, (key, workloads) in enumerate(units):
+        own = owns[index]
+        if prior is not None and key is not None:
+            if index < len(prior.keys) and prior.keys[index] == key:
+                if prior.owns[index] == own:
+                    yield prior.made[index]
+                    continue
+            else:
+                if by_key is None:
+                    known = zip(prior.keys, prior.owns, prior.made, strict=True)
+                    by_key = {k: (o, v) for k, o, v in known if k is not None}
+                found = by_key.get(key)
+                if found is not None and found[0] == own:
+                    yield found[1]
+                    continue
+        yield make(workloads)
+
+
+def _units(
+    per_pod: tuple[tuple[Workload, ...], ...], keys: tuple[Hashable | None, ...], by_uid: bool
+) -> list[tuple[Hashable | None, tuple[Workload, ...]]]:
+    """(key, workloads) of every pod with workloads; ``by_uid``: of every pod UID, keyed by its pod cgroups' keys
+    (None when one has none)."""
+    pods = [(key, workloads) for key, workloads in zip(keys, per_pod, strict=True) if workloads]
+    if not by_uid or _distinct(workloads[0].pod_uid for _, workloads in pods):
+        return pods
+    grouped: dict[str, list[tuple[Hashable | None, tuple[Workload, ...]]]] = {}
+    for key, workloads in pods:
+        grouped.setdefault(workloads[0].pod_uid, []).append((key, workloads))
+    units: list[tuple[Hashable | None, tuple[Workload, ...]]] = []
+    for members in grouped.values():
+        if len(members) == 1:
+            units.append(members[0])
+            continue
+        member_keys = tuple(key for key, _ in members)
+        key = None if None in member_keys else ("uid", member_keys)
+        units.append((key, tuple(w for _, workloads in members for w in workloads)))
+    return units
+
+
+def _distinct(values: Iterable[Hashable]) -> bool:
+    listed = list(values)
+    return len(set(listed)) == len(listed)
 
 
 def _context(host: Host) -> tuple[Hashable, ...] | None:
