@@ -192,7 +192,8 @@ def per_pod(
     a HostReader) gets a new one. ``by_uid``: the pod cgroups of one UID (an old one lingering after a restart) are
     one pod, their workloads together, in the order the UID is first listed.
     """
-    units = _units(workloads_by_pod(host, intent), pod_join_keys(host, intent), by_uid)
+    joined = _joined(host, intent)
+    units = _units(joined.per_pod, joined.keys, by_uid)
     keys = [key for key, _ in units]
     owns: list[Hashable] = [None] * len(units)
     if pod_input is not None:
@@ -200,14 +201,20 @@ def per_pod(
     derived = host.derived
     table_key = ("per_pod", name)
     prior = derived.get(table_key)
-    # The table holds the intent it was made for (the pod keys name it by id()) and the inputs, compared once here.
-    if not isinstance(prior, _PerPod) or prior.intent is not intent or prior.inputs != inputs:
+    # The table holds the intent it was made for (the pod keys name it by id()), what every pod's join depended on
+    # (part of every pod key: when it changed, no pod's key is the same) and the inputs, compared once here.
+    if (
+        not isinstance(prior, _PerPod)
+        or prior.intent is not intent
+        or prior.context != joined.context
+        or prior.inputs != inputs
+    ):
         prior = None
     if prior is not None and prior.keys == keys and prior.owns == owns and None not in keys:
         made = prior.made  # nothing changed: the usual reading
     else:
         made = tuple(_made(units, keys, owns, prior, make))
-    derived.put(table_key, _PerPod(intent, inputs, keys, owns, made))
+    derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, owns, made))
     return made
 
 
@@ -216,6 +223,7 @@ class _PerPod(Generic[T]):
     """What ``per_pod`` made at one reading for one name: each pod's key, ``pod_input`` and value, in pod order."""
 
     intent: Intent
+    context: Hashable | None
     inputs: Hashable
     keys: list[Hashable | None]
     owns: list[Hashable]
@@ -251,11 +259,11 @@ def _made(
 
 
 def _units(
-    per_pod: tuple[tuple[Workload, ...], ...], keys: tuple[Hashable | None, ...], by_uid: bool
+    by_pod: tuple[tuple[Workload, ...], ...], keys: tuple[Hashable | None, ...], by_uid: bool
 ) -> list[tuple[Hashable | None, tuple[Workload, ...]]]:
     """(key, workloads) of every pod with workloads; ``by_uid``: of every pod UID, keyed by its pod cgroups' keys
     (None when one has none)."""
-    pods = [(key, workloads) for key, workloads in zip(keys, per_pod, strict=True) if workloads]
+    pods = [(key, workloads) for key, workloads in zip(keys, by_pod, strict=True) if workloads]
     if not by_uid or _distinct(workloads[0].pod_uid for _, workloads in pods):
         return pods
     grouped: dict[str, list[tuple[Hashable | None, tuple[Workload, ...]]]] = {}
@@ -321,6 +329,7 @@ class _Join:
     workloads: tuple[Workload, ...]
     per_pod: tuple[tuple[Workload, ...], ...]  # the workloads of each pod in cgroups.pods, in order
     keys: tuple[Hashable | None, ...]  # each pod's key (pod_join_keys)
+    context: Hashable | None = None  # what every pod's key holds besides the pod (_context)
 
 
 def _join(host: Host, intent: Intent) -> _Join:
@@ -351,7 +360,7 @@ def _join(host: Host, intent: Intent) -> _Join:
         keys.append(key)
         per_pod.append(joined)
         workloads.extend(joined)
-    return _Join(intent, tuple(workloads), tuple(per_pod), tuple(keys))
+    return _Join(intent, tuple(workloads), tuple(per_pod), tuple(keys), context)
 
 
 class _Shared:
