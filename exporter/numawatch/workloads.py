@@ -210,10 +210,12 @@ def per_pod(
         or prior.inputs != inputs
     ):
         prior = None
-    if prior is not None and prior.keys == keys and prior.owns == owns and None not in keys:
+    if prior is None:
+        made = tuple(map(make, [workloads for _, workloads in units]))
+    elif prior.keys == keys and prior.owns == owns and None not in keys:
         made = prior.made  # nothing changed: the usual reading
     else:
-        made = tuple(_made(units, keys, owns, prior, make))
+        made = tuple(_made(units, owns, prior, make))
     derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, owns, made))
     return made
 
@@ -232,9 +234,8 @@ class _PerPod(Generic[T]):
 
 def _made(
     units: list[tuple[Hashable | None, tuple[Workload, ...]]],
-    keys: list[Hashable | None],
     owns: list[Hashable],
-    prior: _PerPod[T] | None,
+    prior: _PerPod[T],
     make: Callable[[tuple[Workload, ...]], T],
 ) -> Iterator[T]:
     """Each pod's value: the prior reading's where its key and ``pod_input`` are the same (found at the same place,
@@ -242,7 +243,7 @@ def _made(
     by_key: dict[Hashable, tuple[Hashable, T]] | None = None
     for index, (key, workloads) in enumerate(units):
         own = owns[index]
-        if prior is not None and key is not None:
+        if key is not None:
             if index < len(prior.keys) and prior.keys[index] == key:
                 if prior.owns[index] == own:
                     yield prior.made[index]
