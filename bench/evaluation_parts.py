@@ -10,8 +10,9 @@ One ``HostReader`` as ``bench/run.py``'s ``serve_reader`` makes it (serve's stag
 ``--runs`` evaluations: ``reader.read()``, every check, ``metrics.families`` and the gzip OpenMetrics body as serve
 writes it (``server.Bodies``: the plain body, then its gzip at level 1; a version without ``Bodies`` writes the body
 and gzips it whole). With ``--churn`` (bench/churn.py) the tree moves on before each evaluation, outside the timing,
-so that what serve reuses from the last evaluation is measured as a busy node leaves it. CPU time of this process
-(``time.process_time``), medians; compare versions interleaved, run after run.
+so that what serve reuses from the last evaluation is measured as a busy node leaves it (it changes the tree in
+place: measure a copy, a fresh one per run). CPU time of this process (``time.process_time``), medians; compare
+versions interleaved, run after run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tree", help="a host tree made by bench/shapes.py or bench/generate_host.py")
     parser.add_argument("--runs", type=int, default=12)
@@ -32,8 +33,10 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import churn as bench_churn  # bench/churn.py, next to this file
 
-    bench_churn.add_churn_arguments(parser, "before each evaluation")
-    args = parser.parse_args()
+    bench_churn.add_churn_arguments(parser, "before each evaluation, outside the timings")
+    args = parser.parse_args(argv)
+    if (args.stray or args.pods or args.pinned_every) and not args.churn:
+        parser.error("--stray, --pods and --pinned-every need --churn")
     sys.path.insert(0, args.bench)
     import run as bench_run  # bench/run.py of the version measured
     from numawatch import metrics
@@ -70,7 +73,8 @@ def main() -> None:
             for name, value in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0), strict=True):
                 parts[name].append(value * 1000)
     print(" ".join(f"{name} {statistics.median(values):.1f}" for name, values in parts.items()))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -214,8 +214,10 @@ def test_the_rows_of_a_deleted_pod_are_not_kept():
 
     assert not rows_of_pod(after["cpus"], TRTLLM.uid) and not rows_of_pod(after["memory"], TRTLLM.uid)
     trtllm = next(pod for pod in first.cgroups.pods if pod.uid == TRTLLM.uid)
-    kept = [key for key in first.derived if isinstance(key, tuple) and key[0] == "metrics.pod_rows"]
-    assert kept and all(key[3][3] != trtllm.cgroup_path for key in kept)  # (..., inputs, pod key: path 4th)
+    # One table per family (workloads.per_pod), of the pods of the readings it is kept for: by pod key (path 4th).
+    names = [key for key in first.derived if key[:1] == ("per_pod",) and key[1].startswith("metrics.pod_rows.")]
+    kept = [pod_key for name in names for pod_key in first.derived.get(name).keys]
+    assert kept and all(pod_key[3] != trtllm.cgroup_path for pod_key in kept)
 
 
 def naive_rows(host: Host) -> dict[str, list]:

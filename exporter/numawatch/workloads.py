@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from numawatch import telemetry
 from numawatch.cpuset import CPUSet
@@ -33,6 +34,8 @@ from numawatch.model.workloads import ContainerCgroup, ContainerIdentity, Names,
 NODE_WITHOUT_TOPOLOGY = -1
 # The domain of a device plugin's resources -> the vendor label of its devices (docs/gpu.md, "Device plugins").
 RESOURCE_VENDORS = {"nvidia.com": "nvidia", "amd.com": "amd", "habana.ai": "habana"}
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,122 @@ def pod_join_keys(host: Host, intent: Intent) -> tuple[Hashable | None, ...]:
     return _joined(host, intent).keys
 
 
+def per_pod(
+    host: Host,
+    intent: Intent,
+    name: str,
+    inputs: Hashable,
+    make: Callable[[tuple[Workload, ...]], T],
+    *,
+    pod_input: Callable[[tuple[Workload, ...]], Hashable] | None = None,
+    by_uid: bool = False,
+) -> tuple[T, ...]:
+    """``make(workloads of one pod)`` for every pod with workloads, in the cgroups source's order, each made once
+    for as long as what it depends on stays the same (the one place a check or metric reuses per-pod values).
+
+    ``make`` may depend on nothing but those workloads, the intent, ``inputs`` (what every pod's value depends on
+    besides its workloads: generation numbers and values, compared once per reading) and ``pod_input(workloads)``
+    (what one pod's value depends on besides: a value cheap to compare, such as its usage reading). A pod whose
+    workloads were joined under the same key as at the previous reading (``pod_join_keys``: the generations of the
+    pod and the sources joined with it), with equal ``inputs`` and ``pod_input``, gets the value made then
+    (``Host.derived``, one table per ``name`` holding the current pods only); a pod without a key (a Host not made by
+    a HostReader) gets a new one. ``by_uid``: the pod cgroups of one UID (an old one lingering after a restart) are
+    one pod, their workloads together, in the order the UID is first listed.
+    """
+    joined = _joined(host, intent)
+    units = _units(joined.per_pod, joined.keys, by_uid)
+    keys = [key for key, _ in units]
+    owns: list[Hashable] = [None] * len(units)
+    if pod_input is not None:
+        owns = [pod_input(workloads) for _, workloads in units]
+    derived = host.derived
+    table_key = ("per_pod", name)
+    prior = derived.get(table_key)
+    # The table holds the intent it was made for (the pod keys name it by id()), what every pod's join depended on
+    # (part of every pod key: when it changed, no pod's key is the same) and the inputs, compared once here.
+    if (
+        not isinstance(prior, _PerPod)
+        or prior.intent is not intent
+        or prior.context != joined.context
+        or prior.inputs != inputs
+    ):
+        prior = None
+    if prior is None:
+        made = tuple(map(make, [workloads for _, workloads in units]))
+    elif prior.keys == keys and prior.owns == owns and None not in keys:
+        made = prior.made  # nothing changed: the usual reading
+    else:
+        made = tuple(_made(units, owns, prior, make))
+    derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, owns, made))
+    return made
+
+
+@dataclass(frozen=True, eq=False)
+class _PerPod(Generic[T]):
+    """What ``per_pod`` made at one reading for one name: each pod's key, ``pod_input`` and value, in pod order."""
+
+    intent: Intent
+    context: Hashable | None
+    inputs: Hashable
+    keys: list[Hashable | None]
+    owns: list[Hashable]
+    made: tuple[T, ...]
+
+
+def _made(
+    units: list[tuple[Hashable | None, tuple[Workload, ...]]],
+    owns: list[Hashable],
+    prior: _PerPod[T],
+    make: Callable[[tuple[Workload, ...]], T],
+) -> Iterator[T]:
+    """Each pod's value: the prior reading's where its key and ``pod_input`` are the same (found at the same place,
+    else by key once a pod was added or removed), else made anew."""
+    by_key: dict[Hashable, tuple[Hashable, T]] | None = None
+    for index, (key, workloads) in enumerate(units):
+        own = owns[index]
+        if key is not None:
+            if index < len(prior.keys) and prior.keys[index] == key:
+                if prior.owns[index] == own:
+                    yield prior.made[index]
+                    continue
+            else:
+                if by_key is None:
+                    known = zip(prior.keys, prior.owns, prior.made, strict=True)
+                    by_key = {k: (o, v) for k, o, v in known if k is not None}
+                found = by_key.get(key)
+                if found is not None and found[0] == own:
+                    yield found[1]
+                    continue
+        yield make(workloads)
+
+
+def _units(
+    by_pod: tuple[tuple[Workload, ...], ...], keys: tuple[Hashable | None, ...], by_uid: bool
+) -> list[tuple[Hashable | None, tuple[Workload, ...]]]:
+    """(key, workloads) of every pod with workloads; ``by_uid``: of every pod UID, keyed by its pod cgroups' keys
+    (None when one has none)."""
+    pods = [(key, workloads) for key, workloads in zip(keys, by_pod, strict=True) if workloads]
+    if not by_uid or _distinct(workloads[0].pod_uid for _, workloads in pods):
+        return pods
+    grouped: dict[str, list[tuple[Hashable | None, tuple[Workload, ...]]]] = {}
+    for key, workloads in pods:
+        grouped.setdefault(workloads[0].pod_uid, []).append((key, workloads))
+    units: list[tuple[Hashable | None, tuple[Workload, ...]]] = []
+    for members in grouped.values():
+        if len(members) == 1:
+            units.append(members[0])
+            continue
+        member_keys = tuple(key for key, _ in members)
+        key = None if None in member_keys else ("uid", member_keys)
+        units.append((key, tuple(w for _, workloads in members for w in workloads)))
+    return units
+
+
+def _distinct(values: Iterable[Hashable]) -> bool:
+    listed = list(values)
+    return len(set(listed)) == len(listed)
+
+
 def _context(host: Host) -> tuple[Hashable, ...] | None:
     """What every pod's join depends on besides the pod: the generations of the sources it joins with, and the only
     part of the topology it reads (``_moved_gpus``); None when the generations are unknown."""
@@ -255,6 +374,7 @@ class _Join:
     workloads: tuple[Workload, ...]
     per_pod: tuple[tuple[Workload, ...], ...]  # the workloads of each pod in cgroups.pods, in order
     keys: tuple[Hashable | None, ...]  # each pod's key (pod_join_keys)
+    context: Hashable | None = None  # what every pod's key holds besides the pod (_context)
 
 
 def _join(host: Host, intent: Intent) -> _Join:
@@ -286,7 +406,7 @@ def _join(host: Host, intent: Intent) -> _Join:
         keys.append(key)
         per_pod.append(joined)
         workloads.extend(joined)
-    return _Join(intent, tuple(workloads), tuple(per_pod), tuple(keys))
+    return _Join(intent, tuple(workloads), tuple(per_pod), tuple(keys), context)
 
 
 class _Shared:

@@ -57,11 +57,18 @@ class Holder:
     container_name: str | None
 
 
-def holders_by_container(host: Host, intent: Intent) -> dict[str, Workload]:
-    """Workloads by container ID (empty when the cgroups source is down)."""
+def holders_by_container(host: Host, intent: Intent) -> Mapping[str, Workload]:
+    """Workloads by container ID (empty when the cgroups source is down), made once per Host and intent: three
+    checks and two metric families look GPU processes up in it, and a large node has ~860 containers."""
     if host.cgroups is None:
         return {}
-    return {workload.container_id: workload for workload in build_workloads(host, intent)}
+
+    def build() -> tuple[Intent, Mapping[str, Workload]]:
+        return intent, {workload.container_id: workload for workload in build_workloads(host, intent)}
+
+    # Intent is not hashable: keyed by its identity, the entry holding it so a recycled id() never matches.
+    made: tuple[Intent, Mapping[str, Workload]] = host.memo(("holders_by_container", id(intent)), build)
+    return made[1] if made[0] is intent else build()[1]
 
 
 def holder_of(

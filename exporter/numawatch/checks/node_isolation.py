@@ -16,9 +16,9 @@ A node without GPUs has nothing to keep others away from: both are not applicabl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
-from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated
+from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, pod_findings
 from numawatch.checks.kubelet import RKE2_CONFIG, require
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -150,19 +150,14 @@ def check_node_workload_not_isolated(host: Host, intent: Intent) -> Iterator[Fin
     gpu_namespaces = {w.namespace for pod in pods if _holds_gpu(pod) for w in pod if w.namespace}
     allowed = intent.node.allowed_namespaces | gpu_namespaces
     usage: PodsUsage | None = host.pod_usage
-    unnamed = []
-    findings = []
-    for pod in pods:
+    unnamed = [pod[0].pod_uid for pod in pods if pod[0].namespace is None and not _holds_gpu(pod)]
+
+    def findings_of(pod: tuple[Workload, ...]) -> tuple[Finding, ...]:
         first = pod[0]
-        if _holds_gpu(pod):
-            continue
-        if first.namespace is None:
-            unnamed.append(first.pod_uid)
-            continue
-        if first.namespace in allowed:
-            continue
+        if _holds_gpu(pod) or first.namespace is None or first.namespace in allowed:
+            return ()
         used = usage.pods.get(first.pod_uid) if usage is not None else None
-        findings.append(
+        return (
             NODE_WORKLOAD_NOT_ISOLATED.finding(
                 intent,
                 {**first.pod_labels, "value": first.qos},
@@ -173,8 +168,23 @@ def check_node_workload_not_isolated(host: Host, intent: Intent) -> Iterator[Fin
                 "keep it off the GPU node: taint the node (nvidia.com/gpu=present:NoSchedule) and remove the pod's "
                 "toleration, or give it a nodeSelector/affinity for the nodes it belongs on; if it must run here "
                 "(a node agent), list its namespace in the intent's node.systemNamespaces",
-            )
+            ),
         )
+
+    # Per pod: its workloads, the namespaces allowed here, its usage reading (or why there is none).
+    if usage is None:
+        used_by: Mapping[str, PodUsage] = {}
+        inputs: tuple[object, ...] = (allowed, host.down_reason("pod_usage"))
+    else:
+        used_by, inputs = usage.pods, (allowed, usage.problems)
+    findings = pod_findings(
+        host,
+        intent,
+        NODE_WORKLOAD_NOT_ISOLATED.id,
+        inputs,
+        findings_of,
+        pod_input=lambda pod: used_by.get(pod[0].pod_uid),
+    )
     if not findings and unnamed:
         raise NotEvaluated(
             f"the namespaces of {len(unnamed)} pod(s) are unknown (the names source: {host.down_reason('names')})"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 
-from numawatch.checks import Check, Finding, NotEvaluated, require, require_known
+from numawatch.checks import Check, Finding, NotEvaluated, pod_findings, require, require_known
 from numawatch.checks.kubelet import kubelet_root, restart_steps, set_setting
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
@@ -104,29 +104,27 @@ def _pin_reason(workload: Workload, intent: Intent) -> str:
 
 # --------------------------------------------------------------------------------------------- pod QoS
 def check_pod_not_guaranteed(host: Host, intent: Intent) -> Iterator[Finding]:
-    found = workloads(host, intent)
+    require(host, "cgroups")
     # A pod holding a GPU must be pinned even when its containers' names (needed for the per-container join) are
     # unknown: the device checkpoint knows the pod UID.
     gpu_pods: set[str] = set()
     state = host.kubelet_state
     if intent.pin_gpu_containers and state is not None and state.devices is not None:
         gpu_pods = {e.pod_uid for e in state.devices.entries if intent.is_gpu_resource(e.resource_name)}
-    by_pod: dict[str, list[Workload]] = defaultdict(list)
-    for workload in found:
-        by_pod[workload.pod_uid].append(workload)
-    for uid, members in by_pod.items():
+
+    def findings_of(members: tuple[Workload, ...]) -> Iterator[Finding]:
         first = members[0]
         if first.qos == QOS_GUARANTEED:
-            continue
+            return
         reasons = [
             f"container {w.container_name or w.container_id[:12]} {_pin_reason(w, intent)}"
             for w in members
             if w.must_pin
         ]
-        if not reasons and uid in gpu_pods:
+        if not reasons and first.pod_uid in gpu_pods:
             reasons = ["it holds a GPU"]
         if not reasons:
-            continue
+            return
         yield POD_NOT_GUARANTEED.finding(
             intent,
             first.pod_labels,
@@ -134,6 +132,9 @@ def check_pod_not_guaranteed(host: Host, intent: Intent) -> Iterator[Finding]:
             f"{qos_name(first.qos)}: the CPU Manager gives exclusive CPUs only to Guaranteed pods with an integer "
             "CPU request, so it runs on the shared pool",
         )
+
+    # Per pod UID (its pod cgroups together): its workloads and the pods the device checkpoint gives a GPU.
+    yield from pod_findings(host, intent, POD_NOT_GUARANTEED.id, frozenset(gpu_pods), findings_of, by_uid=True)
 
 
 # --------------------------------------------------------------------------------------------- exclusive CPUs
@@ -175,7 +176,7 @@ def check_container_not_exclusive(host: Host, intent: Intent) -> Iterator[Findin
 
 
 def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
-    found = workloads(host, intent)
+    require(host, "cgroups")
     cpu_state = require_cpu_state(host)
     config = host.kubelet_config
     policy = config.cpu_manager_policy if config is not None else cpu_state.policy_name
@@ -185,48 +186,53 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
     # Comparing two equal sets of hundreds of CPUs walks them all, and ~860 containers hold a handful of distinct
     # sets (mostly the shared pool): compare each pair once.
     same: dict[tuple[CPUSet, CPUSet], bool] = {}
-    for workload in found:
-        cpus = workload.cpus
-        if cpus is None:
-            continue
-        if workload.container_name is None and workload.pod_uid in cpu_state.entries:
-            continue  # the pod has exclusive entries but we cannot tell which is this container's
-        if workload.exclusive_cpus:
-            assigned, what = workload.exclusive_cpus, "its exclusive CPUs"
-        else:
-            assigned, what = cpu_state.default_cpuset, "the shared pool (defaultCpuSet)"
-        expected = assigned_online(assigned, online)
-        pair = (cpus, expected)
-        equal = same.get(pair)
-        if equal is None:
-            equal = same[pair] = cpus == expected
-        if equal:
-            continue
-        if not expected:
-            # Every assigned CPU went offline: a v2 cpuset then falls back to its parent's CPUs (a v1 one empties and
-            # its tasks move to the parent cgroup). The container is unpinned until it gets online CPUs again.
+
+    def findings_of(pod: tuple[Workload, ...]) -> Iterator[Finding]:
+        for workload in pod:
+            cpus = workload.cpus
+            if cpus is None:
+                continue
+            if workload.container_name is None and workload.pod_uid in cpu_state.entries:
+                continue  # the pod has exclusive entries but we cannot tell which is this container's
+            if workload.exclusive_cpus:
+                assigned, what = workload.exclusive_cpus, "its exclusive CPUs"
+            else:
+                assigned, what = cpu_state.default_cpuset, "the shared pool (defaultCpuSet)"
+            expected = assigned_online(assigned, online)
+            pair = (cpus, expected)
+            equal = same.get(pair)
+            if equal is None:
+                equal = same[pair] = cpus == expected
+            if equal:
+                continue
+            if not expected:
+                # Every assigned CPU went offline: a v2 cpuset then falls back to its parent's CPUs (a v1 one empties
+                # and its tasks move to the parent cgroup). The container is unpinned until it gets online CPUs again.
+                yield CPUSET_DRIFT.finding(
+                    intent,
+                    {**workload.labels, "cpus": format_cpulist(cpus)},
+                    f"container {workload.display} runs on CPUs {format_cpulist(cpus)}: every one of {what} is "
+                    "offline, so the kernel runs it on its parent cgroup's CPUs",
+                    "bring the CPUs back online, or rebuild the kubelet's CPU state (kubelet_state_stale names the "
+                    "file) and recreate the pod so the kubelet assigns it online CPUs",
+                )
+                continue
+            extra, missing = cpus - expected, expected - cpus
+            detail = []
+            if extra:
+                detail.append(f"{format_cpulist(extra)} not assigned to it")
+            if missing:
+                detail.append(f"{format_cpulist(missing)} missing")
+            online_part = " (those of its assignment that are online)" if expected != assigned else ""
             yield CPUSET_DRIFT.finding(
                 intent,
-                {**workload.labels, "cpus": format_cpulist(cpus)},
-                f"container {workload.display} runs on CPUs {format_cpulist(cpus)}: every one of {what} is "
-                "offline, so the kernel runs it on its parent cgroup's CPUs",
-                "bring the CPUs back online, or rebuild the kubelet's CPU state (kubelet_state_stale names the file) "
-                "and recreate the pod so the kubelet assigns it online CPUs",
+                {**workload.labels, "cpus": format_cpulist(cpus), "expected": format_cpulist(expected)},
+                f"container {workload.display} runs on CPUs {format_cpulist(cpus)} but the kubelet assigned "
+                f"{what} {format_cpulist(expected)}{online_part} ({', '.join(detail)})",
             )
-            continue
-        extra, missing = cpus - expected, expected - cpus
-        detail = []
-        if extra:
-            detail.append(f"{format_cpulist(extra)} not assigned to it")
-        if missing:
-            detail.append(f"{format_cpulist(missing)} missing")
-        online_part = " (those of its assignment that are online)" if expected != assigned else ""
-        yield CPUSET_DRIFT.finding(
-            intent,
-            {**workload.labels, "cpus": format_cpulist(cpus), "expected": format_cpulist(expected)},
-            f"container {workload.display} runs on CPUs {format_cpulist(cpus)} but the kubelet assigned "
-            f"{what} {format_cpulist(expected)}{online_part} ({', '.join(detail)})",
-        )
+
+    # Per pod: its workloads, the CPU Manager's state (its pod UIDs and shared pool) and the online CPUs.
+    yield from pod_findings(host, intent, CPUSET_DRIFT.id, (host.generation("kubelet_state"), online), findings_of)
 
 
 def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
@@ -242,39 +248,45 @@ def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
     everything: CPUSet = frozenset().union(*held.values())
     # Most containers hold one of a handful of CPU sets (the shared pool): test each (cpus, own) pair once.
     intrudes: dict[tuple[CPUSet, CPUSet], bool] = {}
-    for workload in found:
-        if workload.cpus is None:
-            continue
-        own = held.get(workload.container_id, frozenset())
-        pair = (workload.cpus, own)
-        intruding = intrudes.get(pair)
-        if intruding is None:
-            intruding = intrudes[pair] = bool((workload.cpus & everything) - own)
-        if not intruding:
-            continue
-        intruded = []
-        overlap: set[int] = set()
-        for owner in owners:
-            if owner.container_id == workload.container_id:
+
+    def findings_of(pod: tuple[Workload, ...]) -> Iterator[Finding]:
+        for workload in pod:
+            if workload.cpus is None:
                 continue
-            shared = workload.cpus & held[owner.container_id]
-            if shared:
-                intruded.append(f"{owner.display} ({format_cpulist(shared)})")
-                overlap |= shared
-        if not overlap:
-            continue
-        why = ""
-        if workload.exclusive_cpus and not own:
-            why = (
-                ": every CPU of its own exclusive assignment is offline, so the kernel runs it on its parent "
-                "cgroup's CPUs"
+            own = held.get(workload.container_id, frozenset())
+            pair = (workload.cpus, own)
+            intruding = intrudes.get(pair)
+            if intruding is None:
+                intruding = intrudes[pair] = bool((workload.cpus & everything) - own)
+            if not intruding:
+                continue
+            intruded = []
+            overlap: set[int] = set()
+            for owner in owners:
+                if owner.container_id == workload.container_id:
+                    continue
+                shared = workload.cpus & held[owner.container_id]
+                if shared:
+                    intruded.append(f"{owner.display} ({format_cpulist(shared)})")
+                    overlap |= shared
+            if not overlap:
+                continue
+            why = ""
+            if workload.exclusive_cpus and not own:
+                why = (
+                    ": every CPU of its own exclusive assignment is offline, so the kernel runs it on its parent "
+                    "cgroup's CPUs"
+                )
+            yield EXCLUSIVE_OVERLAP.finding(
+                intent,
+                {**workload.labels, "cpus": format_cpulist(overlap)},
+                f"container {workload.display} can run on CPUs {format_cpulist(overlap)} given exclusively to "
+                f"{', '.join(intruded)}{why}",
             )
-        yield EXCLUSIVE_OVERLAP.finding(
-            intent,
-            {**workload.labels, "cpus": format_cpulist(overlap)},
-            f"container {workload.display} can run on CPUs {format_cpulist(overlap)} given exclusively to "
-            f"{', '.join(intruded)}{why}",
-        )
+
+    # Per pod: its workloads and every owner of exclusive CPUs (who, named as the findings name it, and which CPUs).
+    owned = tuple((owner.container_id, owner.display, held[owner.container_id]) for owner in owners)
+    yield from pod_findings(host, intent, EXCLUSIVE_OVERLAP.id, owned, findings_of)
 
 
 # --------------------------------------------------------------------------------------------- NUMA alignment

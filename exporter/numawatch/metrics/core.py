@@ -33,7 +33,7 @@ from numawatch.intent import Intent
 from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
 from numawatch.model.topology import Topology
-from numawatch.workloads import Workload, build_workloads, pod_join_keys, workloads_by_pod
+from numawatch.workloads import Workload, build_workloads, per_pod
 
 log = logging.getLogger(__name__)
 
@@ -314,28 +314,17 @@ def pod_rows(
 
     Making the rows of every container of a large node again is a noticeable part of a render, and in serve most
     pods' workloads were joined under the same generations as at the previous reading (``pod_join_keys``): such a
-    pod gets the rows made then (``Host.derived``, keyed by those generations and ``inputs``). Memoised on the Host.
+    pod gets the rows made then (``workloads.per_pod``, with ``inputs``). Memoised on the Host.
     """
     host, intent = evaluation.host, evaluation.intent
     key = ("metrics.pod_rows", family, id(intent))
 
     def build() -> tuple[Intent, tuple[tuple, ...]]:
-        derived = host.derived
         rows: list[tuple] = []
         uids: set[str] = set()
-        for workloads, pod_key in zip(workloads_by_pod(host, intent), pod_join_keys(host, intent), strict=True):
-            rows_key = ("metrics.pod_rows", family, inputs, pod_key) if pod_key is not None else None
-            # An entry holds the intent it was made for (the pod key names it by id()).
-            prior = derived.get(rows_key) if rows_key is not None else None
-            if prior is not None and prior[0] is intent:
-                block = prior[1]
-            else:
-                block = tuple(rows_of(workloads))
-                if rows_key is not None:
-                    derived.put(rows_key, (intent, block))
+        for uid, block in per_pod(host, intent, f"metrics.pod_rows.{family}", inputs, _rows_with_uid(rows_of)):
             if not block:
                 continue
-            uid = workloads[0].pod_uid
             if uid in uids:
                 # Rows of pods with other UIDs never share a label set (pod_uid is one). Two pod cgroups with one
                 # UID (an old one lingering) can: the first listed wins, as it does within a pod.
@@ -349,6 +338,15 @@ def pod_rows(
     if made[0] is intent:
         return made[1]
     return build()[1]  # a recycled id() of another intent: made for this one
+
+
+def _rows_with_uid(
+    rows_of: Callable[[tuple[Workload, ...]], Iterable[tuple]],
+) -> Callable[[tuple[Workload, ...]], tuple[str, tuple[tuple, ...]]]:
+    def made(workloads: tuple[Workload, ...]) -> tuple[str, tuple[tuple, ...]]:
+        return workloads[0].pod_uid, tuple(rows_of(workloads))
+
+    return made
 
 
 def _cpus_per_node(cpus: frozenset[int], topology: Topology | None) -> dict[str, int]:

@@ -1,0 +1,329 @@
+"""The checks that judge pod by pod (pod_not_guaranteed, container_cpuset_drift, exclusive_cpu_overlap,
+node_workload_not_isolated) make a pod's findings once and reuse them while the pod's generations and their other
+inputs stay (``workloads.per_pod``, through ``checks.pod_findings``): through random sequences of changes to a node
+(pods added, removed, lingering under a second QoS cgroup, cpusets rewritten, the CPU Manager's state rewritten, pod
+usage moving, a CPU going offline, another intent), every reading's findings, in order, are those of the same
+reading judged from scratch; and what is reused is the previous reading's, for the pods that did not change."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import pytest
+import readings
+from fakehost.kubelet import write_cpu_manager_state
+from fakehost.pods import ContainerSpec, PodHandle, add_pod, remove_pod, set_container_cpus, set_pod_usage
+from fakehost.reference import (
+    DEFAULT_CPUSET,
+    HOUSEKEEPING,
+    NODE_EXPORTER,
+    ONLINE,
+    TRTLLM,
+    VLLM,
+    ReferenceNode,
+    reference_node,
+    reference_snapshot,
+    replace_container,
+)
+from numawatch.checks import NotApplicable, NotEvaluated, all_checks
+from numawatch.checks.gpu_process import holders_by_container
+from numawatch.host import Host, HostReader
+from numawatch.intent import REFERENCE, Intent, NodeIntent, PodSelector
+from numawatch.model import frozen_map
+from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.workloads import build_workloads, per_pod
+
+REUSING = ("pod_not_guaranteed", "container_cpuset_drift", "exclusive_cpu_overlap", "node_workload_not_isolated")
+CHECKS = {check.id: check for check in all_checks()}
+
+# The intents a reading is judged against: the same objects come back, as serve's intent does between reloads.
+INTENTS = (
+    REFERENCE,
+    Intent(node=NodeIntent(system_namespaces=("batch",))),
+    Intent(pinned=(PodSelector(namespace="analytics"),), severities=frozen_map({"container_cpuset_drift": "info"})),
+    Intent(pin_gpu_containers=False),
+)
+NAMESPACES = ("default", "batch", "analytics", "kube-system", "inference")
+QOS = (QOS_GUARANTEED, QOS_BURSTABLE, QOS_BESTEFFORT)
+
+
+def outcome(host: Host, intent: Intent, check_id: str) -> tuple:
+    """What the check says about ``host``: its findings in the order it makes them, or why it did not judge."""
+    try:
+        return ("findings", [finding.as_dict() for finding in CHECKS[check_id].run(host, intent)])
+    except (NotEvaluated, NotApplicable) as reason:
+        return (type(reason).__name__, str(reason))
+
+
+# ------------------------------------------------------------------------------------------------ a changing node
+@dataclass
+class Node:
+    """The reference node with pods of its own coming and going."""
+
+    node: ReferenceNode
+    rng: random.Random
+    extra: list[PodHandle] = field(default_factory=list)
+    offline: set[int] = field(default_factory=set)
+    serial: int = 0
+
+    def add(self, uid: str | None = None, qos: str | None = None, namespace: str | None = None) -> PodHandle:
+        self.serial += 1
+        uid = uid or f"00000000-0000-4000-8000-{self.serial:012d}"
+        containers = [
+            ContainerSpec(f"c{self.serial}-{index}", cpus=self.shared(), mems={0, 1}, numa_bytes={0: 1 << 20})
+            for index in range(self.rng.randint(1, 3))
+        ]
+        pod = add_pod(
+            self.node.host,
+            uid=uid,
+            qos=qos or self.rng.choice(QOS),
+            namespace=namespace or self.rng.choice(NAMESPACES),
+            name=f"pod-{self.serial}",
+            containers=containers,
+            runtime=self.node.runtime,
+            bundle_root="k3s",
+        )
+        self.extra.append(pod)
+        return pod
+
+    def shared(self) -> frozenset[int]:
+        return DEFAULT_CPUSET - self.offline
+
+    def add_pod(self) -> None:
+        self.add()
+
+    def linger(self) -> None:
+        """A pod's old cgroup under another QoS class stays beside its new one (one UID, two pod cgroups)."""
+        if self.extra:
+            old = self.rng.choice(self.extra)
+            self.add(uid=old.uid, qos=self.rng.choice([q for q in QOS if q != old.qos]))
+
+    def remove_pod(self) -> None:
+        if self.extra:
+            pod = self.extra.pop(self.rng.randrange(len(self.extra)))
+            remove_pod(self.node.host, pod)
+
+    def rewrite_cpuset(self) -> None:
+        """Someone rewrites a container's cpuset (drift), or the kubelet puts it back on the shared pool."""
+        if not self.extra:
+            return
+        pod = self.rng.choice(self.extra)
+        container = self.rng.choice(pod.containers)
+        online = sorted(ONLINE - self.offline)
+        cpus = self.shared() if self.rng.random() < 0.4 else frozenset(self.rng.sample(online, 6))
+        set_container_cpus(self.node.host, pod, container.name, cpus)
+
+    def rewrite_cpu_state(self) -> None:
+        """The CPU Manager's checkpoint changes: a shared pool without one CPU, or the reference one again."""
+        default = self.shared() - {self.rng.choice(sorted(self.shared()))} if self.rng.random() < 0.5 else self.shared()
+        entries = {uid: {_app(uid): cpus} for uid, cpus in sorted(self.node.exclusive.items())}
+        write_cpu_manager_state(self.node.host, policy="static", default_cpuset=default, entries=entries)
+
+    def repin_vllm(self) -> None:
+        """The kubelet gives vllm other exclusive CPUs (state and cgroups together)."""
+        choices = ({1, 2, 3, 4, 17, 18, 19, 20}, {1, 2, 3, 17, 18, 19})
+        self.node.pin(VLLM, self.rng.choice(choices) - self.offline)
+
+    def move_usage(self) -> None:
+        pods = [*self.extra, self.node.pod(NODE_EXPORTER)]
+        pod = self.rng.choice(pods)
+        used = self.rng.randint(1, 8) << 30
+        set_pod_usage(self.node.host, pod, cpu_seconds=self.rng.uniform(0, 1000), memory_bytes=used)
+
+    def make_burstable(self) -> None:
+        self.node.make_burstable(TRTLLM)
+
+    def take_cpu_offline(self) -> None:
+        candidates = sorted(DEFAULT_CPUSET - HOUSEKEEPING - self.offline)
+        if len(self.offline) < 2 and candidates:
+            cpu = self.rng.choice(candidates)
+            self.node.take_cpu_offline(cpu)
+            self.offline.add(cpu)
+
+    def nothing(self) -> None:
+        pass
+
+
+def _app(uid: str) -> str:
+    return next(pod.container.name for pod in (VLLM, TRTLLM) if pod.uid == uid)
+
+
+CHANGES: tuple[Callable[[Node], None], ...] = (
+    Node.add_pod,
+    Node.add_pod,
+    Node.linger,
+    Node.remove_pod,
+    Node.rewrite_cpuset,
+    Node.rewrite_cpuset,
+    Node.rewrite_cpu_state,
+    Node.repin_vllm,
+    Node.move_usage,
+    Node.make_burstable,
+    Node.take_cpu_offline,
+    Node.nothing,
+    Node.nothing,
+)
+
+
+@pytest.mark.parametrize(("seed", "cgroup_version"), [(1, 2), (2, 2), (3, 1), (4, 2)])
+def test_every_reading_of_a_changing_node_finds_what_judging_it_from_scratch_does(fake_host, seed, cgroup_version):
+    rng = random.Random(seed)
+    node = Node(reference_node(fake_host, cgroup_version=cgroup_version), rng)
+    for _ in range(4):
+        node.add()
+    reader = HostReader(node.node.paths, stagger=2)
+    seen: dict[str, set[str]] = {check_id: set() for check_id in REUSING}
+    reused = 0
+    previous: dict[str, list] = {}
+    for step in range(24):
+        change = rng.choice(CHANGES)
+        change(node)
+        host = reader.read()
+        intent = rng.choice(INTENTS)
+        for check_id in REUSING:
+            made = outcome(host, intent, check_id)
+            assert made == outcome(readings.from_scratch(host), intent, check_id), (step, change.__name__, check_id)
+            seen[check_id].add(made[0] if made[0] != "findings" else ("fired" if made[1] else "clean"))
+        # The reused findings are the previous reading's objects: count them, so the reuse is known to happen.
+        for check_id in REUSING:
+            try:
+                findings = list(CHECKS[check_id].run(host, intent))
+            except (NotEvaluated, NotApplicable):
+                continue
+            before = {id(finding) for finding in previous.get(check_id, [])}
+            reused += sum(id(finding) in before for finding in findings)
+            previous[check_id] = findings
+    assert reused > 0
+    for check_id in REUSING:
+        assert "fired" in seen[check_id], check_id  # the changes did plant what each check looks for
+
+
+# ------------------------------------------------------------------------------------------------ what is reused
+def drift_everywhere(host: Host) -> Host:
+    """Every container's cpuset off its assignment: every check above has findings on several pods."""
+    for pod in host.cgroups.pods:
+        for container in pod.containers:
+            host = replace_container(host, container.container_id, cpus_effective=frozenset({5, 6}))
+    return host
+
+
+def findings_by_pod(host: Host, check_id: str, intent: Intent = REFERENCE) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for finding in CHECKS[check_id].run(host, intent):
+        found.setdefault(finding.labels["pod_uid"], []).append(finding)
+    return found
+
+
+@pytest.mark.parametrize("check_id", REUSING)
+def test_an_unchanged_reading_gives_back_the_previous_readings_findings(fake_host, check_id):
+    node = Node(reference_node(fake_host), random.Random(0))
+    node.node.make_burstable(TRTLLM)
+    node.node.widen_cpuset(VLLM)
+    foreign = node.add(qos=QOS_BURSTABLE, namespace="analytics")
+    set_container_cpus(fake_host, foreign, foreign.containers[0].name, {3, 5})  # 3 is vllm's
+    reader = HostReader(node.node.paths)
+    reader.read()  # the first reading has no CPU rates yet: the second is the first of the steady state
+    second = reader.read()
+    before = findings_by_pod(second, check_id)
+    assert before  # something to reuse
+
+    after = findings_by_pod(reader.read(), check_id)
+
+    assert after.keys() == before.keys()
+    assert all(new is old for uid in before for new, old in zip(after[uid], before[uid], strict=True))
+
+
+def test_a_changed_pod_gets_new_findings_and_the_other_pods_keep_theirs():
+    first = readings.as_reading(drift_everywhere(reference_snapshot()))
+    before = findings_by_pod(first, "container_cpuset_drift")
+    drifted = replace_container(first, VLLM.container.container_id, cpus_effective=frozenset({7}))
+    pods = tuple(
+        new if new.uid == VLLM.uid else old for old, new in zip(first.cgroups.pods, drifted.cgroups.pods, strict=True)
+    )
+    second = readings.next_reading(first, cgroups=replace(drifted.cgroups, pods=pods))
+
+    after = findings_by_pod(second, "container_cpuset_drift")
+
+    assert after[VLLM.uid][0] is not before[VLLM.uid][0] and after[VLLM.uid][0].labels["cpus"] == "7"
+    for uid in before.keys() - {VLLM.uid}:
+        assert after[uid] == before[uid] and after[uid][0] is before[uid][0]
+
+
+def test_a_new_cpu_manager_state_or_intent_judges_every_pod_again():
+    first = readings.as_reading(drift_everywhere(reference_snapshot()))
+    before = findings_by_pod(first, "container_cpuset_drift")
+    state = first.kubelet_state
+    second = readings.next_reading(
+        first, kubelet_state=replace(state, cpu=replace(state.cpu, default_cpuset=state.cpu.default_cpuset - {7}))
+    )
+    other = Intent(severities=frozen_map({"container_cpuset_drift": "info"}))
+
+    after = findings_by_pod(second, "container_cpuset_drift")
+    judged_again = findings_by_pod(second, "container_cpuset_drift", other)
+
+    assert not any(new is old for uid in before for new, old in zip(after[uid], before[uid], strict=True))
+    assert {finding.severity for findings in judged_again.values() for finding in findings} == {"info"}
+
+
+def test_a_host_not_made_by_a_reader_reuses_nothing():
+    host = drift_everywhere(reference_snapshot())
+    calls = []
+
+    def make(workloads):
+        calls.append(workloads[0].pod_uid)
+        return len(workloads)
+
+    per_pod(host, REFERENCE, "test", (), make)
+    per_pod(host, REFERENCE, "test", (), make)
+
+    assert len(calls) == 2 * len([pod for pod in host.cgroups.pods if pod.containers])
+
+
+def test_pod_inputs_decide_per_pod_and_the_inputs_for_every_pod():
+    first = readings.as_reading(reference_snapshot())
+    second = readings.next_reading(first)
+    made: list[str] = []
+
+    def make(workloads):
+        made.append(workloads[0].pod_uid)
+        return workloads[0].pod_uid
+
+    values = per_pod(first, REFERENCE, "test", 1, make, pod_input=lambda pod: pod[0].pod_uid == VLLM.uid)
+    made.clear()
+    assert per_pod(second, REFERENCE, "test", 1, make, pod_input=lambda pod: pod[0].pod_uid != VLLM.uid) == values
+    assert sorted(made) == sorted(values)  # every pod's own input changed
+
+    made.clear()
+    per_pod(second, REFERENCE, "test", 1, make, pod_input=lambda pod: pod[0].pod_uid != VLLM.uid)
+    assert made == []
+    per_pod(second, REFERENCE, "test", 2, make, pod_input=lambda pod: pod[0].pod_uid != VLLM.uid)
+    assert sorted(made) == sorted(values)  # the inputs of every pod changed
+
+
+def test_by_uid_joins_the_pod_cgroups_of_one_uid_in_the_order_it_is_first_listed():
+    host = reference_snapshot()
+    pods = host.cgroups.pods
+    lingering = replace(pods[0], cgroup_path=pods[0].cgroup_path + "-old", qos=QOS_BESTEFFORT)
+    cgroups = replace(host.cgroups, pods=(*pods, lingering))
+    host = readings.as_reading(replace(host, results={**host.results, "cgroups": cgroups}))
+
+    grouped = per_pod(host, REFERENCE, "test", (), lambda workloads: workloads, by_uid=True)
+
+    assert [workloads[0].pod_uid for workloads in grouped] == [pod.uid for pod in pods if pod.containers]
+    half = len(grouped[0]) // 2
+    assert [w.qos for w in grouped[0]] == [pods[0].qos] * half + [QOS_BESTEFFORT] * half
+
+
+# ------------------------------------------------------------------------------------------------ holders
+def test_the_holders_are_made_once_per_host_and_intent():
+    host = reference_snapshot()
+    other = Intent(pin_gpu_containers=False)
+
+    first = holders_by_container(host, REFERENCE)
+
+    assert first is holders_by_container(host, REFERENCE)
+    assert holders_by_container(host, other) is not first
+    assert dict(first) == {w.container_id: w for w in build_workloads(host, REFERENCE)}
+    assert holders_by_container(replace(host), REFERENCE) is not first  # another Host makes its own
