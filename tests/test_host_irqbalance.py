@@ -135,7 +135,9 @@ def searches(monkeypatch) -> list[tuple[int, ...]]:
 def test_the_reader_remembers_the_daemon_and_only_checks_it_still_runs(fake_host, monkeypatch):
     add_process(fake_host, 1, "systemd")
     add_irqbalance(fake_host, pid=812, socket=True, environ={"IRQBALANCE_BANNED_CPULIST": "2-7"})
-    reader = Driven("irqbalance", incremental=partial(irqbalance.read_incremental, rescan_every=5))
+    reader = Driven(
+        "irqbalance", incremental=partial(irqbalance.read_incremental, rescan_every=2, rescan_running_every=5)
+    )
     one_off = irqbalance.read(fake_host.paths)
     found = searches(monkeypatch)
 
@@ -144,7 +146,8 @@ def test_the_reader_remembers_the_daemon_and_only_checks_it_still_runs(fake_host
     assert found == [(812,)]  # one search; the next four readings checked PID 812's comm and start time
     assert all(state == one_off for state in readings)
     reader.read(fake_host.paths)
-    assert found[1:] == [(812,)]  # every rescan_every-th reading searches again
+    assert found[1:] == [(812,)]  # while it runs, every rescan_running_every-th reading searches again (not the
+    # rescan_every-th: all a search could add is a second daemon)
 
 
 def test_a_daemon_that_died_and_restarted_under_a_new_pid_is_found_at_the_next_reading(fake_host, monkeypatch):

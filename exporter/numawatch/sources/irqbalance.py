@@ -18,8 +18,8 @@ What is read (paths from ``Paths``):
   their start times (``IrqbalanceMemory``, which the HostReader keeps) and only checks that each still runs
   (``<procfs>/<pid>/stat``: comm and start time, so a PID reused by another process does not pass). It looks again (the
   search above) when that check fails, when the listing of ``<root>/run/irqbalance/`` changes (a daemon started or
-  stopped there), at every ``RESCAN_EVERY``-th reading (a daemon started without that hint, or one found absent), and
-  after a SIGHUP.
+  stopped there), at every ``RESCAN_EVERY``-th reading while none runs (a daemon started without that hint), at every
+  ``RESCAN_RUNNING_EVERY``-th while the ones found check out (a second daemon), and after a SIGHUP.
 - its settings: the running daemon's own environment (``<procfs>/<pid>/environ``, NUL-separated ``KEY=VALUE``), which
   is what it actually uses, else the environment files ``<root>/etc/default/irqbalance.env`` (upstream),
   ``<root>/etc/default/irqbalance`` (Debian) and ``<root>/etc/sysconfig/irqbalance`` (RHEL), later ones overriding
@@ -58,9 +58,13 @@ _SOCKET = re.compile(r"@irqbalance([0-9]{1,10})\.sock\b")  # ASCII digits, at mo
 _SOCKET_FILE = re.compile(r"irqbalance([0-9]{1,10})\.sock")
 SOCKET_DIR = "irqbalance"  # under <root>/run: where irqbalance puts its socket file when not in the abstract namespace
 MAX_HINT_NAMES = 64  # names of that directory kept as the hint: it holds one socket per daemon
-# Readings between two searches while the daemons found (or their absence) check out: how late a daemon started
-# without leaving a socket file in run/irqbalance is seen.
+# Readings between two searches while no daemon runs: how late a daemon started without leaving a socket file in
+# run/irqbalance is seen.
 RESCAN_EVERY = 20
+# Readings between two searches while the daemons found check out (each still runs, with the same start time): all
+# a search could add is a second irqbalance, and a search reads every process's comm where the socket table cannot
+# be read (5,000 opens on a large node).
+RESCAN_RUNNING_EVERY = 10 * RESCAN_EVERY
 
 
 # --------------------------------------------------------------------------------------------------- parsers
@@ -187,25 +191,34 @@ class IrqbalanceMemory(NamedTuple):
     readings_since_search: int
 
 
-def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh, rescan_every: int = RESCAN_EVERY) -> Carried:
+def read_incremental(
+    paths: Paths,
+    inputs: Inputs,
+    refresh: Refresh,
+    rescan_every: int = RESCAN_EVERY,
+    rescan_running_every: int = RESCAN_RUNNING_EVERY,
+) -> Carried:
     """A reading handed the previous one's memory: the daemons found last time, checked cheaply and searched for
-    again only when that check fails, the hint changes, ``rescan_every`` readings have passed or the reading is
-    whole (the first, and after SIGHUP); see the module docstring. Reads the same as ``read`` whenever it searches."""
-    if rescan_every < 1:
-        raise ValueError(f"rescan_every must be at least 1, got {rescan_every}")
+    again only when that check fails, the hint changes, ``rescan_every`` readings have passed (``rescan_running_every``
+    while a daemon was found) or the reading is whole (the first, and after SIGHUP); see the module docstring. Reads
+    the same as ``read`` whenever it searches."""
+    if rescan_every < 1 or rescan_running_every < 1:
+        raise ValueError(f"rescans must be at least 1 reading apart, got {rescan_every} and {rescan_running_every}")
     if not confined.is_dir(paths.procfs):
         raise SourceUnavailable(f"{paths.procfs} does not exist")
-    memory = _pids(paths, None if refresh.whole else refresh.memory, rescan_every)
+    memory = _pids(paths, None if refresh.whole else refresh.memory, rescan_every, rescan_running_every)
     return Carried(_reading(paths, tuple(pid for pid, _ in memory.daemons)), memory)
 
 
-def _pids(paths: Paths, memory: IrqbalanceMemory | None, rescan_every: int) -> IrqbalanceMemory:
+def _pids(
+    paths: Paths, memory: IrqbalanceMemory | None, rescan_every: int, rescan_running_every: int
+) -> IrqbalanceMemory:
     procfs = str(paths.procfs)
     hint = _hint(paths)
     if (
         memory is not None
         and hint == memory.hint
-        and memory.readings_since_search < rescan_every
+        and memory.readings_since_search < (rescan_running_every if memory.daemons else rescan_every)
         and all(known is not None and _identity(procfs, pid) == known for pid, known in memory.daemons)
     ):
         return memory._replace(readings_since_search=memory.readings_since_search + 1)
