@@ -24,7 +24,7 @@ from numawatch.host import HostReader, Inputs, read_host_window
 from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
 from numawatch.refresh import AFFINITIES, GOVERNORS, PLACEMENT, POLICIES, SHARED_PODS
-from numawatch.sources import cgroups, interrupts, irqs, kernel, kubelet_state, topology
+from numawatch.sources import _files, cgroups, interrupts, irqs, kernel, kubelet_state, topology
 from numawatch.sources._files import DEFAULT_READ_LIMIT
 from numawatch.sources.cgroups import parse_numa_stat_v2
 from numawatch.sources.kernel import parse_affected_cpus
@@ -318,6 +318,32 @@ def test_a_header_without_rows_or_newline_is_an_empty_reading(tmp_path):
     found, _ = interrupts.read_interrupts(str(path), {0, 1}, block=4)
 
     assert (found.cpus, found.rows) == ((0, 1), ())
+
+
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 3 * 65536 + 17])
+def test_read_bytes_reads_a_file_whole_across_its_chunks(tmp_path, size):
+    """read_bytes asks the kernel for a bounded chunk at a time, never the whole limit: every size reads back
+    byte for byte, around the chunk's edges too, and exactly the limit is still allowed."""
+    path = tmp_path / "file"
+    content = bytes(random.Random(size).randrange(256) for _ in range(size))
+    path.write_bytes(content)
+
+    assert _files.read_bytes(path) == content
+    assert _files.read_bytes(path, limit=size) == content
+    if size:
+        with pytest.raises(MalformedFile, match=f"larger than the {size - 1}-byte limit"):
+            _files.read_bytes(path, limit=size - 1)
+
+
+def test_read_bytes_reads_a_procfs_file_whole():
+    """A real procfs file larger than one chunk (short reads, size 0 in its stat) reads whole: the same bytes as
+    Python's own reading of it, give or take what changed in between (this process's own mappings: read twice)."""
+    path = "/proc/self/smaps"
+    ours = _files.read_bytes(path)
+    assert len(ours) > 65536
+    assert ours.count(b"\n") > 1000 and ours.endswith(b"\n")
+    with open(path, "rb") as python:
+        assert ours.splitlines()[0].split()[0] == python.read().splitlines()[0].split()[0]
 
 
 def test_a_file_past_the_limit_is_refused(tmp_path):

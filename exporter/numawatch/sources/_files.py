@@ -21,24 +21,30 @@ __all__ = ["MalformedFile", "SourceUnavailable"]
 DEFAULT_READ_LIMIT = 16 * 1024 * 1024
 
 
+# Bytes asked of the kernel per read(2). Python allocates the whole size asked for before the kernel fills it, so
+# asking for the read limit (megabytes) would map and fault in a fresh buffer for every small file; procfs and sysfs
+# files fit in one such read, and a larger file is gathered chunk by chunk.
+_CHUNK = 1 << 16
+
+
 def read_bytes(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
     """Read a whole file, refusing files larger than ``limit`` (procfs reports size 0, so we read and count)."""
     fd = confined.open_file(path)
     try:
-        data = os.read(fd, limit + 1)
-        if len(data) > limit:
+        data = os.read(fd, min(limit + 1, _CHUNK))
+        total = len(data)
+        if total > limit:
             raise MalformedFile(path, f"larger than the {limit}-byte limit")
         # procfs files can return short reads; keep reading until EOF.
-        while True:
-            chunk = os.read(fd, limit + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-            if len(data) > limit:
+        parts = [data]
+        while chunk := os.read(fd, min(limit + 1 - total, _CHUNK)):
+            total += len(chunk)
+            if total > limit:
                 raise MalformedFile(path, f"larger than the {limit}-byte limit")
+            parts.append(chunk)
     finally:
         os.close(fd)
-    return data
+    return data if len(parts) == 1 else b"".join(parts)
 
 
 def read_small(path: Path | str, size: int, *, vanishing: bool = False) -> bytes | None:

@@ -67,7 +67,10 @@ from numawatch.paths import Paths
 from numawatch.refresh import Carried, Refresh
 from numawatch.sources._files import DEFAULT_READ_LIMIT
 
-BLOCK = 1 << 20  # bytes read (and digit-marked) at a time: the whole file is never held, nor its marked copy
+# Bytes read (and digit-marked) at a time: the whole file is never held, nor its marked copy. Small enough that
+# Python's buffer for each read comes from memory the allocator keeps, not from a fresh mapping faulted in page by
+# page at every reading.
+BLOCK = 1 << 18
 # A row is 11 bytes per online CPU plus its names: ~90 KB with 8,192 CPUs. Anything longer is not this file.
 MAX_LINE = 1 << 20
 # The file grows with CPUs times IRQs: 17 MB on a 768-CPU node with 2,000 IRQs, more than any fixed read limit of
