@@ -26,6 +26,7 @@ from fakehost.reference import (
     with_results,
 )
 from numawatch import metrics
+from numawatch.capacity import build_capacity
 from numawatch.checks import evaluate
 from numawatch.host import Host, HostReader
 from numawatch.intent import REFERENCE
@@ -201,6 +202,37 @@ def test_a_new_topology_makes_the_cpu_rows_again():
     assert after["cpus"] == before["cpus"]
     assert not any(new is old for new, old in zip(after["cpus"], before["cpus"], strict=True))
     assert all(new is old for new, old in zip(after["memory"], before["memory"], strict=True))
+
+
+def test_the_cpu_rows_and_threads_per_core_are_an_earlier_readings_until_topology_or_kubelet_config_is_read_again():
+    """numawatch_cpu_info (a row per CPU) and the capacity's threads per core are made of the topology and the
+    kubelet's reserved CPUs alone: the previous reading's objects while neither source was read again, made anew
+    (and the same as from scratch) once one was."""
+    first = readings.as_reading(reference_snapshot())
+    before = core.cpu_info(evaluate(first, REFERENCE))
+    threads = build_capacity(first, REFERENCE).threads_per_core
+
+    unchanged = next_reading(first)
+    assert core.cpu_info(evaluate(unchanged, REFERENCE)) is before
+    assert build_capacity(unchanged, REFERENCE).threads_per_core == threads
+
+    assert first.kubelet_config is not None
+    reserved = frozenset({0, 1, 8, 9})
+    reconfigured = next_reading(unchanged, kubelet_config=replace(first.kubelet_config, reserved_cpus=reserved))
+    after = core.cpu_info(evaluate(reconfigured, REFERENCE))
+    fresh = core.cpu_info(evaluate(from_scratch(reconfigured), REFERENCE))
+    assert after is not before and after.rows == fresh.rows != before.rows
+    assert {row[0] for row in after.rows if row[5] == "true"} == {str(cpu) for cpu in reserved}
+
+    assert first.topology is not None
+    offline = min(ISOLATED)
+    cpus = {cpu: replace(info, online=False) if cpu == offline else info for cpu, info in first.topology.cpus.items()}
+    topology = replace(first.topology, cpus=frozen_map(cpus), online=first.topology.online - {offline})
+    moved = next_reading(reconfigured, topology=topology)
+    again = core.cpu_info(evaluate(moved, REFERENCE))
+    assert again is not after and again.rows == core.cpu_info(evaluate(from_scratch(moved), REFERENCE)).rows
+    fresh_threads = build_capacity(from_scratch(moved), REFERENCE).threads_per_core
+    assert build_capacity(moved, REFERENCE).threads_per_core == fresh_threads != threads
 
 
 def test_the_rows_of_a_deleted_pod_are_not_kept():

@@ -241,7 +241,7 @@ def build_capacity(host: Host, intent: Intent) -> Capacity:
         full_pcpus_only=full,
         distribute_cpus_across_numa=_option(cpu_options, "distribute-cpus-across-numa"),
         prefer_closest_numa_nodes=_option(topology_options, "prefer-closest-numa-nodes"),
-        threads_per_core=_threads_per_core(topology),
+        threads_per_core=host.derive("capacity.threads_per_core", ("topology",), lambda: _threads_per_core(topology)),
         node_ids=node_ids,
         node_cpus=frozen_map({n: len(online_of[n]) for n in node_ids}),
         reserved_cpus=reserved,

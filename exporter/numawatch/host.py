@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.model.gpu import GpuHolders, GpuInventory, NvmlSnapshot
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from numawatch.nvml_session import NvmlSession
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,16 @@ class Derived:
     def put(self, key: Hashable, value: Any) -> None:
         self._current[key] = value
 
+    def reuse(self, key: Hashable, inputs: Hashable, make: Callable[[], _T]) -> _T:
+        """``make()``, or the value it made under ``key`` at this or the previous reading when ``inputs`` were equal
+        then. ``inputs`` must name everything ``make`` reads (generation numbers, small values)."""
+        found = self.get(key)
+        if found is not None and found[0] == inputs:
+            return found[1]
+        value = make()
+        self.put(key, (inputs, value))
+        return value
+
     def __len__(self) -> int:
         return len(self._current.keys() | self._previous.keys())
 
@@ -237,6 +249,15 @@ class Host:
         except KeyError:
             value = self._memo[key] = compute()
             return value
+
+    def derive(self, key: Hashable, sources: tuple[str, ...], make: Callable[[], _T], extra: Hashable = ()) -> _T:
+        """``make()``, reused from an earlier reading while the generations of ``sources`` (every source ``make``
+        reads of this Host) and ``extra`` (what else it reads: the intent's settings, cheap to compare) are the
+        same (``Derived.reuse``); made anew for a Host whose generations are unknown (not a HostReader's)."""
+        generations = tuple(self.generations.get(name) for name in sources)
+        if None in generations:
+            return make()
+        return self.derived.reuse(key, (generations, extra), make)
 
     def generation(self, name: str) -> int | None:
         """The generation of source ``name``'s reading in this Host (see ``generations``), None when unknown."""

@@ -29,6 +29,7 @@ from numawatch import buildinfo
 from numawatch.checks import Evaluation
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
+from numawatch.host import Host
 from numawatch.intent import Intent
 from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
@@ -176,13 +177,19 @@ def last_evaluation(stats: EvaluationStats) -> Metric:
 # ------------------------------------------------------------------------------------------------- inventory
 @builds("cpu_info")
 def cpu_info(evaluation: Evaluation) -> Metric:
+    # A row per CPU made of the topology and the kubelet's reserved CPUs alone: an earlier reading's family while
+    # neither source was read again (hundreds of rows on a large node, rarely changed).
+    host = evaluation.host
+    return host.derive("metrics.cpu_info", ("topology", "kubelet_config"), lambda: _cpu_info(host))
+
+
+def _cpu_info(host: Host) -> Metric:
     family = GaugeRows(
         "numawatch_cpu_info",
         "Always 1, one series per CPU: the map of CPUs to sockets, cores and NUMA nodes, and whether each is "
         "isolated (isolcpus), in the kubelet's reserved CPUs (empty when unknown) and online.",
         labels=CPU_INFO_LABELS,
     )
-    host = evaluation.host
     topology = host.topology
     if topology is None:
         return family
