@@ -168,6 +168,9 @@ def ensure_tree(work: Path, name: str, spec: gen.HostSpec, *, fresh: bool = Fals
     return Tree(name, str(root), spec, summary, True)
 
 
+SWEEPS = ("cpus", "pods", "guaranteed", "hiders")  # sweep_specs' keys, in its order
+
+
 def sweep_specs() -> dict[str, list[tuple[str, object, gen.HostSpec]]]:
     """The sweeps' points: (tree name, x, spec), on b384's layout."""
     base = gen.SHAPES["b384"].spec
@@ -458,11 +461,14 @@ def measure_shape(args: argparse.Namespace, numawatch: str, exporter: str, shape
     return result
 
 
-def measure_sweeps(args: argparse.Namespace, numawatch: str, exporter: str,
-                   shapes: Mapping[str, ShapeResult]) -> list[SweepPoint]:  # fmt: skip
-    points = []
+def measure_sweeps(args: argparse.Namespace, numawatch: str, exporter: str, shapes: Mapping[str, ShapeResult],
+                   points: list[SweepPoint], measured: Callable[[], None] = lambda: None) -> None:  # fmt: skip
+    """The sweeps ``args.sweeps`` names, each point appended to ``points`` as it is measured (then ``measured()``:
+    a run cut short keeps the points it has)."""
     done: dict[str, SweepPoint] = {}
     for sweep, specs in sweep_specs().items():
+        if sweep not in args.sweeps:
+            continue
         for name, x, spec in specs:
             same_shape = next((result for shape_name, result in shapes.items()
                                if gen.SHAPES[shape_name].spec == spec and not gen.SHAPES[shape_name].churn
@@ -482,7 +488,7 @@ def measure_sweeps(args: argparse.Namespace, numawatch: str, exporter: str,
             point.profile = profile(tree.root, args.evaluations, churn=False)
             done[name] = point
             points.append(point)
-    return points
+            measured()
 
 
 # --------------------------------------------------------------------------------------------------- report
@@ -684,6 +690,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shapes", default=",".join(gen.SHAPES),
                         help=f"comma-separated shapes (default: all: {','.join(gen.SHAPES)})")
     parser.add_argument("--no-sweeps", action="store_true", help="measure the shapes only")
+    parser.add_argument("--sweeps", default=",".join(SWEEPS),
+                        help=f"comma-separated sweeps (default: all: {','.join(SWEEPS)})")  # fmt: skip
     parser.add_argument("--profile-only", action="store_true", help="only the in-process profiles (no serve, "
                         "no node_exporter, no sweeps)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="side-by-side rounds per shape (default: 3)")
@@ -711,6 +719,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [name for name in names if name not in gen.SHAPES]
     if unknown:
         parser.error(f"unknown shapes {', '.join(unknown)} (known: {', '.join(gen.SHAPES)})")
+    args.sweeps = [name.strip() for name in args.sweeps.split(",") if name.strip()]
+    unknown = [name for name in args.sweeps if name not in SWEEPS]
+    if unknown:
+        parser.error(f"unknown sweeps {', '.join(unknown)} (known: {', '.join(SWEEPS)})")
     Path(args.work).mkdir(parents=True, exist_ok=True)
     numawatch = bench_run.numawatch_binary()
     exporter = node_exporter_binary(args.node_exporter)
@@ -737,7 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results[name] = measure_shape(args, numawatch, exporter, gen.SHAPES[name])
         save()
     if not (args.no_sweeps or args.profile_only):
-        points += measure_sweeps(args, numawatch, exporter, results)
+        measure_sweeps(args, numawatch, exporter, results, points, save)
     header |= {"load_after": bench_run.load_average(), "ended": time.strftime("%Y-%m-%d %H:%M")}
     save()
     print(markdown(list(results.values()), points, header), end="")

@@ -346,6 +346,7 @@ def test_p99_is_the_nearest_rank():
 
 def test_the_sweeps_hold_everything_but_their_variable():
     sweeps = shapes.sweep_specs()
+    assert tuple(sweeps) == shapes.SWEEPS  # what --sweeps chooses from
     assert [x for _name, x, _spec in sweeps["cpus"]] == [32, 96, 192, 384, 768]
     assert {spec.pods for _name, _x, spec in sweeps["cpus"]} == {110}
     assert [spec.pods for _name, _x, spec in sweeps["pods"]] == [10, 30, 110, 300]
@@ -364,6 +365,13 @@ def test_the_sweeps_hold_everything_but_their_variable():
         for _name, _x, spec in points:
             assert (spec.numbering, spec.cgroup_version, spec.irqbalance) == (b384.numbering, b384.cgroup_version,
                                                                               b384.irqbalance)  # fmt: skip
+
+
+def test_an_unknown_sweep_is_refused_before_anything_is_measured(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        shapes.main(["--work", str(tmp_path), "--sweeps", "cpus,gpus"])
+    assert "unknown sweeps gpus" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_tree_is_kept_while_its_spec_is_the_same(tmp_path):
