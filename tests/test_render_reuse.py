@@ -128,13 +128,13 @@ def test_the_node_above_fires_what_its_changes_plant(fake_host):
     node = reference_node(fake_host)
     reader = HostReader(node.paths, stagger=2)
     fired: set[str] = set()
+    # A change to a stretched family (the IRQ affinities, memory placement) shows within its longer round (stagger
+    # 2 times its stretch), before the next change can undo what it planted.
+    longest = max((times for policy in POLICIES.values() for times in policy.stretch.values()), default=1)
     for _, change in CHANGES:
         change(node)
-        fired |= {finding.check for finding in evaluate(reader.read(), REFERENCE).findings}
-    # A change to a stretched family (the IRQ affinities) shows within its longer round.
-    longest = max((times for policy in POLICIES.values() for times in policy.stretch.values()), default=1)
-    for _ in range(2 * longest):
-        fired |= {finding.check for finding in evaluate(reader.read(), REFERENCE).findings}
+        for _ in range(2 * longest):
+            fired |= {finding.check for finding in evaluate(reader.read(), REFERENCE).findings}
 
     assert {
         "container_memory_remote",

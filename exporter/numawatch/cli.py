@@ -182,10 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stagger", default=DEFAULT_STAGGER, type=_whole_number(1), metavar="K",
                        help="re-read slow-drifting files for a rotating share of their objects per evaluation, so "
                             "a change there shows within K evaluations: Guaranteed pods' listings; within 2K: "
-                            "containers' memory.numa_stat, cpuset.mems.effective and cgroup.procs, Burstable and "
-                            "BestEffort pods whole, cpufreq governors; within 4K: IRQs' effective affinities (their "
-                            "requested masks within 8K) and idle-state settings; Guaranteed pods' CPUs and new "
-                            "pods, IRQs and CPU policies are read every time; 1: read everything "
+                            "Burstable and BestEffort pods whole, cpufreq governors; within 4K: containers' "
+                            "memory.numa_stat, cpuset.mems.effective and cgroup.procs, IRQs' effective affinities "
+                            "(their requested masks within 8K), idle-state settings and pods' usage; Guaranteed "
+                            "pods' CPUs and new pods, IRQs and CPU policies are read every time; 1: read everything "
                             f"(default: {DEFAULT_STAGGER})")
     web = serve.add_argument_group("web server")
     web.add_argument("--web.listen-address", "--listen", dest="listen", default=parse_listen(DEFAULT_LISTEN),

@@ -77,14 +77,14 @@ POLICIES: Mapping[str, Policy] = {
         PLACEMENT,
         SHARED_PODS,
         GUARANTEED_LISTINGS,
-        why="memory placement drifts over minutes (its alerts wait 15-30 minutes): read within 2K readings (2 "
+        why="memory placement drifts over minutes (its alerts wait 30 minutes): read within 4K readings (4 "
         "minutes at serve's defaults); shared pods' cpusets move with the CPU Manager state, after whose change "
         "every pod is read at every reading for K readings, and otherwise only when someone else rewrites one: "
         "within 2K readings, while the drift alerts wait 10-15 minutes; Guaranteed pods' cpusets are read every "
         "time, but their directories are listed in their turn: a container removed from one shows at once (its "
         "cpuset fails to read and the pod is listed again), one added without a CPU Manager change (a restart "
         "keeps the pod's assignment) within K readings, while the pinning alerts wait 10 minutes",
-        stretch={PLACEMENT: 2, SHARED_PODS: 2},
+        stretch={PLACEMENT: 4, SHARED_PODS: 2},
     ),
     "names": _rotating(
         BUNDLE_CONFIGS,
