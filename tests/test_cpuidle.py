@@ -136,13 +136,13 @@ def test_serves_reader_reads_names_and_latencies_once_and_staggered_disable_file
     reader = Driven("cpuidle")
     reader.set_stagger(2)
     opened: list[str] = []
-    real = cpuidle.read_optional_text
+    real = cpuidle.read_attribute_text
 
-    def spy(path, limit=1 << 20):
+    def spy(path, limit):
         opened.append(os.fspath(path))
         return real(path, limit)
 
-    monkeypatch.setattr(cpuidle, "read_optional_text", spy)
+    monkeypatch.setattr(cpuidle, "read_attribute_text", spy)
     first = reader.read(fake_host.paths)  # turn 0 of 2, but nothing is known yet: every CPU is read
     assert sum(p.endswith("/name") for p in opened) == 4  # one CPU's table, POLL's too (to learn it is latency 0)
     assert sum(p.endswith("/disable") for p in opened) == 4 * 3
@@ -349,3 +349,4 @@ def test_the_nehalem_capture_with_isolated_cpus_fires_and_a_looser_intent_is_cle
     assert dict(finding.labels) == {"cpus": "2-7", "name": "NHM-C3,NHM-C6", "value": "200", "expected": "10"}
     assert "intel_idle.max_cstate=1" in finding.remediation
     assert clean.findings == () and clean.not_evaluated == ()
+
