@@ -141,7 +141,7 @@ class _Problems:
             return None
 
 
-def _read_pool(directory: Path, problems: _Problems, setting: str) -> dict[int, HugePageCounts]:
+def _read_pool(directory: Path | str, problems: _Problems, setting: str) -> dict[int, HugePageCounts]:
     """``<directory>/hugepages-<kB>kB/*`` for every size -> {kB: counts}."""
     pools: dict[int, HugePageCounts] = {}
     root = os.fspath(directory)  # strings, not pathlib: four files per size and node at every reading
@@ -164,7 +164,7 @@ def _read_pool(directory: Path, problems: _Problems, setting: str) -> dict[int, 
     return pools
 
 
-def read_hugepage_pool(directory: Path) -> tuple[dict[int, HugePageCounts], str | None]:
+def read_hugepage_pool(directory: Path | str) -> tuple[dict[int, HugePageCounts], str | None]:
     """One directory of ``hugepages-<kB>kB`` pools (global or per node) and the first problem met, if any."""
     problems = _Problems()
     pools = _read_pool(directory, problems, "hugepages")
