@@ -136,13 +136,13 @@ def test_serves_reader_reads_names_and_latencies_once_and_staggered_disable_file
     reader = Driven("cpuidle")
     reader.set_stagger(2)
     opened: list[str] = []
-    real = cpuidle.read_optional_text
+    real = cpuidle.read_attribute_text
 
-    def spy(path, limit=1 << 20):
+    def spy(path, limit):
         opened.append(os.fspath(path))
         return real(path, limit)
 
-    monkeypatch.setattr(cpuidle, "read_optional_text", spy)
+    monkeypatch.setattr(cpuidle, "read_attribute_text", spy)
     first = reader.read(fake_host.paths)  # turn 0 of 2, but nothing is known yet: every CPU is read
     assert sum(p.endswith("/name") for p in opened) == 4  # one CPU's table, POLL's too (to learn it is latency 0)
     assert sum(p.endswith("/disable") for p in opened) == 4 * 3
@@ -349,3 +349,35 @@ def test_the_nehalem_capture_with_isolated_cpus_fires_and_a_looser_intent_is_cle
     assert dict(finding.labels) == {"cpus": "2-7", "name": "NHM-C3,NHM-C6", "value": "200", "expected": "10"}
     assert "intel_idle.max_cstate=1" in finding.remediation
     assert clean.findings == () and clean.not_evaluated == ()
+
+
+def test_serves_reader_takes_the_idle_parameters_over_only_while_the_command_line_is_the_same(fake_host, monkeypatch):
+    node = reference_node(fake_host)
+    add_cpuidle(fake_host, sorted(ONLINE))  # firing: C6 enabled on the isolated CPUs
+    reader = HostReader(node.paths, stagger=4)
+    from numawatch.checks import cpuidle as check_module
+
+    parsed: list[str] = []
+    real = check_module.idle_parameters
+
+    def spy(cmdline: str) -> dict[str, str]:
+        parsed.append(cmdline)
+        return real(cmdline)
+
+    monkeypatch.setattr(check_module, "idle_parameters", spy)
+
+    def judged(host):
+        evaluation = evaluate(host, REFERENCE, [CPUIDLE_DEEP_STATE])
+        return evaluation.findings, [n.reason for n in evaluation.not_applicable]
+
+    first, second = judged(reader.read()), judged(reader.read())
+    assert len(parsed) == 1  # the second evaluation took the first one's over
+    assert first == second == judged(read_host(node.paths)) and len(first[0]) == 1
+    cmdline = fake_host.path("proc/cmdline").read_text().strip()
+    fake_host.write("proc/cmdline", cmdline + " idle=poll")
+    polling = judged(reader.read())
+    assert polling == judged(read_host(node.paths))
+    assert polling[0] == () and "idle=poll" in polling[1][0]  # clean: not applicable
+    fake_host.write("proc/cmdline", cmdline)
+    again = judged(reader.read())
+    assert again == first  # firing again, with the remediation the command line asks for

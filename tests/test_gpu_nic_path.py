@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from fakehost import FakeHost
 from fakehost.gpus import (
@@ -158,6 +160,21 @@ def test_the_fingerprint_follows_nics_coming_and_their_numa_node(fake_host):
     add_rdma_nic(fake_host, "0000:c1:00.0", name="mlx5_9", numa_node=1, local_cpus=NODE_CPUS[1])
 
     assert len({before, moved, pci_topology.fingerprint(fake_host.paths)}) == 3
+
+
+def test_the_fingerprint_reads_each_numa_node_through_its_link_as_resolving_it_would(fake_host):
+    reference_node(fake_host)
+    rdma_dir = fake_host.paths.sysfs / "class/infiniband"
+    resolved = tuple(
+        (name, (fake_host.paths.resolve(rdma_dir / name / "device") / "numa_node").read_text())
+        for name in sorted(os.listdir(rdma_dir))
+    )
+    assert pci_topology.fingerprint(fake_host.paths)[1] == resolved and resolved
+    # A link that leads nowhere, or into a loop, is an unknown node (the fingerprint still answers).
+    fake_host.symlink("sys/class/infiniband/mlx5_8/device", "../../../devices/pci0000:99/0000:99:00.0")
+    fake_host.symlink("sys/class/infiniband/mlx5_9", "mlx5_9")
+    _listing, numa = pci_topology.fingerprint(fake_host.paths)
+    assert ("mlx5_8", None) in numa and ("mlx5_9", None) in numa
 
 
 def test_without_the_pci_listing_the_source_is_down(fake_host):

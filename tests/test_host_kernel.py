@@ -379,3 +379,37 @@ def test_enough_pages_reserved_is_clean(fake_host, realkernel_root):
     assert run_check(fake_host, "hugepages_shortfall") == ([], [])
     capture = read_host(Paths.from_root(realkernel_root), HOST_SOURCES)  # hugepages=32 of 2M, 32 reserved
     assert evaluate(capture, Intent(), [CHECK_BY_ID["hugepages_shortfall"]]).findings == ()
+
+
+def test_serves_reader_parses_the_command_line_again_only_when_it_changes(fake_host, monkeypatch):
+    """The per-node requests a reading takes over from the previous one are those a full read of the same command
+    line finds, and a new command line is parsed again: the finding appears and goes as a full read says."""
+    add_topology(fake_host, cmdline="hugepagesz=1G hugepages=0:4,1:4", hugepages_per_node=[{1048576: 4}, {1048576: 4}])
+    reader = HostReader(fake_host.paths, HOST_SOURCES, stagger=4)
+    parses: list[str] = []
+    real = kernel.parse_cmdline_hugepages_per_node
+
+    def spy(cmdline: str):
+        parses.append(cmdline)
+        return real(cmdline)
+
+    monkeypatch.setattr(kernel, "parse_cmdline_hugepages_per_node", spy)
+
+    def shortfall(host) -> list[dict[str, str]]:
+        evaluation = evaluate(host, Intent(), [CHECK_BY_ID["hugepages_shortfall"]])
+        return sorted((dict(f.labels) for f in evaluation.findings), key=str)
+
+    first, second = reader.read(), reader.read()
+    assert len(parses) == 1  # the second reading took the first one's parse over
+    assert second.kernel == read_host(fake_host.paths, HOST_SOURCES).kernel
+    assert second.kernel.cmdline_hugepages_per_node == {0: {1048576: 4}, 1: {1048576: 4}}
+    assert shortfall(first) == shortfall(second) == []  # clean
+
+    fake_host.write("proc/cmdline", "hugepagesz=1G hugepages=0:4,1:6")
+    parses.clear()
+    changed = reader.read()
+    assert parses == ["hugepagesz=1G hugepages=0:4,1:6\n"]
+    full = read_host(fake_host.paths, HOST_SOURCES)
+    assert changed.kernel == full.kernel
+    assert {"size": "1048576kB", "numa_node": "1", "value": "4", "expected": "6"} in shortfall(changed)
+    assert shortfall(changed) == shortfall(full)  # firing, as a full read says

@@ -25,7 +25,7 @@ from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
 from numawatch.refresh import AFFINITIES, GOVERNORS, PLACEMENT, POLICIES, SHARED_PODS
 from numawatch.sources import _files, cgroups, interrupts, irqs, kernel, kubelet_state, topology
-from numawatch.sources._files import DEFAULT_READ_LIMIT
+from numawatch.sources._files import DEFAULT_READ_LIMIT, read_attribute_text, read_optional_text
 from numawatch.sources.cgroups import parse_numa_stat_v2
 from numawatch.sources.kernel import parse_affected_cpus
 from source_inputs import CgroupsReaderWithState, Driven
@@ -1806,3 +1806,15 @@ def test_a_staggered_reader_settles_on_what_reading_everything_gives_within_the_
     for _ in range(max(S, P)):
         found = reader.read(fake_host.paths)
     assert found == cgroups.read(fake_host.paths)
+
+
+def test_an_attribute_read_in_one_read_is_what_reading_to_the_end_gives(fake_host):
+    for name, content in (("short", "2048\n"), ("exact", "x" * 63 + "\n"), ("invalid", b"\xff1\n"), ("empty", b"")):
+        fake_host.write(f"sys/a/{name}", content)
+        path = fake_host.paths.sysfs / "a" / name
+        assert read_attribute_text(path, 64) == read_optional_text(path, 64)
+    assert read_attribute_text(fake_host.paths.sysfs / "a/missing", 64) is None
+    fake_host.write("sys/a/long", "x" * 65)
+    for read in (read_attribute_text, read_optional_text):  # over the limit: refused the same way
+        with pytest.raises(MalformedFile, match="larger than the 64-byte limit"):
+            read(str(fake_host.paths.sysfs / "a/long"), 64)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import weakref
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from numawatch import confined
@@ -57,24 +58,25 @@ class Paths:
             rke2=Path(rke2) if rke2 else base / "etc/rancher/rke2",
         )
 
-    # Derived locations. They are properties, not fields, so an override of sysfs moves cgroups with it.
-    @property
+    # Derived locations. They are properties, not fields, so an override of sysfs moves cgroups with it; cached,
+    # since the sources ask for them at every reading and the fields they derive from never change.
+    @cached_property
     def cgroupfs(self) -> Path:
         return self.sysfs / "fs/cgroup"
 
-    @property
+    @cached_property
     def rke2_data(self) -> Path:
         return self.root / "var/lib/rancher/rke2"
 
-    @property
+    @cached_property
     def run(self) -> Path:
         return self.root / "run"
 
-    @property
+    @cached_property
     def pod_logs(self) -> Path:
         return self.root / "var/log/pods"
 
-    @property
+    @cached_property
     def etc(self) -> Path:
         return self.root / "etc"
 

@@ -10,6 +10,7 @@ latency limit.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
 from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.host_irq import describe_cpus, protected_cpus, require
@@ -30,6 +31,17 @@ def idle_parameters(cmdline: str) -> dict[str, str]:
     for name, value in parse_cmdline(cmdline):
         if name in IDLE_PARAMETERS:
             found[name] = value if value is not None else ""
+    return found
+
+
+def _idle_parameters_of(host: Host, cmdline: str) -> Mapping[str, str]:
+    """``idle_parameters(cmdline)``, taken from the previous reading's when the command line is the same text (it
+    changes only at a reboot): the value is keyed on the text itself, so it is right for any reading."""
+    key = ("checks.idle_parameters", cmdline)
+    found = host.derived.get(key)
+    if found is None:
+        found = MappingProxyType(idle_parameters(cmdline))
+    host.derived.put(key, found)
     return found
 
 
@@ -66,7 +78,7 @@ def deep_states(allowed: Allowed, cpu: int, limit_us: int) -> tuple[IdleState, .
 def check_cpuidle_deep_state(host: Host, intent: Intent) -> Iterator[Finding]:
     idle: CpuIdle = require(host, "cpuidle")
     topology: Topology = require(host, "topology")
-    parameters = idle_parameters(topology.isolation.cmdline)
+    parameters = _idle_parameters_of(host, topology.isolation.cmdline)
     if parameters.get("idle") == "poll":
         raise NotApplicable("idle=poll on the kernel command line: the CPUs never enter an idle state")
     if idle.driver is None:

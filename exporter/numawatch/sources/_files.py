@@ -86,6 +86,19 @@ def read_optional_text(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> str
         return None
 
 
+def read_attribute_text(path: Path | str, limit: int) -> str | None:
+    """``read_optional_text`` for a sysfs or sysctl attribute, in one read: the kernel fills such a file in one read
+    (and a regular file, in a captured or generated tree, returns all it has up to the size asked), so the read
+    that would only find the end of the file is left out. Refuses a file larger than ``limit`` as
+    ``read_optional_text`` does; None when it does not exist."""
+    data = read_small(path, limit + 1)
+    if data is None:
+        return None
+    if len(data) > limit:
+        raise MalformedFile(path, f"larger than the {limit}-byte limit")
+    return data.decode("utf-8", errors="replace")
+
+
 def read_int(path: Path | str) -> int:
     text = read_text(path, 4096).strip()
     try:

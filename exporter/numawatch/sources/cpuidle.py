@@ -43,7 +43,7 @@ from numawatch.model import frozen_map
 from numawatch.model.kernel import CpuIdle, IdleState
 from numawatch.paths import Paths
 from numawatch.refresh import IDLE_STATES, Carried, Refresh
-from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._files import list_dir, read_attribute_text
 
 _SMALL = 256  # every file here is one short line
 _STATE = re.compile(r"state(\d{1,3})\Z")
@@ -140,9 +140,9 @@ def _layout(reading: _Reading, cpu_dir: Path) -> _Layout | None:
         if match is None:
             continue
         directory = cpu_dir / "cpuidle" / entry
-        name = reading.value(directory / "name", parse_state_name, read_optional_text(directory / "name", _SMALL))
+        name = reading.value(directory / "name", parse_state_name, read_attribute_text(directory / "name", _SMALL))
         latency_path = directory / "latency"
-        latency = reading.value(latency_path, parse_latency, read_optional_text(latency_path, _SMALL))
+        latency = reading.value(latency_path, parse_latency, read_attribute_text(latency_path, _SMALL))
         if name is None or latency is None:
             return None
         if latency > 0:
@@ -171,16 +171,16 @@ def _read(
         raise SourceUnavailable(f"{cpu_root} does not exist")
     reading = _Reading()
     idle_dir = cpu_root / "cpuidle"
-    driver_text = read_optional_text(idle_dir / "current_driver", _SMALL)
+    driver_text = read_attribute_text(idle_dir / "current_driver", _SMALL)
     if driver_text is None:
         # No cpuidle in this kernel (or no driver ever registered): nothing more to read.
         return CpuIdle(driver=None, governor=None), {}
     driver = reading.value(idle_dir / "current_driver", lambda t: parse_word(t, "driver"), driver_text)
     governor_path = idle_dir / "current_governor"
-    governor_text = read_optional_text(governor_path, _SMALL)
+    governor_text = read_attribute_text(governor_path, _SMALL)
     if governor_text is None:
         governor_path = idle_dir / "current_governor_ro"
-        governor_text = read_optional_text(governor_path, _SMALL)
+        governor_text = read_attribute_text(governor_path, _SMALL)
     governor = reading.value(governor_path, lambda t: parse_word(t, "governor"), governor_text)
     cpus = _cpus(cpu_root)
     # A copy: the memory handed in stays as the previous reading left it.
@@ -210,7 +210,7 @@ def _read(
                 continue  # no deep state: an offline CPU (no cpuidle directory), or polling only
             layout = remembered[key] = found_layout
         limit_path = f"{root}/cpu{cpu}/power/pm_qos_resume_latency_us"
-        limit_text = read_optional_text(limit_path, _SMALL)
+        limit_text = read_attribute_text(limit_path, _SMALL)
         if limit_text != "0\n":  # "0": no limit, the usual case
             failures = reading.failures
             limit = reading.value(Path(limit_path), parse_resume_latency, limit_text)
@@ -221,7 +221,7 @@ def _read(
         found = []
         for index, name, latency in layout:
             path = f"{root}/cpu{cpu}/cpuidle/state{index}/disable"
-            text = read_optional_text(path, _SMALL)
+            text = read_attribute_text(path, _SMALL)
             if text is None:
                 if not confined.is_dir(path[: -len("/disable")]):
                     break  # gone since the layout was learnt: the CPU went offline

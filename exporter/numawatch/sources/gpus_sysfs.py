@@ -55,6 +55,7 @@ unknown, the file named under ``problems[<file name>]``; it never takes the inve
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ from numawatch.hosttext import checked, printable, strip_value
 from numawatch.model import frozen_map
 from numawatch.model.gpu import GpuDevice, GpuInventory
 from numawatch.paths import Paths
-from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text
 
 NVIDIA_VENDOR = "0x10de"
 AMD_VENDOR = "0x1002"
@@ -453,16 +454,17 @@ def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | N
     fix for a ``gpu_numa_unknown`` finding), so it is part of the fingerprint for the driver's GPUs: two listings and
     one small read per GPU instead of resolving ~20 device links and reading ~50 attributes every 15 s.
     """
-    devices = paths.sysfs / "bus/pci/devices"
-    bound = list_dir(paths.procfs / "driver/nvidia/gpus")
+    sysfs = os.fspath(paths.sysfs)  # strings, not pathlib: this runs at every reading
+    devices = f"{sysfs}/bus/pci/devices"
+    bound = list_dir(f"{os.fspath(paths.procfs)}/driver/nvidia/gpus")
     for driver in _DRIVERS:
-        bound += list_dir(paths.sysfs / "bus/pci/drivers" / driver)
+        bound += list_dir(f"{sysfs}/bus/pci/drivers/{driver}")
     gpus = sorted(name for name in set(bound) if PCI_ADDRESS.fullmatch(name))
     # MI300 partitions come and go with a compute partition mode change, which adds no PCI function
-    partitions = tuple(sorted(name for name in list_dir(paths.sysfs / _PLATFORM) if _XCP.fullmatch(name)))
+    partitions = tuple(sorted(name for name in list_dir(f"{sysfs}/{_PLATFORM}") if _XCP.fullmatch(name)))
     return (
         (*sorted(list_dir(devices)), *partitions),
-        tuple((gpu, read_optional_text(devices / gpu / "numa_node", 64)) for gpu in gpus),
+        tuple((gpu, read_attribute_text(f"{devices}/{gpu}/numa_node", 64)) for gpu in gpus),
     )
 
 

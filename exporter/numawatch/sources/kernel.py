@@ -27,7 +27,9 @@ file leaves its setting None and says why in ``problems``; the other settings ar
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,7 +42,7 @@ from numawatch.model import frozen_map
 from numawatch.model.kernel import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
 from numawatch.refresh import GOVERNORS, Carried, Refresh
-from numawatch.sources._files import list_dir, read_optional_text, read_small_text
+from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text, read_small_text
 from numawatch.sources.topology import hugepage_requests, hugepage_size_kb, parse_cmdline
 
 _SMALL = 4096  # every file here is a line or two
@@ -129,7 +131,7 @@ class _Problems:
     def __init__(self) -> None:
         self.lines: dict[str, str] = {}
 
-    def parse(self, setting: str, path: Path, parse, text: str | None):
+    def parse(self, setting: str, path: Path | str, parse, text: str | None):
         if text is None:
             return None
         try:
@@ -139,17 +141,18 @@ class _Problems:
             return None
 
 
-def _read_pool(directory: Path, problems: _Problems, setting: str) -> dict[int, HugePageCounts]:
+def _read_pool(directory: Path | str, problems: _Problems, setting: str) -> dict[int, HugePageCounts]:
     """``<directory>/hugepages-<kB>kB/*`` for every size -> {kB: counts}."""
     pools: dict[int, HugePageCounts] = {}
+    root = os.fspath(directory)  # strings, not pathlib: four files per size and node at every reading
     for entry in sorted(list_dir(directory)):
         size = hugepage_size_kb(entry)
         if size is None:
             continue
         values = {}
         for name in ("nr_hugepages", "free_hugepages", "surplus_hugepages", "resv_hugepages"):
-            path = directory / entry / name
-            values[name] = problems.parse(setting, path, parse_sysctl_int, read_optional_text(path, _SMALL))
+            path = f"{root}/{entry}/{name}"
+            values[name] = problems.parse(setting, path, parse_sysctl_int, read_attribute_text(path, _SMALL))
         if values["nr_hugepages"] is None:
             continue
         pools[size] = HugePageCounts(
@@ -161,7 +164,7 @@ def _read_pool(directory: Path, problems: _Problems, setting: str) -> dict[int, 
     return pools
 
 
-def read_hugepage_pool(directory: Path) -> tuple[dict[int, HugePageCounts], str | None]:
+def read_hugepage_pool(directory: Path | str) -> tuple[dict[int, HugePageCounts], str | None]:
     """One directory of ``hugepages-<kB>kB`` pools (global or per node) and the first problem met, if any."""
     problems = _Problems()
     pools = _read_pool(directory, problems, "hugepages")
@@ -199,6 +202,9 @@ class KernelMemory(NamedTuple):
 
     affected: dict[tuple[str, str], frozenset[int]]  # (policy, online list) -> the policy's CPUs
     governors: dict[str, str]  # policy -> its governor at that reading
+    # The command line of that reading and its per-node huge page requests: it changes only at a reboot, so a
+    # reading that finds the same text takes the parse over instead of parsing it again.
+    cmdline: tuple[str, Mapping[int, Mapping[int, int]]] | None = None
 
 
 def _governors(
@@ -224,7 +230,7 @@ def _governors(
     if not policies:
         return None, nothing
     online_path = cpu_root / "online"
-    online_text = read_optional_text(online_path, 1 << 16)
+    online_text = read_attribute_text(online_path, 1 << 16)
     if online_text is None:
         problems.lines["cpufreq_governor"] = f"{online_path}: missing"
         return None, nothing
@@ -284,7 +290,7 @@ def _read_settings(
     problems = _Problems()
 
     def value(setting: str, path: Path, parse):
-        return problems.parse(setting, path, parse, read_optional_text(path, _SMALL))
+        return problems.parse(setting, path, parse, read_attribute_text(path, _SMALL))
 
     numa_balancing = value("numa_balancing", sysctl / "kernel/numa_balancing", parse_sysctl_int)
     swappiness = value("swappiness", sysctl / "vm/swappiness", parse_sysctl_int)
@@ -293,7 +299,7 @@ def _read_settings(
     governors, kept = _governors(paths, problems, memory, share, turn)
     hugepages = _read_pool(paths.sysfs / "kernel/mm/hugepages", problems, "hugepages")
     cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
-    per_node = parse_cmdline_hugepages_per_node(cmdline)
+    per_node = _per_node_requests(cmdline, memory)
     absent = set()
     if enabled is None and "thp_enabled" not in problems.lines and _lacks(thp.parent, thp.name):
         absent.add(THP)
@@ -309,11 +315,21 @@ def _read_settings(
         thp_defrag_modes=defrag[1] if defrag else (),
         governors=frozen_map(governors) if governors is not None else None,
         hugepages=frozen_map(hugepages),
-        cmdline_hugepages_per_node=frozen_map({node: frozen_map(sizes) for node, sizes in per_node.items()}),
+        cmdline_hugepages_per_node=per_node,
         problems=frozen_map(problems.lines),
         absent_features=frozenset(absent),
     )
-    return settings, kept
+    return settings, kept._replace(cmdline=(cmdline, per_node))
+
+
+def _per_node_requests(cmdline: str, memory: KernelMemory | None) -> Mapping[int, Mapping[int, int]]:
+    """``parse_cmdline_hugepages_per_node`` of ``cmdline``, frozen; taken from ``memory`` when it parsed the same
+    text (the mappings are immutable, so two snapshots may share them)."""
+    carried = memory.cmdline if memory is not None else None
+    if carried is not None and carried[0] == cmdline:
+        return carried[1]
+    per_node = parse_cmdline_hugepages_per_node(cmdline)
+    return frozen_map({node: frozen_map(sizes) for node, sizes in per_node.items()})
 
 
 def _lacks(directory: Path, name: str) -> bool:

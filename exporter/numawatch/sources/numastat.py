@@ -76,7 +76,7 @@ from numawatch.host import SourceSpec
 from numawatch.model import frozen_map
 from numawatch.model.kernel import InterSocketTraffic, LinkTraffic, NodeCounters, NumaCounters
 from numawatch.paths import Paths
-from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text
 from numawatch.sources.kernel import read_hugepage_pool
 
 _NUMASTAT_LIMIT = 1 << 16
@@ -114,16 +114,17 @@ def read(paths: Paths) -> NumaCounters:
     if not ids:
         raise SourceUnavailable(f"no NUMA nodes under {node_dir} (kernel without CONFIG_NUMA)")
     nodes: dict[int, NodeCounters] = {}
+    root = os.fspath(node_dir)  # strings, not pathlib: every node at every reading
     for node in ids:
-        path = node_dir / f"node{node}/numastat"
-        text = read_optional_text(path, _NUMASTAT_LIMIT)
+        path = f"{root}/node{node}/numastat"
+        text = read_attribute_text(path, _NUMASTAT_LIMIT)
         if text is None:  # a node removed (memory hot-unplug) while we list them
             continue
         # The pools are optional: a malformed file leaves its pool out and says so, the counters stay.
-        pools, problem = read_hugepage_pool(node_dir / f"node{node}/hugepages")
+        pools, problem = read_hugepage_pool(f"{root}/node{node}/hugepages")
         nodes[node] = NodeCounters(
             node=node,
-            numastat=frozen_map(parse_numastat(text, str(path))),
+            numastat=frozen_map(parse_numastat(text, path)),
             hugepages=frozen_map(pools),
             hugepages_problem=problem,
         )

@@ -38,7 +38,7 @@ from numawatch.host import SourceSpec
 from numawatch.model import frozen_map
 from numawatch.model.pci import PciFunction, PciTopology, RdmaNic
 from numawatch.paths import Paths
-from numawatch.sources._files import list_dir, read_optional_text
+from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text
 from numawatch.sources.gpus_sysfs import parse_class, parse_numa_node, pci_sort_key
 
 BDF = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
@@ -160,14 +160,16 @@ def fingerprint(paths: Paths) -> Hashable:
     links resolved inside the host root, as ``read`` does: a captured tree's absolute link must not reach this
     machine's /sys)."""
     rdma_dir = paths.sysfs / "class/infiniband"
+    root = os.fspath(rdma_dir)
     found: list[tuple[str, str | None]] = []
     for name in sorted(list_dir(rdma_dir)):
+        # Opened through the device link: the confined opener follows it inside the host root as ``paths.resolve``
+        # does, in one call instead of a walk per link. A link that does not resolve reads as unknown.
         try:
-            device = paths.resolve(rdma_dir / name / "device")
+            text = read_attribute_text(f"{root}/{name}/device/numa_node", 64)
         except OSError:
-            found.append((name, None))
-            continue
-        found.append((name, read_optional_text(device / "numa_node", 64)))
+            text = None
+        found.append((name, text))
     return tuple(sorted(list_dir(paths.sysfs / "bus/pci/devices"))), tuple(found)
 
 

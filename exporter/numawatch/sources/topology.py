@@ -28,6 +28,7 @@ reader skip the ~3 files per CPU (1,150 on a 384-CPU host) while nothing changed
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -569,15 +570,16 @@ def fingerprint(paths: Paths) -> tuple[object, ...]:
 
     Raises when ``cpu/online`` cannot be read, so the reader reads for real and reports why.
     """
-    online = confined.read_file(paths.sysfs / "devices/system/cpu/online", 1 << 16)
-    hugepages_dir = paths.sysfs / "kernel/mm/hugepages"
+    sysfs = os.fspath(paths.sysfs)  # strings, not pathlib: this runs at every reading
+    online = confined.read_file(f"{sysfs}/devices/system/cpu/online", 1 << 16)
+    hugepages_dir = f"{sysfs}/kernel/mm/hugepages"
     hugepages = tuple(
-        (name, read_small(hugepages_dir / name / "nr_hugepages", 1 << 16)) for name in sorted(list_dir(hugepages_dir))
+        (name, read_small(f"{hugepages_dir}/{name}/nr_hugepages", 1 << 16)) for name in sorted(list_dir(hugepages_dir))
     )
     return (
         online,
-        read_small(paths.sysfs / "devices/system/node/online", 1 << 16),
-        read_small(paths.procfs / "cmdline", 1 << 16),
+        read_small(f"{sysfs}/devices/system/node/online", 1 << 16),
+        read_small(f"{os.fspath(paths.procfs)}/cmdline", 1 << 16),
         hugepages,
     )
 
