@@ -150,9 +150,9 @@ def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
 
     A pod's join depends on the pod and on the names, kubelet state and GPU inventory readings alone (and on which GPUs
     the topology puts on another CPU node), so in serve it is reused from an earlier reading (``Host.derived``) while
-    the pod's generation (the cgroups source hands an unchanged pod out again), the kubelet state's and inventory's
-    generations (fingerprinted: unchanged while their files are) and what the names say of the pod's containers are
-    the same (``pod_join_keys``).
+    the pod's generation (the cgroups source hands an unchanged pod out again), the inventory's generation
+    (fingerprinted: unchanged while its files are) and what the names and the kubelet state say of the pod and its
+    containers are the same (``pod_join_keys``).
     """
     return _joined(host, intent).workloads
 
@@ -165,7 +165,8 @@ def workloads_by_pod(host: Host, intent: Intent) -> tuple[tuple[Workload, ...], 
 
 def pod_join_keys(host: Host, intent: Intent) -> tuple[Hashable | None, ...]:
     """For each pod of ``workloads_by_pod``, the key its workloads were joined under in ``Host.derived``: the
-    generations of the pod and of the sources joined with it, and the intent; None when one is unknown (a Host
+    generations of the pod and of the sources joined with it (of the names and the kubelet state, the versions of
+    what they say of the pod), and the intent; None when one is unknown (a Host
     not made by a HostReader, a pod from a one-off reading), never reused. What a consumer may key what it derives
     from a pod's workloads on."""
     return _joined(host, intent).keys
