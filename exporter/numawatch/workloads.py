@@ -194,7 +194,7 @@ def per_pod(
     (``Host.derived``, one table per ``name`` holding the current pods only); a pod without a key (a Host not made by
     a HostReader) gets a new one. ``by_uid``: the pod cgroups of one UID (an old one lingering after a restart) are
     one pod, their workloads together, in the order the UID is first listed. ``reads_numa_bytes=False``: ``make``
-    reads no ``Workload.numa_bytes``, so a pod is keyed by its join without them (``_layout_version``) and keeps its
+    reads no ``Workload.numa_bytes``, so a pod is keyed by its join without them (``_versions``) and keeps its
     value when only its containers' memory.numa_stat numbers moved.
     """
     joined = _joined(host, intent)
@@ -312,34 +312,46 @@ def _context(host: Host) -> tuple[Hashable, ...] | None:
 _JOINED_SOURCES = ("gpus_sysfs",)
 
 
-def _names_version(host: Host, pod: PodCgroup, names: Names | None) -> Hashable:
-    """A token that changes exactly when what the names say of ``pod`` (``_names_of``) does: the names and pod
-    generations at which that last changed. Small, so the keys holding it hash cheaply; worked out again only when
-    the names source or the pod was read again (``Host.derived``)."""
-    key = ("workloads.names", pod.cgroup_path)
-    names_generation = host.generation("names")
+def _versions(
+    host: Host, pod: PodCgroup, names: Names | None, state: KubeletState | None, slices: _DevicesByUid
+) -> tuple[Hashable, Hashable, Hashable]:
+    """Tokens that change exactly when what the names say of ``pod`` (``_names_of``), what the kubelet state says of
+    it (``_state_of``) and its layout (``_layout_of``: the pod less its containers' ``numa_bytes``) do: the
+    generations at which each last changed. Small, so the keys holding them hash cheaply; each worked out again
+    only when its source or the pod was read again (one ``Host.derived`` entry per pod: an unchanged reading looks
+    up one)."""
+    key = ("workloads.versions", pod.cgroup_path)
+    generation = pod.generation
+    names_generation, state_generation = host.generation("names"), host.generation("kubelet_state")
     known = host.derived.get(key)
-    if known is not None and known[0] == names_generation and known[1] == pod.generation:
+    if known is not None and known[0] == generation and known[1] == names_generation and known[2] == state_generation:
         return known[3]
-    view = _names_of(pod, names)
-    version = known[3] if known is not None and known[2] == view else (names_generation, pod.generation)
-    host.derived.put(key, (names_generation, pod.generation, view, version))
-    return version
-
-
-def _state_version(host: Host, pod: PodCgroup, state: KubeletState | None, slices: _DevicesByUid) -> Hashable:
-    """A token that changes exactly when what the kubelet state says of ``pod`` (``_state_of``) does: the kubelet
-    state and pod generations at which that last changed, worked out again only when either was read again
-    (``Host.derived``), as ``_names_version`` does for the names."""
-    key = ("workloads.state", pod.cgroup_path)
-    state_generation = host.generation("kubelet_state")
-    known = host.derived.get(key)
-    if known is not None and known[0] == state_generation and known[1] == pod.generation:
-        return known[3]
-    view = _state_of(pod, state, slices)
-    version = known[3] if known is not None and known[2] == view else (state_generation, pod.generation)
-    host.derived.put(key, (state_generation, pod.generation, view, version))
-    return version
+    names_version = state_version = layout_version = None
+    names_view = state_view = layout_view = None
+    if known is not None:
+        same_pod = known[0] == generation
+        (names_version, state_version, layout_version), (names_view, state_view, layout_view) = known[3], known[4]
+    else:
+        same_pod = False
+    if known is None or not same_pod or known[1] != names_generation:
+        view = _names_of(pod, names)
+        if known is None or view != names_view:
+            names_version = (names_generation, generation)
+        names_view = view
+    if known is None or not same_pod or known[2] != state_generation:
+        view = _state_of(pod, state, slices)
+        if known is None or view != state_view:
+            state_version = (state_generation, generation)
+        state_view = view
+    if known is None or not same_pod:
+        view = _layout_of(pod)
+        if known is None or view != layout_view:
+            layout_version = generation
+        layout_view = view
+    versions = (names_version, state_version, layout_version)
+    views = (names_view, state_view, layout_view)
+    host.derived.put(key, (generation, names_generation, state_generation, versions, views))
+    return versions
 
 
 def _state_of(pod: PodCgroup, state: KubeletState | None, slices: _DevicesByUid) -> Hashable:
@@ -380,20 +392,6 @@ class _DevicesByUid:
                 grouped[entry.pod_uid].append(entry)
             self._by_uid = {key: tuple(entries) for key, entries in grouped.items()}
         return self._by_uid.get(uid, ())
-
-
-def _layout_version(host: Host, pod: PodCgroup) -> Hashable:
-    """A token that changes exactly when the pod changes in anything but its containers' resident memory per node
-    (``_layout_of``): the pod generation at which that last changed. What a per-pod value that reads no
-    ``numa_bytes`` is keyed on (``per_pod``): most re-read pods only moved their memory.numa_stat numbers."""
-    key = ("workloads.layout_version", pod.cgroup_path)
-    known = host.derived.get(key)
-    if known is not None and known[0] == pod.generation:
-        return known[2]
-    view = _layout_of(pod)
-    version = known[2] if known is not None and known[1] == view else pod.generation
-    host.derived.put(key, (pod.generation, view, version))
-    return version
 
 
 def _layout_of(pod: PodCgroup) -> Hashable:
@@ -473,26 +471,30 @@ def _join(host: Host, intent: Intent) -> _Join:
     for pod in cgroups.pods:
         key: Hashable | None = None
         layout_key: Hashable | None = None
+        layout_version: Hashable = None
+        sources: Hashable = None
         if context is not None and pod.generation:
-            sources = (_names_version(host, pod, names), _state_version(host, pod, state, slices))
+            names_version, state_version, layout_version = _versions(host, pod, names, state, slices)
+            sources = (names_version, state_version)
             key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation, sources)
-            layout_key = ("workloads.layout", id(intent), context, pod.cgroup_path, _layout_version(host, pod), sources)
         # An entry holds the intent it was made for: a recycled id() of a collected intent never matches. It holds
         # the keys it was made under too, handed on in place of the equal ones just built: every per_pod table
         # compares each pod's key with the last reading's, and the same object compares at once.
         prior = derived.get(key) if key is not None else None
         if prior is not None and prior[0] is intent:
             joined, key = prior[1], prior[2]
-            if prior[3] == layout_key:
+            if prior[4] == layout_version:
                 layout_key = prior[3]
             else:
-                derived.put(key, (intent, joined, key, layout_key))
+                layout_key = ("workloads.layout", id(intent), context, pod.cgroup_path, layout_version, sources)
+                derived.put(key, (intent, joined, key, layout_key, layout_version))
         else:
             if shared is None:
                 shared = _Shared(names, state, inventory, topology, intent)
             joined = _join_pod(pod, shared)
             if key is not None:
-                derived.put(key, (intent, joined, key, layout_key))
+                layout_key = ("workloads.layout", id(intent), context, pod.cgroup_path, layout_version, sources)
+                derived.put(key, (intent, joined, key, layout_key, layout_version))
         keys.append(key)
         layout_keys.append(layout_key)
         per_pod.append(joined)
