@@ -14,7 +14,15 @@ from dataclasses import dataclass, field, replace
 import pytest
 import readings
 from fakehost.kubelet import write_cpu_manager_state
-from fakehost.pods import ContainerSpec, PodHandle, add_pod, remove_pod, set_container_cpus, set_pod_usage
+from fakehost.pods import (
+    ContainerSpec,
+    PodHandle,
+    add_pod,
+    remove_pod,
+    set_container_cpus,
+    set_numa_bytes,
+    set_pod_usage,
+)
 from fakehost.reference import (
     DEFAULT_CPUSET,
     HOUSEKEEPING,
@@ -33,7 +41,7 @@ from numawatch.host import Host, HostReader
 from numawatch.intent import REFERENCE, Intent, NodeIntent, PodSelector
 from numawatch.model import frozen_map
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
-from numawatch.workloads import build_workloads, per_pod
+from numawatch.workloads import build_workloads, per_pod, workloads_by_pod
 
 REUSING = ("pod_not_guaranteed", "container_cpuset_drift", "exclusive_cpu_overlap", "node_workload_not_isolated")
 CHECKS = {check.id: check for check in all_checks()}
@@ -132,6 +140,14 @@ class Node:
         used = self.rng.randint(1, 8) << 30
         set_pod_usage(self.node.host, pod, cpu_seconds=self.rng.uniform(0, 1000), memory_bytes=used)
 
+    def move_numa_bytes(self) -> None:
+        """A container's resident memory per node moves (all that most re-read pods change under churn)."""
+        pods = [pod for pod in self.extra if pod.containers]
+        if pods:
+            pod = self.rng.choice(pods)
+            container = self.rng.choice(pod.containers)
+            set_numa_bytes(self.node.host, pod, container.name, {0: self.rng.randint(1, 64) << 20, 1: 1 << 20})
+
     def make_burstable(self) -> None:
         self.node.make_burstable(TRTLLM)
 
@@ -160,6 +176,7 @@ CHANGES: tuple[Callable[[Node], None], ...] = (
     Node.rewrite_cpu_state,
     Node.repin_vllm,
     Node.move_usage,
+    Node.move_numa_bytes,
     Node.make_burstable,
     Node.take_cpu_offline,
     Node.nothing,
@@ -265,6 +282,67 @@ def test_a_new_cpu_manager_state_or_intent_judges_every_pod_again():
 
     assert not any(new is old for uid in before for new, old in zip(after[uid], before[uid], strict=True))
     assert {finding.severity for findings in judged_again.values() for finding in findings} == {"info"}
+
+
+def next_with_pod(first: Host, changed: Host, uid: str, **results) -> Host:
+    """The reading after ``first`` in which only pod ``uid`` is a new pod object (``changed``'s), as the cgroups
+    source hands out the others again."""
+    pods = tuple(
+        new if new.uid == uid else old for old, new in zip(first.cgroups.pods, changed.cgroups.pods, strict=True)
+    )
+    return readings.next_reading(first, cgroups=replace(changed.cgroups, pods=pods), **results)
+
+
+def test_a_cpu_manager_change_of_one_pod_joins_and_judges_only_that_pod_again():
+    first = readings.as_reading(drift_everywhere(reference_snapshot()))
+    before = workloads_by_pod(first, REFERENCE)
+    findings_before = findings_by_pod(first, "container_cpuset_drift")
+    state = first.kubelet_state
+    entries = {**state.cpu.entries, VLLM.uid: {VLLM.container.name: frozenset({5, 6})}}
+    second = readings.next_reading(first, kubelet_state=replace(state, cpu=replace(state.cpu, entries=entries)))
+
+    after = workloads_by_pod(second, REFERENCE)
+    findings_after = findings_by_pod(second, "container_cpuset_drift")
+
+    for pod, old, new in zip(second.cgroups.pods, before, after, strict=True):
+        assert (new is old) == (pod.uid != VLLM.uid), pod.uid
+    assert after == workloads_by_pod(readings.from_scratch(second), REFERENCE)
+    assert VLLM.uid in findings_before and VLLM.uid not in findings_after  # {5, 6} is now its assignment: clean
+    for uid in findings_before.keys() - {VLLM.uid}:
+        assert all(new is old for new, old in zip(findings_after[uid], findings_before[uid], strict=True))
+    for check_id in REUSING:
+        assert outcome(second, REFERENCE, check_id) == outcome(readings.from_scratch(second), REFERENCE, check_id)
+
+
+def test_a_pod_whose_memory_placement_alone_moved_keeps_the_values_that_read_none():
+    host = drift_everywhere(reference_snapshot())
+    first = readings.as_reading(replace_container(host, VLLM.container.container_id, numa_bytes={0: 8 << 30}))
+    drift_before = findings_by_pod(first, "container_cpuset_drift")
+    assert VLLM.uid not in findings_by_pod(first, "container_memory_remote")
+    moved = replace_container(first, VLLM.container.container_id, numa_bytes={0: 1 << 30, 1: 7 << 30})
+    second = next_with_pod(first, moved, VLLM.uid)
+    made: list[str] = []
+
+    def make(workloads):
+        made.append(workloads[0].pod_uid)
+        return workloads[0].numa_bytes
+
+    per_pod(first, REFERENCE, "test.numa", (), make)
+    per_pod(first, REFERENCE, "test.cpus", (), make, reads_numa_bytes=False)
+    made.clear()
+    numa = per_pod(second, REFERENCE, "test.numa", (), make)
+    assert made == [VLLM.uid]  # what reads the placement is made again for the pod that moved
+    made.clear()
+    per_pod(second, REFERENCE, "test.cpus", (), make, reads_numa_bytes=False)
+    assert made == []  # what reads none keeps every pod's value
+    assert numa == per_pod(readings.from_scratch(second), REFERENCE, "test.numa", (), make)
+
+    drift_after = findings_by_pod(second, "container_cpuset_drift")
+    assert drift_after[VLLM.uid] and drift_after[VLLM.uid][0] is drift_before[VLLM.uid][0]
+    remote = findings_by_pod(second, "container_memory_remote")
+    assert VLLM.uid in remote  # the memory check sees the new placement: 7 GiB on node 1
+    for check_id in (*REUSING, "container_memory_remote"):
+        assert outcome(second, REFERENCE, check_id) == outcome(readings.from_scratch(second), REFERENCE, check_id)
 
 
 def test_a_host_not_made_by_a_reader_reuses_nothing():

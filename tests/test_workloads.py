@@ -381,23 +381,42 @@ def changed_state(host: Host):
     return replace(host.kubelet_state, cpu=replace(cpu, entries=frozen_map(entries)))
 
 
-@pytest.mark.parametrize(
-    ("source", "change"),
-    [
-        pytest.param("kubelet_state", changed_state, id="kubelet-state"),
-        pytest.param("gpus_sysfs", lambda host: GpuInventory(gpus=()), id="gpus"),
-        # Equal, but read again (a new generation): only the generations say the join would be the same.
-        pytest.param("kubelet_state", lambda host: replace(host.kubelet_state), id="kubelet-state-equal-copy"),
-    ],
-)
-def test_a_new_kubelet_state_or_gpu_snapshot_joins_every_pod_again(source, change):
+def test_a_new_gpu_snapshot_joins_every_pod_again():
     first = readings.as_reading(reference_snapshot())
     earlier = build_workloads(first, REFERENCE)
-    second = readings.next_reading(first, **{source: change(first)})
+    second = readings.next_reading(first, gpus_sysfs=GpuInventory(gpus=()))
 
     workloads = build_workloads(second, REFERENCE)
 
     assert reused(workloads, earlier) == set()
+    assert workloads == from_scratch(second)
+
+
+def changed_pool(host: Host):
+    cpu = host.kubelet_state.cpu
+    return replace(host.kubelet_state, cpu=replace(cpu, default_cpuset=cpu.default_cpuset - {7}))
+
+
+@pytest.mark.parametrize(
+    ("change", "joined_again"),
+    [
+        pytest.param(changed_state, {VLLM.container.container_id}, id="one-pods-cpus"),
+        # The shared pool is no pod's entry: no join reads it (container_cpuset_drift names it in its inputs).
+        pytest.param(changed_pool, set(), id="shared-pool"),
+        # Read again (a new generation) but saying the same of every pod: the CPU Manager rewrites its checkpoint
+        # for every pod pinned or gone, and every other pod's entries stay.
+        pytest.param(lambda host: replace(host.kubelet_state), set(), id="equal-copy"),
+        pytest.param(lambda host: None, ALL_CONTAINERS, id="state-down"),
+    ],
+)
+def test_a_new_kubelet_state_joins_again_only_the_pods_whose_entries_changed(change, joined_again):
+    first = readings.as_reading(reference_snapshot())
+    earlier = build_workloads(first, REFERENCE)
+    second = readings.next_reading(first, kubelet_state=change(first))
+
+    workloads = build_workloads(second, REFERENCE)
+
+    assert reused(workloads, earlier) == ALL_CONTAINERS - joined_again
     assert workloads == from_scratch(second)
 
 

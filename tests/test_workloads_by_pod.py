@@ -3,7 +3,7 @@ its generations stay (the per-container metric families reuse what they made of 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import readings
 from fakehost.reference import (
@@ -14,7 +14,8 @@ from fakehost.reference import (
     with_source_down,
 )
 from numawatch.intent import REFERENCE, Intent
-from numawatch.workloads import build_workloads, pod_join_keys, workloads_by_pod
+from numawatch.model.workloads import ContainerCgroup
+from numawatch.workloads import _layout_of, build_workloads, pod_join_keys, workloads_by_pod
 
 
 def test_the_pods_workloads_concatenate_to_the_join_in_cgroup_order():
@@ -58,3 +59,14 @@ def test_another_intent_has_its_own_per_pod_join():
 
 def test_without_cgroups_there_are_no_pods():
     assert workloads_by_pod(with_source_down(reference_snapshot(), "cgroups"), REFERENCE) == ()
+
+
+def test_the_layout_a_pod_is_keyed_by_holds_every_field_of_its_containers_but_numa_bytes():
+    # _layout_of lists them by hand (a tuple is cheaper than a copy): a field added to ContainerCgroup must be added
+    # there, or a per-pod value that reads no numa_bytes would be reused when that field moved.
+    pod = reference_snapshot().cgroups.pods[0]
+    container = pod.containers[0]
+    listed = _layout_of(pod)[2][0]
+    values = tuple(getattr(container, f.name) for f in fields(ContainerCgroup) if f.name != "numa_bytes")
+    assert listed == values
+    assert _layout_of(replace(pod, containers=(replace(container, numa_bytes={0: 1}),)))[2] == (values,)

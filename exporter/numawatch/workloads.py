@@ -150,9 +150,9 @@ def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
 
     A pod's join depends on the pod and on the names, kubelet state and GPU inventory readings alone (and on which GPUs
     the topology puts on another CPU node), so in serve it is reused from an earlier reading (``Host.derived``) while
-    the pod's generation (the cgroups source hands an unchanged pod out again), the kubelet state's and inventory's
-    generations (fingerprinted: unchanged while their files are) and what the names say of the pod's containers are
-    the same (``pod_join_keys``).
+    the pod's generation (the cgroups source hands an unchanged pod out again), the inventory's generation
+    (fingerprinted: unchanged while its files are) and what the names and the kubelet state say of the pod and its
+    containers are the same (``pod_join_keys``).
     """
     return _joined(host, intent).workloads
 
@@ -165,7 +165,8 @@ def workloads_by_pod(host: Host, intent: Intent) -> tuple[tuple[Workload, ...], 
 
 def pod_join_keys(host: Host, intent: Intent) -> tuple[Hashable | None, ...]:
     """For each pod of ``workloads_by_pod``, the key its workloads were joined under in ``Host.derived``: the
-    generations of the pod and of the sources joined with it, and the intent; None when one is unknown (a Host
+    generations of the pod and of the sources joined with it (of the names and the kubelet state, the versions of
+    what they say of the pod), and the intent; None when one is unknown (a Host
     not made by a HostReader, a pod from a one-off reading), never reused. What a consumer may key what it derives
     from a pod's workloads on."""
     return _joined(host, intent).keys
@@ -180,6 +181,7 @@ def per_pod(
     *,
     pod_input: Callable[[tuple[Workload, ...]], Hashable] | None = None,
     by_uid: bool = False,
+    reads_numa_bytes: bool = True,
 ) -> tuple[T, ...]:
     """``make(workloads of one pod)`` for every pod with workloads, in the cgroups source's order, each made once
     for as long as what it depends on stays the same (the one place a check or metric reuses per-pod values).
@@ -191,16 +193,21 @@ def per_pod(
     pod and the sources joined with it), with equal ``inputs`` and ``pod_input``, gets the value made then
     (``Host.derived``, one table per ``name`` holding the current pods only); a pod without a key (a Host not made by
     a HostReader) gets a new one. ``by_uid``: the pod cgroups of one UID (an old one lingering after a restart) are
-    one pod, their workloads together, in the order the UID is first listed.
+    one pod, their workloads together, in the order the UID is first listed. ``reads_numa_bytes=False``: ``make``
+    reads no ``Workload.numa_bytes``, so a pod is keyed by its join without them (``_versions``) and keeps its
+    value when only its containers' memory.numa_stat numbers moved.
     """
     joined = _joined(host, intent)
-    units = _units(joined.per_pod, joined.keys, by_uid)
+    units = _units(joined.per_pod, joined.keys if reads_numa_bytes else joined.layout_keys, by_uid)
     keys = [key for key, _ in units]
+    # Where each pod's value is found again once pods were added or removed: its first container's cgroup path
+    # (one pod cgroup's, so no two units share it; the key alone decides whether the value is reused).
+    places = [workloads[0].cgroup.cgroup_path for _, workloads in units]
     owns: list[Hashable] = [None] * len(units)
     if pod_input is not None:
         owns = [pod_input(workloads) for _, workloads in units]
     derived = host.derived
-    table_key = ("per_pod", name)
+    table_key = ("per_pod", name, reads_numa_bytes)
     prior = derived.get(table_key)
     # The table holds the intent it was made for (the pod keys name it by id()), what every pod's join depended on
     # (part of every pod key: when it changed, no pod's key is the same) and the inputs, compared once here.
@@ -216,47 +223,46 @@ def per_pod(
     elif prior.keys == keys and prior.owns == owns and None not in keys:
         made = prior.made  # nothing changed: the usual reading
     else:
-        made = tuple(_made(units, owns, prior, make))
-    derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, owns, made))
+        made = tuple(_made(units, places, owns, prior, make))
+    derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, places, owns, made))
     return made
 
 
 @dataclass(frozen=True, eq=False)
 class _PerPod(Generic[T]):
-    """What ``per_pod`` made at one reading for one name: each pod's key, ``pod_input`` and value, in pod order."""
+    """What ``per_pod`` made at one reading for one name: each pod's key, place, ``pod_input`` and value, in pod
+    order."""
 
     intent: Intent
     context: Hashable | None
     inputs: Hashable
     keys: list[Hashable | None]
+    places: list[str]
     owns: list[Hashable]
     made: tuple[T, ...]
 
 
 def _made(
     units: list[tuple[Hashable | None, tuple[Workload, ...]]],
+    places: list[str],
     owns: list[Hashable],
     prior: _PerPod[T],
     make: Callable[[tuple[Workload, ...]], T],
 ) -> Iterator[T]:
-    """Each pod's value: the prior reading's where its key and ``pod_input`` are the same (found at the same place,
-    else by key once a pod was added or removed), else made anew."""
-    by_key: dict[Hashable, tuple[Hashable, T]] | None = None
+    """Each pod's value: the prior reading's where its key and ``pod_input`` are the same (found at the same place
+    in the pod order, else, once a pod was added or removed, by its place), else made anew."""
+    where: dict[str, int] | None = None
+    prior_places, prior_keys, prior_owns = prior.places, prior.keys, prior.owns
     for index, (key, workloads) in enumerate(units):
-        own = owns[index]
         if key is not None:
-            if index < len(prior.keys) and prior.keys[index] == key:
-                if prior.owns[index] == own:
-                    yield prior.made[index]
-                    continue
-            else:
-                if by_key is None:
-                    known = zip(prior.keys, prior.owns, prior.made, strict=True)
-                    by_key = {k: (o, v) for k, o, v in known if k is not None}
-                found = by_key.get(key)
-                if found is not None and found[0] == own:
-                    yield found[1]
-                    continue
+            at = index
+            if index >= len(prior_places) or prior_places[index] != places[index]:
+                if where is None:
+                    where = {place: position for position, place in enumerate(prior_places)}
+                at = where.get(places[index], -1)
+            if at >= 0 and prior_keys[at] == key and prior_owns[at] == owns[index]:
+                yield prior.made[at]
+                continue
         yield make(workloads)
 
 
@@ -299,49 +305,118 @@ def _context(host: Host) -> tuple[Hashable, ...] | None:
     return (*(host.generation(name) for name in _JOINED_SOURCES), _moved_gpus(inventory, host.topology), parts)
 
 
-# The sources a pod's join reads besides the pod, the topology and the names (see _Shared); their generations key
-# the join. The names are keyed by what the pod's join reads of them (``_names_of``): under pod churn the names
-# source is read again at nearly every evaluation, for one pod's bundles, and every other pod's join still holds.
-_JOINED_SOURCES = ("kubelet_state", "gpus_sysfs")
+# The sources a pod's join reads besides the pod, the topology, the names and the kubelet state (see _Shared); their
+# generations key the join. The names and the kubelet state are keyed by what the pod's join reads of them
+# (``_names_of``, ``_state_of``): under pod churn the names source is read again at nearly every evaluation, for one
+# pod's bundles, and the CPU Manager's state changes with every pod pinned, and every other pod's join still holds.
+_JOINED_SOURCES = ("gpus_sysfs",)
 
 
-def _identity_of(identity: ContainerIdentity | None) -> Hashable:
-    if identity is None:
+def _versions(
+    host: Host, pod: PodCgroup, names: Names | None, state: KubeletState | None, slices: _DevicesByUid
+) -> tuple[Hashable, Hashable, Hashable]:
+    """Tokens that change exactly when what the names say of ``pod`` (``_names_of``), what the kubelet state says of
+    it (``_state_of``) and its layout (``_layout_of``: the pod less its containers' ``numa_bytes``) do: the
+    generations at which each last changed. Small, so the keys holding them hash cheaply; each worked out again
+    only when its source or the pod was read again (one ``Host.derived`` entry per pod: an unchanged reading looks
+    up one)."""
+    key = ("workloads.versions", pod.cgroup_path)
+    generation = pod.generation
+    names_generation, state_generation = host.generation("names"), host.generation("kubelet_state")
+    known = host.derived.get(key)
+    if known is not None and known[0] == generation and known[1] == names_generation and known[2] == state_generation:
+        return known[3]
+    names_version = state_version = layout_version = None
+    names_view = state_view = layout_view = None
+    if known is not None:
+        same_pod = known[0] == generation
+        (names_version, state_version, layout_version), (names_view, state_view, layout_view) = known[3], known[4]
+    else:
+        same_pod = False
+    if known is None or not same_pod or known[1] != names_generation:
+        view = _names_of(pod, names)
+        if known is None or view != names_view:
+            names_version = (names_generation, generation)
+        names_view = view
+    if known is None or not same_pod or known[2] != state_generation:
+        view = _state_of(pod, state, slices)
+        if known is None or view != state_view:
+            state_version = (state_generation, generation)
+        state_view = view
+    if known is None or not same_pod:
+        view = _layout_of(pod)
+        if known is None or view != layout_view:
+            layout_version = generation
+        layout_view = view
+    versions = (names_version, state_version, layout_version)
+    views = (names_view, state_view, layout_view)
+    host.derived.put(key, (generation, names_generation, state_generation, versions, views))
+    return versions
+
+
+def _state_of(pod: PodCgroup, state: KubeletState | None, slices: _DevicesByUid) -> Hashable:
+    """All that a pod's join reads of the kubelet state (``_join_pod``, ``_checkpoint_fallback``): the CPU Manager's
+    entries of the pod's UID and v1 entries of its containers' IDs, the Memory Manager's entries of its UID and the
+    device checkpoint's entries of its UID, each None when that file is unknown (None when the source is down)."""
+    if state is None:
         return None
+    cpu, memory, devices = state.cpu, state.memory, state.devices
+    cpu_part: Hashable = None
+    if cpu is not None:
+        own = cpu.entries.get(pod.uid)
+        cpu_part = (
+            tuple(own.items()) if own is not None else None,
+            tuple(cpu.entries_v1.get(container.container_id) for container in pod.containers),
+        )
+    memory_part: Hashable = None
+    if memory is not None:
+        blocks = memory.entries.get(pod.uid)
+        memory_part = tuple(blocks.items()) if blocks is not None else None
+    device_part = slices.of(pod.uid) if devices is not None else None
+    return cpu_part, memory_part, device_part
+
+
+class _DevicesByUid:
+    """The device checkpoint's entries by pod UID, gathered on the first pod whose kubelet state view is asked for."""
+
+    __slots__ = ("_by_uid", "_entries")
+
+    def __init__(self, state: KubeletState | None) -> None:
+        self._entries = state.devices.entries if state is not None and state.devices is not None else ()
+        self._by_uid: dict[str, tuple[DeviceAssignment, ...]] | None = None
+
+    def of(self, uid: str) -> tuple[DeviceAssignment, ...]:
+        if self._by_uid is None:
+            grouped: dict[str, list[DeviceAssignment]] = defaultdict(list)
+            for entry in self._entries:
+                grouped[entry.pod_uid].append(entry)
+            self._by_uid = {key: tuple(entries) for key, entries in grouped.items()}
+        return self._by_uid.get(uid, ())
+
+
+def _layout_of(pod: PodCgroup) -> Hashable:
+    """The pod as its join reads it, less its containers' ``numa_bytes``: every other field of each container
+    (tests/test_workloads_by_pod.py holds this list to the fields of ContainerCgroup)."""
     return (
-        identity.pod_uid,
-        identity.namespace,
-        identity.pod_name,
-        identity.container_name,
-        identity.container_type,
-        identity.origin,
+        pod.uid,
+        pod.qos,
+        tuple(
+            (c.container_id, c.runtime, c.cgroup_path, c.cpus_effective, c.mems_effective, c.is_sandbox, c.pids)
+            for c in pod.containers
+        ),
     )
 
 
-def _names_version(host: Host, pod: PodCgroup, names: Names | None) -> Hashable:
-    """A token that changes exactly when what the names say of ``pod`` (``_names_of``) does: the names and pod
-    generations at which that last changed. Small, so the keys holding it hash cheaply; worked out again only when
-    the names source or the pod was read again (``Host.derived``)."""
-    key = ("workloads.names", pod.cgroup_path)
-    names_generation = host.generation("names")
-    known = host.derived.get(key)
-    if known is not None and known[0] == names_generation and known[1] == pod.generation:
-        return known[3]
-    view = _names_of(pod, names)
-    version = known[3] if known is not None and known[2] == view else (names_generation, pod.generation)
-    host.derived.put(key, (names_generation, pod.generation, view, version))
-    return version
-
-
 def _names_of(pod: PodCgroup, names: Names | None) -> Hashable:
-    """All that a pod's join reads of the names source: the pod's identity, its containers' and its log directory's
-    container names (strings, cheap to hash), or None when the source is down."""
+    """All that a pod's join reads of the names source: the pod's identity, its containers' identities and its log
+    directory's container names, or None when the source is down. The source hands an unchanged bundle's identity
+    out again (the same object), so comparing the view with the last one costs little."""
     if names is None:
         return None
-    known = names.pods.get(pod.uid)
+    containers = names.containers
     return (
-        (known.namespace, known.name) if known is not None else None,
-        tuple(_identity_of(names.containers.get(container.container_id)) for container in pod.containers),
+        names.pods.get(pod.uid),
+        tuple([containers.get(container.container_id) for container in pod.containers]),
         names.pod_log_containers.get(pod.uid),
     )
 
@@ -375,38 +450,56 @@ class _Join:
     per_pod: tuple[tuple[Workload, ...], ...]  # the workloads of each pod in cgroups.pods, in order
     keys: tuple[Hashable | None, ...]  # each pod's key (pod_join_keys)
     context: Hashable | None = None  # what every pod's key holds besides the pod (_context)
+    # Each pod's key without its containers' numa_bytes (per_pod's reads_numa_bytes=False): its layout's version
+    # in place of its generation.
+    layout_keys: tuple[Hashable | None, ...] = ()
 
 
 def _join(host: Host, intent: Intent) -> _Join:
     names, state, inventory, topology = host.names, host.kubelet_state, telemetry.inventory_of(host), host.topology
     cgroups = host.cgroups
     if cgroups is None:
-        return _Join(intent, (), (), ())
+        return _Join(intent, (), (), (), None, ())
     derived = host.derived
     context = _context(host)
     shared: _Shared | None = None  # built on the first pod that is joined: none when every pod is reused
     workloads: list[Workload] = []
     per_pod: list[tuple[Workload, ...]] = []
     keys: list[Hashable | None] = []
+    slices = _DevicesByUid(state)
+    layout_keys: list[Hashable | None] = []
     for pod in cgroups.pods:
         key: Hashable | None = None
+        layout_key: Hashable | None = None
+        layout_version: Hashable = None
+        sources: Hashable = None
         if context is not None and pod.generation:
-            names_version = _names_version(host, pod, names)
-            key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation, names_version)
-        # An entry holds the intent it was made for: a recycled id() of a collected intent never matches.
+            names_version, state_version, layout_version = _versions(host, pod, names, state, slices)
+            sources = (names_version, state_version)
+            key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation, sources)
+        # An entry holds the intent it was made for: a recycled id() of a collected intent never matches. It holds
+        # the keys it was made under too, handed on in place of the equal ones just built: every per_pod table
+        # compares each pod's key with the last reading's, and the same object compares at once.
         prior = derived.get(key) if key is not None else None
         if prior is not None and prior[0] is intent:
-            joined = prior[1]
+            joined, key = prior[1], prior[2]
+            if prior[4] == layout_version:
+                layout_key = prior[3]
+            else:
+                layout_key = ("workloads.layout", id(intent), context, pod.cgroup_path, layout_version, sources)
+                derived.put(key, (intent, joined, key, layout_key, layout_version))
         else:
             if shared is None:
                 shared = _Shared(names, state, inventory, topology, intent)
             joined = _join_pod(pod, shared)
             if key is not None:
-                derived.put(key, (intent, joined))
+                layout_key = ("workloads.layout", id(intent), context, pod.cgroup_path, layout_version, sources)
+                derived.put(key, (intent, joined, key, layout_key, layout_version))
         keys.append(key)
+        layout_keys.append(layout_key)
         per_pod.append(joined)
         workloads.extend(joined)
-    return _Join(intent, tuple(workloads), tuple(per_pod), tuple(keys), context)
+    return _Join(intent, tuple(workloads), tuple(per_pod), tuple(keys), context, tuple(layout_keys))
 
 
 class _Shared:

@@ -102,11 +102,12 @@ def pod_findings(
     *,
     pod_input: Callable[[tuple[Workload, ...]], Hashable] | None = None,
     by_uid: bool = False,
+    reads_numa_bytes: bool = True,
 ) -> list[Finding]:
     """The findings of a check that judges pod by pod: ``findings_of(one pod's workloads)`` for every pod, in pod
     order, made once per pod for as long as the pod's join, ``inputs`` and ``pod_input`` stay the same
-    (``workloads.per_pod``, which says what they may name). A node's pods mostly do not change from one reading to
-    the next, so serve makes the findings of the few that did."""
+    (``workloads.per_pod``, which says what they may name, and what ``reads_numa_bytes=False`` promises). A node's
+    pods mostly do not change from one reading to the next, so serve makes the findings of the few that did."""
     made = per_pod(
         host,
         intent,
@@ -115,6 +116,7 @@ def pod_findings(
         lambda workloads: tuple(findings_of(workloads)),
         pod_input=pod_input,
         by_uid=by_uid,
+        reads_numa_bytes=reads_numa_bytes,
     )
     return list(chain.from_iterable(made))
 

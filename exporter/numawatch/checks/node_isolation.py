@@ -184,6 +184,7 @@ def check_node_workload_not_isolated(host: Host, intent: Intent) -> Iterator[Fin
         inputs,
         findings_of,
         pod_input=lambda pod: used_by.get(pod[0].pod_uid),
+        reads_numa_bytes=False,
     )
     if not findings and unnamed:
         raise NotEvaluated(

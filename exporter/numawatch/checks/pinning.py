@@ -134,7 +134,9 @@ def check_pod_not_guaranteed(host: Host, intent: Intent) -> Iterator[Finding]:
         )
 
     # Per pod UID (its pod cgroups together): its workloads and the pods the device checkpoint gives a GPU.
-    yield from pod_findings(host, intent, POD_NOT_GUARANTEED.id, frozenset(gpu_pods), findings_of, by_uid=True)
+    yield from pod_findings(
+        host, intent, POD_NOT_GUARANTEED.id, frozenset(gpu_pods), findings_of, by_uid=True, reads_numa_bytes=False
+    )
 
 
 # --------------------------------------------------------------------------------------------- exclusive CPUs
@@ -231,8 +233,10 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
                 f"{what} {format_cpulist(expected)}{online_part} ({', '.join(detail)})",
             )
 
-    # Per pod: its workloads, the CPU Manager's state (its pod UIDs and shared pool) and the online CPUs.
-    yield from pod_findings(host, intent, CPUSET_DRIFT.id, (host.generation("kubelet_state"), online), findings_of)
+    # Per pod: its workloads (their join holds what the CPU Manager's state says of the pod's UID), the shared pool
+    # and the online CPUs.
+    inputs = (cpu_state.default_cpuset, online)
+    yield from pod_findings(host, intent, CPUSET_DRIFT.id, inputs, findings_of, reads_numa_bytes=False)
 
 
 def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
@@ -286,7 +290,7 @@ def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
 
     # Per pod: its workloads and every owner of exclusive CPUs (who, named as the findings name it, and which CPUs).
     owned = tuple((owner.container_id, owner.display, held[owner.container_id]) for owner in owners)
-    yield from pod_findings(host, intent, EXCLUSIVE_OVERLAP.id, owned, findings_of)
+    yield from pod_findings(host, intent, EXCLUSIVE_OVERLAP.id, owned, findings_of, reads_numa_bytes=False)
 
 
 # --------------------------------------------------------------------------------------------- NUMA alignment

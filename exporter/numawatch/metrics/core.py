@@ -306,7 +306,8 @@ def _container_cpu_rows(evaluation: Evaluation) -> tuple[tuple, ...]:
                 seen.add(values)
                 yield (*values, count)
 
-    return pod_rows(evaluation, "container_cpus", (host.generation("topology"), exclusive_known), rows_of)
+    inputs = (host.generation("topology"), exclusive_known)
+    return pod_rows(evaluation, "container_cpus", inputs, rows_of, reads_numa_bytes=False)
 
 
 def pod_rows(
@@ -314,6 +315,8 @@ def pod_rows(
     family: str,
     inputs: Hashable,
     rows_of: Callable[[tuple[Workload, ...]], Iterable[tuple]],
+    *,
+    reads_numa_bytes: bool = True,
 ) -> tuple[tuple, ...]:
     """The rows of the per-container family ``family`` (one memo per name), made pod by pod: ``rows_of(workloads of
     one pod)`` gives the rows of one pod (label values, pod UID third, then the value; one row per label set) and may
@@ -321,7 +324,8 @@ def pod_rows(
 
     Making the rows of every container of a large node again is a noticeable part of a render, and in serve most
     pods' workloads were joined under the same generations as at the previous reading (``pod_join_keys``): such a
-    pod gets the rows made then (``workloads.per_pod``, with ``inputs``). Memoised on the Host.
+    pod gets the rows made then (``workloads.per_pod``, with ``inputs``; ``reads_numa_bytes=False``: ``rows_of``
+    reads no ``Workload.numa_bytes``, see there). Memoised on the Host.
     """
     host, intent = evaluation.host, evaluation.intent
     key = ("metrics.pod_rows", family, id(intent))
@@ -329,7 +333,15 @@ def pod_rows(
     def build() -> tuple[Intent, tuple[tuple, ...]]:
         rows: list[tuple] = []
         uids: set[str] = set()
-        for uid, block in per_pod(host, intent, f"metrics.pod_rows.{family}", inputs, _rows_with_uid(rows_of)):
+        made = per_pod(
+            host,
+            intent,
+            f"metrics.pod_rows.{family}",
+            inputs,
+            _rows_with_uid(rows_of),
+            reads_numa_bytes=reads_numa_bytes,
+        )
+        for uid, block in made:
             if not block:
                 continue
             if uid in uids:
