@@ -200,9 +200,6 @@ def per_pod(
     joined = _joined(host, intent)
     units = _units(joined.per_pod, joined.keys if reads_numa_bytes else joined.layout_keys, by_uid)
     keys = [key for key, _ in units]
-    # Where each pod's value is found again once pods were added or removed: its first container's cgroup path
-    # (one pod cgroup's, so no two units share it; the key alone decides whether the value is reused).
-    places = [workloads[0].cgroup.cgroup_path for _, workloads in units]
     owns: list[Hashable] = [None] * len(units)
     if pod_input is not None:
         owns = [pod_input(workloads) for _, workloads in units]
@@ -218,10 +215,15 @@ def per_pod(
         or prior.inputs != inputs
     ):
         prior = None
+    if prior is not None and prior.keys == keys and prior.owns == owns and None not in keys:
+        # Nothing changed, the usual reading: the same pods under the same keys, so the same places too.
+        derived.put(table_key, prior)
+        return prior.made
+    # Where each pod's value is found again once pods were added or removed: its first container's cgroup path
+    # (one pod cgroup's, so no two units share it; the key alone decides whether the value is reused).
+    places = [workloads[0].cgroup.cgroup_path for _, workloads in units]
     if prior is None:
         made = tuple(map(make, [workloads for _, workloads in units]))
-    elif prior.keys == keys and prior.owns == owns and None not in keys:
-        made = prior.made  # nothing changed: the usual reading
     else:
         made = tuple(_made(units, places, owns, prior, make))
     derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, places, owns, made))
