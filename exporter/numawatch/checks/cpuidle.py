@@ -35,14 +35,9 @@ def idle_parameters(cmdline: str) -> dict[str, str]:
 
 
 def _idle_parameters_of(host: Host, cmdline: str) -> Mapping[str, str]:
-    """``idle_parameters(cmdline)``, taken from the previous reading's when the command line is the same text (it
-    changes only at a reboot): the value is keyed on the text itself, so it is right for any reading."""
-    key = ("checks.idle_parameters", cmdline)
-    found = host.derived.get(key)
-    if found is None:
-        found = MappingProxyType(idle_parameters(cmdline))
-    host.derived.put(key, found)
-    return found
+    """``idle_parameters(cmdline)`` of the topology's command line, an earlier reading's while the topology was not
+    read again (the command line changes only at a reboot)."""
+    return host.derive("checks.idle_parameters", ("topology",), lambda: MappingProxyType(idle_parameters(cmdline)))
 
 
 def allowed_states(host: Host, idle: CpuIdle) -> dict[int, tuple[IdleState, ...] | None]:

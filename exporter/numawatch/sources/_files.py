@@ -30,13 +30,10 @@ _CHUNK = 1 << 16
 def read_bytes(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
     """Read a whole file, refusing files larger than ``limit`` (procfs reports size 0, so we read and count)."""
     fd = confined.open_file(path)
+    parts: list[bytes] = []
+    total = 0
     try:
-        data = os.read(fd, min(limit + 1, _CHUNK))
-        total = len(data)
-        if total > limit:
-            raise MalformedFile(path, f"larger than the {limit}-byte limit")
         # procfs files can return short reads; keep reading until EOF.
-        parts = [data]
         while chunk := os.read(fd, min(limit + 1 - total, _CHUNK)):
             total += len(chunk)
             if total > limit:
@@ -44,7 +41,7 @@ def read_bytes(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
             parts.append(chunk)
     finally:
         os.close(fd)
-    return data if len(parts) == 1 else b"".join(parts)
+    return b"".join(parts)  # one part is handed back as it is, not copied
 
 
 def read_small(path: Path | str, size: int, *, vanishing: bool = False) -> bytes | None:
