@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         evaluate(reader.read(), REFERENCE)
     renderer = metrics.Renderer()
     sources: dict[str, list[float]] = {}
-    checks: dict[str, list[float]] = {}
+    checks: dict[str, list[float]] = {}  # the runs of a check: none while its verdict is reused (checks.evaluate)
     phases: dict[str, list[float]] = {"read": [], "checks": [], "render+gzip": [], "total": []}
     wanted = {name for name in args.checks.split(",") if name}
     selected = tuple(timed(check, checks) if check.id in wanted else check for check in all_checks())
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         phases["total"].append(read + judged + rendered)
     print(", ".join(f"{phase} {ms(values)} ms" for phase, values in phases.items()))
     print("sources (ms):", {name: ms(values) for name, values in sources.items()})
-    if checks:
-        print("checks (ms):", {name: ms(values) for name, values in checks.items()})
+    if wanted:
+        print("checks (ms):", {name: ms(checks[name]) if name in checks else "reused" for name in sorted(wanted)})
     return 0
 
 

@@ -394,6 +394,40 @@ def test_serve_style_reader_keeps_the_previous_reading_one_deep(fake_host):
     assert [f.labels["cpus"] for f in evaluate(second, Intent(), [CHECK_BY_ID["tick_on_nohz_full"]]).findings] == ["4"]
 
 
+def test_serve_reads_the_file_every_other_reading_and_its_rates_span_the_two_last_readings_of_it(fake_host):
+    add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1, cmdline="isolcpus=4-7 nohz_full=4-7")
+    reader = HostReader(fake_host.paths, SOURCES, stagger=4)  # serve's: the interrupts policy's every=2 applies
+    tick = CHECK_BY_ID["tick_on_nohz_full"]
+    verdicts, counts = [], []
+    for ticks in (10, 100_000, 100_001, 200_000, 200_000, 200_000):
+        write_interrupts(fake_host, CPUS, named={"LOC": {4: ticks}})
+        host = reader.read()
+        found = host.interrupts
+        assert found is not None
+        counts.append(found.row("LOC").count(4))
+        evaluation = evaluate(host, Intent(), [tick])
+        cpus = [finding.labels["cpus"] for finding in evaluation.findings]
+        verdicts.append("not evaluated" if evaluation.not_evaluated else cpus)
+
+    # Read at readings 1, 3 and 5; readings 2, 4 and 6 hand the last one out again, with the same verdict.
+    assert counts == [10, 10, 100_001, 100_001, 200_000, 200_000]
+    assert verdicts == ["not evaluated", "not evaluated", ["4"], ["4"], ["4"], ["4"]]
+    last = reader.read()  # reading 7 reads 200,000 again: nothing ticked since reading 5
+    assert last.interrupts is not None and last.interrupts.before is not None
+    assert last.interrupts.before.row("LOC").count(4) == 200_000 and last.interrupts.before.before is None
+    assert evaluate(last, Intent(), [tick]).findings == ()
+
+
+def test_a_one_off_reader_reads_the_file_at_every_reading(fake_host):
+    add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1, cmdline="isolcpus=4-7 nohz_full=4-7")
+    reader = HostReader(fake_host.paths, SOURCES)  # check --window's: stagger 1
+    counts = []
+    for ticks in (10, 20, 30):
+        write_interrupts(fake_host, CPUS, named={"LOC": {4: ticks}})
+        counts.append(reader.read().interrupts.row("LOC").count(4))
+    assert counts == [10, 20, 30]
+
+
 def test_a_hosts_memo_is_its_own_the_previous_reading_stays_one_deep_and_readings_share_what_they_derive(fake_host):
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
     write_interrupts(fake_host, CPUS, named={"LOC": {4: 10}})

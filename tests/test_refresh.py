@@ -189,18 +189,20 @@ def test_an_unsettled_reading_is_read_again_whatever_its_fingerprint_says():
 
 def test_what_the_table_does_not_rotate_is_read_in_full_whatever_the_stagger(fake_host):
     cpus = list(range(8))
-    add_irqs(fake_host, cpus, [FakeIrq(n, f"q{n}", frozenset({0, 1}), frozenset({0})) for n in range(40, 56)])
+    # One IRQ in each turn of the affinities' round.
+    numbers = range(40, 40 + K * POLICIES["irqs"].stretch[AFFINITIES])
+    add_irqs(fake_host, cpus, [FakeIrq(n, f"q{n}", frozenset({0, 1}), frozenset({0})) for n in numbers])
     unrotated = {**POLICIES, "irqs": Policy()}
     rotating = HostReader(fake_host.paths, (irqs.SOURCE,), stagger=K)
     whole = HostReader(fake_host.paths, (irqs.SOURCE,), stagger=K, policies=unrotated)
     rotating.read(), whole.read()
 
-    add_irqs(fake_host, cpus, [FakeIrq(n, f"q{n}", frozenset({6, 7}), frozenset({6})) for n in range(40, 56)])
+    add_irqs(fake_host, cpus, [FakeIrq(n, f"q{n}", frozenset({6, 7}), frozenset({6})) for n in numbers])
     partial, full = rotating.read().irqs, whole.read().irqs
 
     assert AFFINITIES in POLICIES["irqs"].rotating
     assert partial is not None and full is not None
-    assert 0 < sum(entry.affinity == {6, 7} for entry in partial.irqs.values()) < 16
+    assert 0 < sum(entry.affinity == {6, 7} for entry in partial.irqs.values()) < len(numbers)
     assert full == irqs.read(fake_host.paths)
     assert full == irqs.read_incremental(fake_host.paths, Inputs({}), FULL).snapshot
 
@@ -226,3 +228,69 @@ def test_a_reading_the_source_finds_unchanged_keeps_its_generation_until_it_chan
     assert generations == [1, 1, 2, 3, 4, 4]
     assert [host.statuses["steady"].cached for host in hosts] == [False, True, False, False, False, True]
     assert hosts[1].get("steady") is hosts[0].get("steady")
+
+
+def test_a_source_read_one_reading_in_several_hands_its_last_snapshot_out_between_and_reads_at_once_when_needed():
+    calls: list[int] = []
+    need_value = ["a"]
+
+    def counter(paths, inputs=None):
+        calls.append(len(calls) + 1)
+        return {"reading": len(calls)}
+
+    # A need read on change: its generation moves only when its fingerprint does.
+    need = SourceSpec("need", lambda paths: need_value[0], fingerprint=lambda paths: need_value[0])
+    spec = SourceSpec("counts", counter, needs=("need",))
+    policies = {"need": Policy(on_change=True), "counts": Policy(every=2)}
+    reader = HostReader(PATHS, (need, spec), stagger=K, policies=policies)
+    hosts = [reader.read() for _ in range(4)]
+
+    assert [host.get("counts")["reading"] for host in hosts] == [1, 1, 2, 2]
+    assert [host.statuses["counts"].cached for host in hosts] == [False, True, False, True]
+    assert [host.generation("counts") for host in hosts] == [1, 1, 2, 2]  # nothing derived from it is made again
+    assert hosts[1].get("counts") is hosts[0].get("counts")
+
+    need_value[0] = "b"  # reading 5 is its turn anyway; reading 6 is not, but the need changed there
+    fifth = reader.read()
+    need_value[0] = "c"
+    sixth = reader.read()
+    assert (fifth.statuses["counts"].cached, sixth.statuses["counts"].cached) == (False, False)
+    assert sixth.get("counts")["reading"] == 4
+
+    reader.invalidate("counts")  # a SIGHUP or a hotplug event: read at once, whatever the turn
+    reader.read()  # reading 7: its turn
+    assert reader.read().statuses["counts"].cached is True  # reading 8
+    assert reader.read().statuses["counts"].cached is False  # reading 9: its turn
+    reader.invalidate("counts")
+    assert reader.read().statuses["counts"].cached is False  # reading 10 is not its turn, but it was invalidated
+
+
+def test_a_source_read_one_reading_in_several_is_read_at_every_reading_with_a_stagger_of_one():
+    spec = SourceSpec("counts", lambda paths: object())
+    reader = HostReader(PATHS, (spec,), stagger=1, policies={"counts": Policy(every=2)})
+    assert [reader.read().statuses["counts"].cached for _ in range(3)] == [False, False, False]
+
+
+def test_a_down_reading_is_never_handed_out_between_readings():
+    outcomes = iter([OSError("gone"), "up", "up"])
+
+    def flaky(paths):
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    reader = HostReader(PATHS, (SourceSpec("flaky", flaky),), stagger=K, policies={"flaky": Policy(every=2)})
+    statuses = [reader.read().statuses["flaky"] for _ in range(3)]
+    # Reading 1 was down: reading 2 (not its turn) reads, as nothing good is kept; reading 3 is its turn.
+    assert [(status.up, status.cached) for status in statuses] == [(False, False), (True, False), (True, False)]
+
+
+def test_a_policy_read_one_reading_in_several_is_neither_on_change_nor_rotating():
+    with pytest.raises(ValueError, match="neither on change nor rotating"):
+        Policy(every=2, on_change=True)
+    with pytest.raises(ValueError, match="neither on change nor rotating"):
+        Policy(every=2, rotating=frozenset({"x"}))
+    with pytest.raises(ValueError, match="whole number"):
+        Policy(every=0)
+    assert POLICIES["interrupts"].every == 2

@@ -952,6 +952,7 @@ def readings_per_turn(source: str, family: str, stagger: int = K) -> int:
 
 
 A = readings_per_turn("irqs", AFFINITIES)  # the IRQ affinities' round: every IRQ's turn comes once in A readings
+IRQS = range(40, 40 + A)  # one IRQ in each turn of that round
 P = readings_per_turn("cgroups", PLACEMENT)  # the containers' memory placement (and settled cgroup.procs) round
 S = readings_per_turn("cgroups", SHARED_PODS)  # the Burstable and BestEffort pods' round
 
@@ -1234,7 +1235,7 @@ def test_the_stagger_must_be_at_least_one():
         HostReader(Paths.from_root("/nonexistent"), (), stagger=0)
 
 
-def many_irqs(fake_host, affinity: frozenset[int] = frozenset({0, 1}), numbers=range(40, 56)):
+def many_irqs(fake_host, affinity: frozenset[int] = frozenset({0, 1}), numbers=IRQS):
     add_irqs(fake_host, IRQ_CPUS, [FakeIrq(n, f"q{n}", affinity, frozenset({min(affinity)})) for n in numbers])
 
 
@@ -1289,7 +1290,7 @@ def test_an_irq_whose_effective_affinity_moved_has_its_requested_mask_read_in_th
     many_irqs(fake_host, affinity=frozenset({6, 7}))
     seen = [reader.read(fake_host.paths) for _ in range(A)]
 
-    for n in range(40, 56):  # within A readings every IRQ shows both files moved, whatever the turn of its mask
+    for n in IRQS:  # within A readings every IRQ shows both files moved, whatever the turn of its mask
         assert (seen[-1].irqs[n].affinity, seen[-1].irqs[n].effective) == ({6, 7}, {6})
 
 
@@ -1302,9 +1303,9 @@ def test_a_moved_irq_shows_within_k_staggered_readings_but_not_necessarily_at_on
     truth = irqs.read(fake_host.paths)
     seen = [reader.read(fake_host.paths) for _ in range(A)]
 
-    assert 0 < sum(seen[0].irqs[n].affinity == {6, 7} for n in range(40, 56)) < 16
+    assert 0 < sum(seen[0].irqs[n].affinity == {6, 7} for n in IRQS) < 16
     assert seen[-1] == truth
-    assert all(seen[-1].irqs[n].effective == {6} for n in range(40, 56))
+    assert all(seen[-1].irqs[n].effective == {6} for n in IRQS)
 
 
 def test_a_staggered_irqs_reader_reads_new_irqs_at_once_and_drops_removed_ones_at_once(fake_host):
@@ -1422,14 +1423,14 @@ def test_the_fast_path_reads_what_the_general_path_reads_on_the_same_history(fak
     assert found == irqs.read(fake_host.paths)
 
 
-def warm_staggered_irqs(fake_host, numbers=range(40, 56)):
+def warm_staggered_irqs(fake_host, numbers=IRQS):
     many_irqs(fake_host, numbers=numbers)
     reader = staggered(Driven("irqs"))
     reader.read(fake_host.paths)
     return reader
 
 
-def in_turn_and_requested(reader, fake_host, numbers=range(40, 56)) -> int:
+def in_turn_and_requested(reader, fake_host, numbers=IRQS) -> int:
     """Read until the next reading's turn holds an IRQ whose requested mask it reads; that IRQ."""
     while True:
         turn, round_ = reader.readings % A, reader.readings // A
@@ -1449,7 +1450,7 @@ def test_the_fast_path_reads_only_the_irqs_in_their_turn(fake_host, monkeypatch)
         turn = reader.readings % A
         found = reader.read(fake_host.paths)
         read_irqs = {int(path.rsplit("/", 2)[1]) for path in reads if "/default_smp_affinity" not in path}
-        assert read_irqs == {n for n in range(40, 56) if n % A == turn}
+        assert read_irqs == {n for n in IRQS if n % A == turn}
         assert found == irqs.read(fake_host.paths)
     assert len(taken) == A
 
@@ -1471,7 +1472,7 @@ def test_an_irq_unreadable_at_some_readings_is_read_at_the_next_and_shows_in_sor
 
     assert f"{fake_host.paths.procfs}/irq/{vanishing}/smp_affinity_list" in reads
     assert found.irqs[vanishing].affinity == {0, 1}
-    assert list(found.irqs) == list(range(40, 56))
+    assert list(found.irqs) == list(IRQS)
     assert found == irqs.read(fake_host.paths)
     assert len(taken) == 3
 
@@ -1479,7 +1480,7 @@ def test_an_irq_unreadable_at_some_readings_is_read_at_the_next_and_shows_in_sor
 def test_an_irq_whose_files_vanish_in_its_turn_drops_out_at_once_while_its_directory_is_listed(fake_host):
     reader = warm_staggered_irqs(fake_host)
     in_turn = in_turn_and_requested(reader, fake_host)  # its requested mask is read: the file removed below
-    carried = next(n for n in range(40, 56) if n % A != in_turn % A)
+    carried = next(n for n in IRQS if n % A != in_turn % A)
     fake_host.remove(f"proc/irq/{in_turn}/smp_affinity_list")
     fake_host.write(f"proc/irq/{carried}/smp_affinity_list", "7")
 
@@ -1582,7 +1583,7 @@ def test_an_invalidated_source_reads_everything_at_its_next_staggered_reading(fa
     many_irqs(fake_host, affinity=frozenset({6, 7}))
     reader.invalidate("kernel")  # another source: irqs stays staggered
     partial = reader.read().get("irqs")
-    assert 0 < sum(partial.irqs[n].affinity == {6, 7} for n in range(40, 56)) < 16
+    assert 0 < sum(partial.irqs[n].affinity == {6, 7} for n in IRQS) < 16
 
     many_irqs(fake_host, affinity=frozenset({4}))
     reader.invalidate("irqs")
@@ -1593,7 +1594,7 @@ def test_an_invalidated_source_reads_everything_at_its_next_staggered_reading(fa
     assert reader.read().get("irqs") == irqs.read(fake_host.paths)
     many_irqs(fake_host, affinity=frozenset({2}))
     after = reader.read().get("irqs")  # and back to staggering afterwards
-    assert 0 < sum(after.irqs[n].affinity == {2} for n in range(40, 56)) < 16
+    assert 0 < sum(after.irqs[n].affinity == {2} for n in IRQS) < 16
 
 
 # ------------------------------------------------------------------------- irqs: /proc/interrupts says what came
@@ -1621,7 +1622,7 @@ def listings_of(monkeypatch) -> list[int]:
 def test_while_proc_interrupts_lists_the_same_irqs_proc_irq_is_listed_at_the_rounds_first_turn_only(
     fake_host, monkeypatch
 ):
-    add_irqs(fake_host, IRQ_CPUS, irq_set(range(40, 56)))
+    add_irqs(fake_host, IRQ_CPUS, irq_set(IRQS))
     reader = staggered(Driven("irqs", inputs=with_interrupts))
     reader.read(fake_host.paths)
     listings = listings_of(monkeypatch)
@@ -1644,12 +1645,12 @@ def test_while_proc_interrupts_lists_the_same_irqs_proc_irq_is_listed_at_the_rou
 
 
 def test_an_irq_set_up_or_freed_shows_at_once_and_one_without_a_handler_within_the_round(fake_host, monkeypatch):
-    add_irqs(fake_host, IRQ_CPUS, irq_set(range(40, 56)))
+    add_irqs(fake_host, IRQ_CPUS, irq_set(IRQS))
     reader = staggered(Driven("irqs", inputs=with_interrupts))
     reader.read(fake_host.paths)
     reader.read(fake_host.paths)
 
-    add_irqs(fake_host, IRQ_CPUS, irq_set([*range(40, 56), 99]))  # a handler requested: its row and directory
+    add_irqs(fake_host, IRQ_CPUS, irq_set([*IRQS, 99]))  # a handler requested: its row and directory
     assert 99 in reader.read(fake_host.paths).irqs
 
     add_irqs(fake_host, IRQ_CPUS, irq_set([*range(41, 56), 99]))

@@ -60,8 +60,8 @@ WINDOW_ENV = "NUMAWATCH_CHECK_WINDOW"
 # serve re-reads the slow-drifting files (containers' memory.numa_stat, cpuset.mems.effective and, once their sandbox
 # verdict is settled, cgroup.procs; Burstable and BestEffort pods whole; IRQ affinities, the requested masks every
 # other turn; cpufreq governors: the rotating families of the refresh table, numawatch.refresh) for a rotating share
-# of them per evaluation (HostReader's stagger K, stretched to 2K or 4K per family by the table): at the 15 s interval
-# a change there shows within 1-4 minutes, inside the 10-30 minutes the alerts on them wait (docs/sources.md). check
+# of them per evaluation (HostReader's stagger K, stretched to 2K-8K per family by the table): at the 15 s interval
+# a change there shows within 1-8 minutes, inside the 10-30 minutes the alerts on them wait (docs/sources.md). check
 # and capture read everything.
 DEFAULT_STAGGER = 4
 # serve looks at the intent and web config files (and the certificates the latter names) this often and reloads them
@@ -182,10 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stagger", default=DEFAULT_STAGGER, type=_whole_number(1), metavar="K",
                        help="re-read slow-drifting files for a rotating share of their objects per evaluation, so "
                             "a change there shows within K evaluations: Guaranteed pods' listings; within 2K: "
-                            "Burstable and BestEffort pods whole, cpufreq governors; within 4K: containers' "
-                            "memory.numa_stat, cpuset.mems.effective and cgroup.procs, IRQs' effective affinities "
-                            "(their requested masks within 8K), idle-state settings and pods' usage; Guaranteed "
-                            "pods' CPUs and new pods, IRQs and CPU policies are read every time; 1: read everything "
+                            "Burstable and BestEffort pods whole; within 4K: containers' memory.numa_stat, "
+                            "cpuset.mems.effective and cgroup.procs, cpufreq governors and pods' usage; within 8K: "
+                            "IRQs' effective affinities (their requested masks within 16K) and idle-state settings; "
+                            "Guaranteed pods' CPUs and new pods, IRQs and CPU policies are read every time, "
+                            "/proc/interrupts every other time; 1: read everything "
                             f"(default: {DEFAULT_STAGGER})")
     web = serve.add_argument_group("web server")
     web.add_argument("--web.listen-address", "--listen", dest="listen", default=parse_listen(DEFAULT_LISTEN),

@@ -10,6 +10,7 @@ reading of a source they need, changes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+# Recorded (Host.recording) when what is recorded read the previous Host: a value derived from it is never reused.
+VOLATILE = "<previous reading>"
 
 
 @dataclass(frozen=True)
@@ -242,18 +246,54 @@ class Host:
     # once per Host, dropped with it. Not part of equality or of a replace() copy.
     _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
+    # What the checks being run read of this Host (``recording``): a stack of the sources' names, one set per
+    # recording under way (a memo computed inside a check records into its own, then hands it to the check's).
+    _reads: list[set[str]] = field(default_factory=list, init=False, compare=False, repr=False)
+    _memo_reads: dict[Hashable, frozenset[str]] = field(default_factory=dict, init=False, compare=False, repr=False)
+
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """The value for ``key`` derived from this host, computed on first use."""
+        """The value for ``key`` derived from this host, computed on first use. What computing it read of the Host
+        counts as read by whoever asks for it (``recording``), at the first use and every later one."""
         try:
-            return self._memo[key]
+            value = self._memo[key]
         except KeyError:
-            value = self._memo[key] = compute()
-            return value
+            with self.recording() as read:
+                value = self._memo[key] = compute()
+            self._memo_reads[key] = frozenset(read)
+        if self._reads:
+            self._reads[-1].update(self._memo_reads.get(key, ()))
+        return value
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[set[str]]:
+        """The names of the sources read of this Host inside the block (their results, down reasons or generations,
+        directly or through a memo; ``VOLATILE`` when something read the previous Host), for a value derived from
+        them that may be reused while their generations are the same (``checks.evaluate``)."""
+        read: set[str] = set()
+        self._reads.append(read)
+        try:
+            yield read
+        finally:
+            self._reads.pop()
+            if self._reads:
+                self._reads[-1].update(read)
+
+    def reads_previous(self) -> None:
+        """What is being recorded read the previous Host (``previous``): its generations do not say it."""
+        if self._reads:
+            self._reads[-1].add(VOLATILE)
+
+    def _result(self, name: str) -> Any | None:
+        if self._reads:
+            self._reads[-1].add(name)
+        return self.results.get(name)
 
     def derive(self, key: Hashable, sources: tuple[str, ...], make: Callable[[], _T], extra: Hashable = ()) -> _T:
         """``make()``, reused from an earlier reading while the generations of ``sources`` (every source ``make``
         reads of this Host) and ``extra`` (what else it reads: the intent's settings, cheap to compare) are the
         same (``Derived.reuse``); made anew for a Host whose generations are unknown (not a HostReader's)."""
+        if self._reads:
+            self._reads[-1].update(sources)
         generations = tuple(self.generations.get(name) for name in sources)
         if None in generations:
             return make()
@@ -261,88 +301,92 @@ class Host:
 
     def generation(self, name: str) -> int | None:
         """The generation of source ``name``'s reading in this Host (see ``generations``), None when unknown."""
+        if self._reads:
+            self._reads[-1].add(name)
         return self.generations.get(name)
 
     def get(self, name: str) -> Any | None:
-        return self.results.get(name)
+        return self._result(name)
 
     @property
     def topology(self) -> Topology | None:
-        return self.results.get("topology")
+        return self._result("topology")
 
     @property
     def cgroups(self) -> Cgroups | None:
-        return self.results.get("cgroups")
+        return self._result("cgroups")
 
     @property
     def names(self) -> Names | None:
-        return self.results.get("names")
+        return self._result("names")
 
     @property
     def kubelet_config(self) -> KubeletConfig | None:
-        return self.results.get("kubelet_config")
+        return self._result("kubelet_config")
 
     @property
     def kubelet_state(self) -> KubeletState | None:
-        return self.results.get("kubelet_state")
+        return self._result("kubelet_state")
 
     @property
     def gpus(self) -> GpuInventory | None:
-        return self.results.get("gpus_sysfs")
+        return self._result("gpus_sysfs")
 
     @property
     def kernel(self) -> KernelSettings | None:
-        return self.results.get("kernel")
+        return self._result("kernel")
 
     @property
     def numastat(self) -> NumaCounters | None:
-        return self.results.get("numastat")
+        return self._result("numastat")
 
     @property
     def intersocket(self) -> InterSocketTraffic | None:
-        return self.results.get("intersocket")
+        return self._result("intersocket")
 
     @property
     def interrupts(self) -> Interrupts | None:
-        return self.results.get("interrupts")
+        return self._result("interrupts")
 
     @property
     def irqs(self) -> Irqs | None:
-        return self.results.get("irqs")
+        return self._result("irqs")
 
     @property
     def irqbalance(self) -> Irqbalance | None:
-        return self.results.get("irqbalance")
+        return self._result("irqbalance")
 
     @property
     def nvml(self) -> NvmlSnapshot | None:
-        return self.results.get("nvml")
+        return self._result("nvml")
 
     @property
     def amdsmi(self) -> NvmlSnapshot | None:
-        return self.results.get("amdsmi")
+        return self._result("amdsmi")
 
     @property
     def hlml(self) -> NvmlSnapshot | None:
-        return self.results.get("hlml")
+        return self._result("hlml")
 
     @property
     def processes(self) -> GpuHolders | None:
-        return self.results.get("processes")
+        return self._result("processes")
 
     @property
     def cpuidle(self) -> CpuIdle | None:
-        return self.results.get("cpuidle")
+        return self._result("cpuidle")
 
     @property
     def pci_topology(self) -> PciTopology | None:
-        return self.results.get("pci_topology")
+        return self._result("pci_topology")
 
     @property
     def pod_usage(self) -> PodsUsage | None:
-        return self.results.get("pod_usage")
+        return self._result("pod_usage")
 
     def down_reason(self, name: str) -> str:
+        if self._reads:
+            self._reads[-1].add(name)
         status = self.statuses.get(name)
         if status is None:
             return f"source {name} was not read"
@@ -407,6 +451,10 @@ class HostReader:
         self.context = ReaderContext(nvml=nvml, clock=clock, holder_scheduling=holder_scheduling,
                                      libraries=dict(libraries or {}))  # fmt: skip
         self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
+        # Per source read one reading in several (Policy.every): its last good snapshot and the needs' generations
+        # it was read with, handed out at the readings between.
+        self._kept: dict[str, tuple[tuple[int, ...], Any]] = {}
+        self._last_read: dict[str, Any] = {}  # per source, its last reading when it was up
         # Per source, how many times it was read for real: what a source that needs it keys its cache on.
         self._generations: dict[str, int] = {}
         self._down: dict[str, str | None] = {}  # per source, why its last reading was down (None: it was up)
@@ -440,8 +488,10 @@ class HostReader:
         their cache is keyed on its readings."""
         if name is None:
             self._cache.clear()
+            self._kept.clear()
         else:
             self._cache.pop(name, None)
+            self._kept.pop(name, None)
         self.turns.read_everything_next(name)
 
     def read(self) -> Host:
@@ -460,6 +510,18 @@ class HostReader:
                 read = state.read if state is not None else spec.read
                 if spec.needs:
                     read = _with_inputs(read, inputs)
+            needs_read = tuple(self._generations.get(need, 0) for need in spec.needs)
+            if policy.every > 1:
+                kept = self._kept.get(spec.name)
+                if (
+                    kept is not None
+                    and kept[0] == needs_read
+                    and not self.turns.due(policy)
+                    and not self.turns.whole_asked(spec.name)
+                ):
+                    results[spec.name] = kept[1]  # not its reading: the last one stands (Policy.every)
+                    statuses[spec.name] = SourceStatus(spec.name, True, 0.0, cached=True)
+                    continue
             key: Hashable = None
             if fingerprint is not None:
                 start = time.perf_counter()
@@ -468,7 +530,7 @@ class HostReader:
                 except Exception:  # an unreadable fingerprint just means "read it for real"
                     key = None
                 if key is not None and spec.needs:
-                    key = (key, tuple(self._generations.get(need, 0) for need in spec.needs))
+                    key = (key, needs_read)
                 cached = self._cache.get(spec.name)
                 if key is not None and cached is not None and cached[0] == key and cached[2].up:
                     results[spec.name] = cached[1]
@@ -485,13 +547,32 @@ class HostReader:
                 unchanged = result.unchanged
                 result = result.snapshot
             before = self._down.get(spec.name)
+            last = self._last_read.get(spec.name)
+            equal = False
+            if not unchanged and status.up and result is not None and last is not None and last == result:
+                # Read for real, and equal to the last reading (the sources hand unchanged parts out as the same
+                # objects, so comparing costs little): the last snapshot stands and its generation stays.
+                result, equal = last, True
             if unchanged and status.up and before is None and spec.name in self._generations:
                 status = replace(status, cached=True)  # the source found nothing changed: its generation stays
+            elif equal and before is None and spec.name in self._generations:
+                pass
             elif status.up or before != status.reason:  # down again for the same reason: nothing new to see
                 self._generations[spec.name] = self._generations.get(spec.name, 0) + 1
             self._down[spec.name] = None if status.up else status.reason
+            if status.up and result is not None:
+                self._last_read[spec.name] = result
+            else:
+                self._last_read.pop(spec.name, None)
             if fingerprint is not None and key is not None:
                 self._cache[spec.name] = (key, result, status)
+            if policy.every > 1:
+                if not incremental:
+                    self.turns.served(spec.name)  # (an incremental source's Refresh took it)
+                if status.up and result is not None:
+                    self._kept[spec.name] = (needs_read, result)
+                else:
+                    self._kept.pop(spec.name, None)
             if result is not None:
                 results[spec.name] = result
             statuses[spec.name] = status

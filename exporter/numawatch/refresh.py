@@ -5,6 +5,11 @@ Every source is read at every evaluation unless this table says otherwise. A pol
 - ``on_change``: the source's files change only on events (a kubelet restart, hotplug). Its
   ``SourceSpec.fingerprint`` names them cheaply (stats, a small file); the HostReader reuses the last reading
   while the fingerprint, and the readings of the sources it needs, are the same.
+- ``every``: the source's files change at every moment but what depends on them judges rates over minutes (the
+  /proc/interrupts counters): with serve's ``--stagger K`` > 1 the source is read at one reading in ``every`` and
+  the readings between hand its last snapshot out again (its generation stays, so nothing derived from it is made
+  again); a change of a need's reading, or a whole reading asked for, reads it at once. With K = 1 it is read at
+  every reading.
 - ``rotating``: families of the source's objects whose files drift slowly (a container's memory placement, an
   IRQ's affinity, a cpufreq governor). With serve's ``--stagger K`` (HostReader's ``stagger``) a reading re-reads
   a family's files for a rotating 1/K of its objects and keeps the others' values of the previous reading, so a
@@ -41,10 +46,16 @@ class Policy:
     # Rotating families read over ``stretch`` times K readings (1/(stretch K) of their objects per reading), for
     # families whose alerts wait long enough that a K-reading rotation would re-read them many times per wait.
     stretch: Mapping[str, int] = field(default_factory=dict, hash=False)
+    # With K > 1, read at one reading in ``every`` (the others hand the last snapshot out again); 1: every reading.
+    every: int = 1
 
     def __post_init__(self) -> None:
         if self.on_change and self.rotating:
             raise ValueError("a policy is on change or rotating, not both")
+        if self.every < 1:
+            raise ValueError(f"every must be a whole number >= 1, got {self.every}")
+        if self.every > 1 and (self.on_change or self.rotating):
+            raise ValueError("a policy read one reading in several is neither on change nor rotating")
         for family, times in self.stretch.items():
             if family not in self.rotating or times < 1:
                 raise ValueError(f"stretch of {family!r} must be a whole number >= 1 of a rotating family")
@@ -100,18 +111,24 @@ POLICIES: Mapping[str, Policy] = {
     "kernel": _rotating(
         GOVERNORS,
         why="a governor changes only when someone writes it; the tuning alert waits 15 minutes, and each governor is "
-        "read within 2K readings (2 minutes at serve's defaults)",
-        stretch={GOVERNORS: 2},
+        "read within 4K readings (4 minutes at serve's defaults)",
+        stretch={GOVERNORS: 4},
     ),
     "numastat": EVERY,
     "intersocket": EVERY,
-    "interrupts": Policy(why="counters move at every reading; unchanged rows are found from the previous reading"),
+    "interrupts": Policy(
+        every=2,
+        why="counters move at every reading, but their checks judge rates (interrupts per second on isolated CPUs, "
+        "ticks on nohz_full CPUs) whose alerts wait 30 minutes: read at every other reading (30 s at serve's "
+        "defaults), each rate taken between the two last readings of the file (Interrupts.before); a change of the "
+        "watched CPUs (topology, kubelet_state) reads it at once; unchanged rows are found from the previous reading",
+    ),
     "irqs": _rotating(
         AFFINITIES,
         why="IRQ placement alerts wait 30 minutes, and an IRQ actually firing on an isolated CPU shows in the "
-        "/proc/interrupts counters read at every reading: each IRQ's affinity is read within 4K readings (4 minutes "
-        "at serve's defaults); a new IRQ is read at once",
-        stretch={AFFINITIES: 4},
+        "/proc/interrupts counters read at every other reading: each IRQ's affinity is read within 8K readings (8 "
+        "minutes at serve's defaults); a new IRQ is read at once",
+        stretch={AFFINITIES: 8},
     ),
     "irqbalance": Policy(why="the daemon's PID is remembered and verified; searched again rarely or on a hint"),
     "nvml": EVERY,
@@ -121,8 +138,8 @@ POLICIES: Mapping[str, Policy] = {
     "cpuidle": _rotating(
         IDLE_STATES,
         why="someone must write a disable file or a PM QoS limit to change them; the idle-state alert waits 30 "
-        "minutes, and each CPU's settings are read within 4K readings (4 minutes at serve's defaults)",
-        stretch={IDLE_STATES: 4},
+        "minutes, and each CPU's settings are read within 8K readings (8 minutes at serve's defaults)",
+        stretch={IDLE_STATES: 8},
     ),
     "pci_topology": _on_change("the PCI tree changes with hotplug only"),
     "pod_usage": _rotating(
@@ -220,12 +237,23 @@ class Turns:
         else:
             self._asked.add(name)
 
+    def whole_asked(self, name: str) -> bool:
+        """Whether source ``name``'s next reading must read everything (a pending ``read_everything_next``)."""
+        return name in self._asked or self._served_all.get(name, 0) < self._asked_all
+
+    def served(self, name: str) -> None:
+        """Source ``name`` read everything at this reading: a whole reading asked for before it is taken."""
+        self._asked.discard(name)
+        self._served_all[name] = self._asked_all
+
+    def due(self, policy: Policy) -> bool:
+        """Whether a source of ``policy`` reads its files at this reading (``Policy.every``; always with K = 1)."""
+        return policy.every <= 1 or self.stagger <= 1 or self.readings % policy.every == 0
+
     def refresh(self, name: str, policy: Policy, memory: Any, now: float = 0.0) -> Refresh:
         """The Refresh for source ``name``'s reading in the current reading (taking a pending whole reading)."""
-        asked_all = self._asked_all
-        whole = memory is None or name in self._asked or self._served_all.get(name, 0) < asked_all
-        self._asked.discard(name)
-        self._served_all[name] = asked_all
+        whole = memory is None or self.whole_asked(name)
+        self.served(name)
         # A whole reading after an invalidation reads every object; a first reading (no memory) reads every
         # object anyway, in the rotation's current turn.
         share = 1 if whole and memory is not None else self.stagger

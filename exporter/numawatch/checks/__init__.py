@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
-from numawatch.host import Host
+from numawatch.host import VOLATILE, Host
 from numawatch.intent import Intent
 from numawatch.model import frozen_map
 from numawatch.model.topology import Topology
@@ -185,6 +185,42 @@ def all_checks() -> tuple[Check, ...]:
     return registry.CHECKS
 
 
+_FOUND, _NOT_EVALUATED, _NOT_APPLICABLE, _FAILED = "found", "not evaluated", "not applicable", "failed"
+_Verdict = tuple[str, Any]  # (one of the above, the findings as a tuple or the reason)
+
+
+def _run(check: Check, host: Host, intent: Intent) -> _Verdict:
+    try:
+        return _FOUND, tuple(check.run(host, intent))
+    except NotEvaluated as reason:
+        return _NOT_EVALUATED, str(reason)
+    except NotApplicable as reason:
+        return _NOT_APPLICABLE, str(reason)
+    except Exception as error:  # a bug in one check must not hide the others' findings
+        return _FAILED, f"internal error: {type(error).__name__}: {error}"
+
+
+def _judged(check: Check, host: Host, intent: Intent) -> _Verdict:
+    """``check``'s verdict on ``host``: the one an earlier reading of a HostReader got, while the intent is the same
+    object and every source the check read then (``Host.recording``) has the same generation; else judged now.
+
+    A check is a function of the Host and the intent alone, and what it read of the Host is recorded as it runs, so
+    an unchanged reading of what it looked at gives the same verdict. A check that read the previous Host (a rate
+    without ``Interrupts.before``) or failed is judged again at every reading."""
+    generations = host.generations
+    if not generations:  # not a HostReader's Host: nothing to key a verdict on
+        return _run(check, host, intent)
+    key = ("check", check.id)
+    prior = host.derived.get(key)
+    if prior is not None and prior[0] is intent and all(generations.get(name) == seen for name, seen in prior[1]):
+        return prior[2]
+    with host.recording() as read:
+        verdict = _run(check, host, intent)
+    if read and verdict[0] != _FAILED and VOLATILE not in read:
+        host.derived.put(key, (intent, tuple((name, generations.get(name)) for name in read), verdict))
+    return verdict
+
+
 def evaluate(host: Host, intent: Intent, checks: Iterable[Check] | None = None) -> Evaluation:
     """Run every enabled check; a check that raises anything but NotEvaluated is reported, never propagated."""
     start = time.perf_counter()
@@ -196,14 +232,13 @@ def evaluate(host: Host, intent: Intent, checks: Iterable[Check] | None = None) 
         if not intent.check_enabled(check.id):
             not_evaluated.append(NotEvaluatedCheck(check.id, "disabled by intent"))
             continue
-        try:
-            findings.extend(check.run(host, intent))
-        except NotEvaluated as reason:
-            not_evaluated.append(NotEvaluatedCheck(check.id, str(reason)))
-        except NotApplicable as reason:
-            not_applicable.append(NotApplicableCheck(check.id, str(reason)))
-        except Exception as error:  # a bug in one check must not hide the others' findings
-            not_evaluated.append(NotEvaluatedCheck(check.id, f"internal error: {type(error).__name__}: {error}"))
+        verdict, found = _judged(check, host, intent)
+        if verdict == _FOUND:
+            findings.extend(found)
+        elif verdict == _NOT_APPLICABLE:
+            not_applicable.append(NotApplicableCheck(check.id, found))
+        else:
+            not_evaluated.append(NotEvaluatedCheck(check.id, found))
     findings.sort(key=lambda f: (SEVERITIES.index(f.severity), f.check, sorted(f.labels.items())))
     return Evaluation(
         host=host,

@@ -420,8 +420,16 @@ def _placement_remediation(
 
 # --------------------------------------------------------------------------------------------- rates
 def two_readings(host: Host) -> tuple[Interrupts, Interrupts, float]:
-    """(previous, current, seconds between them) of /proc/interrupts, or NotEvaluated."""
+    """(previous, current, seconds between them) of /proc/interrupts, or NotEvaluated. The previous reading is
+    the source's own (``Interrupts.before``: a HostReader's), else the previous Host's (a Host built without one)."""
     current: Interrupts = require(host, "interrupts")
+    if current.before is not None:
+        previous_reading = current.before
+        window = current.read_at - previous_reading.read_at
+        if window <= 0:
+            raise NotEvaluated("needs two readings taken at different times")
+        return previous_reading, current, window
+    host.reads_previous()
     if host.previous is None:
         raise NotEvaluated("needs two readings (numawatch serve keeps the last one; numawatch check takes --window)")
     previous: Interrupts | None = host.previous.interrupts

@@ -57,6 +57,10 @@ class Interrupts:
     watched: CPUSet  # CPUs whose counts were kept (a subset of cpus)
     rows: tuple[InterruptRow, ...]
     read_at: float  # time.monotonic() when the file was read, for rates
+    # The source's previous reading of the file (its own ``before`` None), which rates are taken against: a reader
+    # that reads the file one evaluation in several (refresh.Policy.every) hands this snapshot out again in between,
+    # so the Host before this one may hold this very reading. None: the first reading. Not part of equality.
+    before: Interrupts | None = field(default=None, compare=False, repr=False)
 
     def row(self, key: str) -> InterruptRow | None:
         for row in self.rows:

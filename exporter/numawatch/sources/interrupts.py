@@ -25,15 +25,16 @@ to the same offsets after the ``:``), so the watched columns are byte ranges of 
 one ``bytes.translate`` and found with ``bytes.find`` (both C loops), so only non-zero counts are touched in Python
 and zeros, the vast majority, are never converted. A line whose layout does not check out (a count wider than 10
 digits shifts the cells; arm64 prints ``IPI0:`` without the extra space) is split the slow, safe way;
-``_looks_like_a_count`` says why the checks are exact. The file is read in 1 MiB blocks parsed as they arrive
+``_looks_like_a_count`` says why the checks are exact. The file is read in 256 KiB blocks parsed as they arrive
 (``read_interrupts``), so neither it nor its marked copy is ever held whole. See bench/bench_interrupts.py and
 docs/performance.md.
 
 The watched CPUs come from the sources this one needs: the isolation the topology source read (``isolcpus=``,
 ``nohz_full=``, sysfs ``isolated`` and ``nohz_full``) and the exclusive CPUs of the kubelet_state source's CPU
-Manager state; either down contributes nothing (``watched_cpus``). Rates come from two readings (``Host.previous``);
-what a HostReader's reading leaves for the next (``InterruptsMemory``) is the watched CPUs (used again while neither
-source was read again),
+Manager state; either down contributes nothing (``watched_cpus``). Rates come from two readings: a HostReader's
+reading holds the one before it (``Interrupts.before``), since serve reads the file at every other evaluation
+(refresh.POLICIES). What a HostReader's reading leaves for the next (``InterruptsMemory``) is itself, the watched
+CPUs (used again while neither source was read again),
 the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32 of each
 row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
 (devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows
@@ -52,6 +53,7 @@ import re
 import time
 import zlib
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import NamedTuple
 
 from numawatch import confined
@@ -618,12 +620,14 @@ class InterruptsMemory(NamedTuple):
     known: Remembered  # the rows and the columns worked out from the header and watched CPUs
     generations: tuple[int | None, ...]  # the readings of NEEDS the watched CPUs were worked out from
     watched: CPUSet
+    last: Interrupts | None = None  # this reading (without its ``before``): the next one's ``before``
 
 
 def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     """A reading handed the previous one's memory: unchanged rows are not split and built again, the columns
     worked out from the previous header are reused, and so are the watched CPUs while neither source they come
-    from was read again (their generations). Reads the same as ``read``."""
+    from was read again (their generations). Reads the same as ``read``, with the previous reading as ``before``
+    (the rates' other end)."""
     memory: InterruptsMemory | None = refresh.memory
     generations = tuple(inputs.generation(name) for name in NEEDS)
     if memory is None or None in generations or memory.generations != generations:
@@ -631,7 +635,9 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     else:
         watched = memory.watched
     result, known = _read(paths, memory.known if memory is not None else Remembered(), watched, refresh.generation)
-    return Carried(result, InterruptsMemory(known, generations, watched))
+    before = memory.last if memory is not None else None
+    snapshot = replace(result, before=before) if before is not None else result
+    return Carried(snapshot, InterruptsMemory(known, generations, watched, result))
 
 
 SOURCE = SourceSpec(
