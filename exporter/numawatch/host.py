@@ -451,10 +451,10 @@ class HostReader:
         self.context = ReaderContext(nvml=nvml, clock=clock, holder_scheduling=holder_scheduling,
                                      libraries=dict(libraries or {}))  # fmt: skip
         self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
-        # Per source read one reading in several (Policy.every): its last good snapshot and the needs' generations
-        # it was read with, handed out at the readings between.
-        self._kept: dict[str, tuple[tuple[int, ...], Any]] = {}
-        self._last_read: dict[str, Any] = {}  # per source, its last reading when it was up
+        # Per source, its last reading while up and the generations of its needs then: compared with the next
+        # reading (an equal one keeps the generation), and handed out between the readings of a source read one
+        # reading in several (Policy.every).
+        self._last_read: dict[str, tuple[tuple[int, ...], Any]] = {}
         # Per source, how many times it was read for real: what a source that needs it keys its cache on.
         self._generations: dict[str, int] = {}
         self._down: dict[str, str | None] = {}  # per source, why its last reading was down (None: it was up)
@@ -488,10 +488,10 @@ class HostReader:
         their cache is keyed on its readings."""
         if name is None:
             self._cache.clear()
-            self._kept.clear()
+            self._last_read.clear()
         else:
             self._cache.pop(name, None)
-            self._kept.pop(name, None)
+            self._last_read.pop(name, None)
         self.turns.read_everything_next(name)
 
     def read(self) -> Host:
@@ -512,7 +512,7 @@ class HostReader:
                     read = _with_inputs(read, inputs)
             needs_read = tuple(self._generations.get(need, 0) for need in spec.needs)
             if policy.every > 1:
-                kept = self._kept.get(spec.name)
+                kept = self._last_read.get(spec.name)
                 if (
                     kept is not None
                     and kept[0] == needs_read
@@ -548,31 +548,25 @@ class HostReader:
                 result = result.snapshot
             before = self._down.get(spec.name)
             last = self._last_read.get(spec.name)
-            equal = False
-            if not unchanged and status.up and result is not None and last is not None and last == result:
+            equal = not unchanged and status.up and last is not None and result is not None and last[1] == result
+            if equal:
                 # Read for real, and equal to the last reading (the sources hand unchanged parts out as the same
                 # objects, so comparing costs little): the last snapshot stands and its generation stays.
-                result, equal = last, True
-            if unchanged and status.up and before is None and spec.name in self._generations:
-                status = replace(status, cached=True)  # the source found nothing changed: its generation stays
-            elif equal and before is None and spec.name in self._generations:
-                pass
+                result = last[1]  # type: ignore[index]
+            if (unchanged or equal) and status.up and before is None and spec.name in self._generations:
+                if unchanged:
+                    status = replace(status, cached=True)  # the source itself found nothing changed
             elif status.up or before != status.reason:  # down again for the same reason: nothing new to see
                 self._generations[spec.name] = self._generations.get(spec.name, 0) + 1
             self._down[spec.name] = None if status.up else status.reason
             if status.up and result is not None:
-                self._last_read[spec.name] = result
+                self._last_read[spec.name] = (needs_read, result)
             else:
                 self._last_read.pop(spec.name, None)
             if fingerprint is not None and key is not None:
                 self._cache[spec.name] = (key, result, status)
-            if policy.every > 1:
-                if not incremental:
-                    self.turns.served(spec.name)  # (an incremental source's Refresh took it)
-                if status.up and result is not None:
-                    self._kept[spec.name] = (needs_read, result)
-                else:
-                    self._kept.pop(spec.name, None)
+            if policy.every > 1 and not incremental:
+                self.turns.served(spec.name)  # (an incremental source's Refresh took it)
             if result is not None:
                 results[spec.name] = result
             statuses[spec.name] = status
