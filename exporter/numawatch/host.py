@@ -299,6 +299,29 @@ class Host:
             return make()
         return self.derived.reuse(key, (generations, extra), make)
 
+    def reused(
+        self, key: Hashable, owner: object, make: Callable[[], _T], keep: Callable[[_T], bool] | None = None
+    ) -> _T:
+        """``make()``, or the value it made under ``key`` at an earlier reading of this HostReader while ``owner`` (the
+        intent it was made for) is the same object and every source ``make`` read then (``recording``) has the same
+        generation: for a value that is a function of the Host and ``owner`` alone (a check's verdict, a metric
+        family). Not kept when ``make`` read nothing of the Host, read the previous Host (``reads_previous``), or
+        ``keep(value)`` says no; made every time for a Host whose generations are unknown (not a HostReader's)."""
+        generations = self.generations
+        if not generations:
+            return make()
+        prior = self.derived.get(key)
+        if prior is not None and prior[0] is owner and all(generations.get(name) == seen for name, seen in prior[1]):
+            if self._reads:
+                self._reads[-1].update(name for name, _ in prior[1])
+            value: _T = prior[2]
+            return value
+        with self.recording() as read:
+            value = make()
+        if read and VOLATILE not in read and (keep is None or keep(value)):
+            self.derived.put(key, (owner, tuple((name, generations.get(name)) for name in read), value))
+        return value
+
     def generation(self, name: str) -> int | None:
         """The generation of source ``name``'s reading in this Host (see ``generations``), None when unknown."""
         if self._reads:

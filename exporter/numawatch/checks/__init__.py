@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
-from numawatch.host import VOLATILE, Host
+from numawatch.host import Host
 from numawatch.intent import Intent
 from numawatch.model import frozen_map
 from numawatch.model.topology import Topology
@@ -205,20 +205,13 @@ def _judged(check: Check, host: Host, intent: Intent) -> _Verdict:
     object and every source the check read then (``Host.recording``) has the same generation; else judged now.
 
     A check is a function of the Host and the intent alone, and what it read of the Host is recorded as it runs, so
-    an unchanged reading of what it looked at gives the same verdict. A check that read the previous Host (a rate
-    without ``Interrupts.before``) or failed is judged again at every reading."""
-    generations = host.generations
-    if not generations:  # not a HostReader's Host: nothing to key a verdict on
-        return _run(check, host, intent)
-    key = ("check", check.id)
-    prior = host.derived.get(key)
-    if prior is not None and prior[0] is intent and all(generations.get(name) == seen for name, seen in prior[1]):
-        return prior[2]
-    with host.recording() as read:
-        verdict = _run(check, host, intent)
-    if read and verdict[0] != _FAILED and VOLATILE not in read:
-        host.derived.put(key, (intent, tuple((name, generations.get(name)) for name in read), verdict))
-    return verdict
+    an unchanged reading of what it looked at gives the same verdict (``Host.reused``). A check that read the
+    previous Host (a rate without ``Interrupts.before``) or failed is judged again at every reading."""
+    return host.reused(("check", check.id), intent, lambda: _run(check, host, intent), _not_failed)
+
+
+def _not_failed(verdict: _Verdict) -> bool:
+    return verdict[0] != _FAILED
 
 
 def evaluate(host: Host, intent: Intent, checks: Iterable[Check] | None = None) -> Evaluation:
