@@ -21,6 +21,7 @@ from numawatch.host import Host, HostReader, read_host_window, window_seconds
 from numawatch.intent import Intent, KernelIntent
 from numawatch.model.interrupts import KIND_DEVICE, KIND_IPI, KIND_LOCAL_TIMER, KIND_OTHER
 from numawatch.paths import Paths
+from numawatch.refresh import POLICIES
 from numawatch.sources import interrupts, irqs, kubelet_state, topology
 from numawatch.sources.interrupts import (
     classify,
@@ -394,12 +395,15 @@ def test_serve_style_reader_keeps_the_previous_reading_one_deep(fake_host):
     assert [f.labels["cpus"] for f in evaluate(second, Intent(), [CHECK_BY_ID["tick_on_nohz_full"]]).findings] == ["4"]
 
 
-def test_serve_reads_the_file_every_other_reading_and_its_rates_span_the_two_last_readings_of_it(fake_host):
+def test_serve_reads_the_file_one_reading_in_every_and_its_rates_span_the_two_last_readings_of_it(fake_host):
+    every = POLICIES["interrupts"].every
+    assert every > 1
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1, cmdline="isolcpus=4-7 nohz_full=4-7")
-    reader = HostReader(fake_host.paths, SOURCES, stagger=4)  # serve's: the interrupts policy's every=2 applies
+    reader = HostReader(fake_host.paths, SOURCES, stagger=4)  # serve's: the interrupts policy's every applies
     tick = CHECK_BY_ID["tick_on_nohz_full"]
     verdicts, counts = [], []
-    for ticks in (10, 100_000, 100_001, 200_000, 200_000, 200_000):
+    written = [10] + [100_000] * (every - 1) + [100_001] + [200_000] * (2 * every - 1)
+    for ticks in written:
         write_interrupts(fake_host, CPUS, named={"LOC": {4: ticks}})
         host = reader.read()
         found = host.interrupts
@@ -409,10 +413,11 @@ def test_serve_reads_the_file_every_other_reading_and_its_rates_span_the_two_las
         cpus = [finding.labels["cpus"] for finding in evaluation.findings]
         verdicts.append("not evaluated" if evaluation.not_evaluated else cpus)
 
-    # Read at readings 1, 3 and 5; readings 2, 4 and 6 hand the last one out again, with the same verdict.
-    assert counts == [10, 10, 100_001, 100_001, 200_000, 200_000]
-    assert verdicts == ["not evaluated", "not evaluated", ["4"], ["4"], ["4"], ["4"]]
-    last = reader.read()  # reading 7 reads 200,000 again: nothing ticked since reading 5
+    # Read at readings 1, 1 + every and 1 + 2 every; the readings between hand the last one out again, with the
+    # same verdict.
+    assert counts == [10] * every + [100_001] * every + [200_000] * every
+    assert verdicts == ["not evaluated"] * every + [["4"]] * (2 * every)
+    last = reader.read()  # reading 1 + 3 every reads 200,000 again: nothing ticked since 1 + 2 every
     assert last.interrupts is not None and last.interrupts.before is not None
     assert last.interrupts.before.row("LOC").count(4) == 200_000 and last.interrupts.before.before is None
     assert evaluate(last, Intent(), [tick]).findings == ()

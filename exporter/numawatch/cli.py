@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "cpuset.mems.effective and cgroup.procs, cpufreq governors and pods' usage; within 8K: "
                             "IRQs' effective affinities (their requested masks within 16K) and idle-state settings; "
                             "Guaranteed pods' CPUs and new pods, IRQs and CPU policies are read every time, "
-                            "/proc/interrupts every other time; 1: read everything "
+                            "/proc/interrupts one time in four; 1: read everything "
                             f"(default: {DEFAULT_STAGGER})")
     web = serve.add_argument_group("web server")
     web.add_argument("--web.listen-address", "--listen", dest="listen", default=parse_listen(DEFAULT_LISTEN),

@@ -186,18 +186,45 @@ class Derived:
     it by more than a reading): entries asked for move from the previous reading's table to this one's.
     """
 
-    __slots__ = ("_current", "_previous")
+    __slots__ = ("_current", "_previous", "_touching")
 
     def __init__(self) -> None:
         self._current: dict[Hashable, Any] = {}
         self._previous: dict[Hashable, Any] = {}
+        self._touching: list[set[Hashable]] = []  # the keys asked for or stored inside each ``touching`` block
 
     def next_reading(self) -> None:
         """A new reading starts: what the last one did not ask for is forgotten at the one after."""
         self._previous, self._current = self._current, {}
 
+    @contextlib.contextmanager
+    def touching(self) -> Iterator[set[Hashable]]:
+        """The keys asked for (``get``) or stored (``put``) inside the block: what a value made there was derived
+        through, for ``keep`` to carry over when that value is handed out again without being made (``Host.reused``),
+        so that an incremental value it went through (the device IRQ join) is not forgotten meanwhile."""
+        touched: set[Hashable] = set()
+        self._touching.append(touched)
+        try:
+            yield touched
+        finally:
+            self._touching.pop()
+            if self._touching:
+                self._touching[-1].update(touched)
+
+    def keep(self, keys: Iterable[Hashable]) -> None:
+        """Carry the values under ``keys`` into this reading, as asking for each of them would."""
+        for key in keys:
+            self.get(key)
+
+    def note(self, keys: Iterable[Hashable]) -> None:
+        """Count ``keys`` as touched inside the ``touching`` block under way (a memo's, used again)."""
+        if self._touching:
+            self._touching[-1].update(keys)
+
     def get(self, key: Hashable) -> Any | None:
         """The value stored under ``key`` at this or the previous reading, None when there is none."""
+        if self._touching:
+            self._touching[-1].add(key)
         found = self._current.get(key)
         if found is None:
             found = self._previous.get(key)
@@ -206,6 +233,8 @@ class Derived:
         return found
 
     def put(self, key: Hashable, value: Any) -> None:
+        if self._touching:
+            self._touching[-1].add(key)
         self._current[key] = value
 
     def reuse(self, key: Hashable, inputs: Hashable, make: Callable[[], _T]) -> _T:
@@ -250,6 +279,10 @@ class Host:
     # recording under way (a memo computed inside a check records into its own, then hands it to the check's).
     _reads: list[set[str]] = field(default_factory=list, init=False, compare=False, repr=False)
     _memo_reads: dict[Hashable, frozenset[str]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    # The ``derived`` keys each memo went through (``Derived.touching``), counted as touched by every later user.
+    _memo_touched: dict[Hashable, frozenset[Hashable]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """The value for ``key`` derived from this host, computed on first use. What computing it read of the Host
@@ -257,11 +290,16 @@ class Host:
         try:
             value = self._memo[key]
         except KeyError:
-            with self.recording() as read:
+            with self.recording() as read, self.derived.touching() as touched:
                 value = self._memo[key] = compute()
             self._memo_reads[key] = frozenset(read)
+            self._memo_touched[key] = frozenset(touched)
+            return value
         if self._reads:
             self._reads[-1].update(self._memo_reads.get(key, ()))
+        touched_before = self._memo_touched.get(key)
+        if touched_before:
+            self.derived.note(touched_before)
         return value
 
     @contextlib.contextmanager
@@ -310,16 +348,19 @@ class Host:
         generations = self.generations
         if not generations:
             return make()
-        prior = self.derived.get(key)
+        derived = self.derived
+        prior = derived.get(key)
         if prior is not None and prior[0] is owner and all(generations.get(name) == seen for name, seen in prior[1]):
             if self._reads:
                 self._reads[-1].update(name for name, _ in prior[1])
+            derived.keep(prior[3])  # what it was derived through stays for when it is made again
             value: _T = prior[2]
             return value
-        with self.recording() as read:
+        with self.recording() as read, derived.touching() as touched:
             value = make()
         if read and VOLATILE not in read and (keep is None or keep(value)):
-            self.derived.put(key, (owner, tuple((name, generations.get(name)) for name in read), value))
+            touched.discard(key)
+            derived.put(key, (owner, tuple((name, generations.get(name)) for name in read), value, tuple(touched)))
         return value
 
     def generation(self, name: str) -> int | None:

@@ -117,17 +117,18 @@ POLICIES: Mapping[str, Policy] = {
     "numastat": EVERY,
     "intersocket": EVERY,
     "interrupts": Policy(
-        every=2,
+        every=4,
         why="counters move at every reading, but their checks judge rates (interrupts per second on isolated CPUs, "
-        "ticks on nohz_full CPUs) whose alerts wait 30 minutes: read at every other reading (30 s at serve's "
-        "defaults), each rate taken between the two last readings of the file (Interrupts.before); a change of the "
-        "watched CPUs (topology, kubelet_state) reads it at once; unchanged rows are found from the previous reading",
+        "ticks on nohz_full CPUs) whose alerts wait 30 minutes, and their dashboards take rates over 5 minutes: read "
+        "at one reading in four (once a minute at serve's defaults), each rate taken between the two last readings "
+        "of the file (Interrupts.before); a change of the watched CPUs (topology, kubelet_state) reads it at once; "
+        "unchanged rows are found from the previous reading",
     ),
     "irqs": _rotating(
         AFFINITIES,
         why="IRQ placement alerts wait 30 minutes, and an IRQ actually firing on an isolated CPU shows in the "
-        "/proc/interrupts counters read at every other reading: each IRQ's affinity is read within 8K readings (8 "
-        "minutes at serve's defaults); a new IRQ is read at once",
+        "/proc/interrupts counters, read once a minute at serve's defaults: each IRQ's affinity is read within 8K "
+        "readings (8 minutes at serve's defaults); a new IRQ is read at once",
         stretch={AFFINITIES: 8},
     ),
     "irqbalance": Policy(why="the daemon's PID is remembered and verified; searched again rarely or on a hint"),

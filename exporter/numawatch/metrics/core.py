@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -455,18 +456,62 @@ def safely(build: Callable[..., Metric | Iterable[Metric]], *args: object) -> li
         return []
 
 
+# The attribute ``host_only`` marks a family builder with.
+_HOST_ONLY_MARK = "numawatch_host_only"
+
+Builder = TypeVar("Builder", bound=Callable[..., object])
+
+
+def host_only(build: Builder) -> Builder:
+    """Marks a family builder whose families are a function of ``evaluation.host`` and ``evaluation.intent`` alone
+    (no finding, no clock, no process state), read through the Host's accessors: ``built`` then hands out the
+    families it built at an earlier reading of a HostReader while every source it read keeps its generation
+    (``Host.reused``, as a check's verdict). tests/test_family_reuse.py runs every marked builder on an evaluation
+    that holds nothing but the host and the intent."""
+    setattr(build, _HOST_ONLY_MARK, True)
+    return build
+
+
+def is_host_only(build: Callable[..., object]) -> bool:
+    return getattr(build, _HOST_ONLY_MARK, False) is True
+
+
 def built(
     builders: Iterable[Callable[[Evaluation], Metric | Iterable[Metric]]],
     evaluation: Evaluation,
     collectors: Collectors | None = None,
 ) -> list[Metric]:
     """The families of ``builders`` for one evaluation, each builder run ``safely``; a builder of a collector that
-    is off (``collectors``; None: all on) is not run, so nothing of its families is computed."""
+    is off (``collectors``; None: all on) is not run, so nothing of its families is computed. A ``host_only``
+    builder's families are an earlier reading's while what it read of the Host is unchanged."""
     result: list[Metric] = []
     for build in builders:
         if collectors is None or collectors.runs(build):
-            result.extend(safely(build, evaluation))
+            if is_host_only(build):
+                result.extend(_reused(build, evaluation))
+            else:
+                result.extend(safely(build, evaluation))
     return result
+
+
+def _reused(build: Callable[[Evaluation], Metric | Iterable[Metric]], evaluation: Evaluation) -> tuple[Metric, ...]:
+    """``safely(build, evaluation)`` through ``Host.reused``; a builder that failed is run again at the next reading
+    (and logged again), as one that is not reused would be."""
+
+    def make() -> tuple[bool, tuple[Metric, ...]]:
+        try:
+            made = build(evaluation)
+        except Exception:
+            log.exception("building metric family with %s failed", getattr(build, "__qualname__", build))
+            return False, ()
+        return True, (made,) if isinstance(made, Metric) else tuple(made)
+
+    key = ("family", build.__module__, build.__qualname__)
+    return evaluation.host.reused(key, evaluation.intent, make, _succeeded)[1]
+
+
+def _succeeded(made: tuple[bool, tuple[Metric, ...]]) -> bool:
+    return made[0]
 
 
 def families(evaluation: Evaluation, stats: EvaluationStats, collectors: Collectors | None = None) -> Iterator[Metric]:

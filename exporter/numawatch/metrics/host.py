@@ -20,7 +20,7 @@ from numawatch.checks import Evaluation
 from numawatch.checks.host_irq import device_irqs, managed_irqs
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
-from numawatch.metrics.core import built, pod_rows
+from numawatch.metrics.core import built, host_only, pod_rows
 from numawatch.metrics.exposition import CounterRows, GaugeRows
 from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts, Irqbalance, Irqs
 from numawatch.model.kernel import InterSocketTraffic, KernelSettings, NumaCounters
@@ -32,6 +32,7 @@ def _size(size_kb: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- kernel knobs
+@host_only
 def kernel_settings(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_kernel_setting_info",
@@ -74,6 +75,7 @@ def kernel_settings(evaluation: Evaluation) -> Metric:
     return family
 
 
+@host_only
 def governors(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_cpufreq_governor_info",
@@ -92,6 +94,7 @@ def governors(evaluation: Evaluation) -> Metric:
 
 
 # --------------------------------------------------------------------------------------------------- memory
+@host_only
 def hugepages(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_hugepages",
@@ -196,6 +199,7 @@ def intersocket(evaluation: Evaluation) -> Metric:
 
 # --------------------------------------------------------------------------------------------------- interrupts
 @builds("cpu_interrupts")
+@host_only
 def cpu_interrupts(evaluation: Evaluation) -> Metric:
     family = CounterRows(
         "numawatch_cpu_interrupts",
@@ -218,6 +222,7 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
 
 
 @builds("irq_affinity")
+@host_only
 def irq_affinity(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_irq_affinity_info",
@@ -251,6 +256,7 @@ def irq_affinity(evaluation: Evaluation) -> Metric:
     return family
 
 
+@host_only
 def irqbalance(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_irqbalance_running",

@@ -15,7 +15,7 @@ from numawatch.checks.gpu_nic import gpu_nic_paths
 from numawatch.checks.host_irq import exclusive_cpus
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
-from numawatch.metrics.core import built
+from numawatch.metrics.core import built, host_only
 from numawatch.model.gpu import NvmlSnapshot
 from numawatch.model.kernel import CpuIdle
 
@@ -24,6 +24,7 @@ ROLE_ISOLATED = "isolated"  # isolcpus, not held by a container
 ROLE_HOUSEKEEPING = "housekeeping"  # the rest
 
 
+@host_only
 def cpuidle_latency(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_cpuidle_exit_latency_max_seconds",
@@ -55,6 +56,7 @@ def cpuidle_latency(evaluation: Evaluation) -> Metric:
     return family
 
 
+@host_only
 def cpuidle_info(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_cpuidle_info",
@@ -68,6 +70,7 @@ def cpuidle_info(evaluation: Evaluation) -> Metric:
 
 
 @builds("gpu_nic_paths")
+@host_only
 def gpu_nic_path(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_gpu_nic_path_info",

@@ -32,7 +32,7 @@ docs/performance.md.
 The watched CPUs come from the sources this one needs: the isolation the topology source read (``isolcpus=``,
 ``nohz_full=``, sysfs ``isolated`` and ``nohz_full``) and the exclusive CPUs of the kubelet_state source's CPU
 Manager state; either down contributes nothing (``watched_cpus``). Rates come from two readings: a HostReader's
-reading holds the one before it (``Interrupts.before``), since serve reads the file at every other evaluation
+reading holds the one before it (``Interrupts.before``), since serve reads the file at one evaluation in several
 (refresh.POLICIES). What a HostReader's reading leaves for the next (``InterruptsMemory``) is itself, the watched
 CPUs (used again while neither source was read again),
 the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32 of each
