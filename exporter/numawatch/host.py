@@ -186,16 +186,34 @@ class Derived:
     it by more than a reading): entries asked for move from the previous reading's table to this one's.
     """
 
-    __slots__ = ("_current", "_previous", "_touching")
+    __slots__ = ("_current", "_kept", "_previous", "_touching")
 
     def __init__(self) -> None:
         self._current: dict[Hashable, Any] = {}
         self._previous: dict[Hashable, Any] = {}
         self._touching: list[set[Hashable]] = []  # the keys asked for or stored inside each ``touching`` block
+        # The key sets ``keep`` carried over at this reading, by identity (``touched`` hands equal sets out as one
+        # object): the pod checks share one set of per-pod keys, carried once.
+        self._kept: dict[int, frozenset[Hashable]] = {}
 
     def next_reading(self) -> None:
         """A new reading starts: what the last one did not ask for is forgotten at the one after."""
         self._previous, self._current = self._current, {}
+        self._kept = {}
+
+    def touched(self, keys: set[Hashable]) -> frozenset[Hashable]:
+        """``keys`` as a frozenset, the very object an equal set stored at this or the previous reading is (kept in
+        the table under itself), so that ``keep`` carries each distinct set once per reading."""
+        frozen = frozenset(keys)
+        if not frozen:
+            return frozen
+        key = ("derived.touched", frozen)
+        found = self.get(key)
+        if found is None:
+            self.put(key, frozen)
+            return frozen
+        shared: frozenset[Hashable] = found
+        return shared
 
     @contextlib.contextmanager
     def touching(self) -> Iterator[set[Hashable]]:
@@ -211,10 +229,18 @@ class Derived:
             if self._touching:
                 self._touching[-1].update(touched)
 
-    def keep(self, keys: Iterable[Hashable]) -> None:
+    def keep(self, keys: frozenset[Hashable]) -> None:
         """Carry the values under ``keys`` into this reading, as asking for each of them would."""
-        for key in keys:
-            self.get(key)
+        if self._touching:
+            self._touching[-1].update(keys)
+        if not keys or self._kept.get(id(keys)) is keys:
+            return
+        self._kept[id(keys)] = keys
+        current, previous = self._current, self._previous
+        for key in keys - current.keys():  # a set difference in C: most are in this reading's table already
+            found = previous.get(key)
+            if found is not None:
+                current[key] = found
 
     def note(self, keys: Iterable[Hashable]) -> None:
         """Count ``keys`` as touched inside the ``touching`` block under way (a memo's, used again)."""
@@ -354,13 +380,15 @@ class Host:
             if self._reads:
                 self._reads[-1].update(name for name, _ in prior[1])
             derived.keep(prior[3])  # what it was derived through stays for when it is made again
+            derived.get(("derived.touched", prior[3]))  # and so does the set itself, shared with equal ones
             value: _T = prior[2]
             return value
         with self.recording() as read, derived.touching() as touched:
             value = make()
         if read and VOLATILE not in read and (keep is None or keep(value)):
             touched.discard(key)
-            derived.put(key, (owner, tuple((name, generations.get(name)) for name in read), value, tuple(touched)))
+            seen = tuple((name, generations.get(name)) for name in read)
+            derived.put(key, (owner, seen, value, derived.touched(touched)))
         return value
 
     def generation(self, name: str) -> int | None:
