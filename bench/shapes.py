@@ -28,9 +28,11 @@ Per shape:
 3. **Where an evaluation goes**, in this process, a warm ``HostReader`` as serve keeps it (staggered as serve's
    default), ``--evaluations`` times (for d384churn with one churn advance before each, outside the timed part):
    each source's CPU time (its wall time too, in the JSON), each check's (run one by one, in the registry's order,
-   memos shared as in ``evaluate``), each group of metric families, the exposition writer and the gzip, medians in
-   milliseconds. An evaluation here follows the previous one at once: after an idle second, as
-   serve runs, the same work costs more on this VM (docs/performance.md), which is why the verdict comes from 1.
+   memos shared as in ``evaluate``; a check's median is over the evaluations that judged it: one whose verdict was
+   reused costs nothing and is not counted), each group of metric families, the exposition writer and the gzip (of
+   the whole body: serve deflates only the parts that changed), medians in milliseconds. An evaluation here follows
+   the previous one at once: after an idle second, as serve runs, the same work costs more on this VM
+   (docs/performance.md), which is why the verdict comes from 1.
 
 Per sweep point: 1 with ``--sweep-rounds`` rounds of ``--sweep-window`` seconds, and 3.
 
@@ -630,7 +632,8 @@ def markdown(results: Sequence[ShapeResult], points: Sequence[SweepPoint], heade
                 lines += ["", f"**{title}**:", "", *sweep_table(points, sweep, label)]
     if any(r.profile for r in results):
         lines += ["", "**Where an evaluation goes** (in-process, warm, one evaluation right after another; CPU ms, "
-                  "medians; a source answered from its fingerprint cache: the wall time of its lookup):", "",
+                  "medians; a source answered from its fingerprint cache: the wall time of its lookup; a check: over "
+                  "the evaluations that judged it, not those that reused its verdict):", "",
                   *profile_table(results)]  # fmt: skip
     return "\n".join(lines) + "\n"
 
