@@ -37,6 +37,22 @@ _T = TypeVar("_T")
 
 # Recorded (Host.recording) when what is recorded read the previous Host: a value derived from it is never reused.
 VOLATILE = "<previous reading>"
+# The key under which Derived.touched keeps a shared set of keys (under itself).
+_TOUCHED = "derived.touched"
+
+
+@contextlib.contextmanager
+def _collecting(stack: list[set[Any]]) -> Iterator[set[Any]]:
+    """A new set on top of ``stack`` for the block to fill; on leaving, what it holds counts for the block around
+    it too (a memo computed inside a check: what the memo read, the check read)."""
+    collected: set[Any] = set()
+    stack.append(collected)
+    try:
+        yield collected
+    finally:
+        stack.pop()
+        if stack:
+            stack[-1].update(collected)
 
 
 @dataclass(frozen=True)
@@ -207,7 +223,7 @@ class Derived:
         frozen = frozenset(keys)
         if not frozen:
             return frozen
-        key = ("derived.touched", frozen)
+        key = (_TOUCHED, frozen)
         found = self.get(key)
         if found is None:
             self.put(key, frozen)
@@ -215,29 +231,21 @@ class Derived:
         shared: frozenset[Hashable] = found
         return shared
 
-    @contextlib.contextmanager
-    def touching(self) -> Iterator[set[Hashable]]:
+    def touching(self) -> contextlib.AbstractContextManager[set[Hashable]]:
         """The keys asked for (``get``) or stored (``put``) inside the block: what a value made there was derived
         through, for ``keep`` to carry over when that value is handed out again without being made (``Host.reused``),
         so that an incremental value it went through (the device IRQ join) is not forgotten meanwhile."""
-        touched: set[Hashable] = set()
-        self._touching.append(touched)
-        try:
-            yield touched
-        finally:
-            self._touching.pop()
-            if self._touching:
-                self._touching[-1].update(touched)
+        return _collecting(self._touching)
 
     def keep(self, keys: frozenset[Hashable]) -> None:
-        """Carry the values under ``keys`` into this reading, as asking for each of them would."""
-        if self._touching:
-            self._touching[-1].update(keys)
+        """Carry the values under ``keys`` into this reading, as asking for each of them would, and the shared set
+        itself (``touched``)."""
+        self.note(keys)
         if not keys or self._kept.get(id(keys)) is keys:
             return
         self._kept[id(keys)] = keys
         current, previous = self._current, self._previous
-        for key in keys - current.keys():  # a set difference in C: most are in this reading's table already
+        for key in (keys - current.keys()) | {(_TOUCHED, keys)}:  # a set difference in C: most are here already
             found = previous.get(key)
             if found is not None:
                 current[key] = found
@@ -328,19 +336,11 @@ class Host:
             self.derived.note(touched_before)
         return value
 
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[set[str]]:
+    def recording(self) -> contextlib.AbstractContextManager[set[str]]:
         """The names of the sources read of this Host inside the block (their results, down reasons or generations,
         directly or through a memo; ``VOLATILE`` when something read the previous Host), for a value derived from
         them that may be reused while their generations are the same (``checks.evaluate``)."""
-        read: set[str] = set()
-        self._reads.append(read)
-        try:
-            yield read
-        finally:
-            self._reads.pop()
-            if self._reads:
-                self._reads[-1].update(read)
+        return _collecting(self._reads)
 
     def reads_previous(self) -> None:
         """What is being recorded read the previous Host (``previous``): its generations do not say it."""
@@ -380,7 +380,6 @@ class Host:
             if self._reads:
                 self._reads[-1].update(name for name, _ in prior[1])
             derived.keep(prior[3])  # what it was derived through stays for when it is made again
-            derived.get(("derived.touched", prior[3]))  # and so does the set itself, shared with equal ones
             value: _T = prior[2]
             return value
         with self.recording() as read, derived.touching() as touched:

@@ -448,12 +448,17 @@ ACROSS_EVALUATIONS: tuple[Callable[[EvaluationStats], Metric], ...] = (
 
 def safely(build: Callable[..., Metric | Iterable[Metric]], *args: object) -> list[Metric]:
     """Run one family builder; a bug in it costs that family (logged), never the whole exposition."""
+    return list(_attempt(build, *args)[1])
+
+
+def _attempt(build: Callable[..., Metric | Iterable[Metric]], *args: object) -> tuple[bool, tuple[Metric, ...]]:
+    """(whether ``build`` succeeded, its families); a failure is logged and builds nothing."""
     try:
         result = build(*args)
-        return [result] if isinstance(result, Metric) else list(result)
+        return True, (result,) if isinstance(result, Metric) else tuple(result)
     except Exception:
         log.exception("building metric family with %s failed", getattr(build, "__qualname__", build))
-        return []
+        return False, ()
 
 
 # The attribute ``host_only`` marks a family builder with.
@@ -497,17 +502,8 @@ def built(
 def _reused(build: Callable[[Evaluation], Metric | Iterable[Metric]], evaluation: Evaluation) -> tuple[Metric, ...]:
     """``safely(build, evaluation)`` through ``Host.reused``; a builder that failed is run again at the next reading
     (and logged again), as one that is not reused would be."""
-
-    def make() -> tuple[bool, tuple[Metric, ...]]:
-        try:
-            made = build(evaluation)
-        except Exception:
-            log.exception("building metric family with %s failed", getattr(build, "__qualname__", build))
-            return False, ()
-        return True, (made,) if isinstance(made, Metric) else tuple(made)
-
     key = ("family", build.__module__, build.__qualname__)
-    return evaluation.host.reused(key, evaluation.intent, make, _succeeded)[1]
+    return evaluation.host.reused(key, evaluation.intent, lambda: _attempt(build, evaluation), _succeeded)[1]
 
 
 def _succeeded(made: tuple[bool, tuple[Metric, ...]]) -> bool:
