@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from numawatch.errors import SourceUnavailable
@@ -68,6 +69,12 @@ class Driven:
         """How many readings one round of ``family``'s rotation takes: the stagger, times the family's stretch in
         the refresh table."""
         return self.turns.stagger * self.policy.stretch.get(family, 1)
+
+    def without_rotation(self, family: str) -> Driven:
+        """This driver with ``family`` read in full at every reading, as a refresh table that does not rotate it
+        would have it (so a test can look at the rules of another family alone)."""
+        self.policy = replace(self.policy, rotating=self.policy.rotating - {family})
+        return self
 
     def refresh_all(self) -> None:
         """What ``HostReader.invalidate(name)`` does: the next reading reads everything."""

@@ -23,7 +23,7 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, Inputs, read_host_window
 from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
-from numawatch.refresh import AFFINITIES, GOVERNORS, PLACEMENT, POLICIES, SHARED_PODS
+from numawatch.refresh import AFFINITIES, GOVERNORS, GUARANTEED_PODS, PLACEMENT, POLICIES, SHARED_PODS
 from numawatch.sources import _files, cgroups, interrupts, irqs, kernel, kubelet_state, topology
 from numawatch.sources._files import DEFAULT_READ_LIMIT, read_attribute_text, read_optional_text
 from numawatch.sources.cgroups import parse_numa_stat_v2
@@ -946,6 +946,13 @@ def staggered(reader):
     return reader
 
 
+def every_pod_visited(reader):
+    """A staggered reader that lists and reads every Guaranteed pod at every reading (its refresh table does not
+    rotate GUARANTEED_PODS), so that the rules for one container's files are seen alone: with the table's rotation
+    they apply at the pod's turns."""
+    return staggered(reader).without_rotation(GUARANTEED_PODS)
+
+
 def readings_per_turn(source: str, family: str, stagger: int = K) -> int:
     """How many readings a rotating family's round takes: K, times the family's stretch in the refresh table."""
     return stagger * POLICIES[source].stretch.get(family, 1)
@@ -955,6 +962,7 @@ A = readings_per_turn("irqs", AFFINITIES)  # the IRQ affinities' round: every IR
 IRQS = range(40, 40 + A)  # one IRQ in each turn of that round
 P = readings_per_turn("cgroups", PLACEMENT)  # the containers' memory placement (and settled cgroup.procs) round
 S = readings_per_turn("cgroups", SHARED_PODS)  # the Burstable and BestEffort pods' round
+G = readings_per_turn("cgroups", GUARANTEED_PODS)  # the Guaranteed pods' round
 
 
 def test_an_unstaggered_cgroups_reader_reads_every_containers_numa_stat_every_time(fake_host, monkeypatch):
@@ -975,7 +983,7 @@ def test_a_staggered_cgroups_reader_reads_each_numa_stat_and_mems_once_in_k_read
     pods = many_pods(fake_host, version=version)
     apps = {pod.container("app").container_id for pod in pods}
     sandboxes = {pod.sandbox.container_id for pod in pods}
-    reader = staggered(CgroupsReaderWithState())
+    reader = every_pod_visited(CgroupsReaderWithState())
     reads = recording(monkeypatch, cgroups, "_read")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/memory.numa_stat") for path in reads) == 16  # every container is new: all read
@@ -1015,7 +1023,7 @@ def test_a_staggered_cgroups_reader_reads_each_numa_stat_and_mems_once_in_k_read
 
 def test_a_changed_numa_stat_shows_within_k_staggered_readings_but_not_necessarily_at_once(fake_host):
     pods = many_pods(fake_host)
-    reader = staggered(CgroupsReaderWithState())
+    reader = every_pod_visited(CgroupsReaderWithState())
     reader.read(fake_host.paths)
 
     for pod in pods:
@@ -1066,7 +1074,7 @@ def test_a_settled_staggered_cgroups_reader_sees_every_cpuset_change_at_once_and
     fake_host,
 ):
     pods = many_pods(fake_host)
-    reader = staggered(CgroupsReaderWithState())
+    reader = every_pod_visited(CgroupsReaderWithState())
     for _ in range(3):  # the second reading settles the sandbox verdicts: most containers then skip all but cpus
         before = reader.read(fake_host.paths)
 
@@ -1109,7 +1117,7 @@ def test_an_unstaggered_cgroups_reader_reads_every_cgroup_procs_every_time(fake_
 
 def test_a_container_without_processes_has_its_cgroup_procs_read_every_time(fake_host, monkeypatch):
     pods = many_pods(fake_host, count=4, pids=False)
-    reader = staggered(CgroupsReaderWithState())
+    reader = every_pod_visited(CgroupsReaderWithState())
     for _ in range(2):
         reader.read(fake_host.paths)
     reads = recording(monkeypatch, cgroups, "_read")
@@ -1124,7 +1132,7 @@ def test_a_container_without_processes_has_its_cgroup_procs_read_every_time(fake
 
 def test_a_settled_containers_new_processes_show_within_k_staggered_readings(fake_host):
     pods = many_pods(fake_host, count=8)
-    reader = staggered(CgroupsReaderWithState())
+    reader = every_pod_visited(CgroupsReaderWithState())
     for _ in range(2):
         reader.read(fake_host.paths)  # verdicts settled: cgroup.procs is now staggered
 
@@ -1161,7 +1169,7 @@ def test_a_container_whose_mems_could_not_be_read_has_them_read_again_at_every_r
     pods = many_pods(fake_host, count=4)
     app = pods[1].container("app")
     fake_host.remove(f"sys/fs/cgroup/{app.cgroup_path}/cpuset.mems.effective")
-    reader = staggered(CgroupsReaderWithState())
+    reader = every_pod_visited(CgroupsReaderWithState())
     for _ in range(3):  # settled, and its memory placement known: only an unknown mems keeps it off the short path
         found = reader.read(fake_host.paths)
     assert next(c for c in found.pod(pods[1].uid).containers if not c.is_sandbox).mems_effective is None
@@ -1672,7 +1680,7 @@ def test_a_cpu_hotplug_event_makes_the_irqs_and_kernel_readers_read_everything()
 
 def test_a_changed_cpuset_mems_shows_within_k_staggered_readings_and_cpus_at_once(fake_host):
     pods = many_pods(fake_host)
-    reader = staggered(CgroupsReaderWithState())
+    reader = every_pod_visited(CgroupsReaderWithState())
     reader.read(fake_host.paths)
 
     for pod in pods:  # --membind forgotten everywhere, and the CPUs moved too
@@ -1735,24 +1743,65 @@ def test_a_burstable_pod_outside_its_turn_is_its_previous_snapshot_and_none_of_i
     assert turns == {pod.uid: 1 for pod in found.pods}  # each pod is read in one reading of every S
 
 
-def test_a_burstable_pods_rewritten_cpuset_shows_within_the_stagger_and_a_guaranteed_ones_at_once(fake_host):
+def test_a_rewritten_cpuset_shows_within_its_pods_round_guaranteed_or_burstable(fake_host):
     burstable = shared_pods(fake_host)
-    guaranteed = many_pods(fake_host, count=2)
+    guaranteed = many_pods(fake_host, count=4)
     reader, _ = settled_reader(fake_host)
     for pod in burstable:
         set_container_cpus(fake_host, pod, "app", "0-7")  # someone rewrote the shared containers' cpusets
-    set_container_cpus(fake_host, guaranteed[0], "app", "9")
+    for pod in guaranteed:
+        set_container_cpus(fake_host, pod, "app", "9")  # and the pinned ones'
 
-    first = reader.read(fake_host.paths)
-    assert app_cpus(first, guaranteed[0].uid) == {9}
-    seen_at = {}
+    seen_at: dict[str, int] = {}
     for reading in range(S):
-        found = first if reading == 0 else reader.read(fake_host.paths)
+        found = reader.read(fake_host.paths)
         for pod in burstable:
             if app_cpus(found, pod.uid) == frozenset(range(8)):
                 seen_at.setdefault(pod.uid, reading)
-    assert set(seen_at) == {pod.uid for pod in burstable}  # every one within S readings
+        for pod in guaranteed:
+            if app_cpus(found, pod.uid) == {9}:
+                seen_at.setdefault(pod.uid, reading)
+            elif pod.uid in seen_at:
+                raise AssertionError(f"{pod.uid}: the rewritten cpuset was seen, then lost")
+
+    assert set(seen_at) == {pod.uid for pod in burstable + guaranteed}  # every one within S readings
+    assert max(seen_at[pod.uid] for pod in guaranteed) < G  # a Guaranteed pod's within its own (shorter) round
     assert found == cgroups.read(fake_host.paths)
+
+
+def test_a_guaranteed_pod_outside_its_turn_is_its_previous_snapshot_and_none_of_its_files_are_read(
+    fake_host, monkeypatch
+):
+    pods = many_pods(fake_host)
+    reader, before = settled_reader(fake_host)
+    reads = recording(monkeypatch, cgroups, "_read")
+    listings = recording(monkeypatch, cgroups, "_container_entries")
+    visits: dict[str, int] = {}
+    numa_reads: list[str] = []
+
+    for _ in range(P):
+        reads.clear()
+        listings.clear()
+        found = reader.read(fake_host.paths)
+        numa_reads += [path for path in reads if path.endswith("/memory.numa_stat")]
+        for pod in found.pods:
+            listed = any(path.endswith(f"/{pod.cgroup_path}") for path in listings)
+            if any(f"/{pod.cgroup_path}/" in path for path in reads):
+                assert listed  # read in its turn: listed too
+                visits[pod.uid] = visits.get(pod.uid, 0) + 1
+            else:
+                assert not listed
+                assert any(pod is old for old in before.pods)  # not its turn: handed out again, whole
+        assert found == cgroups.read(fake_host.paths)  # nothing changed: the same answer as reading everything
+
+    assert visits == {pod.uid: P // G for pod in pods}  # listed and its cpusets read once in G readings
+    # Each container's memory placement still once in its round, though its pod is visited at some readings only:
+    # a container is read at the first visit since its turn came.
+    assert sorted(numa_reads) == sorted(
+        f"{fake_host.root}/sys/fs/cgroup/{container.cgroup_path}/memory.numa_stat"
+        for pod in pods
+        for container in (pod.container("app"), pod.sandbox)
+    )
 
 
 def test_after_the_kubelets_cpu_state_changes_every_pod_is_read_at_every_reading_for_a_while(fake_host):

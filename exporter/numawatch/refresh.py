@@ -75,7 +75,7 @@ def _on_change(why: str) -> Policy:
 # Family names are what the sources ask ``Refresh.share_of`` and ``Refresh.due`` about.
 PLACEMENT = "container memory placement"  # cgroups: memory.numa_stat, cpuset.mems, settled cgroup.procs
 SHARED_PODS = "shared pods"  # cgroups: Burstable and BestEffort pods, listed and read whole in their turn
-GUARANTEED_LISTINGS = "guaranteed pod listings"  # cgroups: a Guaranteed pod's directory, listed in its turn
+GUARANTEED_PODS = "guaranteed pods"  # cgroups: Guaranteed pods, listed and their cpusets read in their turn
 AFFINITIES = "irq affinities"  # irqs: smp_affinity_list and effective_affinity_list
 GOVERNORS = "cpufreq governors"  # kernel: one scaling_governor per policy
 IDLE_STATES = "idle state settings"  # cpuidle: the disable files and PM QoS limits per CPU
@@ -87,14 +87,14 @@ POLICIES: Mapping[str, Policy] = {
     "cgroups": _rotating(
         PLACEMENT,
         SHARED_PODS,
-        GUARANTEED_LISTINGS,
+        GUARANTEED_PODS,
         why="memory placement drifts over minutes (its alerts wait 30 minutes): read within 4K readings (4 "
         "minutes at serve's defaults); shared pods' cpusets move with the CPU Manager state, after whose change "
-        "every pod is read at every reading for K readings, and otherwise only when someone else rewrites one: "
-        "within 2K readings, while the drift alerts wait 10-15 minutes; Guaranteed pods' cpusets are read every "
-        "time, but their directories are listed in their turn: a container removed from one shows at once (its "
-        "cpuset fails to read and the pod is listed again), one added without a CPU Manager change (a restart "
-        "keeps the pod's assignment) within K readings, while the pinning alerts wait 10 minutes",
+        "every pod is listed and its cpusets read at every reading for K readings, and otherwise only when someone "
+        "else rewrites one: within 2K readings, while the drift alerts wait 10-15 minutes; a Guaranteed pod's "
+        "exclusive cpusets are written once, when its containers start, and change only when someone else "
+        "rewrites them or the CPU Manager state changes: listed and read within K readings (a minute at serve's "
+        "defaults), while the pinning alerts wait 10 minutes",
         stretch={PLACEMENT: 4, SHARED_PODS: 2},
     ),
     "names": _rotating(

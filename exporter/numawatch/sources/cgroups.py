@@ -20,26 +20,25 @@ string paths instead of pathlib. A HostReader's reading (``read_incremental``) l
 one (the HostReader keeps it) that remembers which
 containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain), shares parsed CPU lists
 between readings and hands out a container's previous (immutable) snapshot again while its files read the same
-bytes. The cpusets of Guaranteed pods (the only ones the CPU Manager can pin) are read every time: pinning drift is
-the point. With the rotation on (``GUARANTEED_LISTINGS``) a Guaranteed pod's directory is listed in its turn only
-(every k-th reading, and at every reading while shared pods may not be carried): between turns its containers are the
-ones last listed, each still read, so a container removed from it shows at once (its files fail to read, and the pod
-is listed again at the next reading) and one added to it without a change of the CPU Manager state within k
-readings.
-With serve's ``--stagger k`` (the refresh table rotates ``PLACEMENT`` and ``SHARED_PODS``) it re-reads
-``memory.numa_stat`` of a rotating 1/k of the containers per reading (a container's turn comes every k-th reading; a new
-one is read at once) and carries the others' placement over from the previous reading: memory placement drifts over
-minutes, and the alerts on it wait 30 minutes. ``cgroup.procs`` is read here only for the sandbox verdict (the
-process-level sources read it themselves), so a staggered reading also skips it outside the container's turn once the
-verdict is settled: its PIDs may then be up to k-1 readings old, and a removed container shows as its cpusets failing to
-read. Burstable and BestEffort pods, which never hold exclusive CPUs, are staggered whole: each is read completely in
-its turn (every k-th reading), its directory listed then, and handed out again between turns as it was, without a read
-or even a listing of its directory, as long as everything about it was known. The QoS slices are listed at every
-reading, so a pod coming or going shows at once; a container started, restarted or removed inside such a pod shows at
-the pod's turn, within k readings, like its other values. Their cpusets run on the shared pool, which the kubelet
-rewrites when its CPU Manager state changes: for k readings after the CPU Manager state the kubelet_state source read
-changes (this source needs that one), every pod is listed and read at every reading. A shared container whose cpuset
-someone else rewrote shows within k readings (a minute at serve's defaults; the drift alerts wait 10-15 minutes).
+bytes.
+With serve's ``--stagger k`` (the refresh table rotates ``PLACEMENT``, ``SHARED_PODS`` and ``GUARANTEED_PODS``) it
+re-reads ``memory.numa_stat`` of a rotating 1/k of the containers per reading (a container's turn comes every k-th
+reading; a new one is read at once) and carries the others' placement over from the previous reading: memory placement
+drifts over minutes, and the alerts on it wait 30 minutes. ``cgroup.procs`` is read here only for the sandbox verdict
+(the process-level sources read it themselves), so a staggered reading also skips it outside the container's turn once
+the verdict is settled: its PIDs may then be up to k-1 readings old, and a removed container shows as its cpusets
+failing to read. Pods are staggered whole: outside its turn a pod is handed out again as it was, without a read or even
+a listing of its directory, as long as everything about it was known. Burstable and BestEffort pods, which never hold
+exclusive CPUs, are read completely in their turn (``SHARED_PODS``: every 2k-th reading). A Guaranteed pod's cpusets
+(the only ones the CPU Manager pins) are written when its containers start and change only when someone else rewrites
+them: in its turn (``GUARANTEED_PODS``: every k-th reading) it is listed and its containers' cpusets read, their
+placement in their own turn. The QoS slices are listed at every reading, so a pod coming or going shows at once; a
+container started, restarted or removed inside a pod shows at the pod's turn, like its other values. The shared pool's
+cpusets are rewritten by the kubelet when its CPU Manager state changes: for k readings after the CPU Manager state the
+kubelet_state source read changes (this source needs that one), every pod is listed and its cpusets read at every
+reading (a shared pod in its turn read whole). A cpuset someone else rewrote shows within k readings for a Guaranteed
+pod (a minute at serve's defaults; the pinning alerts wait 10 minutes) and 2k readings for a shared one (the drift
+alerts wait 10-15 minutes).
 Carrying a pod over costs the same whatever its size: the memory keeps each pod's state (its listing, its containers'
 records and verdicts, its snapshot) in one object, handed on as it is. Unstaggered (``check``, ``capture``) everything
 is listed and read every time. Cgroups vanish while we walk them: that is normal and skipped. A malformed file in one
@@ -62,7 +61,7 @@ from numawatch.model import frozen_map
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, ContainerCgroup, PodCgroup
 from numawatch.paths import Paths
-from numawatch.refresh import FULL, GUARANTEED_LISTINGS, PLACEMENT, SHARED_PODS, Carried, Refresh
+from numawatch.refresh import FULL, GUARANTEED_PODS, PLACEMENT, SHARED_PODS, Carried, Refresh
 from numawatch.sources._files import line_after
 
 log = logging.getLogger(__name__)
@@ -333,8 +332,9 @@ def _container_entries(path: str) -> list[str]:
         return []
 
 
-# What a reading remembers of a container: the bytes of its cgroup.procs and two cpusets, and its snapshot.
-_Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup]
+# What a reading remembers of a container: the bytes of its cgroup.procs and two cpusets, its snapshot, and the
+# reading (``Refresh.readings``) at which its memory placement was last read.
+_Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup, int]
 
 # Sandbox verdicts remembered per container ID, with the first PID they were made for.
 _PAUSE = 0  # that PID's comm was "pause": a sandbox (pause never execs anything else)
@@ -393,25 +393,23 @@ class _Scan:
         lists: dict[bytes, CPUSet] | None = None,
         pods: dict[str, _PodState] | None = None,
         share: int = 1,
-        turn: int = 0,
+        reading: int = 0,
         reported: Reported | None = None,
     ) -> None:
         self.layout = layout
         self.reported = reported if reported is not None else Reported()
         self.old_lists = lists or {}
         self.old_pods = pods or {}
-        self.share = share
-        self.turn = turn
+        self.share = share  # PLACEMENT's rotation: a container's placement is read once in ``share`` readings
+        self.reading = reading  # Refresh.readings: the readings before this one
         self.lists: dict[bytes, CPUSet] = {}
         self.pods: dict[str, _PodState] = {}
-        # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reading turns it on,
-        # with the rotation of SHARED_PODS.
-        self.skip_pods = False
+        # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reading turns it on.
+        # A Burstable or BestEffort pod's turn is SHARED_PODS' (read whole in it), a Guaranteed pod's
+        # GUARANTEED_PODS' (listed and its cpusets read in it).
+        self.carry_pods = False
         self.pod_share, self.pod_turn = 1, 0
-        # Guaranteed pods' listings (outside its turn a pod's container list is the previous reading's), with the
-        # rotation of GUARANTEED_LISTINGS: off unless the reading turns it on.
-        self.skip_listings = False
-        self.listing_share, self.listing_turn = 1, 0
+        self.guaranteed_share, self.guaranteed_turn = 1, 0
         self.generation = 0  # stamped on the pods this reading makes (Refresh.generation)
         # The pod being read (see above).
         self.sandboxes: dict[str, tuple[int, int]] = {}
@@ -442,13 +440,21 @@ class _Scan:
         (``memory.numa_stat``, ``cpuset.mems.effective``, and ``cgroup.procs`` once the sandbox verdict is settled),
         else None (read them).
         A container's turn is fixed by its ID (random hex, so the shares are about equal) and comes every
-        ``share``-th reading; a container not seen before, or one whose placement was unknown, is read at once."""
+        ``share``-th reading; a container not seen before, or one whose placement was unknown, is read at once. A
+        pod is visited at some readings only (carried over between its own turns), so a container is read at the
+        first visit since its turn came, not only at a visit that falls on it."""
         if self.share <= 1:
             return None
         known = self.old_containers.get(cid)
-        if known is None or int(cid[:8], 16) % self.share == self.turn:
+        if known is None or self.placement_due(cid, known):
             return None
         return known
+
+    def placement_due(self, cid: str, known: _Seen) -> bool:
+        """Whether the container's placement turn came since ``known`` was read (at this reading or between)."""
+        share, reading = self.share, self.reading
+        latest_turn = reading - (reading - int(cid[:8], 16) % share) % share
+        return known[4] < latest_turn
 
     def settled(self, cid: str, container: ContainerCgroup) -> bool:
         """Whether this container's sandbox verdict is final for the first PID its snapshot lists: then its
@@ -501,9 +507,9 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
     the general path (which reads the CPUs again: they changed, or the container went away, both rare).
     """
     known = scan.old_containers.get(cid)
-    if known is None or scan.share <= 1 or int(cid[:8], 16) % scan.share == scan.turn:
-        return None  # as ``_Scan.carried``: new, unstaggered, or its turn: read in full
-    _procs, old_cpus, mems_data, container = known
+    if known is None or scan.share <= 1 or scan.placement_due(cid, known):
+        return None  # as ``_Scan.carried``: new, unstaggered, or its turn came: read in full
+    _procs, old_cpus, mems_data, container, _placed = known
     verdict = scan.sandboxes.get(cid)
     pids = container.pids
     if (
@@ -618,7 +624,8 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str, whole: bool =
             pids=pids,
         )
     if numa is not None:  # an unknown placement is not worth carrying over: the next reading asks again
-        scan.containers[cid] = (procs_data, cpus_data, mems_data, container)
+        placed = carried[4] if carried is not None else scan.reading
+        scan.containers[cid] = (procs_data, cpus_data, mems_data, container, placed)
     return container
 
 
@@ -637,36 +644,26 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     old = scan.old_pods.get(rel)
     if old is not None and (old.pod.uid != uid or old.pod.qos != qos):
         old = None
-    # Pod-level staggering: a Burstable or BestEffort pod is read whole in its turn and, between its turns, handed
-    # out again as the previous reading saw it, without even listing its directory (see read_incremental);
-    # Guaranteed pods, which may hold exclusive CPUs, take the container-level path every reading.
-    whole = False
-    if scan.skip_pods and qos != QOS_GUARANTEED:
-        # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
-        if old is not None and old.complete and zlib.crc32(uid.encode()) % scan.pod_share != scan.pod_turn:
-            # Its parsed CPU lists are not added to ``scan.lists``: that is a cache of parses, and a list that only
-            # carried pods hold is at worst parsed once more, by another container that comes to read those bytes.
-            scan.pods[rel] = old
-            return old.pod
-        whole = True
+    # Pod-level staggering: outside its turn a pod whose every container is known is handed out again as the
+    # previous reading saw it, without even listing its directory (see read_incremental). In its turn a Burstable
+    # or BestEffort pod is read whole; a Guaranteed pod, and any pod while pods may not be carried (a CPU Manager
+    # change moves the shared pool's cpusets), is listed and its containers' cpusets read, their memory placement
+    # in its own turn (PLACEMENT).
+    shared = qos != QOS_GUARANTEED
+    share, turn = (scan.pod_share, scan.pod_turn) if shared else (scan.guaranteed_share, scan.guaranteed_turn)
+    # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
+    in_turn = share <= 1 or zlib.crc32(uid.encode()) % share == turn
+    if scan.carry_pods and not in_turn and old is not None and old.complete:
+        # Its parsed CPU lists are not added to ``scan.lists``: that is a cache of parses, and a list that only
+        # carried pods hold is at worst parsed once more, by another container that comes to read those bytes.
+        scan.pods[rel] = old
+        return old.pod
+    whole = shared and in_turn and share > 1
     pod_dir = f"{scan.layout.cpuset}/{rel}"
-    if (
-        scan.skip_listings
-        and not whole
-        and old is not None
-        and old.complete
-        and old.names
-        and zlib.crc32(uid.encode()) % scan.listing_share != scan.listing_turn
-    ):
-        # A Guaranteed pod outside its listing's turn: its containers are the ones the previous reading listed, each
-        # still read below. A removed one fails to read, which leaves the pod incomplete and listed next time; a
-        # removed pod is missing from its QoS level's listing, taken at every reading.
-        names, entries = old.names, old.entries
-    else:
-        names = tuple(sorted(_container_entries(pod_dir)))
-        if not names and not confined.is_dir(pod_dir):
-            return None  # the pod went away
-        entries = old.entries if old is not None and old.names == names else _container_dirs(rel, names)
+    names = tuple(sorted(_container_entries(pod_dir)))
+    if not names and not confined.is_dir(pod_dir):
+        return None  # the pod went away
+    entries = old.entries if old is not None and old.names == names else _container_dirs(rel, names)
     # What the container-level functions look up and fill in (see _Scan): this pod's part of either reading.
     if old is not None:
         scan.old_containers, scan.sandboxes = old.records, old.verdicts
@@ -772,21 +769,18 @@ def _read_all(
 ) -> tuple[Cgroups, CgroupsMemory]:
     version, driver, kubepods = _detect(paths)
     layout = _Layout(paths, version)
-    share, turn = refresh.rotation(PLACEMENT)
-    pod_share, pod_turn = refresh.rotation(SHARED_PODS)
+    share = refresh.share_of(PLACEMENT)
     if memory is None:
-        scan = _Scan(layout, None, None, share, turn)
+        scan = _Scan(layout, None, None, share, refresh.readings)
     else:
-        scan = _Scan(layout, memory.lists, memory.pods, share, turn, reported=memory.reported)
-    scan.pod_share, scan.pod_turn = pod_share, pod_turn
+        scan = _Scan(layout, memory.lists, memory.pods, share, refresh.readings, reported=memory.reported)
+    scan.pod_share, scan.pod_turn = refresh.rotation(SHARED_PODS)
     scan.generation = refresh.generation
     state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
     assignments = state.cpu if state is not None else None
-    listing_share, listing_turn = refresh.rotation(GUARANTEED_LISTINGS)
-    scan.listing_share, scan.listing_turn = listing_share, listing_turn
-    # The same rule for Guaranteed pods' listings: a CPU Manager change (a pod admitted or gone) lists every pod.
-    scan.skip_listings = _pods_may_be_carried(memory, assignments, listing_share, refresh.stagger)[0]
-    scan.skip_pods, assignments, left = _pods_may_be_carried(memory, assignments, pod_share, refresh.stagger)
+    scan.guaranteed_share, scan.guaranteed_turn = refresh.rotation(GUARANTEED_PODS)
+    rotating = min(scan.pod_share, scan.guaranteed_share)
+    scan.carry_pods, assignments, left = _pods_may_be_carried(memory, assignments, rotating, refresh.stagger)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
         pod = _read_pod(scan, rel, uid, qos)
