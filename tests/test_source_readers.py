@@ -887,6 +887,24 @@ def test_a_governor_that_was_unreadable_is_read_again_at_once(fake_host):
     assert reader.read(fake_host.paths).governors[1] == "powersave"
 
 
+def test_a_settled_governor_that_turns_unreadable_is_dropped_and_reported_at_its_turn(fake_host, monkeypatch):
+    reader = staggered_kernel(fake_host)
+    for _ in range(2):  # the second reading has every governor remembered: only a turn's policies are read
+        reader.read(fake_host.paths)
+    reads = recording(monkeypatch, kernel, "read_small_text")
+    fake_host.write("sys/devices/system/cpu/cpufreq/policy5/scaling_governor", "")
+
+    seen = []
+    for _ in range(readings_per_turn("kernel", GOVERNORS, 4)):
+        reads.clear()
+        settings = reader.read(fake_host.paths)
+        seen.append(5 in settings.governors)
+        assert ("cpufreq_governor" in settings.problems) == (not seen[-1])
+        assert len([path for path in reads if path.endswith("/scaling_governor")]) <= 8
+    assert seen[0] and not seen[-1] and all(not present for present in seen[seen.index(False) :])
+    assert settings == kernel.read(fake_host.paths)
+
+
 @pytest.mark.parametrize("text", ["0 1 x", "0,1", "-1", "1 2 3 4 5 6 7 8 9 1234567890"])
 def test_affected_cpus_must_be_cpu_numbers_separated_by_spaces(text):
     with pytest.raises(ValueError, match="expected CPU numbers separated by spaces"):

@@ -205,6 +205,18 @@ class KernelMemory(NamedTuple):
     # The command line of that reading and its per-node huge page requests: it changes only at a reboot, so a
     # reading that finds the same text takes the parse over instead of parsing it again.
     cmdline: tuple[str, Mapping[int, Mapping[int, int]]] | None = None
+    # That reading's governors when every policy of an online CPU had one, with what they were read under: while
+    # the policies and the online list are the same and the policies due in a turn read the governors remembered,
+    # the next reading's are these.
+    settled: _Settled | None = None
+
+
+class _Settled(NamedTuple):
+    policies: list[str]  # the cpufreq directory's policies, sorted
+    online: str  # the online list's text
+    share: int  # the rotation's share that ``due`` is grouped by
+    due: tuple[tuple[str, ...], ...]  # per turn, the policies of online CPUs whose governor is read in it
+    governors: dict[int, str]  # per online CPU
 
 
 def _governors(
@@ -240,10 +252,25 @@ def _governors(
         problems.lines["cpufreq_governor"] = str(MalformedFile(online_path, str(error)))
         return None, nothing
     root = str(cpu_root)
+    settled = memory.settled if memory is not None and share > 1 else None
+    # Nothing about the policies moved: only this turn's governors are read, each the one remembered (a changed or
+    # unreadable one: the whole loop below works it out).
+    if (
+        memory is not None
+        and settled is not None
+        and (settled.share, settled.online, settled.policies) == (share, online_text, policies)
+        and all(
+            _read_governor(f"{root}/cpufreq/{policy}/scaling_governor", problems) == memory.governors[policy]
+            for policy in settled.due[turn]
+        )
+    ):
+        return settled.governors, memory
     remembered = nothing.affected
     governors: dict[int, str] = {}
     names: dict[str, str] = {}  # file text -> governor: hundreds of policies print the same few names
     found: dict[str, str] = {}
+    online_policies: list[str] = []
+    complete = True  # every policy of an online CPU has a governor
     for policy in policies:
         directory = f"{root}/cpufreq/{policy}"
         cpus = remembered.get((policy, online_text))
@@ -261,23 +288,37 @@ def _governors(
             continue  # the policy of CPUs that are offline now
         value = previous.get(policy)
         if value is None or _policy_turn(policy, share) == turn:
-            path = f"{directory}/scaling_governor"
-            text = read_small_text(path, _SMALL)
-            value = names.get(text) if text is not None else None
-            if value is None:
-                value = problems.parse("cpufreq_governor", Path(path), parse_governor, text)
-                if value is not None and text is not None:
-                    names[text] = value
+            value = _read_governor(f"{directory}/scaling_governor", problems, names)
         if value is not None:
             found[policy] = value
             for cpu in covered:
                 governors[cpu] = value
+        else:
+            complete = False
+        online_policies.append(policy)
     if len(remembered) > len(policies):
         # Entries for an older online list: keep only this one's.
         for key in [key for key in remembered if key[1] != online_text]:
             del remembered[key]
     # The governors are rebuilt from this reading: a policy that went away is forgotten.
-    return dict(sorted(governors.items())), KernelMemory(remembered, found)
+    result = dict(sorted(governors.items()))
+    settled = None
+    if complete and share > 1:
+        due = tuple(tuple(p for p in online_policies if _policy_turn(p, share) == each) for each in range(share))
+        settled = _Settled(policies, online_text, share, due, result)
+    return result, KernelMemory(remembered, found, settled=settled)
+
+
+def _read_governor(path: str, problems: _Problems, names: dict[str, str] | None = None) -> str | None:
+    """One policy's ``scaling_governor``, None when unreadable or malformed (recorded in ``problems``). ``names``:
+    file text -> governor, shared by a reading's policies (hundreds of them print the same few names)."""
+    text = read_small_text(path, _SMALL)
+    value = names.get(text) if names is not None and text is not None else None
+    if value is None:
+        value = problems.parse("cpufreq_governor", Path(path), parse_governor, text)
+        if value is not None and text is not None and names is not None:
+            names[text] = value
+    return value
 
 
 def _read_settings(
