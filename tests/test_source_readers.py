@@ -1690,6 +1690,47 @@ def test_an_irq_set_up_or_freed_shows_at_once_and_one_without_a_handler_within_t
     assert reader.read(fake_host.paths) == irqs.read(fake_host.paths)
 
 
+def test_a_staggered_irqs_reader_hands_its_snapshot_out_again_while_nothing_in_its_turns_moved(fake_host):
+    many_irqs(fake_host, numbers=ROUND_OF_IRQS)
+    reader = staggered(Driven("irqs"))
+    reader.read(fake_host.paths)
+    previous = reader.read(fake_host.paths)
+
+    for _ in range(A):  # a whole round of turns reads the same bytes: the same (immutable) snapshot
+        found = reader.read(fake_host.paths)
+        assert found is previous
+    many_irqs(fake_host, affinity=frozenset({6, 7}), numbers=ROUND_OF_IRQS[:1])
+    seen = [reader.read(fake_host.paths) for _ in range(A)]
+
+    assert seen[-1] is not previous and seen[-1] == irqs.read(fake_host.paths)  # the moved IRQ's turn came
+    assert sum(found is not previous for found in seen) >= 1
+    fake_host.write("proc/irq/default_smp_affinity", "ff\n")  # read at every reading: a change shows at once
+    assert reader.read(fake_host.paths).default_affinity == frozenset(range(8))
+
+
+def test_the_irqs_reader_lists_the_rows_of_proc_interrupts_again_only_when_that_source_was_read_again(
+    fake_host, monkeypatch
+):
+    add_irqs(fake_host, IRQ_CPUS, irq_set(IRQS))
+    reading = interrupts.read(fake_host.paths)
+    generation = {"interrupts": 1}
+    reader = staggered(
+        Driven("irqs", inputs=lambda paths: Inputs({"interrupts": reading}, generations=dict(generation)))
+    )
+    hints: list[int] = []
+    real = irqs._rows_hint
+    monkeypatch.setattr(irqs, "_rows_hint", lambda inputs: hints.append(1) or real(inputs))
+
+    for _ in range(3):
+        reader.read(fake_host.paths)
+    assert len(hints) == 1  # the same interrupts reading (its generation): the hint it gave
+
+    add_irqs(fake_host, IRQ_CPUS, irq_set([*IRQS, 99]))
+    reading, generation["interrupts"] = interrupts.read(fake_host.paths), 2
+    assert 99 in reader.read(fake_host.paths).irqs  # read again: a new row, and proc/irq listed at once
+    assert len(hints) == 2
+
+
 def test_a_cpu_hotplug_event_makes_the_irqs_and_kernel_readers_read_everything():
     from numawatch.hotplug import sources_to_refresh
 

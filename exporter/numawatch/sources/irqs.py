@@ -302,6 +302,11 @@ class IrqsMemory(NamedTuple):
     # The numbered rows of /proc/interrupts (the interrupts source's reading) when ``listing`` was taken; None:
     # unknown, and proc/irq is listed at every reading.
     rows_hint: tuple[str, ...] | None = None
+    # The generation of the interrupts reading ``rows_hint`` was taken from: while it is the same, so is the hint
+    # (the interrupts source is read at one reading in several and hands its snapshot out again in between).
+    hint_generation: int | None = None
+    # This reading's snapshot: the next rotating reading hands it out again when nothing it reads moved.
+    snapshot: Irqs | None = None
 
 
 def _rows_hint(inputs: Inputs | None) -> tuple[str, ...] | None:
@@ -327,24 +332,32 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     memory: IrqsMemory | None = refresh.memory
     share, turn = refresh.rotation(AFFINITIES)
     round_ = refresh.round_of(AFFINITIES)
-    hint = _rows_hint(inputs)
+    hint_generation = inputs.generation("interrupts") if inputs is not None else None
+    if memory is not None and hint_generation is not None and hint_generation == memory.hint_generation:
+        hint = memory.rows_hint
+    else:
+        hint = _rows_hint(inputs)
     listed = None
     if share > 1 and memory is not None and memory.listing is not None:
         if turn != 0 and hint is not None and hint == memory.rows_hint:
             # Every IRQ set up with a handler has its row in /proc/interrupts: while those rows are the ones of the
             # last listing, no IRQ came or went, and the 2,000-entry listing is not taken again. An IRQ directory
             # without a handler (it never fires) shows at the round's first turn, when proc/irq is listed anyway.
-            return _read_turn(memory, str(paths.procfs / "irq"), share, turn, round_, refresh.generation)
+            carried = _read_turn(memory, str(paths.procfs / "irq"), share, turn, round_, refresh.generation)
+            return carried._replace(memory=carried.memory._replace(hint_generation=hint_generation))
         listed = _list_irq_root(paths)
         if listed[1] == memory.listing:  # one C comparison of the names
             carried = _read_turn(memory, listed[0], share, turn, round_, refresh.generation)
-            return Carried(carried.snapshot, carried.memory._replace(rows_hint=hint))
+            kept = carried.memory._replace(rows_hint=hint, hint_generation=hint_generation)
+            return carried._replace(memory=kept)
     seen = memory.seen if memory is not None else None
     reading = _read_all(paths, seen, share, turn, listed, round_, refresh.generation)
     plan = memory.plan if memory is not None and reading.listing == memory.listing else None
-    return Carried(
-        reading.result, IrqsMemory(reading.seen, reading.entries, reading.listing, plan, reading.missed, None, hint)
-    )
+    kept = IrqsMemory(
+        reading.seen, reading.entries, reading.listing, plan, reading.missed, None, hint, hint_generation,
+        reading.result,
+    )  # fmt: skip
+    return Carried(reading.result, kept)
 
 
 def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int, generation: int = 0) -> Carried:
@@ -368,7 +381,7 @@ def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int
     seen = dict(memory.seen)
     entries = dict(memory.entries)
     cache: dict[bytes, CPUSet] = {}
-    added = False
+    added = moved = False
     missed: list[tuple[int, str]] = []
     problems: list[str] = []
     for irq, entry in todo:
@@ -378,6 +391,7 @@ def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int
             if fresh is None:
                 missed.append((irq, entry))  # still unreadable: tried again next time
             continue  # the same bytes: the same entry, in its place
+        moved = True
         if known is not None:
             writable -= known[2].writable is True
             read_only -= known[2].writable is False
@@ -394,8 +408,25 @@ def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int
         entries[irq] = found  # a carried IRQ keeps its place; an added one goes last, sorted below
     if added:
         entries = dict(sorted(entries.items()))
-    result = _snapshot(entries, _read_default(root), writable > 0, read_only > 0, problems)
-    memory = IrqsMemory(seen, entries, memory.listing, plan, missed, (writable, read_only), memory.rows_hint)
+    default = _read_default(root)
+    previous = memory.snapshot
+    if (
+        previous is not None
+        and not moved
+        and not missed
+        and not problems
+        and not previous.problems
+        and (previous.default_affinity, previous.default_problem) == default
+    ):
+        # Every file read at this turn read the bytes it read before, and nothing is unreadable: the previous
+        # snapshot is this one, handed out unchanged (its generation stays, so what was made from it is reused).
+        kept = memory._replace(plan=plan, missed=missed, modes=(writable, read_only))
+        return Carried(previous, kept, unchanged=True)
+    result = _snapshot(entries, default, writable > 0, read_only > 0, problems)
+    memory = IrqsMemory(
+        seen, entries, memory.listing, plan, missed, (writable, read_only), memory.rows_hint,
+        memory.hint_generation, result,
+    )  # fmt: skip
     return Carried(result, memory)
 
 
