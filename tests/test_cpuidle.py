@@ -162,6 +162,25 @@ def test_serves_reader_reads_names_and_latencies_once_and_staggered_disable_file
     assert [s.name for s in third.enabled(2)] == ["C1", "C1E"]
 
 
+def test_a_rotating_reading_whose_turn_read_the_same_hands_the_previous_reading_out_unchanged(fake_host):
+    small_host(fake_host, resume_latency={3: "5"})
+    reader = Driven("cpuidle")
+    reader.set_stagger(2)
+    first = reader.read(fake_host.paths)
+    length = reader.readings_per_round(IDLE_STATES)
+
+    assert all(reader.read(fake_host.paths) is first for _ in range(length))  # a whole round of the same files
+    fake_host.write(f"{CPU}/cpu1/cpuidle/state3/disable", "1")
+    seen = [reader.read(fake_host.paths) for _ in range(length)]
+    assert seen[-1] is not first and seen[-1] == cpuidle.read(fake_host.paths)  # within the round
+    assert [s.name for s in seen[-1].enabled(1)] == ["C1", "C1E"]
+
+    fake_host.write(f"{CPU}/cpu3/power/pm_qos_resume_latency_us", "soon")  # malformed at its turn: reported
+    seen = [reader.read(fake_host.paths) for _ in range(length)]
+    assert seen[-1].problems and 3 not in seen[-1].states
+    assert seen[-1] == cpuidle.read(fake_host.paths)
+
+
 @pytest.mark.skipif(not os.path.isfile("/sys/devices/system/cpu/cpuidle/current_driver"), reason="no cpuidle here")
 def test_the_source_reads_this_machines_own_sysfs():
     idle = cpuidle.read(Paths.from_root("/"))

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -161,11 +162,49 @@ class CpuIdleMemory(NamedTuple):
 
     layouts: dict[_LayoutKey, _Layout]  # the deep states' names and latencies, while the driver stays
     last: CpuIdle  # the reading itself: the values a rotating reading keeps for CPUs outside its turn
+    cpus: list[int] | None = None  # the CPU directories it found
+
+
+def _cpu_settings(
+    reading: _Reading, cpu_root: Path, root: str, cpu: int, key: _LayoutKey, remembered: dict[_LayoutKey, _Layout]
+) -> tuple[tuple[IdleState, ...] | None, int | None] | None:
+    """One CPU's deep states (None: it went offline while read) and PM QoS limit (None: none); None when they are
+    unknown (a malformed name, latency or limit) or it has no deep state (offline, or polling only)."""
+    # One driver for every CPU (the usual kernel: no per-CPU cpuidle/driver directory) means one table of states
+    # for every CPU: the names and latencies in sysfs are the driver's, read from one CPU.
+    layout = remembered.get(key)
+    if layout is None:
+        found_layout = _layout(reading, cpu_root / f"cpu{cpu}")
+        if not found_layout:
+            return None  # malformed (None), or no deep state (empty)
+        layout = remembered[key] = found_layout
+    limit: int | None = None
+    limit_path = f"{root}/cpu{cpu}/power/pm_qos_resume_latency_us"
+    limit_text = read_attribute_text(limit_path, _SMALL)
+    if limit_text != "0\n":  # "0": no limit, the usual case
+        failures = reading.failures
+        limit = reading.value(Path(limit_path), parse_resume_latency, limit_text)
+        if reading.failures > failures:
+            return None  # a malformed limit: which states the CPU may enter is unknown
+    found = []
+    for index, name, latency in layout:
+        path = f"{root}/cpu{cpu}/cpuidle/state{index}/disable"
+        text = read_attribute_text(path, _SMALL)
+        if text is None:
+            if not confined.is_dir(path[: -len("/disable")]):
+                return None, limit  # gone since the layout was learnt: the CPU went offline
+            text = "0\n"  # a kernel before 3.7 has no disable attribute: every state is allowed
+        disabled = _DISABLE.get(text)
+        if disabled is None:
+            disabled = reading.value(Path(path), parse_disable, text)
+        found.append(reading.state(index, name, latency, disabled))
+    return tuple(found), limit
 
 
 def _read(
     paths: Paths, memory: CpuIdleMemory | None = None, share: int = 1, turn: int = 0
-) -> tuple[CpuIdle, dict[_LayoutKey, _Layout]]:
+) -> tuple[CpuIdle, dict[_LayoutKey, _Layout], list[int], bool]:
+    """(the reading, the layouts and CPUs to remember, whether it is ``memory``'s reading handed out again)."""
     cpu_root = paths.sysfs / "devices/system/cpu"
     if not confined.is_dir(cpu_root):
         raise SourceUnavailable(f"{cpu_root} does not exist")
@@ -174,7 +213,7 @@ def _read(
     driver_text = read_attribute_text(idle_dir / "current_driver", _SMALL)
     if driver_text is None:
         # No cpuidle in this kernel (or no driver ever registered): nothing more to read.
-        return CpuIdle(driver=None, governor=None), {}
+        return CpuIdle(driver=None, governor=None), {}, [], False
     driver = reading.value(idle_dir / "current_driver", lambda t: parse_word(t, "driver"), driver_text)
     governor_path = idle_dir / "current_governor"
     governor_text = read_attribute_text(governor_path, _SMALL)
@@ -186,52 +225,43 @@ def _read(
     # A copy: the memory handed in stays as the previous reading left it.
     remembered = dict(memory.layouts) if memory is not None else {}
     carried = memory.last if memory is not None else None
-    states: dict[int, tuple[IdleState, ...]] = {}
-    limits: dict[int, int] = {}
     root = os.fspath(cpu_root)  # strings, not pathlib, in the loop: it runs for every CPU at every reading
     # With CONFIG_CPU_IDLE_MULTIPLE_DRIVERS (big.LITTLE arm64) each CPU has a cpuidle/driver directory and CPUs of
     # different clusters have different states.
     per_cpu_drivers = bool(cpus) and confined.is_dir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
+
+    def settings_of(into: _Reading, cpu: int) -> tuple[tuple[IdleState, ...] | None, int | None] | None:
+        return _cpu_settings(into, cpu_root, root, cpu, (driver_text, cpu if per_cpu_drivers else SHARED), remembered)
+
+    if (
+        memory is not None
+        and carried is not None
+        and share > 1
+        and memory.cpus == cpus
+        and not carried.problems
+        and (carried.driver, carried.governor) == (driver, governor)
+        and not reading.problems
+        and _turn_unchanged(settings_of, cpus, carried, share, turn)
+    ):
+        # The same CPUs and driver, and every CPU read at this turn reads what it read before: the previous reading
+        # is this one, handed out unchanged (its generation stays, so what was made from it is reused).
+        return carried, remembered, cpus, True
+    states: dict[int, tuple[IdleState, ...]] = {}
+    limits: dict[int, int] = {}
     for cpu in cpus:
         if carried is not None and share > 1 and cpu % share != turn and cpu in carried.states:
             states[cpu] = carried.states[cpu]
             if cpu in carried.resume_latency_us:
                 limits[cpu] = carried.resume_latency_us[cpu]
             continue
-        # One driver for every CPU (the usual kernel: no per-CPU cpuidle/driver directory) means one table of
-        # states for every CPU: the names and latencies in sysfs are the driver's, read from one CPU.
-        key = (driver_text, cpu if per_cpu_drivers else SHARED)
-        layout = remembered.get(key)
-        if layout is None:
-            found_layout = _layout(reading, cpu_root / f"cpu{cpu}")
-            if found_layout is None:
-                continue  # a malformed name or latency: this CPU's states are unknown
-            if not found_layout:
-                continue  # no deep state: an offline CPU (no cpuidle directory), or polling only
-            layout = remembered[key] = found_layout
-        limit_path = f"{root}/cpu{cpu}/power/pm_qos_resume_latency_us"
-        limit_text = read_attribute_text(limit_path, _SMALL)
-        if limit_text != "0\n":  # "0": no limit, the usual case
-            failures = reading.failures
-            limit = reading.value(Path(limit_path), parse_resume_latency, limit_text)
-            if reading.failures > failures:
-                continue  # a malformed limit: which states the CPU may enter is unknown
-            if limit is not None:
-                limits[cpu] = limit
-        found = []
-        for index, name, latency in layout:
-            path = f"{root}/cpu{cpu}/cpuidle/state{index}/disable"
-            text = read_attribute_text(path, _SMALL)
-            if text is None:
-                if not confined.is_dir(path[: -len("/disable")]):
-                    break  # gone since the layout was learnt: the CPU went offline
-                text = "0\n"  # a kernel before 3.7 has no disable attribute: every state is allowed
-            disabled = _DISABLE.get(text)
-            if disabled is None:
-                disabled = reading.value(Path(path), parse_disable, text)
-            found.append(reading.state(index, name, latency, disabled))
-        else:
-            states[cpu] = tuple(found)
+        settings = settings_of(reading, cpu)
+        if settings is None:
+            continue  # its states are unknown
+        found, limit = settings
+        if limit is not None:
+            limits[cpu] = limit
+        if found is not None:
+            states[cpu] = found
     if len(remembered) > 1:
         for key in [key for key in remembered if key[0] != driver_text or (key[1] != SHARED and key[1] not in cpus)]:
             del remembered[key]
@@ -242,7 +272,34 @@ def _read(
         resume_latency_us=frozen_map(limits),
         problems=tuple(reading.problems),
     )
-    return result, remembered
+    return result, remembered, cpus, False
+
+
+def _turn_unchanged(
+    settings_of: Callable[[_Reading, int], tuple[tuple[IdleState, ...] | None, int | None] | None],
+    cpus: list[int],
+    carried: CpuIdle,
+    share: int,
+    turn: int,
+) -> bool:
+    """Whether every CPU a rotating reading reads at this turn (its own, and those whose states are not known)
+    reads the states and limit ``carried`` holds for it, with no problem met."""
+    probe = _Reading()
+    for cpu in cpus:
+        known = carried.states.get(cpu)
+        if known is not None and cpu % share != turn:
+            continue
+        settings = settings_of(probe, cpu)
+        if probe.failures:
+            return False
+        if settings is None:
+            if known is not None or cpu in carried.resume_latency_us:
+                return False
+            continue
+        found, limit = settings
+        if found != known or limit != carried.resume_latency_us.get(cpu):
+            return False
+    return True
 
 
 def read(paths: Paths) -> CpuIdle:
@@ -255,8 +312,8 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     of the CPUs (1/K of them, stretched by the refresh table) are read and the others' kept from the previous
     reading."""
     share, turn = refresh.rotation(IDLE_STATES)
-    result, layouts = _read(paths, refresh.memory, share, turn)
-    return Carried(result, CpuIdleMemory(layouts, result))
+    result, layouts, cpus, unchanged = _read(paths, refresh.memory, share, turn)
+    return Carried(result, CpuIdleMemory(layouts, result, cpus), unchanged=unchanged)
 
 
 SOURCE = SourceSpec(
