@@ -14,13 +14,15 @@ import pytest
 from fakehost.kubelet import write_cpu_manager_state
 from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_numa_bytes
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
-from numawatch.refresh import POLICIES, SHARED_PODS
+from numawatch.refresh import PLACEMENT, POLICIES, SHARED_PODS
 from numawatch.sources import cgroups
 from source_inputs import CgroupsReaderWithState
 
 K = 4
 # A carried pod's round: K readings times the shared pods' stretch in the refresh table.
 S = K * POLICIES["cgroups"].stretch.get(SHARED_PODS, 1)
+# A container's memory placement round; it is read at its pod's first turn after its own, so within P + S readings.
+P = K * POLICIES["cgroups"].stretch.get(PLACEMENT, 1)
 NEW_ID = "e" * 64
 
 
@@ -281,7 +283,7 @@ def test_a_container_whose_only_change_is_its_memory_placement_has_nothing_else_
     for pod in pods:
         set_numa_bytes(fake_host, pod, "app", {0: 1 << 10, 1: 1 << 30})
 
-    for _ in range(S):  # every pod's turn comes
+    for _ in range(P + S):  # every container's placement turn comes, and its pod's turn after it
         found = reader.read(fake_host.paths)
 
     assert parsed == []  # cgroup.procs and the cpusets read the same bytes: their previous values stand
@@ -314,6 +316,6 @@ def test_containers_started_and_removed_in_carried_pods_settle_within_the_stagge
             remove_pod(fake_host, pod)
             pods.remove(pod)
         reader.read(fake_host.paths)
-    for _ in range(S):
+    for _ in range(P + S):
         found = reader.read(fake_host.paths)
     assert found == cgroups.read(fake_host.paths)

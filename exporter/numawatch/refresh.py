@@ -74,7 +74,7 @@ def _on_change(why: str) -> Policy:
 
 # Family names are what the sources ask ``Refresh.share_of`` and ``Refresh.due`` about.
 PLACEMENT = "container memory placement"  # cgroups: memory.numa_stat, cpuset.mems, settled cgroup.procs
-SHARED_PODS = "shared pods"  # cgroups: Burstable and BestEffort pods, listed and read whole in their turn
+SHARED_PODS = "shared pods"  # cgroups: Burstable and BestEffort pods, listed and their cpusets read in their turn
 GUARANTEED_PODS = "guaranteed pods"  # cgroups: Guaranteed pods, listed and their cpusets read in their turn
 AFFINITIES = "irq affinities"  # irqs: smp_affinity_list and effective_affinity_list
 GOVERNORS = "cpufreq governors"  # kernel: one scaling_governor per policy
@@ -88,13 +88,14 @@ POLICIES: Mapping[str, Policy] = {
         PLACEMENT,
         SHARED_PODS,
         GUARANTEED_PODS,
-        why="memory placement drifts over minutes (its alerts wait 30 minutes): read within 4K readings (4 "
-        "minutes at serve's defaults); shared pods' cpusets move with the CPU Manager state, after whose change "
-        "every pod is listed and its cpusets read at every reading for K readings, and otherwise only when someone "
-        "else rewrites one: within 2K readings, while the drift alerts wait 10-15 minutes; a Guaranteed pod's "
-        "exclusive cpusets are written once, when its containers start, and change only when someone else "
-        "rewrites them or the CPU Manager state changes: listed and read within K readings (a minute at serve's "
-        "defaults), while the pinning alerts wait 10 minutes",
+        why="memory placement drifts over minutes (its alerts wait 30 minutes): a container's is read at its pod's "
+        "first turn after its own, which comes every 4K readings: within 6K readings for a shared pod's, 5K for a "
+        "Guaranteed pod's (6 and 5 minutes at serve's defaults); shared pods' cpusets move with the CPU Manager "
+        "state, after whose change every shared pod is listed and its cpusets read at every reading for K readings, "
+        "and otherwise only when someone else rewrites one: within 2K readings, while the drift alerts wait 10-15 "
+        "minutes; a Guaranteed pod's exclusive cpusets are written once, when its containers start, and change only "
+        "when someone else rewrites them: listed and read within K readings (a minute at serve's defaults), while "
+        "the pinning alerts wait 10 minutes",
         stretch={PLACEMENT: 4, SHARED_PODS: 2},
     ),
     "names": _rotating(

@@ -22,23 +22,23 @@ containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is
 between readings and hands out a container's previous (immutable) snapshot again while its files read the same
 bytes.
 With serve's ``--stagger k`` (the refresh table rotates ``PLACEMENT``, ``SHARED_PODS`` and ``GUARANTEED_PODS``) it
-re-reads ``memory.numa_stat`` of a rotating 1/k of the containers per reading (a container's turn comes every k-th
-reading; a new one is read at once) and carries the others' placement over from the previous reading: memory placement
-drifts over minutes, and the alerts on it wait 30 minutes. ``cgroup.procs`` is read here only for the sandbox verdict
-(the process-level sources read it themselves), so a staggered reading also skips it outside the container's turn once
-the verdict is settled: its PIDs may then be up to k-1 readings old, and a removed container shows as its cpusets
-failing to read. Pods are staggered whole: outside its turn a pod is handed out again as it was, without a read or even
-a listing of its directory, as long as everything about it was known. Burstable and BestEffort pods, which never hold
-exclusive CPUs, are read completely in their turn (``SHARED_PODS``: every 2k-th reading). A Guaranteed pod's cpusets
-(the only ones the CPU Manager pins) are written when its containers start and change only when someone else rewrites
-them: in its turn (``GUARANTEED_PODS``: every k-th reading) it is listed and its containers' cpusets read, their
-placement in their own turn. The QoS slices are listed at every reading, so a pod coming or going shows at once; a
-container started, restarted or removed inside a pod shows at the pod's turn, like its other values. The shared pool's
-cpusets are rewritten by the kubelet when its CPU Manager state changes: for k readings after the CPU Manager state the
-kubelet_state source read changes (this source needs that one), every pod is listed and its cpusets read at every
-reading (a shared pod in its turn read whole). A cpuset someone else rewrote shows within k readings for a Guaranteed
-pod (a minute at serve's defaults; the pinning alerts wait 10 minutes) and 2k readings for a shared one (the drift
-alerts wait 10-15 minutes).
+re-reads ``memory.numa_stat`` and ``cpuset.mems.effective`` of a rotating 1/k of the containers per reading (a
+container's turn comes every k-th reading; a new one is read at once) and carries the others' placement over from the
+previous reading: memory placement drifts over minutes, and the alerts on it wait 30 minutes. ``cgroup.procs`` is read
+here only for the sandbox verdict (the process-level sources read it themselves), so a staggered reading also skips it
+outside the container's turn once the verdict is settled: its PIDs may then be up to k-1 readings old, and a removed
+container shows as its cpusets failing to read. Pods are staggered whole: outside its turn a pod is handed out again as
+it was, without a read or even a listing of its directory, as long as everything about it was known. In its turn it is
+listed and its containers' cpusets read, and each container's placement when the container's own turn came since it was
+last read (a pod is visited at some readings only). A Guaranteed pod's turn comes every k-th reading
+(``GUARANTEED_PODS``): its cpusets (the only ones the CPU Manager pins) are written when its containers start and change
+only when someone else rewrites them. Burstable and BestEffort pods, which never hold exclusive CPUs, take their turn
+every 2k-th reading (``SHARED_PODS``). The QoS slices are listed at every reading, so a pod coming or going shows at
+once; a container started, restarted or removed inside a pod shows at the pod's turn, like its other values. The shared
+pool's cpusets are rewritten by the kubelet when its CPU Manager state changes: for k readings after the CPU Manager
+state the kubelet_state source read changes (this source needs that one), every shared pod is listed and its cpusets
+read at every reading. A cpuset someone else rewrote shows within k readings for a Guaranteed pod (a minute at serve's
+defaults; the pinning alerts wait 10 minutes) and 2k readings for a shared one (the drift alerts wait 10-15 minutes).
 Carrying a pod over costs the same whatever its size: the memory keeps each pod's state (its listing, its containers'
 records and verdicts, its snapshot) in one object, handed on as it is. Unstaggered (``check``, ``capture``) everything
 is listed and read every time. Cgroups vanish while we walk them: that is normal and skipped. A malformed file in one
@@ -404,10 +404,9 @@ class _Scan:
         self.reading = reading  # Refresh.readings: the readings before this one
         self.lists: dict[bytes, CPUSet] = {}
         self.pods: dict[str, _PodState] = {}
-        # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reading turns it on.
-        # A Burstable or BestEffort pod's turn is SHARED_PODS' (read whole in it), a Guaranteed pod's
-        # GUARANTEED_PODS' (listed and its cpusets read in it).
-        self.carry_pods = False
+        # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reading turns it on,
+        # per QoS class. A Burstable or BestEffort pod's turn is SHARED_PODS', a Guaranteed pod's GUARANTEED_PODS'.
+        self.carry_shared = self.carry_guaranteed = False
         self.pod_share, self.pod_turn = 1, 0
         self.guaranteed_share, self.guaranteed_turn = 1, 0
         self.generation = 0  # stamped on the pods this reading makes (Refresh.generation)
@@ -543,12 +542,11 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
     return container
 
 
-def _read_container(scan: _Scan, rel: str, runtime: str, cid: str, whole: bool = False) -> ContainerCgroup | None:
-    """One container leaf, or None when it vanished while we read it. ``whole``: read every file of it now
-    (its pod's turn under pod-level staggering), whatever the container's own turn."""
+def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerCgroup | None:
+    """One container leaf, or None when it vanished while we read it."""
     layout = scan.layout
     cpuset_dir = f"{layout.cpuset}/{rel}"
-    carried = None if whole else scan.carried(cid)
+    carried = scan.carried(cid)
     settled = carried is not None and scan.settled(cid, carried[3])
     procs_path = cpuset_dir + "/cgroup.procs"
     if settled and carried is not None:
@@ -645,20 +643,20 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     if old is not None and (old.pod.uid != uid or old.pod.qos != qos):
         old = None
     # Pod-level staggering: outside its turn a pod whose every container is known is handed out again as the
-    # previous reading saw it, without even listing its directory (see read_incremental). In its turn a Burstable
-    # or BestEffort pod is read whole; a Guaranteed pod, and any pod while pods may not be carried (a CPU Manager
-    # change moves the shared pool's cpusets), is listed and its containers' cpusets read, their memory placement
-    # in its own turn (PLACEMENT).
-    shared = qos != QOS_GUARANTEED
-    share, turn = (scan.pod_share, scan.pod_turn) if shared else (scan.guaranteed_share, scan.guaranteed_turn)
+    # previous reading saw it, without even listing its directory (see read_incremental). In its turn, and at every
+    # reading while shared pods may not be carried (a CPU Manager change moves the shared pool's cpusets), it is
+    # listed and its containers' cpusets read, each container's memory placement (and settled cgroup.procs) when its
+    # own turn (PLACEMENT) came since it was last read.
+    if qos != QOS_GUARANTEED:
+        carry, share, turn = scan.carry_shared, scan.pod_share, scan.pod_turn
+    else:
+        carry, share, turn = scan.carry_guaranteed, scan.guaranteed_share, scan.guaranteed_turn
     # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
-    in_turn = share <= 1 or zlib.crc32(uid.encode()) % share == turn
-    if scan.carry_pods and not in_turn and old is not None and old.complete:
+    if carry and old is not None and old.complete and zlib.crc32(uid.encode()) % share != turn:
         # Its parsed CPU lists are not added to ``scan.lists``: that is a cache of parses, and a list that only
         # carried pods hold is at worst parsed once more, by another container that comes to read those bytes.
         scan.pods[rel] = old
         return old.pod
-    whole = shared and in_turn and share > 1
     pod_dir = f"{scan.layout.cpuset}/{rel}"
     names = tuple(sorted(_container_entries(pod_dir)))
     if not names and not confined.is_dir(pod_dir):
@@ -675,9 +673,7 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     containers = []
     complete = True
     for container_rel, runtime, cid in entries:
-        container = (None if whole else _settled_unchanged(scan, container_rel, cid)) or _read_container(
-            scan, container_rel, runtime, cid, whole=whole
-        )
+        container = _settled_unchanged(scan, container_rel, cid) or _read_container(scan, container_rel, runtime, cid)
         if container is None:
             complete = False  # vanished mid-read: the next reading lists the pod again
             continue
@@ -779,8 +775,9 @@ def _read_all(
     state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
     assignments = state.cpu if state is not None else None
     scan.guaranteed_share, scan.guaranteed_turn = refresh.rotation(GUARANTEED_PODS)
-    rotating = min(scan.pod_share, scan.guaranteed_share)
-    scan.carry_pods, assignments, left = _pods_may_be_carried(memory, assignments, rotating, refresh.stagger)
+    # A CPU Manager change moves the shared pool's cpusets, not the exclusive ones of the Guaranteed pods it keeps.
+    scan.carry_guaranteed = scan.guaranteed_share > 1
+    scan.carry_shared, assignments, left = _pods_may_be_carried(memory, assignments, scan.pod_share, refresh.stagger)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
         pod = _read_pod(scan, rel, uid, qos)
