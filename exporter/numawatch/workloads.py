@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -216,17 +216,11 @@ def per_pod(
     ):
         prior = None
     if prior is not None and prior.keys == keys and prior.owns == owns and None not in keys:
-        # Nothing changed, the usual reading: the same pods under the same keys, so the same places too.
+        # Nothing changed, the usual reading: the same pods under the same keys.
         derived.put(table_key, prior)
         return prior.made
-    # Where each pod's value is found again once pods were added or removed: its first container's cgroup path
-    # (one pod cgroup's, so no two units share it; the key alone decides whether the value is reused).
-    places = [workloads[0].cgroup.cgroup_path for _, workloads in units]
-    if prior is None:
-        made = tuple(map(make, [workloads for _, workloads in units]))
-    else:
-        made = tuple(_made(units, places, owns, prior, make))
-    derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, places, owns, made))
+    made = _made(units, owns, prior, make) if prior is not None else tuple(make(workloads) for _, workloads in units)
+    derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, owns, made))
     return made
 
 
@@ -239,33 +233,41 @@ class _PerPod(Generic[T]):
     context: Hashable | None
     inputs: Hashable
     keys: list[Hashable | None]
-    places: list[str]
     owns: list[Hashable]
     made: tuple[T, ...]
 
 
 def _made(
     units: list[tuple[Hashable | None, tuple[Workload, ...]]],
-    places: list[str],
     owns: list[Hashable],
     prior: _PerPod[T],
     make: Callable[[tuple[Workload, ...]], T],
-) -> Iterator[T]:
-    """Each pod's value: the prior reading's where its key and ``pod_input`` are the same (found at the same place
-    in the pod order, else, once a pod was added or removed, by its place), else made anew."""
-    where: dict[str, int] | None = None
-    prior_places, prior_keys, prior_owns = prior.places, prior.keys, prior.owns
-    for index, (key, workloads) in enumerate(units):
+) -> tuple[T, ...]:
+    """Each pod's value: the prior reading's where its key and ``pod_input`` are the same, else made anew.
+
+    A pod's key is found among the prior reading's by identity: the join hands an unchanged pod's key out as the
+    object it made before (``_join``), so pods added or removed elsewhere cost no comparison. The key of a UID's
+    pod cgroups together (``by_uid``) is built anew at every reading and is found by value."""
+    prior_keys, prior_owns, prior_made = prior.keys, prior.owns, prior.made
+    at_of = {id(key): index for index, key in enumerate(prior_keys) if key is not None}
+    grouped: dict[Hashable, int] | None = None
+    made: list[T] = []
+    for (key, workloads), own in zip(units, owns, strict=True):
         if key is not None:
-            at = index
-            if index >= len(prior_places) or prior_places[index] != places[index]:
-                if where is None:
-                    where = {place: position for position, place in enumerate(prior_places)}
-                at = where.get(places[index], -1)
-            if at >= 0 and prior_keys[at] == key and prior_owns[at] == owns[index]:
-                yield prior.made[at]
+            at = at_of.get(id(key))
+            if at is None and key.__class__ is tuple and key[:1] == ("uid",):
+                if grouped is None:
+                    grouped = {
+                        key: index
+                        for index, key in enumerate(prior_keys)
+                        if key.__class__ is tuple and key[:1] == ("uid",)
+                    }
+                at = grouped.get(key)
+            if at is not None and prior_owns[at] == own:
+                made.append(prior_made[at])
                 continue
-        yield make(workloads)
+        made.append(make(workloads))
+    return tuple(made)
 
 
 def _units(
