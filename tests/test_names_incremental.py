@@ -26,12 +26,13 @@ from fakehost.pods import ContainerSpec, PodHandle, add_pod, remove_pod
 from numawatch import confined
 from numawatch.host import HostReader
 from numawatch.model.workloads import QOS_BURSTABLE, Names
-from numawatch.refresh import BUNDLE_CONFIGS, POLICIES
+from numawatch.refresh import BUNDLE_CONFIGS, POD_LOG_DIRS, POLICIES
 from numawatch.sources import names
 from source_inputs import Driven
 
 K = 4
 R = K * POLICIES["names"].stretch.get(BUNDLE_CONFIGS, 1)  # the bundle configs' round: each is stat'ed once in R
+L = K * POLICIES["names"].stretch.get(POD_LOG_DIRS, 1)  # the pod log directories' round
 SECOND = 1_000_000_000
 LOCATIONS = (("containerd", "k3s"), ("containerd", "containerd"), ("crio", "run"), ("crio", "var"))
 CONTAINER_NAMES = ("app", "sidecar", "proxy", "loader")
@@ -92,8 +93,10 @@ class Scenario:
         self.driven = Driven(names.SOURCE, stagger=K)
         self.pods: list[PodHandle] = []
         self.hidden: dict[Path, bytes] = {}  # config.json files of bundles made without them yet
-        self.links: list[Path] = []  # targets of links among the container log directories
+        self.links: list[tuple[Path, str]] = []  # targets of links among the container log directories, pod UIDs
         self.rewritten: dict[str, tuple[int, object]] = {}  # container ID -> (first reading after, identity before)
+        # pod UID -> (first reading after its log directory's latest change, the containers it listed since before)
+        self.logs_moved: dict[str, tuple[int, list[object]]] = {}
         self.made = 0
         self.last: Names | None = None
 
@@ -170,7 +173,14 @@ class Scenario:
         logged = [pod for pod in self.pods if pod.log_dir and self.host.path(pod.log_dir).is_dir()]
         if logged:
             pod = self.rng.choice(logged)
+            self._log_moves(pod.uid)
             self.host.mkdir(f"{pod.log_dir}/extra-{self.rng.randrange(1000)}")
+
+    def _log_moves(self, uid: str) -> None:
+        """The pod's log directory changes now: until its turn a reading may show what it listed before."""
+        before = self.last.pod_log_containers.get(uid) if self.last is not None else None
+        _, values = self.logs_moved.get(uid, (0, []))
+        self.logs_moved[uid] = (self.driven.readings, [*values, before])
 
     def link_log_container(self) -> None:
         """A container log directory that is a link to a directory elsewhere under var/log."""
@@ -179,13 +189,15 @@ class Scenario:
             pod = self.rng.choice(logged)
             number = self.rng.randrange(1000)
             target = self.host.mkdir(f"var/log/elsewhere/{number}")
+            self._log_moves(pod.uid)
             self.host.symlink(f"{pod.log_dir}/linked-{number}", f"../../elsewhere/{number}")
-            self.links.append(target)
+            self.links.append((target, pod.uid))
 
     def remove_link_target(self) -> None:
         """The link's target goes: the pod log directory holding the link does not change."""
         if self.links:
-            target = self.links.pop(self.rng.randrange(len(self.links)))
+            target, uid = self.links.pop(self.rng.randrange(len(self.links)))
+            self._log_moves(uid)
             target.rmdir()
 
     def add_stray_entry(self) -> None:
@@ -234,15 +246,24 @@ class Scenario:
         full = names.read(self.host.paths)
         for container_id in [cid for cid, (first, _) in self.rewritten.items() if reading >= first + R - 1]:
             del self.rewritten[container_id]  # its turn has come: it must be seen now
+        for uid in [uid for uid, (first, _) in self.logs_moved.items() if reading >= first + L - 1]:
+            del self.logs_moved[uid]  # its turn has come: it must be seen now
         assert incremental.pods == full.pods
-        assert incremental.pod_log_containers == full.pod_log_containers
+        for uid in full.pod_log_containers.keys() | incremental.pod_log_containers.keys():
+            now = full.pod_log_containers.get(uid)
+            if uid in self.logs_moved:
+                _, values = self.logs_moved[uid]
+                assert incremental.pod_log_containers.get(uid) in (*values, now), uid
+                values.append(now)  # seen by a full reading: a later reading may show it until the turn
+            else:
+                assert incremental.pod_log_containers.get(uid) == now, uid
         for container_id in full.containers.keys() | incremental.containers.keys():
             now = full.containers.get(container_id)
             if container_id in self.rewritten:
                 assert incremental.containers.get(container_id) in (now, self.rewritten[container_id][1])
             else:
                 assert incremental.containers.get(container_id) == now, container_id
-        if not self.rewritten:
+        if not self.rewritten and not self.logs_moved:
             assert incremental == full
         self.last = full
 

@@ -17,6 +17,7 @@ from numawatch.refresh import (
     GOVERNORS,
     IDLE_STATES,
     PLACEMENT,
+    POD_LOG_DIRS,
     POD_USAGE,
     POLICIES,
     SHARED_PODS,
@@ -108,6 +109,7 @@ def test_only_a_rotating_family_may_be_stretched_and_only_by_a_whole_number():
         ("cgroups", PLACEMENT),
         ("cgroups", SHARED_PODS),
         ("names", BUNDLE_CONFIGS),
+        ("names", POD_LOG_DIRS),
         ("pod_usage", POD_USAGE),
     }
 

@@ -81,6 +81,7 @@ GOVERNORS = "cpufreq governors"  # kernel: one scaling_governor per policy
 IDLE_STATES = "idle state settings"  # cpuidle: the disable files and PM QoS limits per CPU
 POD_USAGE = "pod usage"  # pod_usage: cpu.stat and memory.current per pod
 BUNDLE_CONFIGS = "bundle configs"  # names: a known runtime bundle's config.json, stat'ed again in its turn
+POD_LOG_DIRS = "pod log directories"  # names: a known var/log/pods/<pod> directory, stat'ed again in its turn
 
 POLICIES: Mapping[str, Policy] = {
     "topology": _on_change("CPUs, nodes and isolation change on hotplug and reboot only"),
@@ -100,11 +101,14 @@ POLICIES: Mapping[str, Policy] = {
     ),
     "names": _rotating(
         BUNDLE_CONFIGS,
+        POD_LOG_DIRS,
         why="a bundle's config.json is written when its container is created and kept until it goes: a new bundle "
-        "is parsed and a gone one dropped at the reading that lists it, a pod log directory is listed again when "
-        "its mtime moves; only a config.json rewritten in place (nothing does that to a running container's "
-        "bundle) waits for its turn, within 4K readings",
-        stretch={BUNDLE_CONFIGS: 4},
+        "is parsed and a gone one dropped at the reading that lists it; only a config.json rewritten in place "
+        "(nothing does that to a running container's bundle) waits for its turn, within 4K readings. var/log/pods is "
+        "listed at every reading, so a pod's log directory coming or going shows at once; one is stat'ed (and listed "
+        "again when its mtime moved) in its turn, within 4K readings: what it adds, a container's log directory, "
+        "only names a container whose bundle does not",
+        stretch={BUNDLE_CONFIGS: 4, POD_LOG_DIRS: 4},
     ),
     "kubelet_config": _on_change("the kubelet's configuration changes with a kubelet restart"),
     "kubelet_state": _on_change("the checkpoint files are rewritten when the managers' state changes"),

@@ -15,7 +15,10 @@ Read from the container runtime's OCI bundles (kubelet.md §6.6), whose ``config
 A bundle's config.json is written when its container is created and kept until it goes, so a reading in serve costs
 what changed (``read_incremental``): the bundle directories and pod log directories are listed again only when their
 (inode, mtime) moved, a new bundle is parsed once, and a known bundle's config.json is stat'ed again only in its turn
-of the refresh table's rotation (one rewritten in place shows within its round, 4K readings). ``read`` reads everything.
+of the refresh table's rotation (one rewritten in place shows within its round, 4K readings). var/log/pods is listed at
+every reading (a pod log directory coming or going shows at once); a known pod log directory is stat'ed again in its
+turn of another rotation (a container log directory added to one, which only names a container the bundles do not,
+shows within 4K readings). ``read`` reads everything.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from numawatch.hosttext import k8s_label, k8s_subdomain, one_of, pod_uid
 from numawatch.model import frozen_map
 from numawatch.model.workloads import ContainerIdentity, Names, PodIdentity
 from numawatch.paths import Paths
-from numawatch.refresh import BUNDLE_CONFIGS, Carried, Refresh
+from numawatch.refresh import BUNDLE_CONFIGS, POD_LOG_DIRS, Carried, Refresh
 from numawatch.sources._files import list_dir, read_bytes
 
 log = logging.getLogger(__name__)
@@ -185,6 +188,7 @@ class _PodLogDir:
     pod: PodIdentity
     state: _State | None  # as _Listing.state; also None while it holds links (their targets move unseen)
     containers: tuple[str, ...] | None  # the container log directories' names, sorted; None: not a directory
+    turn: int = 0  # a CRC-32 of its name: which turn of the rotation stats it again
 
 
 @dataclass(frozen=True)
@@ -347,8 +351,8 @@ class _Identities:
         return cls(memory.bundles, memory.snapshot.containers, memory.kept, memory.waiting, False, turns)
 
 
-def _scan_pod_log_dir(pod_dir: Path, pod: PodIdentity, state: _State | None) -> _PodLogDir:
-    """The container log directories in one pod's log directory."""
+def _scan_pod_log_dir(pod_dir: Path, pod: PodIdentity, state: _State | None, turn: int = 0) -> _PodLogDir:
+    """The container log directories in one pod's log directory (``turn``: see _PodLogDir)."""
     trusted = state
     try:
         with confined.scandir(pod_dir) as entries:
@@ -363,18 +367,24 @@ def _scan_pod_log_dir(pod_dir: Path, pod: PodIdentity, state: _State | None) -> 
                     if confined.is_dir(pod_dir / entry.name):  # followed under the root, not by the entry's stat()
                         names.append(entry.name)
     except NotADirectoryError:
-        return _PodLogDir(pod, state, None)
+        return _PodLogDir(pod, state, None, turn)
     except OSError:
         names, trusted = [], None  # the pod's logs were removed while we looked (or are unreadable): look again
-    return _PodLogDir(pod, trusted, tuple(sorted(names)))
+    return _PodLogDir(pod, trusted, tuple(sorted(names)), turn)
 
 
 def _pod_log_dirs(
-    root: Path, known: Mapping[str, _PodLogDir | None] | None, now_ns: int, trust: bool
+    root: Path,
+    known: Mapping[str, _PodLogDir | None] | None,
+    now_ns: int,
+    trust: bool,
+    share: int = 1,
+    turn: int = 0,
 ) -> tuple[dict[str, _PodLogDir | None], bool]:
     """var/log/pods' entries (``NamesMemory.logs``), a pod log directory scanned again only when its settled (inode,
     mtime) is not the one it was scanned at (every one unless ``trust``); and whether the pod log directories, their
-    order or their containers differ from ``known``'s."""
+    order or their containers differ from ``known``'s. With ``share`` > 1 a settled one is stat'ed only in its
+    ``turn`` of the rotation (its ``turn`` modulo ``share``)."""
     previous: Mapping[str, _PodLogDir | None] = known if known is not None else {}
     found: dict[str, _PodLogDir | None] = {}
     changed = known is None
@@ -396,6 +406,9 @@ def _pod_log_dirs(
                         found[name] = None
                         continue
                     pod = parsed
+                if trust and share > 1 and old is not None and old.state is not None and old.turn % share != turn:
+                    found[name] = old  # settled, and not its turn: its listing stands
+                    continue
                 try:  # a link is followed under the root, never by the entry's own stat()
                     stat = root_stat(f"{root}/{name}") if entry.is_symlink() else entry.stat(follow_symlinks=False)
                     state = (stat.st_ino, stat.st_mtime_ns) if stat.st_mtime_ns <= settled_before else None
@@ -404,7 +417,8 @@ def _pod_log_dirs(
                 if trust and state is not None and old is not None and old.state == state:
                     found[name] = old
                     continue
-                scanned = found[name] = _scan_pod_log_dir(root / name, pod, state)
+                turn_key = old.turn if old is not None else zlib.crc32(name.encode())
+                scanned = found[name] = _scan_pod_log_dir(root / name, pod, state, turn_key)
                 if old is None or scanned.containers != old.containers:
                     changed = True
     except (FileNotFoundError, NotADirectoryError):
@@ -420,9 +434,15 @@ def _pod_dir_names(logs: Mapping[str, _PodLogDir | None]) -> list[str]:
 
 
 def _read(
-    paths: Paths, memory: NamesMemory | None, share: int, turn: int, trust: bool = True
+    paths: Paths,
+    memory: NamesMemory | None,
+    share: int,
+    turn: int,
+    trust: bool = True,
+    log_rotation: tuple[int, int] = (1, 0),
 ) -> tuple[Names, NamesMemory, bool, bool]:
-    """The reading behind ``read`` and ``read_incremental``: (snapshot, memory, pending, unchanged). With ``trust``
+    """The reading behind ``read`` and ``read_incremental``: (snapshot, memory, pending, unchanged). ``share`` and
+    ``turn``: the bundle configs' rotation; ``log_rotation``: the pod log directories' (share, turn). With ``trust``
     False every directory is listed again whatever its (inode, mtime); the parsed bundles are still reused while
     their config.json's (inode, mtime, size) is the same."""
     now_ns = time.time_ns()
@@ -449,7 +469,8 @@ def _read(
     logs: dict[str, _PodLogDir | None] | None = None
     logs_changed = memory is not None and memory.logs is not None
     if logs_present:
-        logs, logs_changed = _pod_log_dirs(paths.pod_logs, memory.logs if memory is not None else None, now_ns, trust)
+        known_logs = memory.logs if memory is not None else None
+        logs, logs_changed = _pod_log_dirs(paths.pod_logs, known_logs, now_ns, trust, *log_rotation)
     if memory is not None and same_entries and not identities.changed and not logs_changed:
         return memory.snapshot, _memory(memory.snapshot, listings, identities, logs), bool(identities.waiting), True
     containers = identities.found
@@ -506,7 +527,8 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     A bundle seen without its config.json is not remembered: every reading looks for it again."""
     memory = refresh.memory if isinstance(refresh.memory, NamesMemory) else None
     share, turn = refresh.rotation(BUNDLE_CONFIGS)
-    snapshot, kept, pending, unchanged = _read(paths, memory, share, turn, trust=not refresh.whole)
+    log_rotation = refresh.rotation(POD_LOG_DIRS)
+    snapshot, kept, pending, unchanged = _read(paths, memory, share, turn, not refresh.whole, log_rotation)
     return Carried(snapshot, kept, settled=not pending, unchanged=unchanged)
 
 
