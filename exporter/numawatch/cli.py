@@ -181,12 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds between evaluations (default: 15)")
     serve.add_argument("--stagger", default=DEFAULT_STAGGER, type=_whole_number(1), metavar="K",
                        help="re-read slow-drifting files for a rotating share of their objects per evaluation, so "
-                            "a change there shows within K evaluations: Guaranteed pods' listings; within 2K: "
-                            "Burstable and BestEffort pods whole; within 4K: containers' memory.numa_stat, "
-                            "cpuset.mems.effective and cgroup.procs, cpufreq governors and pods' usage; within 8K: "
-                            "IRQs' effective affinities (their requested masks within 16K) and idle-state settings; "
-                            "Guaranteed pods' CPUs and new pods, IRQs and CPU policies are read every time, "
-                            "/proc/interrupts one time in four; 1: read everything "
+                            "a change there shows within K evaluations: Guaranteed pods (their listings and CPUs); "
+                            "within 2K: Burstable and BestEffort pods; within 4K: cpufreq governors, pods' usage, "
+                            "runtime bundles' and pod log directories' changes; within 8K: IRQs' effective "
+                            "affinities (their requested masks within 16K), idle-state settings and containers' "
+                            "memory.numa_stat, cpuset.mems.effective and cgroup.procs (read at their pod's next "
+                            "turn); new pods, IRQs and CPU policies are read at once, /proc/interrupts one time in "
+                            "four; 1: read everything "
                             f"(default: {DEFAULT_STAGGER})")
     web = serve.add_argument_group("web server")
     web.add_argument("--web.listen-address", "--listen", dest="listen", default=parse_listen(DEFAULT_LISTEN),

@@ -90,14 +90,14 @@ POLICIES: Mapping[str, Policy] = {
         SHARED_PODS,
         GUARANTEED_PODS,
         why="memory placement drifts over minutes (its alerts wait 30 minutes): a container's is read at its pod's "
-        "first turn after its own, which comes every 4K readings: within 6K readings for a shared pod's, 5K for a "
-        "Guaranteed pod's (6 and 5 minutes at serve's defaults); shared pods' cpusets move with the CPU Manager "
+        "first turn after its own, which comes every 8K readings: within 10K readings for a shared pod's, 9K for a "
+        "Guaranteed pod's (10 and 9 minutes at serve's defaults); shared pods' cpusets move with the CPU Manager "
         "state, after whose change every shared pod is listed and its cpusets read at every reading for K readings, "
         "and otherwise only when someone else rewrites one: within 2K readings, while the drift alerts wait 10-15 "
         "minutes; a Guaranteed pod's exclusive cpusets are written once, when its containers start, and change only "
         "when someone else rewrites them: listed and read within K readings (a minute at serve's defaults), while "
         "the pinning alerts wait 10 minutes",
-        stretch={PLACEMENT: 4, SHARED_PODS: 2},
+        stretch={PLACEMENT: 8, SHARED_PODS: 2},
     ),
     "names": _rotating(
         BUNDLE_CONFIGS,

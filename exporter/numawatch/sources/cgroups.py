@@ -22,23 +22,24 @@ containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is
 between readings and hands out a container's previous (immutable) snapshot again while its files read the same
 bytes.
 With serve's ``--stagger k`` (the refresh table rotates ``PLACEMENT``, ``SHARED_PODS`` and ``GUARANTEED_PODS``) it
-re-reads ``memory.numa_stat`` and ``cpuset.mems.effective`` of a rotating 1/k of the containers per reading (a
-container's turn comes every k-th reading; a new one is read at once) and carries the others' placement over from the
-previous reading: memory placement drifts over minutes, and the alerts on it wait 30 minutes. ``cgroup.procs`` is read
-here only for the sandbox verdict (the process-level sources read it themselves), so a staggered reading also skips it
-outside the container's turn once the verdict is settled: its PIDs may then be up to k-1 readings old, and a removed
-container shows as its cpusets failing to read. Pods are staggered whole: outside its turn a pod is handed out again as
-it was, without a read or even a listing of its directory, as long as everything about it was known. In its turn it is
-listed and its containers' cpusets read, and each container's placement when the container's own turn came since it was
-last read (a pod is visited at some readings only). A Guaranteed pod's turn comes every k-th reading
-(``GUARANTEED_PODS``): its cpusets (the only ones the CPU Manager pins) are written when its containers start and change
-only when someone else rewrites them. Burstable and BestEffort pods, which never hold exclusive CPUs, take their turn
-every 2k-th reading (``SHARED_PODS``). The QoS slices are listed at every reading, so a pod coming or going shows at
-once; a container started, restarted or removed inside a pod shows at the pod's turn, like its other values. The shared
-pool's cpusets are rewritten by the kubelet when its CPU Manager state changes: for k readings after the CPU Manager
-state the kubelet_state source read changes (this source needs that one), every shared pod is listed and its cpusets
-read at every reading. A cpuset someone else rewrote shows within k readings for a Guaranteed pod (a minute at serve's
-defaults; the pinning alerts wait 10 minutes) and 2k readings for a shared one (the drift alerts wait 10-15 minutes).
+re-reads ``memory.numa_stat`` and ``cpuset.mems.effective`` of a rotating share of the containers per reading (a
+container's turn comes once in ``PLACEMENT``'s round, 8k readings; a new one is read at once) and carries the others'
+placement over from the previous reading: memory placement drifts over minutes, and the alerts on it wait 30 minutes.
+``cgroup.procs`` is read here only for the sandbox verdict (the process-level sources read it themselves), so a
+staggered reading also skips it outside the container's turn once the verdict is settled: its PIDs may then be as old as
+its placement, and a removed container shows as its cpusets failing to read. Pods are staggered whole: outside its turn
+a pod is handed out again as it was, without a read or even a listing of its directory, as long as everything about it
+was known. In its turn it is listed and its containers' cpusets read, and each container's placement when the
+container's own turn came since it was last read (a pod is visited at some readings only). A Guaranteed pod's turn comes
+every k-th reading (``GUARANTEED_PODS``): its cpusets (the only ones the CPU Manager pins) are written when its
+containers start and change only when someone else rewrites them. Burstable and BestEffort pods, which never hold
+exclusive CPUs, take their turn every 2k-th reading (``SHARED_PODS``). The QoS slices are listed at every reading, so a
+pod coming or going shows at once; a container started, restarted or removed inside a pod shows at the pod's turn, like
+its other values. The shared pool's cpusets are rewritten by the kubelet when its CPU Manager state changes: for k
+readings after the CPU Manager state the kubelet_state source read changes (this source needs that one), every shared
+pod is listed and its cpusets read at every reading. A cpuset someone else rewrote shows within k readings for a
+Guaranteed pod (a minute at serve's defaults; the pinning alerts wait 10 minutes) and 2k readings for a shared one (the
+drift alerts wait 10-15 minutes).
 Carrying a pod over costs the same whatever its size: the memory keeps each pod's state (its listing, its containers'
 records and verdicts, its snapshot) in one object, handed on as it is. Unstaggered (``check``, ``capture``) everything
 is listed and read every time. Cgroups vanish while we walk them: that is normal and skipped. A malformed file in one
