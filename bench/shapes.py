@@ -21,7 +21,11 @@ Per shape:
    every second half a second after each evaluation starts. CPU seconds (``/proc/<pid>/stat`` utime+stime) over the
    window per evaluation (serve's ``numawatch_evaluations_total`` delta) and per scrape. The ratio is taken per
    round, and the report gives every round's range. For d384churn, bench/churn.py moves the counters and replaces
-   pods every second in a child process meanwhile (its CPU counts for neither).
+   pods every second in a child process meanwhile (its CPU counts for neither). Before each round every file of the
+   tree is read once (``warm_tree``; ``--cold-tree`` leaves it out): on a node these files are made by the kernel
+   when read and are never paged in, while on this VM a tree page left idle is taken back by the host and faulted
+   in again on its next read, which costs a reader that reads a rotating share of the files each second (serve)
+   far more than one that reads every file every second (node_exporter), whose pages stay resident.
 2. **serve alone** (bench/run.py ``measure_serve``): peak RSS (``VmHWM``), the series of one scrape, and scrape
    latency with 1 and ``--concurrency`` concurrent scrapers (aiohttp, keep-alive, gzip; ``--requests`` requests in
    all per run, evaluations still running every second); p99 is the nearest-rank percentile.
@@ -263,10 +267,35 @@ class Round:
     load: float  # 1-minute load average when the round ended
 
 
+def warm_tree(root: str) -> tuple[int, float]:
+    """Read every regular file under ``root`` once (links not followed), so that a round starts with the tree in the
+    page cache, as a node's kernel-made files always are; (files read, seconds taken)."""
+    started = time.monotonic()
+    count = 0
+    pending = [root]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    try:
+                        with open(entry.path, "rb") as file:
+                            while file.read(1 << 20):
+                                pass
+                        count += 1
+                    except OSError:
+                        continue  # a file churn replaced meanwhile, or one nobody may read: nothing to warm
+    return count, time.monotonic() - started
+
+
 def measure_pairs(numawatch: str, exporter: str, root: str, *, rounds: int, window: float, warmup: float,
-                  churn: bool) -> list[Round]:  # fmt: skip
+                  churn: bool, warm: bool = True) -> list[Round]:  # fmt: skip
     found = []
     for _ in range(rounds):
+        if warm:
+            files, seconds = warm_tree(root)
+            bench_run.log(f"    tree warmed: {files} files read in {seconds:.1f} s")
         try:
             with moving(root, churn):
                 ports = (bench_run.free_port(), bench_run.free_port())
@@ -445,7 +474,7 @@ def measure_shape(args: argparse.Namespace, numawatch: str, exporter: str, shape
                           f"{result.tree['node_exporter_collectors_ok']}")  # fmt: skip
         bench_run.log(f"[{shape.name}] side by side: {args.rounds} x {args.window:g} s")
         result.rounds = measure_pairs(numawatch, exporter, tree.root, rounds=args.rounds, window=args.window,
-                                      warmup=args.warmup, churn=shape.churn)  # fmt: skip
+                                      warmup=args.warmup, churn=shape.churn, warm=not args.cold_tree)  # fmt: skip
         bench_run.log(f"[{shape.name}] serve alone: RSS, series, latency with 1 and {args.concurrency} scrapers")
         try:
             serve = bench_run.measure_serve(numawatch, tree.root, warmup=2, evaluations=args.evaluations,
@@ -486,7 +515,8 @@ def measure_sweeps(args: argparse.Namespace, numawatch: str, exporter: str, shap
             tree = ensure_tree(Path(args.work), name, spec)
             point = SweepPoint(sweep, x, dict(tree.summary, root=tree.root, reused=not tree.generated_now))
             point.rounds = measure_pairs(numawatch, exporter, tree.root, rounds=args.sweep_rounds,
-                                         window=args.sweep_window, warmup=args.warmup, churn=False)  # fmt: skip
+                                         window=args.sweep_window, warmup=args.warmup, churn=False,
+                                         warm=not args.cold_tree)  # fmt: skip
             point.profile = profile(tree.root, args.evaluations, churn=False)
             done[name] = point
             points.append(point)
@@ -702,6 +732,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sweep-window", type=float, default=40.0, help="seconds per sweep round (default: 40)")
     parser.add_argument("--sweep-rounds", type=int, default=2, help="side-by-side rounds per sweep point (default: 2)")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds serve runs before a round (default: 10)")
+    parser.add_argument("--cold-tree", action="store_true",
+                        help="do not read the tree once before each side-by-side round (see the docstring)")
     parser.add_argument("--evaluations", type=int, default=10, help="evaluations profiled, and measured for serve "
                         "alone (default: 10)")  # fmt: skip
     parser.add_argument("--requests", type=int, default=200, help="scrapes per latency run (default: 200)")
