@@ -73,6 +73,22 @@ def test_the_turn_comes_round_every_k_readings_and_a_family_not_rotated_is_read_
     assert FULL.rotation("a") == (1, 0) and FULL.whole and FULL.memory is None
 
 
+def test_an_object_visited_at_some_readings_only_is_due_at_the_first_visit_after_its_turn():
+    turns = Turns(K)
+    policy = Policy(rotating=frozenset({"a"}))
+    memory = object()
+    last, reads = 0, []
+    for reading in range(1, 6 * K):
+        turns.advance()
+        refresh = turns.refresh("s", policy, memory)
+        if reading % 3 == 0 and refresh.due_since("a", 1, last):  # visited at one reading in three
+            reads.append(reading)
+            last = reading
+    # its turns are readings 1, 5, 9, 13, 17, 21; it is read at the first visit after each
+    assert reads == [3, 6, 9, 15, 18, 21]
+    assert FULL.due_since("a", 1, 10)  # not rotating: always due
+
+
 def test_a_stretched_family_turns_over_its_multiple_of_k_readings_while_the_others_keep_k():
     turns = Turns(K)
     policy = Policy(rotating=frozenset({"slow", "fast"}), stretch={"slow": 3})

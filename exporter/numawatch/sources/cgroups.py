@@ -393,16 +393,15 @@ class _Scan:
         layout: _Layout,
         lists: dict[bytes, CPUSet] | None = None,
         pods: dict[str, _PodState] | None = None,
-        share: int = 1,
-        reading: int = 0,
+        refresh: Refresh = FULL,
         reported: Reported | None = None,
     ) -> None:
         self.layout = layout
         self.reported = reported if reported is not None else Reported()
         self.old_lists = lists or {}
         self.old_pods = pods or {}
-        self.share = share  # PLACEMENT's rotation: a container's placement is read once in ``share`` readings
-        self.reading = reading  # Refresh.readings: the readings before this one
+        self.refresh = refresh
+        self.share = refresh.share_of(PLACEMENT)  # a container's placement is read once in ``share`` readings
         self.lists: dict[bytes, CPUSet] = {}
         self.pods: dict[str, _PodState] = {}
         # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reading turns it on,
@@ -452,9 +451,7 @@ class _Scan:
 
     def placement_due(self, cid: str, known: _Seen) -> bool:
         """Whether the container's placement turn came since ``known`` was read (at this reading or between)."""
-        share, reading = self.share, self.reading
-        latest_turn = reading - (reading - int(cid[:8], 16) % share) % share
-        return known[4] < latest_turn
+        return self.refresh.due_since(PLACEMENT, int(cid[:8], 16), known[4])
 
     def settled(self, cid: str, container: ContainerCgroup) -> bool:
         """Whether this container's sandbox verdict is final for the first PID its snapshot lists: then its
@@ -623,7 +620,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
             pids=pids,
         )
     if numa is not None:  # an unknown placement is not worth carrying over: the next reading asks again
-        placed = carried[4] if carried is not None else scan.reading
+        placed = carried[4] if carried is not None else scan.refresh.readings
         scan.containers[cid] = (procs_data, cpus_data, mems_data, container, placed)
     return container
 
@@ -766,11 +763,10 @@ def _read_all(
 ) -> tuple[Cgroups, CgroupsMemory]:
     version, driver, kubepods = _detect(paths)
     layout = _Layout(paths, version)
-    share = refresh.share_of(PLACEMENT)
     if memory is None:
-        scan = _Scan(layout, None, None, share, refresh.readings)
+        scan = _Scan(layout, None, None, refresh)
     else:
-        scan = _Scan(layout, memory.lists, memory.pods, share, refresh.readings, reported=memory.reported)
+        scan = _Scan(layout, memory.lists, memory.pods, refresh, reported=memory.reported)
     scan.pod_share, scan.pod_turn = refresh.rotation(SHARED_PODS)
     scan.generation = refresh.generation
     state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
