@@ -1691,22 +1691,25 @@ def test_an_irq_set_up_or_freed_shows_at_once_and_one_without_a_handler_within_t
     assert reader.read(fake_host.paths) == irqs.read(fake_host.paths)
 
 
-def test_a_staggered_irqs_reader_hands_its_snapshot_out_again_while_nothing_in_its_turns_moved(fake_host):
+def test_a_staggered_irqs_reading_hands_its_snapshot_out_again_while_nothing_in_its_turns_moved(fake_host):
     many_irqs(fake_host, numbers=ROUND_OF_IRQS)
-    reader = staggered(Driven("irqs"))
-    reader.read(fake_host.paths)
-    previous = reader.read(fake_host.paths)
+    reader = HostReader(fake_host.paths, [irqs.SOURCE], stagger=K)
 
+    def read():
+        return reader.read().get("irqs")
+
+    read()
+    previous = read()
     for _ in range(A):  # a whole round of turns reads the same bytes: the same (immutable) snapshot
-        found = reader.read(fake_host.paths)
+        found = read()
         assert found is previous
     many_irqs(fake_host, affinity=frozenset({6, 7}), numbers=ROUND_OF_IRQS[:1])
-    seen = [reader.read(fake_host.paths) for _ in range(A)]
+    seen = [read() for _ in range(A)]
 
     assert seen[-1] is not previous and seen[-1] == irqs.read(fake_host.paths)  # the moved IRQ's turn came
     assert sum(found is not previous for found in seen) >= 1
     fake_host.write("proc/irq/default_smp_affinity", "ff\n")  # read at every reading: a change shows at once
-    assert reader.read(fake_host.paths).default_affinity == frozenset(range(8))
+    assert read().default_affinity == frozenset(range(8))
 
 
 def test_the_irqs_reader_lists_the_rows_of_proc_interrupts_again_only_when_that_source_was_read_again(

@@ -305,8 +305,6 @@ class IrqsMemory(NamedTuple):
     # The generation of the interrupts reading ``rows_hint`` was taken from: while it is the same, so is the hint
     # (the interrupts source is read at one reading in several and hands its snapshot out again in between).
     hint_generation: int | None = None
-    # This reading's snapshot: the next rotating reading hands it out again when nothing it reads moved.
-    snapshot: Irqs | None = None
 
 
 def _rows_hint(inputs: Inputs | None) -> tuple[str, ...] | None:
@@ -353,10 +351,7 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     seen = memory.seen if memory is not None else None
     reading = _read_all(paths, seen, share, turn, listed, round_, refresh.generation)
     plan = memory.plan if memory is not None and reading.listing == memory.listing else None
-    kept = IrqsMemory(
-        reading.seen, reading.entries, reading.listing, plan, reading.missed, None, hint, hint_generation,
-        reading.result,
-    )  # fmt: skip
+    kept = IrqsMemory(reading.seen, reading.entries, reading.listing, plan, reading.missed, None, hint, hint_generation)
     return Carried(reading.result, kept)
 
 
@@ -381,7 +376,7 @@ def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int
     seen = dict(memory.seen)
     entries = dict(memory.entries)
     cache: dict[bytes, CPUSet] = {}
-    added = moved = False
+    added = False
     missed: list[tuple[int, str]] = []
     problems: list[str] = []
     for irq, entry in todo:
@@ -391,7 +386,6 @@ def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int
             if fresh is None:
                 missed.append((irq, entry))  # still unreadable: tried again next time
             continue  # the same bytes: the same entry, in its place
-        moved = True
         if known is not None:
             writable -= known[2].writable is True
             read_only -= known[2].writable is False
@@ -408,25 +402,12 @@ def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int
         entries[irq] = found  # a carried IRQ keeps its place; an added one goes last, sorted below
     if added:
         entries = dict(sorted(entries.items()))
-    default = _read_default(root)
-    previous = memory.snapshot
-    if (
-        previous is not None
-        and not moved
-        and not missed
-        and not problems
-        and not previous.problems
-        and (previous.default_affinity, previous.default_problem) == default
-    ):
-        # Every file read at this turn read the bytes it read before, and nothing is unreadable: the previous
-        # snapshot is this one, handed out unchanged (its generation stays, so what was made from it is reused).
-        kept = memory._replace(plan=plan, missed=missed, modes=(writable, read_only))
-        return Carried(previous, kept, unchanged=True)
-    result = _snapshot(entries, default, writable > 0, read_only > 0, problems)
+    # A turn that read the bytes it read before gives an equal snapshot: the HostReader then keeps the last one and
+    # its generation, so what was made from it is reused.
+    result = _snapshot(entries, _read_default(root), writable > 0, read_only > 0, problems)
     memory = IrqsMemory(
-        seen, entries, memory.listing, plan, missed, (writable, read_only), memory.rows_hint,
-        memory.hint_generation, result,
-    )  # fmt: skip
+        seen, entries, memory.listing, plan, missed, (writable, read_only), memory.rows_hint, memory.hint_generation
+    )
     return Carried(result, memory)
 
 
