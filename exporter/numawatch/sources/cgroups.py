@@ -52,6 +52,7 @@ import logging
 import os
 import re
 import zlib
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from numawatch import confined
@@ -690,8 +691,13 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     return pod
 
 
-def _pod_dirs(layout: _Layout, driver: str, kubepods: str) -> list[tuple[str, str, str]]:
-    """(relative path, uid, qos) of every pod cgroup under kubepods."""
+def _pod_dirs(
+    layout: _Layout, driver: str, kubepods: str, known: Mapping[str, _PodState] | None = None
+) -> list[tuple[str, str, str]]:
+    """(relative path, uid, qos) of every pod cgroup under kubepods. A directory the previous reading held as a pod
+    (``known``, by relative path) is that pod's UID without parsing its name again: the path names the driver (its
+    kubepods directory), the QoS class (its parent) and the name, which are all the UID is parsed from."""
+    known = known or {}
     found = []
     top = _subdirs(f"{layout.cpuset}/{kubepods}")
     qos_dirs = {}
@@ -702,13 +708,17 @@ def _pod_dirs(layout: _Layout, driver: str, kubepods: str) -> list[tuple[str, st
             qos = qos_dirs[name]
             parent = f"{kubepods}/{name}"
             for pod_name in _subdirs(f"{layout.cpuset}/{parent}"):
-                uid = parse_pod_dir(pod_name, driver, qos)
+                rel = f"{parent}/{pod_name}"
+                old = known.get(rel)
+                uid = old.pod.uid if old is not None else parse_pod_dir(pod_name, driver, qos)
                 if uid is not None:
-                    found.append((f"{parent}/{pod_name}", uid, qos))
+                    found.append((rel, uid, qos))
             continue
-        uid = parse_pod_dir(name, driver, QOS_GUARANTEED)
+        rel = f"{kubepods}/{name}"
+        old = known.get(rel)
+        uid = old.pod.uid if old is not None else parse_pod_dir(name, driver, QOS_GUARANTEED)
         if uid is not None:
-            found.append((f"{kubepods}/{name}", uid, QOS_GUARANTEED))
+            found.append((rel, uid, QOS_GUARANTEED))
     found.sort()
     return found
 
@@ -776,7 +786,7 @@ def _read_all(
     scan.carry_guaranteed = scan.guaranteed_share > 1
     scan.carry_shared, assignments, left = _pods_may_be_carried(memory, assignments, scan.pod_share, refresh.stagger)
     pods = []
-    for rel, uid, qos in _pod_dirs(layout, driver, kubepods):
+    for rel, uid, qos in _pod_dirs(layout, driver, kubepods, scan.old_pods):
         pod = _read_pod(scan, rel, uid, qos)
         if pod is not None:
             pods.append(pod)
