@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from numawatch import telemetry
 from numawatch.cpuset import CPUSet
@@ -198,8 +198,8 @@ def per_pod(
     value when only its containers' memory.numa_stat numbers moved.
     """
     joined = _joined(host, intent)
-    units = _units(joined.per_pod, joined.keys if reads_numa_bytes else joined.layout_keys, by_uid)
-    keys = [key for key, _ in units]
+    # Every table of this kind at this reading shares one list of units and of keys (made once per reading).
+    units, keys = joined.units(reads_numa_bytes, by_uid)
     owns: list[Hashable] = [None] * len(units)
     if pod_input is not None:
         owns = [pod_input(workloads) for _, workloads in units]
@@ -219,7 +219,10 @@ def per_pod(
         # Nothing changed, the usual reading: the same pods under the same keys.
         derived.put(table_key, prior)
         return prior.made
-    made = _made(units, owns, prior, make) if prior is not None else tuple(make(workloads) for _, workloads in units)
+    if prior is None:
+        made = tuple(make(workloads) for _, workloads in units)
+    else:
+        made = _made(units, owns, joined.positions(reads_numa_bytes, by_uid, prior.keys), prior, make)
     derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, owns, made))
     return made
 
@@ -240,19 +243,33 @@ class _PerPod(Generic[T]):
 def _made(
     units: list[tuple[Hashable | None, tuple[Workload, ...]]],
     owns: list[Hashable],
+    positions: list[int | None],
     prior: _PerPod[T],
     make: Callable[[tuple[Workload, ...]], T],
 ) -> tuple[T, ...]:
-    """Each pod's value: the prior reading's where its key and ``pod_input`` are the same, else made anew.
+    """Each pod's value: the prior reading's where its key (``positions``: where it stood among the prior
+    reading's, ``_positions``) and ``pod_input`` are the same, else made anew."""
+    prior_owns, prior_made = prior.owns, prior.made
+    made: list[T] = []
+    for (_, workloads), own, at in zip(units, owns, positions, strict=True):
+        if at is not None and prior_owns[at] == own:
+            made.append(prior_made[at])
+        else:
+            made.append(make(workloads))
+    return tuple(made)
+
+
+def _positions(keys: list[Hashable | None], prior_keys: list[Hashable | None]) -> list[int | None]:
+    """For each of ``keys``, where the same key stood in ``prior_keys`` (None: nowhere, or no key).
 
     A pod's key is found among the prior reading's by identity: the join hands an unchanged pod's key out as the
     object it made before (``_join``), so pods added or removed elsewhere cost no comparison. The key of a UID's
     pod cgroups together (``by_uid``) is built anew at every reading and is found by value."""
-    prior_keys, prior_owns, prior_made = prior.keys, prior.owns, prior.made
     at_of = {id(key): index for index, key in enumerate(prior_keys) if key is not None}
     grouped: dict[Hashable, int] | None = None
-    made: list[T] = []
-    for (key, workloads), own in zip(units, owns, strict=True):
+    positions: list[int | None] = []
+    for key in keys:
+        at = None
         if key is not None:
             at = at_of.get(id(key))
             if at is None and key.__class__ is tuple and key[:1] == ("uid",):
@@ -263,11 +280,8 @@ def _made(
                         if key.__class__ is tuple and key[:1] == ("uid",)
                     }
                 at = grouped.get(key)
-            if at is not None and prior_owns[at] == own:
-                made.append(prior_made[at])
-                continue
-        made.append(make(workloads))
-    return tuple(made)
+        positions.append(at)
+    return positions
 
 
 def _units(
@@ -457,6 +471,29 @@ class _Join:
     # Each pod's key without its containers' numa_bytes (per_pod's reads_numa_bytes=False): its layout's version
     # in place of its generation.
     layout_keys: tuple[Hashable | None, ...] = ()
+    # What every per_pod table of one kind works out alike at this reading (``units``, ``positions``), made once.
+    _shared: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def units(
+        self, reads_numa_bytes: bool, by_uid: bool
+    ) -> tuple[list[tuple[Hashable | None, tuple[Workload, ...]]], list[Hashable | None]]:
+        """The (key, workloads) units of per_pod's tables of this kind, and their keys (one list, shared)."""
+        found = self._shared.get((reads_numa_bytes, by_uid))
+        if found is None:
+            units = _units(self.per_pod, self.keys if reads_numa_bytes else self.layout_keys, by_uid)
+            found = self._shared[(reads_numa_bytes, by_uid)] = (units, [key for key, _ in units])
+        return found
+
+    def positions(
+        self, reads_numa_bytes: bool, by_uid: bool, prior_keys: list[Hashable | None]
+    ) -> list[int | None]:
+        """``_positions`` of this kind's keys among ``prior_keys``: tables made at the previous reading from its
+        shared list of keys ask with the same list, worked out once."""
+        key = ("positions", reads_numa_bytes, by_uid, id(prior_keys))
+        found = self._shared.get(key)
+        if found is None or found[0] is not prior_keys:  # the list held, so its id() cannot be another's meanwhile
+            found = self._shared[key] = (prior_keys, _positions(self.units(reads_numa_bytes, by_uid)[1], prior_keys))
+        return found[1]
 
 
 def _join(host: Host, intent: Intent) -> _Join:
