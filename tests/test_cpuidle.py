@@ -181,6 +181,23 @@ def test_a_rotating_reading_whose_turn_read_the_same_hands_the_previous_reading_
     assert seen[-1] == cpuidle.read(fake_host.paths)
 
 
+def test_a_cpu_directory_that_comes_or_goes_between_rotating_readings_is_seen_at_the_next_one(fake_host):
+    small_host(fake_host)
+    reader = Driven("cpuidle")
+    reader.set_stagger(2)
+    first = reader.read(fake_host.paths)
+    assert reader.read(fake_host.paths) is first  # the same listing: its CPUs are taken over, nothing moved
+
+    add_cpuidle(fake_host, [4], disabled={4: {"C6"}})  # a CPU hot-added, with C6 disabled
+    added = reader.read(fake_host.paths)
+    assert sorted(added.states) == [0, 1, 2, 3, 4]
+    assert [s.name for s in added.enabled(4)] == ["C1", "C1E"]
+    assert added == cpuidle.read(fake_host.paths)
+
+    fake_host.remove(f"{CPU}/cpu4")
+    assert sorted(reader.read(fake_host.paths).states) == [0, 1, 2, 3]
+
+
 @pytest.mark.skipif(not os.path.isfile("/sys/devices/system/cpu/cpuidle/current_driver"), reason="no cpuidle here")
 def test_the_source_reads_this_machines_own_sysfs():
     idle = cpuidle.read(Paths.from_root("/"))

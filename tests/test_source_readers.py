@@ -876,6 +876,17 @@ def test_a_staggered_kernel_reader_reads_new_policies_at_once_and_forgets_remove
     assert "policy2" not in reader.memory.governors
 
 
+def test_a_policy_that_comes_or_goes_while_the_online_cpus_stay_is_seen_at_the_next_staggered_reading(fake_host):
+    reader = staggered_kernel(fake_host, cpus=4)
+    reader.read(fake_host.paths)
+    reader.read(fake_host.paths)  # settled: the next readings take the policies over while the listing is the same
+
+    fake_host.remove("sys/devices/system/cpu/cpufreq/policy3")  # its driver unbound: CPU 3 stays online
+    assert dict(reader.read(fake_host.paths).governors) == dict.fromkeys(range(3), "performance")
+    policy(fake_host, 3, "3", "schedutil")  # bound again
+    assert dict(reader.read(fake_host.paths).governors) == {**dict.fromkeys(range(3), "performance"), 3: "schedutil"}
+
+
 def test_a_governor_that_was_unreadable_is_read_again_at_once(fake_host):
     reader = staggered_kernel(fake_host)
     fake_host.write("sys/devices/system/cpu/cpufreq/policy1/scaling_governor", "")

@@ -151,10 +151,15 @@ def _layout(reading: _Reading, cpu_dir: Path) -> _Layout | None:
     return tuple(sorted(states))
 
 
-def _cpus(cpu_root: Path) -> list[int]:
-    """The CPUs with a ``cpuN`` directory; only online ones have a ``cpuidle`` directory in it (the driver removes
-    it when a CPU goes offline), so ``cpu/online`` is not needed, and a malformed one costs this source nothing."""
-    return sorted(int(m.group(1)) for m in map(_CPU.match, list_dir(cpu_root)) if m is not None)
+def _cpus(cpu_root: Path, known: tuple[list[str], list[int]] | None = None) -> tuple[list[str], list[int]]:
+    """The directory's listing and the CPUs with a ``cpuN`` directory in it; only online ones have a ``cpuidle``
+    directory in it (the driver removes it when a CPU goes offline), so ``cpu/online`` is not needed, and a
+    malformed one costs this source nothing. ``known``: a previous reading's (listing, CPUs), taken over when the
+    listing is the same (the CPU directories change with hotplug only; 400 names are not matched again)."""
+    listing = list_dir(cpu_root)
+    if known is not None and known[0] == listing:
+        return known
+    return listing, sorted(int(m.group(1)) for m in map(_CPU.match, listing) if m is not None)
 
 
 class CpuIdleMemory(NamedTuple):
@@ -163,6 +168,7 @@ class CpuIdleMemory(NamedTuple):
     layouts: dict[_LayoutKey, _Layout]  # the deep states' names and latencies, while the driver stays
     last: CpuIdle  # the reading itself: the values a rotating reading keeps for CPUs outside its turn
     cpus: list[int] | None = None  # the CPU directories it found
+    listing: list[str] | None = None  # the CPU root's listing they were found in
 
 
 def _cpu_settings(
@@ -203,8 +209,9 @@ def _cpu_settings(
 
 def _read(
     paths: Paths, memory: CpuIdleMemory | None = None, share: int = 1, turn: int = 0
-) -> tuple[CpuIdle, dict[_LayoutKey, _Layout], list[int], bool]:
-    """(the reading, the layouts and CPUs to remember, whether it is ``memory``'s reading handed out again)."""
+) -> tuple[CpuIdle, dict[_LayoutKey, _Layout], tuple[list[str], list[int]], bool]:
+    """(the reading, the layouts and (listing, CPUs) to remember, whether it is ``memory``'s reading handed out
+    again)."""
     cpu_root = paths.sysfs / "devices/system/cpu"
     if not confined.is_dir(cpu_root):
         raise SourceUnavailable(f"{cpu_root} does not exist")
@@ -213,7 +220,7 @@ def _read(
     driver_text = read_attribute_text(idle_dir / "current_driver", _SMALL)
     if driver_text is None:
         # No cpuidle in this kernel (or no driver ever registered): nothing more to read.
-        return CpuIdle(driver=None, governor=None), {}, [], False
+        return CpuIdle(driver=None, governor=None), {}, ([], []), False
     driver = reading.value(idle_dir / "current_driver", lambda t: parse_word(t, "driver"), driver_text)
     governor_path = idle_dir / "current_governor"
     governor_text = read_attribute_text(governor_path, _SMALL)
@@ -221,7 +228,10 @@ def _read(
         governor_path = idle_dir / "current_governor_ro"
         governor_text = read_attribute_text(governor_path, _SMALL)
     governor = reading.value(governor_path, lambda t: parse_word(t, "governor"), governor_text)
-    cpus = _cpus(cpu_root)
+    known = None
+    if memory is not None and memory.listing is not None and memory.cpus is not None:
+        known = (memory.listing, memory.cpus)
+    listing, cpus = _cpus(cpu_root, known)
     # A copy: the memory handed in stays as the previous reading left it.
     remembered = dict(memory.layouts) if memory is not None else {}
     carried = memory.last if memory is not None else None
@@ -245,7 +255,7 @@ def _read(
     ):
         # The same CPUs and driver, and every CPU read at this turn reads what it read before: the previous reading
         # is this one, handed out unchanged (its generation stays, so what was made from it is reused).
-        return carried, remembered, cpus, True
+        return carried, remembered, (listing, cpus), True
     states: dict[int, tuple[IdleState, ...]] = {}
     limits: dict[int, int] = {}
     for cpu in cpus:
@@ -272,7 +282,7 @@ def _read(
         resume_latency_us=frozen_map(limits),
         problems=tuple(reading.problems),
     )
-    return result, remembered, cpus, False
+    return result, remembered, (listing, cpus), False
 
 
 def _turn_unchanged(
@@ -312,8 +322,8 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     of the CPUs (1/K of them, stretched by the refresh table) are read and the others' kept from the previous
     reading."""
     share, turn = refresh.rotation(IDLE_STATES)
-    result, layouts, cpus, unchanged = _read(paths, refresh.memory, share, turn)
-    return Carried(result, CpuIdleMemory(layouts, result, cpus), unchanged=unchanged)
+    result, layouts, (listing, cpus), unchanged = _read(paths, refresh.memory, share, turn)
+    return Carried(result, CpuIdleMemory(layouts, result, cpus, listing), unchanged=unchanged)
 
 
 SOURCE = SourceSpec(

@@ -217,6 +217,7 @@ class _Settled(NamedTuple):
     share: int  # the rotation's share that ``due`` is grouped by
     due: tuple[tuple[str, ...], ...]  # per turn, the policies of online CPUs whose governor is read in it
     governors: dict[int, str]  # per online CPU
+    listing: list[str] | None = None  # the cpufreq directory's listing ``policies`` were found in
 
 
 def _governors(
@@ -238,7 +239,12 @@ def _governors(
     cpu_root = paths.sysfs / "devices/system/cpu"
     # No policy at all: no cpufreq driver (virtual machines, or cpufreq compiled out). Checked first so a VM does
     # not pay one failed open per CPU.
-    policies = sorted(name for name in list_dir(cpu_root / "cpufreq") if name.startswith("policy"))
+    listing = list_dir(cpu_root / "cpufreq")
+    known = memory.settled if memory is not None else None
+    if known is not None and known.listing == listing:
+        policies = known.policies  # the same listing: the same policies (hundreds of names not sorted again)
+    else:
+        policies = sorted(name for name in listing if name.startswith("policy"))
     if not policies:
         return None, nothing
     online_path = cpu_root / "online"
@@ -305,7 +311,7 @@ def _governors(
     settled = None
     if complete and share > 1:
         due = tuple(tuple(p for p in online_policies if _policy_turn(p, share) == each) for each in range(share))
-        settled = _Settled(policies, online_text, share, due, result)
+        settled = _Settled(policies, online_text, share, due, result, listing)
     return result, KernelMemory(remembered, found, settled=settled)
 
 
@@ -315,7 +321,7 @@ def _read_governor(path: str, problems: _Problems, names: dict[str, str] | None 
     text = read_small_text(path, _SMALL)
     value = names.get(text) if names is not None and text is not None else None
     if value is None:
-        value = problems.parse("cpufreq_governor", Path(path), parse_governor, text)
+        value = problems.parse("cpufreq_governor", path, parse_governor, text)
         if value is not None and text is not None and names is not None:
             names[text] = value
     return value
