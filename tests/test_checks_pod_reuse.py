@@ -1,9 +1,11 @@
 """The checks that judge pod by pod (pod_not_guaranteed, container_cpuset_drift, exclusive_cpu_overlap,
-node_workload_not_isolated) make a pod's findings once and reuse them while the pod's generations and their other
-inputs stay (``workloads.per_pod``, through ``checks.pod_findings``): through random sequences of changes to a node
-(pods added, removed, lingering under a second QoS cgroup, cpusets rewritten, the CPU Manager's state rewritten, pod
-usage moving, a CPU going offline, another intent), every reading's findings, in order, are those of the same
-reading judged from scratch; and what is reused is the previous reading's, for the pods that did not change."""
+node_workload_not_isolated, and the NUMA alignment checks container_numa_split, container_gpu_numa_mismatch,
+container_memory_numa_mismatch and container_memory_remote) make a pod's findings once and reuse them while the
+pod's generations and their other inputs stay (``workloads.per_pod``, through ``checks.pod_findings``): through
+random sequences of changes to a node (pods added, removed, lingering under a second QoS cgroup, cpusets rewritten,
+the CPU Manager's state rewritten, pod usage moving, a CPU going offline, another intent), every reading's findings,
+in order, are those of the same reading judged from scratch; and what is reused is the previous reading's, for the
+pods that did not change."""
 
 from __future__ import annotations
 
@@ -44,6 +46,13 @@ from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANT
 from numawatch.workloads import build_workloads, per_pod, workloads_by_pod
 
 REUSING = ("pod_not_guaranteed", "container_cpuset_drift", "exclusive_cpu_overlap", "node_workload_not_isolated")
+# Also judged pod by pod (``per_pod``, the NUMA alignment checks), held to a from-scratch judgement the same way.
+ALSO_PER_POD = (
+    "container_numa_split",
+    "container_gpu_numa_mismatch",
+    "container_memory_numa_mismatch",
+    "container_memory_remote",
+)
 CHECKS = {check.id: check for check in all_checks()}
 
 # The intents a reading is judged against: the same objects come back, as serve's intent does between reloads.
@@ -151,6 +160,16 @@ class Node:
     def make_burstable(self) -> None:
         self.node.make_burstable(TRTLLM)
 
+    def spread_vllm(self) -> None:
+        """The kubelet gives vllm exclusive CPUs on both nodes and both nodes' memory (container_numa_split; the
+        Memory Manager's node-0 blocks no longer match: container_memory_numa_mismatch)."""
+        self.node.pin(VLLM, {1, 2, 3, 4, 9, 10, 11, 12} - self.offline, mems={0, 1})
+
+    def move_vllm_memory_away(self) -> None:
+        """Most of vllm's resident memory sits on node 1 (container_memory_remote while its CPUs are node 0's)."""
+        pod = self.node.pod(VLLM)
+        set_numa_bytes(self.node.host, pod, VLLM.container.name, {0: 1 << 20, 1: self.rng.randint(4, 16) << 30})
+
     def take_cpu_offline(self) -> None:
         candidates = sorted(DEFAULT_CPUSET - HOUSEKEEPING - self.offline)
         if len(self.offline) < 2 and candidates:
@@ -184,27 +203,31 @@ CHANGES: tuple[Callable[[Node], None], ...] = (
 )
 
 
-@pytest.mark.parametrize(("seed", "cgroup_version"), [(1, 2), (2, 2), (3, 1), (4, 2)])
-def test_every_reading_of_a_changing_node_finds_what_judging_it_from_scratch_does(fake_host, seed, cgroup_version):
+def judge_a_changing_node(
+    fake_host, seed: int, cgroup_version: int, changes: tuple[Callable[[Node], None], ...], check_ids: tuple[str, ...]
+) -> tuple[dict[str, set[str]], int]:
+    """24 readings of the reference node under random ``changes``, each judged by ``check_ids`` and held to the same
+    reading judged from scratch; returns what each check said (fired, clean, or why not judged) and how many
+    findings were the previous reading's objects."""
     rng = random.Random(seed)
     node = Node(reference_node(fake_host, cgroup_version=cgroup_version), rng)
     for _ in range(4):
         node.add()
     reader = HostReader(node.node.paths, stagger=2)
-    seen: dict[str, set[str]] = {check_id: set() for check_id in REUSING}
+    seen: dict[str, set[str]] = {check_id: set() for check_id in check_ids}
     reused = 0
     previous: dict[str, list] = {}
     for step in range(24):
-        change = rng.choice(CHANGES)
+        change = rng.choice(changes)
         change(node)
         host = reader.read()
         intent = rng.choice(INTENTS)
-        for check_id in REUSING:
+        for check_id in check_ids:
             made = outcome(host, intent, check_id)
             assert made == outcome(readings.from_scratch(host), intent, check_id), (step, change.__name__, check_id)
             seen[check_id].add(made[0] if made[0] != "findings" else ("fired" if made[1] else "clean"))
         # The reused findings are the previous reading's objects: count them, so the reuse is known to happen.
-        for check_id in REUSING:
+        for check_id in check_ids:
             try:
                 findings = list(CHECKS[check_id].run(host, intent))
             except (NotEvaluated, NotApplicable):
@@ -212,9 +235,30 @@ def test_every_reading_of_a_changing_node_finds_what_judging_it_from_scratch_doe
             before = {id(finding) for finding in previous.get(check_id, [])}
             reused += sum(id(finding) in before for finding in findings)
             previous[check_id] = findings
+    return seen, reused
+
+
+@pytest.mark.parametrize(("seed", "cgroup_version"), [(1, 2), (2, 2), (3, 1), (4, 2)])
+def test_every_reading_of_a_changing_node_finds_what_judging_it_from_scratch_does(fake_host, seed, cgroup_version):
+    seen, reused = judge_a_changing_node(fake_host, seed, cgroup_version, CHANGES, REUSING)
     assert reused > 0
     for check_id in REUSING:
         assert "fired" in seen[check_id], check_id  # the changes did plant what each check looks for
+
+
+# vllm's CPUs and memory moving as well: what the NUMA alignment checks look for.
+SPREADING: tuple[Callable[[Node], None], ...] = (*CHANGES, Node.spread_vllm, Node.move_vllm_memory_away) * 2
+
+
+@pytest.mark.parametrize(("seed", "cgroup_version"), [(5, 2), (7, 1), (9, 2)])
+def test_the_numa_alignment_checks_judged_pod_by_pod_find_what_judging_from_scratch_does(
+    fake_host, seed, cgroup_version
+):
+    seen, reused = judge_a_changing_node(fake_host, seed, cgroup_version, SPREADING, ALSO_PER_POD)
+    assert reused > 0
+    for check_id in ALSO_PER_POD:
+        assert "fired" in seen[check_id], (check_id, seen[check_id])
+        assert "clean" in seen[check_id] or len(seen[check_id]) > 1, (check_id, seen[check_id])
 
 
 # ------------------------------------------------------------------------------------------------ what is reused

@@ -25,7 +25,7 @@ from numawatch.intent import Intent
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.topology import Topology
 from numawatch.model.workloads import QOS_GUARANTEED
-from numawatch.workloads import Workload, build_workloads
+from numawatch.workloads import Workload, build_workloads, per_pod
 
 _QOS_NAMES = {"guaranteed": "Guaranteed", "burstable": "Burstable", "besteffort": "BestEffort"}
 
@@ -295,17 +295,16 @@ def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
 
 # --------------------------------------------------------------------------------------------- NUMA alignment
 def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
-    found = workloads(host, intent)
+    require(host, "cgroups")
     topology: Topology = require(host, "topology")
     require_cpu_state(host)
     nodes_of = node_finder(host, topology)
     online = topology.online
     # A container whose every exclusive CPU went offline runs on its parent's CPUs: where those span nodes, its
     # threads really are split now (as they really overlap other containers' CPUs), whatever caused it.
-    pinned = [w for w in found if w.pinned]
     if intent.topology_manager_scope == "pod":
         by_pod: dict[str, list[Workload]] = defaultdict(list)
-        for workload in pinned:
+        for workload in (w for w in workloads(host, intent) if w.pinned):
             by_pod[workload.pod_uid].append(workload)
         for members in by_pod.values():
             nodes = nodes_of(frozenset().union(*(_cpus(w, online) for w in members)))
@@ -322,16 +321,23 @@ def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
                 f"({'; '.join(parts)})",
             )
         return
-    for workload in pinned:
-        cpus = _cpus(workload, online)
-        nodes = nodes_of(cpus)
-        if len(nodes) < 2:
-            continue
-        yield NUMA_SPLIT.finding(
-            intent,
-            {**workload.labels, "numa_node": nodes_text(nodes)},
-            f"container {workload.display} has its CPUs {format_cpulist(cpus)} on NUMA nodes {nodes_text(nodes)}",
-        )
+
+    def findings_of(pod: tuple[Workload, ...]) -> Iterator[Finding]:
+        for workload in pod:
+            if not workload.pinned:
+                continue
+            cpus = _cpus(workload, online)
+            nodes = nodes_of(cpus)
+            if len(nodes) < 2:
+                continue
+            yield NUMA_SPLIT.finding(
+                intent,
+                {**workload.labels, "numa_node": nodes_text(nodes)},
+                f"container {workload.display} has its CPUs {format_cpulist(cpus)} on NUMA nodes {nodes_text(nodes)}",
+            )
+
+    # Per pod: its workloads and the topology (the same object while it is not read again).
+    yield from pod_findings(host, intent, NUMA_SPLIT.id, topology, findings_of, reads_numa_bytes=False)
 
 
 def _cpus(workload: Workload, online: CPUSet | None) -> CPUSet:
@@ -343,7 +349,7 @@ def _cpus(workload: Workload, online: CPUSet | None) -> CPUSet:
 
 
 def check_gpu_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
-    found = workloads(host, intent)
+    require(host, "cgroups")
     topology: Topology = require(host, "topology")
     state: KubeletState = require(host, "kubelet_state")
     if state.devices is None:
@@ -351,32 +357,51 @@ def check_gpu_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
     if len(topology.nodes) < 2:
         return
     nodes_of = node_finder(host, topology)
-    for workload in found:
-        if not workload.gpus or workload.cpus is None:
-            continue
-        cpu_nodes = nodes_of(workload.cpus)
-        for gpu in workload.gpus:
-            node = gpu.numa_node
-            if node is None or cpu_nodes <= {node}:
+
+    def findings_of(pod: tuple[Workload, ...]) -> Iterator[Finding]:
+        for workload in pod:
+            if not workload.gpus or workload.cpus is None:
                 continue
-            where = "its exclusive CPUs" if workload.pinned else "the shared pool"
-            uuid = f" ({gpu.uuid})" if gpu.uuid and gpu.uuid != gpu.label else ""
-            yield GPU_NUMA_MISMATCH.finding(
-                intent,
-                {**workload.labels, "gpu": gpu.label, "numa_node": str(node)},
-                f"container {workload.display} uses GPU {gpu.label}{uuid} on NUMA node {node} but runs on "
-                f"{where} {format_cpulist(workload.cpus)} (NUMA nodes {nodes_text(cpu_nodes)})",
-            )
+            cpu_nodes = nodes_of(workload.cpus)
+            for gpu in workload.gpus:
+                node = gpu.numa_node
+                if node is None or cpu_nodes <= {node}:
+                    continue
+                where = "its exclusive CPUs" if workload.pinned else "the shared pool"
+                uuid = f" ({gpu.uuid})" if gpu.uuid and gpu.uuid != gpu.label else ""
+                yield GPU_NUMA_MISMATCH.finding(
+                    intent,
+                    {**workload.labels, "gpu": gpu.label, "numa_node": str(node)},
+                    f"container {workload.display} uses GPU {gpu.label}{uuid} on NUMA node {node} but runs on "
+                    f"{where} {format_cpulist(workload.cpus)} (NUMA nodes {nodes_text(cpu_nodes)})",
+                )
+
+    # Per pod: its workloads (their GPUs come from the device checkpoint through the join) and the topology.
+    yield from pod_findings(host, intent, GPU_NUMA_MISMATCH.id, topology, findings_of, reads_numa_bytes=False)
 
 
 def check_memory_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
-    found = workloads(host, intent)
+    require(host, "cgroups")
     topology: Topology = require(host, "topology")
     if intent.memory_manager_policy != "Static":
         raise NotEvaluated(f'intent does not bind memory (memoryManagerPolicy "{intent.memory_manager_policy}")')
     nodes_of = node_finder(host, topology)
     cpuless = _cpuless_nodes(topology)
-    for workload in found:
+    # Per pod: its workloads (their Memory Manager blocks come through the join) and the topology.
+    yield from pod_findings(
+        host,
+        intent,
+        MEMORY_NUMA_MISMATCH.id,
+        topology,
+        lambda pod: _memory_numa_mismatches(pod, intent, nodes_of, cpuless),
+        reads_numa_bytes=False,
+    )
+
+
+def _memory_numa_mismatches(
+    pod: tuple[Workload, ...], intent: Intent, nodes_of: Callable[[CPUSet], frozenset[int]], cpuless: frozenset[int]
+) -> Iterator[Finding]:
+    for workload in pod:
         if not (workload.pinned or workload.memory_blocks) or workload.mems is None or workload.cpus is None:
             continue
         cpu_nodes = nodes_of(workload.cpus)
@@ -412,14 +437,32 @@ def check_memory_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
 
 
 def check_memory_remote(host: Host, intent: Intent) -> Iterator[Finding]:
-    found = workloads(host, intent)
+    require(host, "cgroups")
     topology: Topology = require(host, "topology")
-    candidates = [w for w in found if (w.pinned or w.must_pin) and w.cpus is not None]
-    measured = [w for w in candidates if w.numa_bytes is not None]
-    if candidates and not measured:
-        raise NotEvaluated("no pinned container's memory.numa_stat could be read")
     nodes_of = node_finder(host, topology)
     cpuless = _cpuless_nodes(topology)
+
+    def judged(pod: tuple[Workload, ...]) -> tuple[bool, bool, tuple[Finding, ...]]:
+        """(whether the pod has a container to measure, whether one was measured, its findings)."""
+        candidates = [w for w in pod if (w.pinned or w.must_pin) and w.cpus is not None]
+        measured = [w for w in candidates if w.numa_bytes is not None]
+        return bool(candidates), bool(measured), tuple(_remote_memory(measured, intent, topology, nodes_of, cpuless))
+
+    # Per pod: its workloads (memory.numa_stat included) and the topology; the intent's thresholds are the intent's.
+    pods = per_pod(host, intent, f"findings.{MEMORY_REMOTE.id}", topology, judged)
+    if any(candidate for candidate, _, _ in pods) and not any(measured for _, measured, _ in pods):
+        raise NotEvaluated("no pinned container's memory.numa_stat could be read")
+    for _, _, findings in pods:
+        yield from findings
+
+
+def _remote_memory(
+    measured: list[Workload],
+    intent: Intent,
+    topology: Topology,
+    nodes_of: Callable[[CPUSet], frozenset[int]],
+    cpuless: frozenset[int],
+) -> Iterator[Finding]:
     for workload in measured:
         local = nodes_of(_cpus(workload, topology.online))
         numa_bytes = workload.numa_bytes or {}
