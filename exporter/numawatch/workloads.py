@@ -325,25 +325,36 @@ def _context(host: Host) -> tuple[Hashable, ...] | None:
 
 # The sources a pod's join reads besides the pod, the topology, the names and the kubelet state (see _Shared); their
 # generations key the join. The names and the kubelet state are keyed by what the pod's join reads of them
-# (``_names_of``, ``_state_of``): under pod churn the names source is read again at nearly every evaluation, for one
+# (``_NamesOf``, ``_state_of``): under pod churn the names source is read again at nearly every evaluation, for one
 # pod's bundles, and the CPU Manager's state changes with every pod pinned, and every other pod's join still holds.
 _JOINED_SOURCES = ("gpus_sysfs",)
 
 
 def _versions(
-    host: Host, pod: PodCgroup, names: Names | None, state: KubeletState | None, slices: _DevicesByUid
+    host: Host,
+    pod: PodCgroup,
+    names: _NamesOf,
+    state: KubeletState | None,
+    slices: _DevicesByUid,
+    names_generation: int | None,
+    state_generation: int | None,
 ) -> tuple[Hashable, Hashable, Hashable]:
-    """Tokens that change exactly when what the names say of ``pod`` (``_names_of``), what the kubelet state says of
+    """Tokens that change exactly when what the names say of ``pod`` (``_NamesOf``), what the kubelet state says of
     it (``_state_of``) and its layout (``_layout_of``: the pod less its containers' ``numa_bytes``) do: the
     generations at which each last changed. Small, so the keys holding them hash cheaply; each worked out again
     only when its source or the pod was read again (one ``Host.derived`` entry per pod: an unchanged reading looks
-    up one)."""
+    up one). ``names_generation`` and ``state_generation``: those sources' generations in ``host``."""
     key = ("workloads.versions", pod.cgroup_path)
     generation = pod.generation
-    names_generation, state_generation = host.generation("names"), host.generation("kubelet_state")
     known = host.derived.get(key)
-    if known is not None and known[0] == generation and known[1] == names_generation and known[2] == state_generation:
-        return known[3]
+    if known is not None and known[0] == generation and known[2] == state_generation:
+        if known[1] == names_generation:
+            return known[3]
+        if names(pod) == known[4][0]:
+            # Only the names source was read again, and it says the same of this pod (under pod churn, every pod
+            # but the new one's): the versions stand.
+            host.derived.put(key, (generation, names_generation, state_generation, known[3], known[4]))
+            return known[3]
     names_version = state_version = layout_version = None
     names_view = state_view = layout_view = None
     if known is not None:
@@ -352,7 +363,7 @@ def _versions(
     else:
         same_pod = False
     if known is None or not same_pod or known[1] != names_generation:
-        view = _names_of(pod, names)
+        view = names(pod)
         if known is None or view != names_view:
             names_version = (names_generation, generation)
         names_view = view
@@ -425,18 +436,27 @@ def _layout_of(pod: PodCgroup) -> Hashable:
     )
 
 
-def _names_of(pod: PodCgroup, names: Names | None) -> Hashable:
-    """All that a pod's join reads of the names source: the pod's identity, its containers' identities and its log
-    directory's container names, or None when the source is down. The source hands an unchanged bundle's identity
-    out again (the same object), so comparing the view with the last one costs little."""
-    if names is None:
-        return None
-    containers = names.containers
-    return (
-        names.pods.get(pod.uid),
-        tuple([containers.get(container.container_id) for container in pod.containers]),
-        names.pod_log_containers.get(pod.uid),
-    )
+class _NamesOf:
+    """All that a pod's join reads of the names source (``of``): the pod's identity, its containers' identities and
+    its log directory's container names, or None when the source is down. The source hands an unchanged bundle's
+    identity out again (the same object), so comparing the view with the last one costs little."""
+
+    __slots__ = ("_containers", "_logs", "_pods")
+
+    def __init__(self, names: Names | None) -> None:
+        self._pods = names.pods.get if names is not None else None
+        self._containers = names.containers.get if names is not None else None
+        self._logs = names.pod_log_containers.get if names is not None else None
+
+    def __call__(self, pod: PodCgroup) -> Hashable:
+        containers = self._containers
+        if containers is None or self._pods is None or self._logs is None:
+            return None
+        return (
+            self._pods(pod.uid),
+            tuple([containers(container.container_id) for container in pod.containers]),
+            self._logs(pod.uid),
+        )
 
 
 def _moved_gpus(inventory: GpuInventory | None, topology: Topology | None) -> tuple[tuple[str, int | None], ...]:
@@ -508,6 +528,8 @@ def _join(host: Host, intent: Intent) -> _Join:
     per_pod: list[tuple[Workload, ...]] = []
     keys: list[Hashable | None] = []
     slices = _DevicesByUid(state)
+    names_of = _NamesOf(names)
+    names_generation, state_generation = host.generation("names"), host.generation("kubelet_state")
     layout_keys: list[Hashable | None] = []
     for pod in cgroups.pods:
         key: Hashable | None = None
@@ -515,7 +537,9 @@ def _join(host: Host, intent: Intent) -> _Join:
         layout_version: Hashable = None
         sources: Hashable = None
         if context is not None and pod.generation:
-            names_version, state_version, layout_version = _versions(host, pod, names, state, slices)
+            names_version, state_version, layout_version = _versions(
+                host, pod, names_of, state, slices, names_generation, state_generation
+            )
             sources = (names_version, state_version)
             key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation, sources)
         # An entry holds the intent it was made for: a recycled id() of a collected intent never matches. It holds
