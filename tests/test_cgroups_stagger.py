@@ -238,6 +238,21 @@ def test_while_pods_may_not_be_carried_every_pod_is_listed_and_a_new_container_s
     assert sorted(listings[before:]) == sorted(pod_dir(fake_host, pod) for pod in pods)
 
 
+def test_a_cpu_manager_change_that_leaves_the_shared_pool_alone_keeps_shared_pods_carried(fake_host, monkeypatch):
+    pods = shared_pods(fake_host)
+    reader = settled_reader(fake_host)
+    # A pinned pod replaced on the same CPUs: new exclusive entries, the same defaultCpuSet (no shared cpuset moves).
+    write_cpu_manager_state(fake_host, default_cpuset="0-15", entries={"00000000-0000-4000-8000-000000000999": {
+        "app": "16-17"}})  # fmt: skip
+    listings = listed(monkeypatch)
+
+    for _ in range(S):
+        before = len(listings)
+        reader.read(fake_host.paths)
+        assert len(listings) - before < len(pods)  # a share of the pods per reading, in their turn, as before
+    assert sorted(set(listings)) == sorted(pod_dir(fake_host, pod) for pod in pods)  # each within its round
+
+
 # --------------------------------------------------------------------------------------------------- pods
 def test_pods_removed_outside_their_turn_are_gone_at_once_and_forgotten(fake_host):
     pods = shared_pods(fake_host)

@@ -35,11 +35,12 @@ every k-th reading (``GUARANTEED_PODS``): its cpusets (the only ones the CPU Man
 containers start and change only when someone else rewrites them. Burstable and BestEffort pods, which never hold
 exclusive CPUs, take their turn every 2k-th reading (``SHARED_PODS``). The QoS slices are listed at every reading, so a
 pod coming or going shows at once; a container started, restarted or removed inside a pod shows at the pod's turn, like
-its other values. The shared pool's cpusets are rewritten by the kubelet when its CPU Manager state changes: for k
-readings after the CPU Manager state the kubelet_state source read changes (this source needs that one), every shared
-pod is listed and its cpusets read at every reading. A cpuset someone else rewrote shows within k readings for a
-Guaranteed pod (a minute at serve's defaults; the pinning alerts wait 10 minutes) and 2k readings for a shared one (the
-drift alerts wait 10-15 minutes).
+its other values. The shared pool's cpusets are rewritten by the kubelet when its CPU Manager's shared pool
+(``defaultCpuSet``, and the policy) changes: for k readings after the pool the kubelet_state source read changes (this
+source needs that one), every shared pod is listed and its cpusets read at every reading. A change of the exclusive
+assignments alone (a pinned pod replaced on the same CPUs) moves no shared cpuset. A cpuset someone else rewrote shows
+within k readings for a Guaranteed pod (a minute at serve's defaults; the pinning alerts wait 10 minutes) and 2k
+readings for a shared one (the drift alerts wait 10-15 minutes).
 Carrying a pod over costs the same whatever its size: the memory keeps each pod's state (its listing, its containers'
 records and verdicts, its snapshot) in one object, handed on as it is. Unstaggered (``check``, ``capture``) everything
 is listed and read every time. Cgroups vanish while we walk them: that is normal and skipped. A malformed file in one
@@ -643,9 +644,9 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
         old = None
     # Pod-level staggering: outside its turn a pod whose every container is known is handed out again as the
     # previous reading saw it, without even listing its directory (see read_incremental). In its turn, and at every
-    # reading while shared pods may not be carried (a CPU Manager change moves the shared pool's cpusets), it is
-    # listed and its containers' cpusets read, each container's memory placement (and settled cgroup.procs) when its
-    # own turn (PLACEMENT) came since it was last read.
+    # reading while shared pods may not be carried (a change of the CPU Manager's shared pool moves their cpusets), it
+    # is listed and its containers' cpusets read, each container's memory placement (and settled cgroup.procs) when
+    # its own turn (PLACEMENT) came since it was last read.
     if qos != QOS_GUARANTEED:
         carry, share, turn = scan.carry_shared, scan.pod_share, scan.pod_turn
     else:
@@ -727,12 +728,12 @@ class CgroupsMemory(NamedTuple):
     """What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it): what cannot change for
     a running container (whether it is the pod sandbox), each pod's state (``_PodState``), the parsed CPU lists by
     their bytes (so an unchanged file is not parsed again), the malformed files already logged, and the CPU
-    Manager state that decides when shared pods may be carried over (see ``_pods_may_be_carried``)."""
+    Manager's shared pool that decides when shared pods may be carried over (see ``_pods_may_be_carried``)."""
 
     lists: dict[bytes, CPUSet]
     pods: dict[str, _PodState]
     reported: Reported
-    assignments: CpuManagerState | None
+    shared_pool: SharedPool | None
     whole_readings_left: int
 
     @property
@@ -746,26 +747,36 @@ class CgroupsMemory(NamedTuple):
         return {cid: verdict for state in self.pods.values() for cid, verdict in state.verdicts.items()}
 
 
-def _pods_may_be_carried(
-    memory: CgroupsMemory | None, assignments: CpuManagerState | None, share: int, stagger: int
-) -> tuple[bool, CpuManagerState | None, int]:
-    """Whether this reading may carry Burstable and BestEffort pods over between their turns (neither listed nor
-    read), with the CPU Manager state and the count of whole readings left for the next reading.
+# The CPU Manager's policy and shared pool (``defaultCpuSet``): what every shared container's cpuset follows.
+SharedPool = tuple[str, CPUSet]
 
-    Rotating (``share`` > 1), and not within ``stagger`` readings of a change of the kubelet's CPU Manager state
-    (``assignments``, from the kubelet_state source; None when it is absent, unreadable or down). When the CPU
-    Manager changes its assignments (a Guaranteed pod admitted or gone) it rewrites every shared container's
-    cpuset within its reconcile period, and those cpusets must then be read at every reading until they have all
-    moved."""
-    before = memory.assignments if memory is not None else None
+
+def shared_pool(state: CpuManagerState | None) -> SharedPool | None:
+    """What the kubelet's reconcile loop writes into every container without exclusive CPUs: its static policy gives
+    each the default set (``GetCPUSetOrDefault``), so the exclusive assignments themselves move no shared cpuset."""
+    return (state.policy_name, state.default_cpuset) if state is not None else None
+
+
+def _pods_may_be_carried(
+    memory: CgroupsMemory | None, pool: SharedPool | None, share: int, stagger: int
+) -> tuple[bool, int]:
+    """Whether this reading may carry Burstable and BestEffort pods over between their turns (neither listed nor
+    read), with the count of whole readings left for the next reading.
+
+    Rotating (``share`` > 1), and not within ``stagger`` readings of a change of the kubelet's CPU Manager shared
+    pool (``pool``, from the kubelet_state source; None when it is absent, unreadable or down). When the CPU
+    Manager's shared pool moves (a Guaranteed pod admitted on CPUs of the pool, or gone) it rewrites every shared
+    container's cpuset within its reconcile period, and those cpusets must then be read at every reading until they
+    have all moved."""
+    before = memory.shared_pool if memory is not None else None
     left = memory.whole_readings_left if memory is not None else 0
-    if assignments != before:
+    if pool != before:
         left = stagger
     if share <= 1:
-        return False, assignments, left
+        return False, left
     if left > 0:
-        return False, assignments, left - 1
-    return True, assignments, left
+        return False, left - 1
+    return True, left
 
 
 def _read_all(
@@ -780,11 +791,11 @@ def _read_all(
     scan.pod_share, scan.pod_turn = refresh.rotation(SHARED_PODS)
     scan.generation = refresh.generation
     state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
-    assignments = state.cpu if state is not None else None
+    pool = shared_pool(state.cpu if state is not None else None)
     scan.guaranteed_share, scan.guaranteed_turn = refresh.rotation(GUARANTEED_PODS)
     # A CPU Manager change moves the shared pool's cpusets, not the exclusive ones of the Guaranteed pods it keeps.
     scan.carry_guaranteed = scan.guaranteed_share > 1
-    scan.carry_shared, assignments, left = _pods_may_be_carried(memory, assignments, scan.pod_share, refresh.stagger)
+    scan.carry_shared, left = _pods_may_be_carried(memory, pool, scan.pod_share, refresh.stagger)
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods, scan.old_pods):
         pod = _read_pod(scan, rel, uid, qos)
@@ -798,7 +809,7 @@ def _read_all(
         pods=tuple(pods),
         root_cpus_effective=scan.cpus(root_cpus_path, _read(root_cpus_path, scan.reported)),
     )
-    return result, CgroupsMemory(scan.lists, scan.pods, scan.reported, assignments, left)
+    return result, CgroupsMemory(scan.lists, scan.pods, scan.reported, pool, left)
 
 
 def read(paths: Paths, inputs: Inputs | None = None) -> Cgroups:
@@ -812,7 +823,8 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     rotation is on (serve's ``--stagger K``; the module docstring says what it skips).
 
     With the rotation on, a container's placement and PIDs are at most K - 1 readings old (``PLACEMENT``), and so
-    are the cpusets of Burstable and BestEffort pods outside the K readings after a ``cpu_manager_state`` change,
+    are the cpusets of Burstable and BestEffort pods outside the K readings after a change of ``cpu_manager_state``'s
+    shared pool,
     and the list of containers in such a pod (``SHARED_PODS``): a container started or removed in it shows at the
     pod's turn. Guaranteed pods' cpusets and containers are read every time, new pods at once, and a removed pod
     is gone at once."""
@@ -824,7 +836,7 @@ SOURCE = SourceSpec(
     name="cgroups",
     read=read,
     incremental=read_incremental,
-    # The CPU Manager state: a change of its assignments is when the shared pool's cpusets move (see above).
+    # The CPU Manager state: a change of its shared pool is when the shared containers' cpusets move (see above).
     needs=("kubelet_state",),
     description="kubepods cgroups: per-container effective cpuset and memory placement per NUMA node",
 )
