@@ -423,6 +423,29 @@ def test_serve_reads_the_file_one_reading_in_every_and_its_rates_span_the_two_la
     assert evaluate(last, Intent(), [tick]).findings == ()
 
 
+def test_serve_reads_the_file_out_of_turn_when_the_watched_cpus_change_and_not_for_another_cpu_manager_change(
+    fake_host,
+):
+    add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1, cmdline="isolcpus=4-5")
+    write_cpu_manager_state(fake_host, default_cpuset="0-5", entries={"pod-a": {"vllm": "6-7"}})
+    write_interrupts(fake_host, CPUS, named={"LOC": {4: 10, 6: 10}})
+    reader = HostReader(fake_host.paths, SOURCES, stagger=4)
+    reader.read()  # the file's turn
+
+    # The pinned pod replaced on the same CPUs: a new state file, the same watched CPUs: the last reading stands.
+    write_cpu_manager_state(fake_host, default_cpuset="0-5", entries={"pod-b": {"vllm": "6-7"}})
+    second = reader.read()
+    assert second.generation("kubelet_state") == 2
+    assert second.statuses["interrupts"].cached is True and second.interrupts.watched == {4, 5, 6, 7}
+
+    # A pod pinned on other CPUs: the watched CPUs change, and the file is read at once, out of its turn.
+    write_cpu_manager_state(fake_host, default_cpuset="0-2,4-5", entries={"pod-b": {"vllm": "3,6-7"}})
+    write_interrupts(fake_host, CPUS, named={"LOC": {3: 20, 4: 20, 6: 20}})
+    third = reader.read()
+    assert third.statuses["interrupts"].cached is False and third.interrupts.watched == {3, 4, 5, 6, 7}
+    assert third.interrupts.row("LOC").count(3) == 20
+
+
 def test_a_one_off_reader_reads_the_file_at_every_reading(fake_host):
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1, cmdline="isolcpus=4-7 nohz_full=4-7")
     reader = HostReader(fake_host.paths, SOURCES)  # check --window's: stagger 1

@@ -283,6 +283,30 @@ def test_a_source_read_one_reading_in_several_hands_its_last_snapshot_out_betwee
     assert reader.read().statuses["counts"].cached is False  # reading 10 is not its turn, but it was invalidated
 
 
+def test_a_source_that_says_what_it_uses_of_a_need_is_read_out_of_turn_only_when_that_changes():
+    calls: list[int] = []
+    need_value = [("a", 1)]
+
+    def counter(paths, inputs=None):
+        calls.append(len(calls) + 1)
+        return {"reading": len(calls), "uses": inputs.get("need")[0]}
+
+    need = SourceSpec("need", lambda paths: need_value[0], fingerprint=lambda paths: need_value[0])
+    spec = SourceSpec("counts", counter, needs=("need",), uses=lambda inputs: inputs.get("need")[0])
+    policies = {"need": Policy(on_change=True), "counts": Policy(every=2)}
+    reader = HostReader(PATHS, (need, spec), stagger=K, policies=policies)
+    reader.read()  # reading 1: its turn
+
+    need_value[0] = ("a", 2)  # the need is read again (new generation), what counts uses of it is the same
+    second = reader.read()
+    assert second.generation("need") == 2
+    assert second.statuses["counts"].cached is True and second.get("counts")["reading"] == 1
+    reader.read()  # reading 3: its turn
+    need_value[0] = ("b", 2)  # what it uses changed: read at once, out of its turn
+    fourth = reader.read()
+    assert fourth.statuses["counts"].cached is False and fourth.get("counts") == {"reading": 3, "uses": "b"}
+
+
 def test_a_source_read_one_reading_in_several_is_read_at_every_reading_with_a_stagger_of_one():
     spec = SourceSpec("counts", lambda paths: object())
     reader = HostReader(PATHS, (spec,), stagger=1, policies={"counts": Policy(every=2)})

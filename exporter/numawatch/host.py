@@ -74,17 +74,20 @@ class Inputs:
     """The snapshots of the sources a source ``needs``, as this reading has them: a source that is down (or not
     among the sources read) is absent, with the reason it is down."""
 
-    __slots__ = ("_generations", "_reasons", "_results")
+    __slots__ = ("_generations", "_reasons", "_results", "used")
 
     def __init__(
         self,
         results: Mapping[str, Any],
         reasons: Mapping[str, str] | None = None,
         generations: Mapping[str, int] | None = None,
+        used: Hashable = None,
     ) -> None:
         self._results = results
         self._reasons = reasons or {}
         self._generations = generations
+        # What the source takes of these (``SourceSpec.uses`` of them) when the reader worked it out, else None.
+        self.used = used
 
     @classmethod
     def of(cls, **results: Any) -> Inputs:
@@ -142,6 +145,11 @@ class SourceSpec:
     recording: Any | None = None
     # The sources whose snapshots this one builds on: read before it and handed to its ``read``.
     needs: tuple[str, ...] = ()
+    # What the source takes from its needs, ``uses(inputs) -> small value``, when that is less than their whole
+    # readings (the interrupts source: the watched CPUs of the topology and the CPU Manager state). The HostReader
+    # then keys the source's reading on it instead of the needs' generations: a need read again that gives the same
+    # value does not make a source read out of its turn (``Policy.every``) or miss its fingerprint cache.
+    uses: Callable[[Inputs], Hashable] | None = None
 
 
 class DependencyCycle(ValueError):
@@ -542,10 +550,13 @@ class HostReader:
         self.context = ReaderContext(nvml=nvml, clock=clock, holder_scheduling=holder_scheduling,
                                      libraries=dict(libraries or {}))  # fmt: skip
         self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
-        # Per source, its last reading while up and the generations of its needs then: compared with the next
+        # Per source, its last reading while up and the generations of its needs then (what it ``uses`` of them,
+        # when it says): compared with the next
         # reading (an equal one keeps the generation), and handed out between the readings of a source read one
         # reading in several (Policy.every).
-        self._last_read: dict[str, tuple[tuple[int, ...], Any]] = {}
+        self._last_read: dict[str, tuple[Hashable, Any]] = {}
+        # Per source with ``SourceSpec.uses``: the generations of its needs and what it took of them then.
+        self._uses: dict[str, tuple[Hashable, Hashable]] = {}
         # Per source, how many times it was read for real: what a source that needs it keys its cache on.
         self._generations: dict[str, int] = {}
         self._down: dict[str, str | None] = {}  # per source, why its last reading was down (None: it was up)
@@ -595,13 +606,20 @@ class HostReader:
             incremental = spec.incremental is not None and state is None
             fingerprint = spec.fingerprint if policy.on_change and spec.name not in self._unsettled else None
             inputs = self._inputs(spec, results, statuses)
+            needs_read: Hashable = tuple(self._generations.get(need, 0) for need in spec.needs)
+            if spec.uses is not None:
+                # What it takes of its needs, worked out again only when one of them was read again.
+                used = self._uses.get(spec.name)
+                if used is None or used[0] != needs_read:
+                    used = self._uses[spec.name] = (needs_read, spec.uses(inputs))
+                needs_read = used[1]
+                inputs.used = used[1]
             if incremental:
                 read = _incrementally(spec, inputs, self.turns, policy, self._memory, now)
             else:
                 read = state.read if state is not None else spec.read
                 if spec.needs:
                     read = _with_inputs(read, inputs)
-            needs_read = tuple(self._generations.get(need, 0) for need in spec.needs)
             if policy.every > 1:
                 kept = self._last_read.get(spec.name)
                 if (

@@ -630,7 +630,10 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     (the rates' other end)."""
     memory: InterruptsMemory | None = refresh.memory
     generations = tuple(inputs.generation(name) for name in NEEDS)
-    if memory is None or None in generations or memory.generations != generations:
+    watched: CPUSet
+    if isinstance(inputs.used, frozenset):
+        watched = inputs.used  # the HostReader worked it out (SourceSpec.uses)
+    elif memory is None or None in generations or memory.generations != generations:
         watched = _watched_of(inputs)
     else:
         watched = memory.watched
@@ -645,6 +648,8 @@ SOURCE = SourceSpec(
     read=read,
     incremental=read_incremental,
     needs=NEEDS,
+    # Only the watched CPUs: a CPU Manager state rewritten for a pinned pod replaced on the same CPUs reads nothing new.
+    uses=_watched_of,
     description="/proc/interrupts counts on isolated, nohz_full and exclusively pinned CPUs",
 )
 
