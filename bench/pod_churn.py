@@ -129,7 +129,12 @@ class PodChurn:
         pinned = set(cpu_state.entries) - gpu_pods
         self.movable: deque[_TreePod] = deque()
         self.pinned: deque[_TreePod] = deque()
+        # Every pod UID in the tree: a new pod never takes one. A mover started on a tree that an earlier mover
+        # churned draws the same UIDs from the same seed; without this its new pods were written over that mover's
+        # (one pod fewer per advance, so a second round measured a shrinking tree).
+        self.uids: set[str] = set()
         for pod in self._tree_pods():
+            self.uids.add(pod.uid)
             if pod.uid in gpu_pods:  # the planted drift sits on GPU pods too: it stays
                 continue
             if pod.qos in (QOS_BURSTABLE, QOS_BESTEFFORT):
@@ -208,6 +213,7 @@ class PodChurn:
         targets += [f"{self.paths.procfs}/{pid}" for pid in pod.pids]
         for target in targets:
             shutil.rmtree(target, ignore_errors=True)
+        self.uids.discard(pod.uid)
         self.removed_dirs += hierarchies
         if logs:
             namespace, name, _uid = os.path.basename(logs[0]).split("_", 2)
@@ -222,6 +228,9 @@ class PodChurn:
     def _add(self, qos: str, namespace: str, name: str, containers: list[ContainerSpec]) -> _TreePod:
         rng = self.rng
         uid = gen._uid(rng)
+        while uid in self.uids:
+            uid = gen._uid(rng)
+        self.uids.add(uid)
         handle = add_pod(self.host, uid=uid, qos=qos, namespace=namespace, name=name, containers=containers)
         ids, pids = [], []
         mems = format_cpulist(self.nodes)

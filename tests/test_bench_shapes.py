@@ -261,6 +261,21 @@ def test_pods_are_replaced_and_their_count_stays(churned):
     assert abs(processes - churned.processes) < 40
 
 
+def test_a_mover_started_on_a_tree_another_mover_churned_keeps_the_pod_count(churned):
+    # bench/shapes.py starts a mover per round on the same tree, each from the same seed: the second one's new
+    # pods must not be written over the first one's (they were: every round after the first lost pods).
+    before = _pod_uids(churned.root)
+    first = pod_churn.PodChurn(churned.root, per_advance=1, pinned_every=2)
+    for _ in range(4):
+        first.advance()
+    second = pod_churn.PodChurn(churned.root, per_advance=1, pinned_every=2)
+    for _ in range(4):
+        second.advance()
+    after = _pod_uids(churned.root)
+    assert len(after) == len(before)
+    assert sorted(after.values()).count("guaranteed") == sorted(before.values()).count("guaranteed")
+
+
 def test_a_removed_pod_leaves_nothing_behind_and_a_new_one_is_complete(churned):
     mover = pod_churn.PodChurn(churned.root, per_advance=1)
     gone = mover.movable[0]
