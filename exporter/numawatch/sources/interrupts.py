@@ -33,9 +33,9 @@ The watched CPUs come from the sources this one needs: the isolation the topolog
 ``nohz_full=``, sysfs ``isolated`` and ``nohz_full``) and the exclusive CPUs of the kubelet_state source's CPU
 Manager state; either down contributes nothing (``watched_cpus``). Rates come from two readings: a HostReader's
 reading holds the one before it (``Interrupts.before``), since serve reads the file at one evaluation in several
-(refresh.POLICIES). What a HostReader's reading leaves for the next (``InterruptsMemory``) is itself, the watched
-CPUs (used again while neither source was read again),
-the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32 of each
+(refresh.POLICIES). The HostReader works the watched CPUs out once per change of those sources' readings
+(``SourceSpec.uses``), and reads the file out of its turn only when they changed. What a HostReader's reading leaves
+for the next (``InterruptsMemory``) is itself, the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32 of each
 row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
 (devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows
 are searched again). With several runs of watched columns, a row also keeps one CRC-32 of the whole span from its
@@ -618,29 +618,20 @@ class InterruptsMemory(NamedTuple):
     """What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it)."""
 
     known: Remembered  # the rows and the columns worked out from the header and watched CPUs
-    generations: tuple[int | None, ...]  # the readings of NEEDS the watched CPUs were worked out from
-    watched: CPUSet
     last: Interrupts | None = None  # this reading (without its ``before``): the next one's ``before``
 
 
 def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
-    """A reading handed the previous one's memory: unchanged rows are not split and built again, the columns
-    worked out from the previous header are reused, and so are the watched CPUs while neither source they come
-    from was read again (their generations). Reads the same as ``read``, with the previous reading as ``before``
-    (the rates' other end)."""
+    """A reading handed the previous one's memory: unchanged rows are not split and built again and the columns
+    worked out from the previous header are reused. The watched CPUs are what the HostReader worked out of the
+    needs (``SourceSpec.uses``: once per change of their readings). Reads the same as ``read``, with the previous
+    reading as ``before`` (the rates' other end)."""
     memory: InterruptsMemory | None = refresh.memory
-    generations = tuple(inputs.generation(name) for name in NEEDS)
-    watched: CPUSet
-    if isinstance(inputs.used, frozenset):
-        watched = inputs.used  # the HostReader worked it out (SourceSpec.uses)
-    elif memory is None or None in generations or memory.generations != generations:
-        watched = _watched_of(inputs)
-    else:
-        watched = memory.watched
+    watched = inputs.used if isinstance(inputs.used, frozenset) else _watched_of(inputs)
     result, known = _read(paths, memory.known if memory is not None else Remembered(), watched, refresh.generation)
     before = memory.last if memory is not None else None
     snapshot = replace(result, before=before) if before is not None else result
-    return Carried(snapshot, InterruptsMemory(known, generations, watched, result))
+    return Carried(snapshot, InterruptsMemory(known, result))
 
 
 SOURCE = SourceSpec(
