@@ -437,9 +437,9 @@ def _layout_of(pod: PodCgroup) -> Hashable:
 
 
 class _NamesOf:
-    """All that a pod's join reads of the names source (``of``): the pod's identity, its containers' identities and
-    its log directory's container names, or None when the source is down. The source hands an unchanged bundle's
-    identity out again (the same object), so comparing the view with the last one costs little."""
+    """All that a pod's join reads of the names source (called with the pod): the pod's identity, its containers'
+    identities and its log directory's container names, or None when the source is down. The source hands an
+    unchanged bundle's identity out again (the same object), so comparing the view with the last one costs little."""
 
     __slots__ = ("_containers", "_logs", "_pods")
 

@@ -30,20 +30,19 @@ digits shifts the cells; arm64 prints ``IPI0:`` without the extra space) is spli
 docs/performance.md.
 
 The watched CPUs come from the sources this one needs: the isolation the topology source read (``isolcpus=``,
-``nohz_full=``, sysfs ``isolated`` and ``nohz_full``) and the exclusive CPUs of the kubelet_state source's CPU
-Manager state; either down contributes nothing (``watched_cpus``). Rates come from two readings: a HostReader's
-reading holds the one before it (``Interrupts.before``), since serve reads the file at one evaluation in several
-(refresh.POLICIES). The HostReader works the watched CPUs out once per change of those sources' readings
-(``SourceSpec.uses``), and reads the file out of its turn only when they changed. What a HostReader's reading leaves
-for the next (``InterruptsMemory``) is itself, the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32 of each
-row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
-(devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows
-are searched again). With several runs of watched columns, a row also keeps one CRC-32 of the whole span from its
-first to its last watched cell, which is checked first: one zlib call per row instead of one per run (each call has
-a fixed setup cost before its first byte). A row whose unwatched cells inside that span move (a busy device on a
-housekeeping CPU between isolated ones) is checked run by run instead until it is searched again. The tick and IPI
-rows, which count on nearly every watched CPU, are converted run by run in C loops (``_dense_counts``) rather than
-one count at a time.
+``nohz_full=``, sysfs ``isolated`` and ``nohz_full``) and the exclusive CPUs of the kubelet_state source's CPU Manager
+state; either down contributes nothing (``watched_cpus``). Rates come from two readings: a HostReader's reading holds
+the one before it (``Interrupts.before``), since serve reads the file at one evaluation in several (refresh.POLICIES).
+The HostReader works the watched CPUs out once per change of those sources' readings (``SourceSpec.uses``), and reads
+the file out of its turn only when they changed. What a HostReader's reading leaves for the next (``InterruptsMemory``)
+is itself, the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32
+of each row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
+(devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows are
+searched again). With several runs of watched columns, a row also keeps one CRC-32 of the whole span from its first to
+its last watched cell, which is checked first: one zlib call per row instead of one per run (each call has a fixed setup
+cost before its first byte). A row whose unwatched cells inside that span move (a busy device on a housekeeping CPU
+between isolated ones) is checked run by run instead until it is searched again. The tick and IPI rows, which count on
+nearly every watched CPU, are converted run by run in C loops (``_dense_counts``) rather than one count at a time.
 """
 
 from __future__ import annotations
