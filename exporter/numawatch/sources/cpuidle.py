@@ -167,8 +167,8 @@ class CpuIdleMemory(NamedTuple):
 
     layouts: dict[_LayoutKey, _Layout]  # the deep states' names and latencies, while the driver stays
     last: CpuIdle  # the reading itself: the values a rotating reading keeps for CPUs outside its turn
-    cpus: list[int] | None = None  # the CPU directories it found
-    listing: list[str] | None = None  # the CPU root's listing they were found in
+    # The CPU root's listing and the CPU directories found in it (``_cpus``).
+    listed: tuple[list[str], list[int]] | None = None
 
 
 def _cpu_settings(
@@ -228,10 +228,8 @@ def _read(
         governor_path = idle_dir / "current_governor_ro"
         governor_text = read_attribute_text(governor_path, _SMALL)
     governor = reading.value(governor_path, lambda t: parse_word(t, "governor"), governor_text)
-    known = None
-    if memory is not None and memory.listing is not None and memory.cpus is not None:
-        known = (memory.listing, memory.cpus)
-    listing, cpus = _cpus(cpu_root, known)
+    listed = _cpus(cpu_root, memory.listed if memory is not None else None)
+    cpus = listed[1]
     # A copy: the memory handed in stays as the previous reading left it.
     remembered = dict(memory.layouts) if memory is not None else {}
     carried = memory.last if memory is not None else None
@@ -247,7 +245,8 @@ def _read(
         memory is not None
         and carried is not None
         and share > 1
-        and memory.cpus == cpus
+        and memory.listed is not None
+        and memory.listed[1] == cpus
         and not carried.problems
         and (carried.driver, carried.governor) == (driver, governor)
         and not reading.problems
@@ -255,7 +254,7 @@ def _read(
     ):
         # The same CPUs and driver, and every CPU read at this turn reads what it read before: the previous reading
         # is this one, handed out unchanged (its generation stays, so what was made from it is reused).
-        return carried, remembered, (listing, cpus), True
+        return carried, remembered, listed, True
     states: dict[int, tuple[IdleState, ...]] = {}
     limits: dict[int, int] = {}
     for cpu in cpus:
@@ -282,7 +281,7 @@ def _read(
         resume_latency_us=frozen_map(limits),
         problems=tuple(reading.problems),
     )
-    return result, remembered, (listing, cpus), False
+    return result, remembered, listed, False
 
 
 def _turn_unchanged(
@@ -322,8 +321,8 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     of the CPUs (1/K of them, stretched by the refresh table) are read and the others' kept from the previous
     reading."""
     share, turn = refresh.rotation(IDLE_STATES)
-    result, layouts, (listing, cpus), unchanged = _read(paths, refresh.memory, share, turn)
-    return Carried(result, CpuIdleMemory(layouts, result, cpus, listing), unchanged=unchanged)
+    result, layouts, listed, unchanged = _read(paths, refresh.memory, share, turn)
+    return Carried(result, CpuIdleMemory(layouts, result, listed), unchanged=unchanged)
 
 
 SOURCE = SourceSpec(
