@@ -48,9 +48,6 @@ class KernelSettings:
 
 
 # --------------------------------------------------------------------------------------------------- NUMA counters
-NUMASTAT_FIELDS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")
-
-
 @dataclass(frozen=True)
 class NodeCounters:
     """One NUMA node's allocation counters (pages) and huge page pools."""

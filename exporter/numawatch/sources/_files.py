@@ -104,26 +104,12 @@ def read_int(path: Path | str) -> int:
         raise MalformedFile(path, f"expected an integer, got {text[:60]!r}") from None
 
 
-def read_optional_int(path: Path | str) -> int | None:
-    try:
-        return read_int(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
 def read_cpulist(path: Path | str) -> CPUSet:
     text = read_text(path, 1 << 20)
     try:
         return parse_cpulist(text)
     except CPUListError as error:
         raise MalformedFile(path, str(error)) from None
-
-
-def read_optional_cpulist(path: Path | str) -> CPUSet | None:
-    try:
-        return read_cpulist(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def list_dir(path: Path | str) -> list[str]:

@@ -45,7 +45,6 @@ BDF = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
 HOST_BRIDGE = re.compile(r"pci[0-9a-f]{4,8}:[0-9a-f]{2}\Z")
 RDMA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 CLASS_INFINIBAND = 0x02_07  # base class 0x02 (network), subclass 0x07
-CLASS_NETWORK = 0x02
 
 _ATTRIBUTE_LIMIT = 4096
 
