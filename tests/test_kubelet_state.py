@@ -15,6 +15,7 @@ from fakehost.kubelet import (
     write_cpu_manager_state,
     write_device_checkpoint,
     write_memory_manager_state,
+    write_rke2_data_dir,
 )
 from numawatch.checkpoint_checksum import cpu_manager_checksum, dump_cpu_manager_v2, fnv1a_32, memory_manager_checksum
 from numawatch.errors import SourceUnavailable
@@ -130,6 +131,54 @@ def test_fingerprint_notices_a_file_appearing(fake_host):
     fake_host.mkdir("var/lib/kubelet")
     before = kubelet_state.fingerprint(fake_host.paths)
     write_device_checkpoint(fake_host, entries=[], registered={})
+    assert kubelet_state.fingerprint(fake_host.paths) != before
+
+
+# --------------------------------------------------------------------------------------------------- kubelet version
+def test_the_rke2_data_directory_the_bin_link_names_gives_the_kubelet_version(fake_host):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    write_rke2_data_dir(fake_host, "v1.35.4")
+    name = write_rke2_data_dir(fake_host, "v1.36.1", release="rke2r2")  # the upgrade: the old directory stays
+    version = kubelet_state.read(fake_host.paths).rke2_version
+    assert (version.major, version.minor, version.text) == (1, 36, "v1.36.1")
+    assert version.origin == f"RKE2's data directory /var/lib/rancher/rke2/data/{name}"
+
+
+def test_without_the_bin_link_a_single_data_directory_gives_the_version_and_several_none(fake_host):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    write_rke2_data_dir(fake_host, "v1.35.4", current=False)
+    assert kubelet_state.read(fake_host.paths).rke2_version.text == "v1.35.4"
+    write_rke2_data_dir(fake_host, "v1.36.1", current=False)
+    assert kubelet_state.read(fake_host.paths).rke2_version is None
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/var/lib/rancher/rke2/data/v1.36.1-rke2r1-\x1b[31mevil/bin",  # not a data directory's name: never repeated
+        "/opt/elsewhere/bin",
+        "data/latest/bin",
+    ],
+)
+def test_a_bin_link_to_something_else_falls_back_to_the_data_directories(fake_host, target):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    write_rke2_data_dir(fake_host, "v1.35.4", current=False)
+    fake_host.symlink("var/lib/rancher/rke2/bin", target)
+    version = kubelet_state.read(fake_host.paths).rke2_version
+    assert version.text == "v1.35.4"
+    assert "evil" not in version.origin
+
+
+def test_a_kubeadm_node_has_no_rke2_version(fake_host):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    assert kubelet_state.read(fake_host.paths).rke2_version is None
+
+
+def test_fingerprint_changes_when_an_rke2_upgrade_moves_the_bin_link(fake_host):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    write_rke2_data_dir(fake_host, "v1.35.4")
+    before = kubelet_state.fingerprint(fake_host.paths)
+    write_rke2_data_dir(fake_host, "v1.36.1")
     assert kubelet_state.fingerprint(fake_host.paths) != before
 
 

@@ -440,7 +440,7 @@ def _reserved_offline(config: KubeletConfig, topology: Topology, changed: StaleS
     what = "offline" if gone <= topology.offline else "not online"
     why = (
         f"reserved-cpus {format_cpulist(reserved)} names CPUs {format_cpulist(gone)}, which are {what}, and that "
-        'stops the kubelet by itself: a current one exits creating its CPU Manager ("unable to build the reserved '
+        "stops the kubelet by itself: a current one exits creating its CPU Manager (\"unable to build the reserved "
         'physical CPUs from the reserved set: unknown CPU ID: N"), an older one at the start after cpu_manager_state '
         'is rebuilt without them ("not all reserved cpus ... are present in defaultCpuSet")'
     )

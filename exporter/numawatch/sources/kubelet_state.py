@@ -306,9 +306,7 @@ class _Refusal:
     detail: str
 
 
-def _verdict(
-    file: str, refusals: Mapping[str, _Refusal | None], refuses_start: bool = True
-) -> tuple[bool | None, StateFileProblem | None]:
+def _verdict(file: str, refusals: Mapping[str, _Refusal | None]) -> tuple[bool | None, StateFileProblem | None]:
     """(checksum_ok, problem) from each rule set's refusal (None: it reads the file back).
 
     The problem names the rule sets that refuse the file; where they refuse it for different reasons, the detail
@@ -328,7 +326,7 @@ def _verdict(
         detail = "; ".join(f"kubelet {era}: {refusing[era].detail}" for era in sorted(refusing, reverse=True))
     corrupt = [era for era, refusal in refusing.items() if refusal.reason == CHECKSUM_MISMATCH]
     checksum_ok = True if not corrupt else False if len(corrupt) == len(refusals) else None
-    return checksum_ok, StateFileProblem(file, reason, detail, eras, refuses_start, frozen_map(by_era))
+    return checksum_ok, StateFileProblem(file, reason, detail, eras, by_era=frozen_map(by_era))
 
 
 def _mismatch(stored: int, computed: int, key: str, consequence: str = _REFUSED) -> _Refusal:
@@ -803,28 +801,36 @@ def _device_problem(file: str, refusal: _Refusal) -> StateFileProblem:
 _RKE2_DATA_DIR = re.compile(r"(?P<version>v[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,4})-rke2r[0-9]{1,3}-[0-9a-f]{6,64}")
 
 
+def _rke2_layout(paths: Paths) -> tuple[str | None, tuple[str, ...]]:
+    """The target of RKE2's ``bin`` link (None: no link) and the names in its ``data`` directory. Unreadable parts
+    read as absent: they only leave the kubelet version unknown."""
+    try:
+        target: str | None = confined.readlink(paths.rke2_data / "bin")
+    except OSError:
+        target = None
+    try:
+        names = tuple(sorted(list_dir(paths.rke2_data / "data")))
+    except OSError:
+        names = ()
+    return target, names
+
+
 def rke2_kubelet_version(paths: Paths) -> KubeletVersion | None:
     """The Kubernetes version of the RKE2 release installed on the node, from its data directory's name.
 
-    ``<rke2 data>/bin`` links to ``data/<dir>/bin`` of the release that runs; without that link (an install that
-    kept none), a single data directory is the one that runs, and several leave the version unknown.
+    ``<rke2 data>/bin`` links to ``data/<dir>/bin`` of the release that runs (older directories stay after an
+    upgrade); without that link, a single data directory is the one that runs, and several leave it unknown.
     """
-    data = paths.rke2_data / "data"
-    try:
-        target = confined.readlink(paths.rke2_data / "bin")
-    except OSError:
-        target = None
+    target, listed = _rke2_layout(paths)
     names: list[str] = []
     if target is not None:
         parts = PurePosixPath(target).parts
         # ".../data/<dir>/bin" (absolute, as RKE2 writes it) or "data/<dir>/bin" (relative)
-        if len(parts) >= 3 and parts[-1] == "bin" and parts[-3] == "data":
+        if len(parts) >= 3 and parts[-1] == "bin" and parts[-3] == "data" and _RKE2_DATA_DIR.fullmatch(parts[-2]):
             names = [parts[-2]]
     if not names:
-        names = [name for name in list_dir(data) if _RKE2_DATA_DIR.fullmatch(name)]
-    if len(names) != 1:
-        return None
-    match = _RKE2_DATA_DIR.fullmatch(names[0])
+        names = [name for name in listed if _RKE2_DATA_DIR.fullmatch(name)]
+    match = _RKE2_DATA_DIR.fullmatch(names[0]) if len(names) == 1 else None
     if match is None:
         return None
     return parse_version(match["version"], f"RKE2's data directory /var/lib/rancher/rke2/data/{names[0]}")
@@ -864,11 +870,7 @@ def fingerprint(paths: Paths) -> Hashable:
             continue
         key.append((st.st_ino, st.st_mtime_ns, st.st_size))
     # An RKE2 upgrade adds a data directory and moves the bin link: the kubelet version read with the files.
-    try:
-        key.append(confined.readlink(paths.rke2_data / "bin"))
-    except OSError:
-        key.append(None)
-    key.append(tuple(sorted(list_dir(paths.rke2_data / "data"))))
+    key.append(_rke2_layout(paths))
     return tuple(key)
 
 
