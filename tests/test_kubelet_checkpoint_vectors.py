@@ -25,10 +25,12 @@ Sources, kubernetes/kubernetes (as the search index stores them):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 import pytest
-from fakehost.reference import CPU_STATE_FILE, MEMORY_STATE_FILE, reference_snapshot, replace_state
+from fakehost.reference import CPU_STATE_FILE, MEMORY_STATE_FILE, reference_node, reference_snapshot, replace_state
+from numawatch import cli
 from numawatch.checks import all_checks, evaluate
 from numawatch.intent import REFERENCE
 from numawatch.sources import kubelet_state
@@ -736,3 +738,26 @@ def test_with_the_kubelet_version_unknown_only_a_file_every_version_refuses_is_c
 def test_the_tables_hold_every_vector_once_per_source():
     assert len(set(IDS)) == len(IDS)
     assert len(CPU_MASTER) == 20 and len(CPU_OLD) == 9 and len(MEMORY_MASTER) == 15 and len(MEMORY_OLD) == 3
+
+
+MASTER_V2 = next(v for v in CPU_MASTER if v.name.startswith("Restore checkpoint from v2 (migration)"))
+
+
+@pytest.mark.parametrize(("version", "expected"), [("1.37", []), ("1.35", [("critical", CORRUPT)])])
+def test_numawatch_check_gives_the_kubelets_verdict_on_a_node(fake_host, tmp_path, capsys, version, expected):
+    # The issue's first defect end to end: master's v2 vector on an RKE2 node, `numawatch check` with the intent
+    # naming the kubelet's version.
+    reference_node(fake_host)
+    fake_host.write("var/lib/kubelet/cpu_manager_state", MASTER_V2.content)
+    intent = tmp_path / "intent.yaml"
+    intent.write_text(f'kubelet:\n  version: "{version}"\n')
+
+    cli.main(["check", "--host-root", str(fake_host.root), "--intent", str(intent), "--format", "json"])
+
+    report = json.loads(capsys.readouterr().out)
+    found = [
+        (f["severity"], f["labels"]["reason"])
+        for f in report["findings"]
+        if f["check"] == "kubelet_state_stale" and f["labels"]["reason"] in (CORRUPT, UNPARSABLE)
+    ]
+    assert found == expected
