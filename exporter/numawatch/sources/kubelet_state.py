@@ -32,10 +32,10 @@ from typing import Any
 from numawatch import confined
 from numawatch.checkpoint_checksum import (
     CPU_TYPE_NAMES,
+    CPU_V1_TYPE_NAMES,
     CPU_V3_TYPE_NAMES,
     MEMORY_TYPE_NAMES,
     DeviceEntryRecord,
-    checksum_matches,
     data_checksum,
     dump_cpu_manager_v1,
     dump_cpu_manager_v2,
@@ -343,13 +343,17 @@ def parse_cpu_manager_state(data: bytes | str, file: str) -> tuple[CpuManagerSta
         fields = _struct(_loads(data), "", _CPU_FIELDS)
     except _Invalid as error:
         return None, StateFileProblem(file, UNPARSABLE, str(error))
-    old_state, old_refusal = _cpu_legacy(fields, file, UNTIL_1_35)
+    try:
+        body = _CpuBody(fields)
+    except _Invalid as error:  # a field every struct shares has the wrong type
+        return None, StateFileProblem(file, UNPARSABLE, str(error))
+    old_state, old_refusal = _cpu_legacy(body, file, UNTIL_1_35)
     if fields["data"] or fields["dataChecksum"]:
         # v4: kubelets <= 1.35 know no ``data`` and read the legacy body (written with checksum 0 for them);
         # 1.36+ restore ``data`` alone and never fall back to the body when it is bad (state_checkpoint.go).
         new_state, new_refusal = _cpu_v4(fields, file)
     else:
-        new_state, new_refusal = _cpu_legacy(fields, file, SINCE_1_36)
+        new_state, new_refusal = _cpu_legacy(body, file, SINCE_1_36)
     state = new_state if new_state is not None else old_state
     ok, problem = _verdict(file, {UNTIL_1_35: old_refusal, SINCE_1_36: new_refusal})
     if state is not None:
@@ -386,71 +390,108 @@ def _decoded(decode: Callable[[], Any]) -> tuple[Any, _Invalid | None]:
         return None, error
 
 
-def _cpu_legacy(fields: dict[str, list[Any]], file: str, era: str) -> tuple[CpuManagerState | None, _Refusal | None]:
+class _CpuBody:
+    """The legacy body of ``cpu_manager_state`` decoded once, as each struct the kubelet tries decodes it, with the
+    checksums of its dumps computed at most once: both rule sets try some of the same ones, and hashing a large
+    checkpoint costs milliseconds."""
+
+    def __init__(self, fields: dict[str, list[Any]]) -> None:
+        self.policy = _string(fields["policyName"], "policyName")
+        self.default = _string(fields["defaultCpuSet"], "defaultCpuSet")
+        self.stored = _uint64(fields["checksum"], "checksum")
+        self.has_pods = bool(fields["podEntries"])
+        self.v2_entries, self.v2_error = _decoded(
+            lambda: _map(fields["entries"], "entries", _elem_string_map, initial={})
+        )
+        self.v1_entries, self.v1_error = _decoded(lambda: _map(fields["entries"], "entries", _elem_string, initial={}))
+        self.pod_strings, self.pod_error = _decoded(lambda: _pod_cpusets(fields["podEntries"], "podEntries"))
+        if self.pod_error is None and self.pod_strings is not None:
+            pods = self.pod_strings
+            self.pod_sets, self.pod_error = _decoded(
+                lambda: {pod: _cpuset(text, f"podEntries.{pod}.cpuSet") for pod, text in pods.items()}
+            )
+        else:
+            self.pod_sets = None
+        self._hashes: dict[tuple[int, str], int] = {}
+        self._states: dict[tuple[int, bool], CpuManagerState] = {}
+
+    def hash(self, version: int, type_name: str) -> int:
+        """The checksum of the v1, v2 or v3 struct's dump under ``type_name`` (the decoded entries must exist)."""
+        key = (version, type_name)
+        if key not in self._hashes:
+            if version == 1:
+                dump = dump_cpu_manager_v1(self.policy, self.default, self.v1_entries, type_name=type_name)
+            elif version == 2:
+                dump = dump_cpu_manager_v2(self.policy, self.default, self.v2_entries, type_name=type_name)
+            else:
+                dump = dump_cpu_manager_v3(
+                    self.policy, self.default, self.v2_entries, self.pod_sets, type_name=type_name
+                )
+            self._hashes[key] = fnv1a_32(dump)
+        return self._hashes[key]
+
+    def matches(self, version: int, type_names: tuple[str, ...]) -> bool:
+        return any(self.hash(version, name) == self.stored for name in type_names)
+
+    def state(self, file: str, version: int, pods: bool = False) -> Callable[[], CpuManagerState]:
+        """What the kubelet restores when it reads the file as ``version`` (1: entries by container ID); built once
+        when both rule sets restore the same."""
+
+        def build() -> CpuManagerState:
+            key = (version, pods)
+            if key not in self._states:
+                if version == 1:
+                    self._states[key] = _cpu_state(file, 1, self.policy, self.default, None, self.v1_entries, None)
+                else:
+                    pod_entries = self.pod_strings if pods and self.pod_error is None else None
+                    self._states[key] = _cpu_state(
+                        file, version, self.policy, self.default, self.v2_entries, None, pod_entries
+                    )
+            return self._states[key]
+
+        return build
+
+
+def _cpu_legacy(body: _CpuBody, file: str, era: str) -> tuple[CpuManagerState | None, _Refusal | None]:
     """A file without ``data``, as one rule set reads it.
 
     <= 1.35: the v2 struct (pod -> container -> cpuset), then v1 (container ID -> cpuset); a checksum of 0 is
     accepted by both ("compatibility with old file backend"). >= 1.36: the v3 struct (v2 plus ``podEntries``, hashed
     under two type names, no checksum 0), then v2 (checksum 0 accepted); v1 files are no longer read.
     """
-    try:
-        policy = _string(fields["policyName"], "policyName")
-        default = _string(fields["defaultCpuSet"], "defaultCpuSet")
-        stored = _uint64(fields["checksum"], "checksum")
-    except _Invalid as error:
-        return None, _Refusal(UNPARSABLE, str(error))
-    v2_entries, v2_error = _decoded(lambda: _map(fields["entries"], "entries", _elem_string_map, initial={}))
-    version = 3 if fields["podEntries"] else 2
+    version = 3 if body.has_pods else 2
     if era == UNTIL_1_35:
-        if v2_error is None and (stored == 0 or fnv1a_32(dump_cpu_manager_v2(policy, default, v2_entries)) == stored):
-            return _build(lambda: _cpu_state(file, version, policy, default, v2_entries, None, None), None)
-        v1_entries, v1_error = _decoded(lambda: _map(fields["entries"], "entries", _elem_string, initial={}))
-        if v1_error is None:
-            computed = fnv1a_32(dump_cpu_manager_v1(policy, default, v1_entries))
-            if stored in (0, computed):
-                return _build(lambda: _cpu_state(file, 1, policy, default, None, v1_entries, None), None)
-            if v1_entries:  # a v1 file (entries keyed by container ID) that fails its check
-                return _build(
-                    lambda: _cpu_state(file, 1, policy, default, None, v1_entries, None),
-                    _mismatch(stored, computed, "checksum"),
-                )
-        if v2_error is not None:
-            return None, _Refusal(UNPARSABLE, str(v2_error))
-        computed = fnv1a_32(dump_cpu_manager_v2(policy, default, v2_entries))
-        return _build(
-            lambda: _cpu_state(file, version, policy, default, v2_entries, None, None),
-            _mismatch(stored, computed, "checksum"),
-        )
-    if v2_error is not None:
-        v1_entries, v1_error = _decoded(lambda: _map(fields["entries"], "entries", _elem_string, initial={}))
-        if v1_error is None:
+        if body.v2_error is None and (body.stored == 0 or body.matches(2, CPU_TYPE_NAMES[:1])):
+            return _build(body.state(file, version), None)
+        if body.v1_error is None:
+            if body.stored == 0 or body.matches(1, CPU_V1_TYPE_NAMES):
+                return _build(body.state(file, 1), None)
+            if body.v1_entries:  # a v1 file (entries keyed by container ID) that fails its check
+                refusal = _mismatch(body.stored, body.hash(1, CPU_V1_TYPE_NAMES[0]), "checksum")
+                return _build(body.state(file, 1), refusal)
+        if body.v2_error is not None:
+            return None, _Refusal(UNPARSABLE, str(body.v2_error))
+        refusal = _mismatch(body.stored, body.hash(2, CPU_TYPE_NAMES[0]), "checksum")
+        return _build(body.state(file, version), refusal)
+    if body.v2_error is not None:
+        if body.v1_error is None:
             return None, _Refusal(
                 UNPARSABLE,
                 "entries are keyed by container ID, the v1 format of kubelets <= 1.17, which kubelet 1.36+ no longer "
-                f"reads ({v2_error})",
+                f"reads ({body.v2_error})",
             )
-        return None, _Refusal(UNPARSABLE, str(v2_error))
-    pod_strings, pod_error = _decoded(lambda: _pod_cpusets(fields["podEntries"], "podEntries"))
-    pod_sets, set_error = _decoded(
-        lambda: (
-            None
-            if pod_strings is None
-            else {pod: _cpuset(text, f"podEntries.{pod}.cpuSet") for pod, text in pod_strings.items()}
-        )
-    )
-    v3_dumps: list[str] = []
-    if pod_error is None and set_error is None:
-        v3_dumps = [dump_cpu_manager_v3(policy, default, v2_entries, pod_sets, type_name=n) for n in CPU_V3_TYPE_NAMES]
-        if checksum_matches(stored, v3_dumps):
-            return _build(lambda: _cpu_state(file, version, policy, default, v2_entries, None, pod_strings), None)
-    v2_dumps = (dump_cpu_manager_v2(policy, default, v2_entries, type_name=n) for n in CPU_TYPE_NAMES)
-    if stored == 0 or checksum_matches(stored, v2_dumps):
-        # Read as v2, the pod-level entries are dropped.
-        return _build(lambda: _cpu_state(file, 2, policy, default, v2_entries, None, None), None)
-    computed = fnv1a_32(v3_dumps[-1] if v3_dumps else dump_cpu_manager_v2(policy, default, v2_entries))
-    pods = None if pod_error is not None else pod_strings
-    refusal = _mismatch(stored, computed, "checksum")
-    return _build(lambda: _cpu_state(file, version, policy, default, v2_entries, None, pods), refusal)
+        return None, _Refusal(UNPARSABLE, str(body.v2_error))
+    v3_decoded = body.pod_error is None
+    if not body.has_pods and (body.stored == 0 or body.matches(2, CPU_TYPE_NAMES)):
+        # Without pod entries the v3 and v2 readings restore the same state: the v2 hash (the common file, written
+        # by any kubelet up to 1.35) is tried first, as it was just computed for the older rule set.
+        return _build(body.state(file, 2), None)
+    if v3_decoded and body.matches(3, CPU_V3_TYPE_NAMES):
+        return _build(body.state(file, version, pods=True), None)
+    if body.stored == 0 or body.matches(2, CPU_TYPE_NAMES):
+        return _build(body.state(file, 2), None)  # read as v2, the pod-level entries are dropped
+    computed = body.hash(3, CPU_V3_TYPE_NAMES[-1]) if v3_decoded else body.hash(2, CPU_TYPE_NAMES[0])
+    return _build(body.state(file, version, pods=True), _mismatch(body.stored, computed, "checksum"))
 
 
 def _build(build: Callable[[], Any], refusal: _Refusal | None) -> tuple[Any, _Refusal | None]:
@@ -576,11 +617,15 @@ def parse_memory_manager_state(
         fields = _struct(_loads(data), "", _MEMORY_FIELDS)
     except _Invalid as error:
         return None, StateFileProblem(file, UNPARSABLE, str(error))
-    old_state, old_refusal = _memory_legacy(fields, file, UNTIL_1_35)
+    try:
+        body = _MemoryBody(fields)
+    except _Invalid as error:
+        return None, StateFileProblem(file, UNPARSABLE, str(error))
+    old_state, old_refusal = _memory_legacy(body, file, UNTIL_1_35)
     if fields["data"] or fields["dataChecksum"]:
         new_state, new_refusal = _memory_v3(fields, file)
     else:
-        new_state, new_refusal = _memory_legacy(fields, file, SINCE_1_36)
+        new_state, new_refusal = _memory_legacy(body, file, SINCE_1_36)
     state = new_state if new_state is not None else old_state
     ok, problem = _verdict(file, {UNTIL_1_35: old_refusal, SINCE_1_36: new_refusal})
     if state is not None:
@@ -602,36 +647,64 @@ def _memory_v3(fields: dict[str, list[Any]], file: str) -> tuple[MemoryManagerSt
     return _build(lambda: _memory_state(file, 3, *decoded), refusal)
 
 
-def _memory_legacy(
-    fields: dict[str, list[Any]], file: str, era: str
-) -> tuple[MemoryManagerState | None, _Refusal | None]:
+class _MemoryBody:
+    """The legacy body of ``memory_manager_state`` decoded once, each dump's checksum computed at most once."""
+
+    def __init__(self, fields: dict[str, list[Any]]) -> None:
+        self.stored = _uint64(fields["checksum"], "checksum")
+        self.policy, self.machine, self.entries, self.pod_entries = _memory_body(fields, "")
+        self.has_pods = bool(fields["podEntries"])
+        self._hashes: dict[str, int] = {}
+        self._states: dict[tuple[int, bool], MemoryManagerState] = {}
+
+    def hash(self, type_name: str | None) -> int:
+        """The checksum of the v1 struct's dump under ``type_name``, or of the v2 struct's (None)."""
+        key = type_name or ""
+        if key not in self._hashes:
+            if type_name is None:
+                dump = dump_memory_manager_v2(self.policy, self.machine, self.entries, self.pod_entries)
+            else:
+                dump = dump_memory_manager_v1(self.policy, self.machine, self.entries, type_name=type_name)
+            self._hashes[key] = fnv1a_32(dump)
+        return self._hashes[key]
+
+    def v1_matches(self) -> bool:
+        return any(self.hash(name) == self.stored for name in MEMORY_TYPE_NAMES)
+
+    def state(self, file: str, version: int, pods: bool = False) -> Callable[[], MemoryManagerState]:
+        """What the kubelet restores reading the file as ``version``; built once when both rule sets restore it."""
+
+        def build() -> MemoryManagerState:
+            key = (version, pods)
+            if key not in self._states:
+                pod_entries = self.pod_entries if pods else None
+                self._states[key] = _memory_state(file, version, self.policy, self.machine, self.entries, pod_entries)
+            return self._states[key]
+
+        return build
+
+
+def _memory_legacy(body: _MemoryBody, file: str, era: str) -> tuple[MemoryManagerState | None, _Refusal | None]:
     """A file without ``data``, as one rule set reads it.
 
     <= 1.35: the v1 struct only, and no checksum 0. >= 1.36: the v2 struct (v1 plus ``podEntries``, hashed under the
     legacy type name), then v1, which accepts a checksum of 0 (state_checkpoint.go, checkpoint.go).
     """
-    try:
-        stored = _uint64(fields["checksum"], "checksum")
-        policy, machine, entries, pod_entries = _memory_body(fields, "")
-    except _Invalid as error:
-        return None, _Refusal(UNPARSABLE, str(error))
-    version = 2 if fields["podEntries"] else 1
-    v1_dumps = [dump_memory_manager_v1(policy, machine, entries, type_name=n) for n in MEMORY_TYPE_NAMES]
+    version = 2 if body.has_pods else 1
     if era == UNTIL_1_35:
         # The v1 struct has no podEntries: they are dropped, and a hash that covered them does not match.
-        ok = checksum_matches(stored, v1_dumps)
-        refusal = None if ok else _mismatch(stored, fnv1a_32(v1_dumps[0]), "checksum")
-        return _build(lambda: _memory_state(file, version, policy, machine, entries, None), refusal)
-    v2_dump = dump_memory_manager_v2(policy, machine, entries, pod_entries)
-    if fnv1a_32(v2_dump) == stored:
-        return _build(lambda: _memory_state(file, version, policy, machine, entries, pod_entries), None)
-    if stored == 0 or checksum_matches(stored, v1_dumps):
-        return _build(lambda: _memory_state(file, 1, policy, machine, entries, None), None)
-    computed = fnv1a_32(v2_dump if pod_entries else v1_dumps[0])
-    return _build(
-        lambda: _memory_state(file, version, policy, machine, entries, pod_entries),
-        _mismatch(stored, computed, "checksum"),
-    )
+        refusal = None if body.v1_matches() else _mismatch(body.stored, body.hash(MEMORY_TYPE_NAMES[0]), "checksum")
+        return _build(body.state(file, version), refusal)
+    if not body.has_pods and (body.stored == 0 or body.v1_matches()):
+        # Without pod entries the v2 and v1 readings restore the same state: the v1 hash, just computed for the older
+        # rule set, is tried first.
+        return _build(body.state(file, 1), None)
+    if body.hash(None) == body.stored:
+        return _build(body.state(file, version, pods=True), None)
+    if body.stored == 0 or body.v1_matches():
+        return _build(body.state(file, 1), None)
+    computed = body.hash(None) if body.pod_entries else body.hash(MEMORY_TYPE_NAMES[0])
+    return _build(body.state(file, version, pods=True), _mismatch(body.stored, computed, "checksum"))
 
 
 def _memory_body(fields: dict[str, list[Any]], prefix: str) -> tuple[str, dict | None, dict | None, dict | None]:
