@@ -13,6 +13,7 @@ import json
 
 import pytest
 from numawatch.checkpoint_checksum import (
+    CPU_V3_TYPE_NAMES,
     DeviceEntryRecord,
     checksum_matches,
     cpu_manager_checksum,
@@ -20,12 +21,14 @@ from numawatch.checkpoint_checksum import (
     device_checkpoint_checksum,
     dump_cpu_manager_v1,
     dump_cpu_manager_v2,
+    dump_cpu_manager_v3,
     dump_device_checkpoint,
     dump_memory_manager_v1,
+    dump_memory_manager_v2,
     fnv1a_32,
     memory_manager_checksum,
 )
-from numawatch.model.kubelet import MemoryBlock, MemoryNodeState, MemoryTable
+from numawatch.model.kubelet import ERAS, SINCE_1_36, UNTIL_1_35, MemoryBlock, MemoryNodeState, MemoryTable
 from numawatch.sources.kubelet_state import (
     parse_cpu_manager_state,
     parse_device_checkpoint,
@@ -402,7 +405,12 @@ def test_checksum_matches_accepts_any_candidate():
 
 
 # ------------------------------------------------------------------------------------------ file level
-@pytest.mark.parametrize("text", CPU_FILES, ids=[str(json.loads(t)["checksum"]) for t in CPU_FILES])
+V1_FILE = next(t for t in CPU_FILES if "1300288133" in t)
+
+
+@pytest.mark.parametrize(
+    "text", [t for t in CPU_FILES if t != V1_FILE], ids=[str(json.loads(t)["checksum"]) for t in CPU_FILES[1:]]
+)
 def test_every_published_cpu_manager_file_verifies(text):
     state, problem = parse_cpu_manager_state(text.encode(), CPU)
     assert problem is None
@@ -410,30 +418,34 @@ def test_every_published_cpu_manager_file_verifies(text):
     assert state.checksum_ok is True
 
 
-def test_the_published_v1_file_is_read_as_v1_keyed_by_container_id():
-    v1 = next(t for t in CPU_FILES if "1300288133" in t)
-    state, problem = parse_cpu_manager_state(v1, CPU)
-    assert problem is None
+def test_the_published_v1_file_is_read_as_v1_by_old_kubelets_and_refused_by_1_36():
+    state, problem = parse_cpu_manager_state(V1_FILE, CPU)
+    # Kubelets up to 1.35 fall back to the v1 struct and verify it; 1.36+ read v2 at most, which it does not decode.
+    assert (problem.reason, problem.eras) == ("unparsable", frozenset({SINCE_1_36}))
+    assert "keyed by container ID" in problem.detail
     assert state.version == 1
+    assert state.checksum_ok is True
     assert dict(state.entries_v1) == {"ab9940917010576bd755870dab91e2cd2fc531a04ac362d44a62950aaa41c527": {3, 27}}
     assert dict(state.entries) == {}
 
 
 @pytest.mark.parametrize(
-    ("text", "version"),
+    ("text", "reason", "version"),
     [
-        ('{"policyName":"none","defaultCPUSet":"1-3","entries":{},"checksum":1694838852}', 1),
+        ('{"policyName":"none","defaultCPUSet":"1-3","entries":{},"checksum":1694838852}', "checksum_mismatch", 2),
         (
             '{"policyName":"none","defaultCPUSet":"1-3","entries":{"containerID1":"4-6","containerID2":"1-3"},'
             '"checksum":3680390589}',
+            "unparsable",
             1,
         ),
     ],
 )
-def test_the_kubelet_v1_unit_vectors_verify_as_files(text, version):
+def test_the_kubelet_v1_unit_vectors_verify_as_files_up_to_1_35(text, reason, version):
+    # version: the state is what the newest kubelet that reads the file restores (1.36+ the v2 struct, when empty).
     state, problem = parse_cpu_manager_state(text, CPU)
-    assert problem is None
-    assert (state.version, state.checksum_ok) == (version, True)
+    assert (problem.reason, problem.eras) == (reason, frozenset({SINCE_1_36}))
+    assert state.version == version
 
 
 @pytest.mark.parametrize(
@@ -447,7 +459,7 @@ def test_the_kubelet_v1_unit_vectors_verify_as_files(text, version):
 def test_invalid_cpusets_hash_normally_but_the_file_is_unparsable(text):
     state, problem = parse_cpu_manager_state(text, CPU)
     assert state is None
-    assert problem.reason == "unparsable"
+    assert (problem.reason, problem.eras) == ("unparsable", ERAS)
     assert "CPU list" in problem.detail
 
 
@@ -462,7 +474,7 @@ def test_every_published_memory_manager_file_verifies(text):
 def test_a_dummy_memory_checksum_is_a_mismatch():
     state, problem = parse_memory_manager_state(TALOS_MEMORY_FILE, MEMORY)
     assert state.checksum_ok is False
-    assert (problem.file, problem.reason) == (MEMORY, "checksum_mismatch")
+    assert (problem.file, problem.reason, problem.eras) == (MEMORY, "checksum_mismatch", ERAS)
     assert "checksum 1 in the file" in problem.detail
 
 
@@ -475,23 +487,24 @@ def test_every_published_device_checkpoint_verifies(text):
 
 @pytest.mark.parametrize(("data", "expected"), DATA_CHECKSUM_VECTORS, ids=[str(v) for _, v in DATA_CHECKSUM_VECTORS])
 def test_memory_v3_files_verify_the_data_checksum_and_restore_from_data(data, expected):
-    # As in the kubelet test: the legacy body says "other" with a wrong checksum; data is authoritative.
+    # As in the kubelet test: the legacy body says "other" with a wrong checksum; data is authoritative for 1.36+,
+    # while a kubelet <= 1.35 knows no data and refuses the body.
     legacy = json.loads(MEMORY_FILES[0])
     document = {**legacy, "policyName": "other", "checksum": 1234, "data": data, "dataChecksum": expected}
     state, problem = parse_memory_manager_state(json.dumps(document), MEMORY)
-    assert problem is None
-    assert (state.version, state.policy_name, state.checksum_ok) == (3, "static", True)
+    assert (problem.reason, problem.eras) == ("checksum_mismatch", frozenset({UNTIL_1_35}))
+    assert (state.version, state.policy_name, state.checksum_ok) == (3, "static", None)
     assert state.entries["pod"]["container1"] == (MemoryBlock((0,), "memory", 512),)
 
 
 # ------------------------------------------------------------------------------------------ compatibility rules
-def test_cpu_v2_hashed_under_the_v2_type_name_is_accepted():
+def test_cpu_v2_hashed_under_the_v2_type_name_is_accepted_by_1_36_only():
     value = fnv1a_32(dump_cpu_manager_v2("static", "0-3", {}, type_name="CPUManagerCheckpointV2"))
     state, problem = parse_cpu_manager_state(
         json.dumps({"policyName": "static", "defaultCpuSet": "0-3", "checksum": value}), CPU
     )
-    assert problem is None
-    assert state.checksum_ok is True
+    assert (problem.reason, problem.eras) == ("checksum_mismatch", frozenset({UNTIL_1_35}))
+    assert state.checksum_ok is None
 
 
 def test_memory_v1_hashed_under_the_v1_type_name_is_accepted():
@@ -510,14 +523,13 @@ def test_a_type_name_the_kubelet_never_used_is_a_mismatch():
         json.dumps({"policyName": "static", "defaultCpuSet": "0-3", "checksum": value}), CPU
     )
     assert state.checksum_ok is False
-    assert problem.reason == "checksum_mismatch"
+    assert (problem.reason, problem.eras) == ("checksum_mismatch", ERAS)
 
 
 @pytest.mark.parametrize(
     "text",
     [
         '{"policyName":"static","defaultCpuSet":"0-27","checksum":0}',
-        '{"policyName":"static","defaultCpuSet":"0,2-3","entries":{"cid":"1"},"checksum":0}',
         '{"policyName":"static","defaultCpuSet":"0,2-3","entries":{"pod":{"c":"1"}},"checksum":0}',
     ],
 )
@@ -527,39 +539,79 @@ def test_checksum_zero_is_accepted_for_legacy_cpu_files(text):
     assert state.checksum_ok is True
 
 
-def test_checksum_zero_is_not_accepted_for_memory_files():
+def test_checksum_zero_of_a_v1_cpu_file_is_accepted_up_to_1_35():
+    text = '{"policyName":"static","defaultCpuSet":"0,2-3","entries":{"cid":"1"},"checksum":0}'
+    state, problem = parse_cpu_manager_state(text, CPU)
+    assert (problem.reason, problem.eras) == ("unparsable", frozenset({SINCE_1_36}))
+    assert (state.version, state.checksum_ok) == (1, True)
+
+
+def test_checksum_zero_of_a_memory_file_is_accepted_from_1_36():
+    # 1.36+ fall back to the v1 struct, which accepts 0 (the kubelet's "v1 (migration) with checksum zeroed"
+    # vector); earlier kubelets verify every checksum.
     legacy = json.loads(MEMORY_FILES[0])
     state, problem = parse_memory_manager_state(json.dumps({**legacy, "checksum": 0}), MEMORY)
-    assert state.checksum_ok is False
-    assert problem.reason == "checksum_mismatch"
+    assert state.checksum_ok is None
+    assert (problem.reason, problem.eras) == ("checksum_mismatch", frozenset({UNTIL_1_35}))
 
 
-def test_cpu_v3_pod_entries_cannot_be_verified_rather_than_corrupt():
-    text = json.dumps(
-        {
-            "policyName": "static",
-            "defaultCpuSet": "0-1",
-            "entries": {"pod-a": {"c": "2-3"}},
-            "podEntries": {"pod-b": {"cpuSet": "4-7"}},
-            "checksum": 987654321,
-        }
+CPU_V3 = {
+    "policyName": "static",
+    "defaultCpuSet": "0-1",
+    "entries": {"pod-a": {"c": "2-3"}},
+    "podEntries": {"pod-b": {"cpuSet": "4-7"}},
+}
+
+
+@pytest.mark.parametrize("type_name", CPU_V3_TYPE_NAMES)
+def test_cpu_v3_pod_entries_are_verified_as_1_36_hashes_them(type_name):
+    value = fnv1a_32(
+        dump_cpu_manager_v3("static", "0-1", {"pod-a": {"c": "2-3"}}, {"pod-b": {4, 5, 6, 7}}, type_name=type_name)
     )
-    state, problem = parse_cpu_manager_state(text, CPU)
-    assert problem is None
+    state, problem = parse_cpu_manager_state(json.dumps({**CPU_V3, "checksum": value}), CPU)
+    # A kubelet <= 1.35 reads the v2 struct, which has no podEntries: the hash no longer matches.
+    assert (problem.reason, problem.eras) == ("checksum_mismatch", frozenset({UNTIL_1_35}))
     assert (state.version, state.checksum_ok) == (3, None)
     assert state.pod_entries == {"pod-b": frozenset({4, 5, 6, 7})}
 
 
-def test_memory_v2_pod_entries_cannot_be_verified_rather_than_corrupt():
+def test_a_corrupt_cpu_v3_checksum_is_reported():
+    state, problem = parse_cpu_manager_state(json.dumps({**CPU_V3, "checksum": 987654321}), CPU)
+    assert (problem.reason, problem.eras) == ("checksum_mismatch", ERAS)
+    assert "checksum 987654321 in the file" in problem.detail
+    assert (state.version, state.checksum_ok) == (3, False)
+
+
+MEMORY_POD_ENTRIES = {"pod-b": {"memoryBlocks": [{"numaAffinity": [0], "type": "memory", "size": 1}]}}
+
+
+def test_memory_v2_pod_entries_are_verified_as_1_36_hashes_them():
     legacy = json.loads(MEMORY_FILES[0])
-    document = {
-        **legacy,
-        "podEntries": {"pod-b": {"memoryBlocks": [{"numaAffinity": [0], "type": "memory", "size": 1}]}},
-    }
+    unit_memory = {0: MemoryNodeState(0, {"memory": MemoryTable(2048, 512, 1536, 512, 1024)}, ())}
+    blocks = {"pod": {"container1": [MemoryBlock((0,), "memory", 512)]}}
+    value = fnv1a_32(dump_memory_manager_v2("static", unit_memory, blocks, {"pod-b": [MemoryBlock((0,), "memory", 1)]}))
+    document = {**legacy, "podEntries": MEMORY_POD_ENTRIES, "checksum": value}
     state, problem = parse_memory_manager_state(json.dumps(document), MEMORY)
-    assert problem is None
+    assert (problem.reason, problem.eras) == ("checksum_mismatch", frozenset({UNTIL_1_35}))
     assert (state.version, state.checksum_ok) == (2, None)
     assert state.pod_entries == {"pod-b": (MemoryBlock((0,), "memory", 1),)}
+
+
+def test_a_corrupt_memory_v2_checksum_is_reported():
+    legacy = json.loads(MEMORY_FILES[0])
+    document = {**legacy, "podEntries": MEMORY_POD_ENTRIES, "checksum": 101010}
+    state, problem = parse_memory_manager_state(json.dumps(document), MEMORY)
+    assert (problem.reason, problem.eras) == ("checksum_mismatch", ERAS)
+    assert "checksum 101010 in the file" in problem.detail
+    assert (state.version, state.checksum_ok) == (2, False)
+
+
+def test_a_v1_memory_checksum_next_to_pod_entries_is_read_back_as_v1():
+    # The v1 hash ignores podEntries: kubelets <= 1.35 read the v1 struct, 1.36+ fall back to it after v2.
+    legacy = json.loads(MEMORY_FILES[0])
+    state, problem = parse_memory_manager_state(json.dumps({**legacy, "podEntries": MEMORY_POD_ENTRIES}), MEMORY)
+    assert problem is None
+    assert state.checksum_ok is True
 
 
 def test_device_checksum_ignores_boot_id():

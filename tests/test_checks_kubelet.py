@@ -5,6 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fakehost.kubelet import write_cpu_manager_state, write_memory_manager_state, write_rke2_data_dir
 from fakehost.reference import (
     CPU_STATE_FILE,
     HOUSEKEEPING,
@@ -13,6 +14,7 @@ from fakehost.reference import (
     TRTLLM,
     VLLM,
     GiB,
+    machine_state_tables,
     reference_node,
     reference_snapshot,
     replace_config,
@@ -23,9 +25,18 @@ from fakehost.reference import (
 from numawatch.checks import SEVERITIES, SUBJECT_LABELS, all_checks, evaluate
 from numawatch.checks.kubelet import machine_state_difference
 from numawatch.intent import REFERENCE, Intent
+from numawatch.kubelet_version import era_of, parse_version, running_kubelet_version
 from numawatch.metrics import drift as metrics_drift
 from numawatch.model import frozen_map
-from numawatch.model.kubelet import MemoryBlock, MemoryManagerState, MemoryNodeState, MemoryTable, StateFileProblem
+from numawatch.model.kubelet import (
+    SINCE_1_36,
+    UNTIL_1_35,
+    MemoryBlock,
+    MemoryManagerState,
+    MemoryNodeState,
+    MemoryTable,
+    StateFileProblem,
+)
 from numawatch.model.topology import NumaNode
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -530,3 +541,131 @@ def test_policy_change_without_deleting_the_checkpoint_is_caught_before_the_rest
     (stale_state,) = fired(found, "kubelet_state_stale")
     assert 'configured policy "none" differs from state checkpoint policy "static"' in stale_state.message
     assert "rm /var/lib/kubelet/cpu_manager_state" in stale_state.remediation
+
+
+# --------------------------------------------------------------------------------------------- checkpoints by version
+def stale_on(node, version: str | None = None, intent=REFERENCE):
+    """kubelet_state_stale's findings on the node, with RKE2's data directory naming the kubelet ``version``."""
+    if version is not None:
+        write_rke2_data_dir(node.host, version)
+    return [f for f in node.evaluate(intent).findings if f.check == "kubelet_state_stale"]
+
+
+def test_a_v2_file_hashed_over_the_v3_struct_is_read_back_by_a_1_36_kubelet(fake_host):
+    # The file master's kubelet restores ("Restore checkpoint from v2 (migration)"): no podEntries key, its checksum
+    # the v3 struct's with an empty podEntries map.
+    node = reference_node(fake_host)
+    node.write_cpu_state(version=3)
+    assert '"podEntries"' not in fake_host.path("var/lib/kubelet/cpu_manager_state").read_text()
+
+    assert stale_on(node, "v1.37.1") == []
+
+
+def test_a_v2_file_hashed_over_the_v3_struct_is_refused_by_a_1_35_kubelet(fake_host):
+    node = reference_node(fake_host)
+    node.write_cpu_state(version=3)
+
+    (finding,) = stale_on(node, "v1.35.4")
+
+    assert (finding.labels["reason"], finding.severity) == ("checksum_mismatch", "critical")
+    assert "kubelet v1.35.4, from RKE2's data directory /var/lib/rancher/rke2/data/v1.35.4-rke2r1-" in finding.message
+    assert "will refuse to start" in finding.message
+
+
+def test_with_no_kubelet_version_a_file_only_some_versions_refuse_is_a_lenient_warning(fake_host):
+    node = reference_node(fake_host)
+    node.write_cpu_state(version=3)
+
+    (finding,) = stale_on(node)
+
+    assert (finding.labels["reason"], finding.severity) == ("checksum_mismatch", "warning")
+    assert finding.message.startswith("kubelet <=1.35 will refuse to start with /var/lib/kubelet/cpu_manager_state")
+    assert "judged leniently: set kubelet.version in the intent" in finding.message
+
+
+def test_the_intent_names_the_kubelet_version_when_the_node_does_not(fake_host):
+    node = reference_node(fake_host)
+    node.write_cpu_state(version=3)
+
+    assert stale_on(node, intent=replace(REFERENCE, kubelet_version="1.36")) == []
+    (finding,) = stale_on(node, intent=replace(REFERENCE, kubelet_version="1.35"))
+    assert finding.severity == "critical"
+    assert "from the intent's kubelet.version" in finding.message
+
+
+def test_rke2s_data_directory_wins_over_the_intent(fake_host):
+    node = reference_node(fake_host)
+    node.write_cpu_state(version=3)
+
+    assert stale_on(node, "v1.36.0", intent=replace(REFERENCE, kubelet_version="1.35")) == []
+
+
+@pytest.mark.parametrize("version", ["v1.35.4", "v1.37.1", None])
+def test_a_corrupt_v3_cpu_checksum_is_reported_whatever_the_version(fake_host, version):
+    node = reference_node(fake_host)
+    node.write_cpu_state(version=3, pod_entries={"0f0e0d0c-0000-4000-8000-00000000000b": [30, 31]}, checksum=12345)
+
+    (finding,) = stale_on(node, version)
+
+    assert (finding.labels["reason"], finding.severity) == ("checksum_mismatch", "critical")
+    assert "checksum 12345 in the file" in finding.message
+
+
+@pytest.mark.parametrize("version", ["v1.35.4", "v1.37.1", None])
+def test_a_corrupt_v2_memory_checksum_with_pod_entries_is_reported(fake_host, version):
+    node = reference_node(fake_host)
+    write_memory_manager_state(
+        fake_host,
+        machine_state=machine_state_tables(),
+        entries={VLLM.uid: {VLLM.container.name: VLLM.memory_blocks}},
+        version=2,
+        pod_entries={VLLM.uid: VLLM.memory_blocks},
+        checksum=101010,
+    )
+
+    found = {f.labels["reason"]: f for f in stale_on(node, version)}
+
+    assert found["checksum_mismatch"].severity == "critical"
+    assert found["checksum_mismatch"].labels["file"] == MEMORY_STATE_FILE
+
+
+def test_a_v1_cpu_file_is_refused_by_a_1_36_kubelet_and_read_by_a_1_35_one(fake_host):
+    node = reference_node(fake_host)
+    write_cpu_manager_state(fake_host, default_cpuset="0-29", entries={"c0ffee" * 10 + "abcd": "30-31"}, version=1)
+
+    (finding,) = [f for f in stale_on(node, "v1.36.2") if f.labels["reason"] == "unparsable"]
+    assert finding.severity == "critical"
+    assert "v1 format of kubelets <= 1.17, which kubelet 1.36+ no longer reads" in finding.message
+    assert [f for f in stale_on(node, "v1.35.0") if f.labels["reason"] in ("unparsable", "checksum_mismatch")] == []
+
+
+def test_a_corrupt_device_checkpoint_is_a_warning_not_a_crash_loop(fake_host):
+    node = reference_node(fake_host)
+    node.write_device_checkpoint()
+    device_file = "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    text = fake_host.path(device_file).read_text()
+    fake_host.write(device_file, re.sub(r'"Checksum":\d+', '"Checksum":5', text))
+
+    (finding,) = stale_on(node, "v1.37.1")
+
+    assert finding.severity == "warning"
+    assert finding.labels["file"] == "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    assert 'logs "Continue after failing to read checkpoint file" and starts without it' in finding.message
+    assert "NotReady" not in finding.message and "refuse to start" not in finding.message
+
+
+def test_the_node_objects_kubelet_version_wins_over_rke2_and_the_intent():
+    rke2 = parse_version("v1.35.4", "RKE2's data directory")
+    assert running_kubelet_version(rke2, "1.35", node_reported="v1.37.2+rke2r1").text == "v1.37.2+rke2r1"
+    assert running_kubelet_version(rke2, "1.37").text == "v1.35.4"
+    assert running_kubelet_version(None, "1.37").origin == "the intent's kubelet.version"
+    assert running_kubelet_version(None, None, node_reported="not a version") is None
+    assert running_kubelet_version(None, None) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "era"),
+    [("v1.35.9", UNTIL_1_35), ("1.36", SINCE_1_36), ("v1.37.0-alpha.1", SINCE_1_36), ("v2.0.0", SINCE_1_36)],
+)
+def test_versions_map_to_the_rule_set_they_follow(text, era):
+    assert era_of(parse_version(text, "test")) == era

@@ -59,6 +59,7 @@ kubelet:
   topologyManagerScope: container
   memoryManagerPolicy: None
   reservedCPUs: "0-1,32-33"
+  version: "v1.35.4"
 pinning:
   gpuContainers: false
   gpuResources: [nvidia.com/gpu, nvidia.com/mig-1g.10gb]
@@ -95,6 +96,7 @@ kernel:
         intent.memory_manager_policy,
     ) == ("none", "restricted", "container", "None")
     assert intent.reserved_cpus == frozenset({0, 1, 32, 33})
+    assert intent.kubelet_version == "v1.35.4"
     assert intent.pin_gpu_containers is False
     assert intent.gpu_resources == ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
     assert [(s.namespace, s.pod, s.container) for s in intent.pinned] == [("db", "pg-*", "*"), ("*", "*", "sidecar")]
@@ -215,6 +217,11 @@ def test_a_loaded_intent_changes_what_evaluate_reports(tmp_path):
         ("kernel: {irqActivityThresholdPerSecond: .nan}", "kernel.irqActivityThresholdPerSecond: expected a number"),
         ("kernel: {checkIrqbalance: null}", "kernel.checkIrqbalance: expected true or false, found nothing (null)"),
         ("- kubelet", "(top level): expected a mapping, found a list"),
+        ("kubelet: {version: 1.35}", 'kubelet.version: expected a Kubernetes version such as "1.35"'),
+        (
+            "kubelet: {version: latest}",
+            'kubelet.version: expected a Kubernetes version such as "1.35" or "v1.36.2" (quoted), found \'latest\'',
+        ),
     ],
 )
 def test_invalid_value_is_one_line_naming_the_key_what_was_expected_and_what_was_found(text, expected):

@@ -15,11 +15,20 @@ from fakehost.kubelet import (
     write_cpu_manager_state,
     write_device_checkpoint,
     write_memory_manager_state,
+    write_rke2_data_dir,
 )
 from numawatch.checkpoint_checksum import cpu_manager_checksum, dump_cpu_manager_v2, fnv1a_32, memory_manager_checksum
 from numawatch.errors import SourceUnavailable
 from numawatch.host import read_host
-from numawatch.model.kubelet import DeviceAssignment, KubeletState, MemoryBlock, StateFileProblem
+from numawatch.model.kubelet import (
+    ERAS,
+    SINCE_1_36,
+    UNTIL_1_35,
+    DeviceAssignment,
+    KubeletState,
+    MemoryBlock,
+    StateFileProblem,
+)
 from numawatch.sources import kubelet_state
 from numawatch.sources.kubelet_state import (
     parse_cpu_manager_state,
@@ -125,6 +134,54 @@ def test_fingerprint_notices_a_file_appearing(fake_host):
     assert kubelet_state.fingerprint(fake_host.paths) != before
 
 
+# --------------------------------------------------------------------------------------------------- kubelet version
+def test_the_rke2_data_directory_the_bin_link_names_gives_the_kubelet_version(fake_host):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    write_rke2_data_dir(fake_host, "v1.35.4")
+    name = write_rke2_data_dir(fake_host, "v1.36.1", release="rke2r2")  # the upgrade: the old directory stays
+    version = kubelet_state.read(fake_host.paths).rke2_version
+    assert (version.major, version.minor, version.text) == (1, 36, "v1.36.1")
+    assert version.origin == f"RKE2's data directory /var/lib/rancher/rke2/data/{name}"
+
+
+def test_without_the_bin_link_a_single_data_directory_gives_the_version_and_several_none(fake_host):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    write_rke2_data_dir(fake_host, "v1.35.4", current=False)
+    assert kubelet_state.read(fake_host.paths).rke2_version.text == "v1.35.4"
+    write_rke2_data_dir(fake_host, "v1.36.1", current=False)
+    assert kubelet_state.read(fake_host.paths).rke2_version is None
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/var/lib/rancher/rke2/data/v1.36.1-rke2r1-\x1b[31mevil/bin",  # not a data directory's name: never repeated
+        "/opt/elsewhere/bin",
+        "data/latest/bin",
+    ],
+)
+def test_a_bin_link_to_something_else_falls_back_to_the_data_directories(fake_host, target):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    write_rke2_data_dir(fake_host, "v1.35.4", current=False)
+    fake_host.symlink("var/lib/rancher/rke2/bin", target)
+    version = kubelet_state.read(fake_host.paths).rke2_version
+    assert version.text == "v1.35.4"
+    assert "evil" not in version.origin
+
+
+def test_a_kubeadm_node_has_no_rke2_version(fake_host):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    assert kubelet_state.read(fake_host.paths).rke2_version is None
+
+
+def test_fingerprint_changes_when_an_rke2_upgrade_moves_the_bin_link(fake_host):
+    write_cpu_manager_state(fake_host, default_cpuset="0-7")
+    write_rke2_data_dir(fake_host, "v1.35.4")
+    before = kubelet_state.fingerprint(fake_host.paths)
+    write_rke2_data_dir(fake_host, "v1.36.1")
+    assert kubelet_state.fingerprint(fake_host.paths) != before
+
+
 def test_host_paths_name_files_as_the_node_does_under_a_custom_root(fake_host):
     write_cpu_manager_state(fake_host, policy="none", default_cpuset="", checksum=7)
     (problem,) = kubelet_state.read(fake_host.paths).problems
@@ -145,16 +202,18 @@ def test_cpu_v3_file_carries_pod_entries(fake_host):
         fake_host, version=3, default_cpuset="0-1", entries={POD: {"a": "2-3"}}, pod_entries={"pod-b": [4, 5, 6, 7]}
     )
     state = kubelet_state.read(fake_host.paths)
-    assert state.problems == ()
+    # 1.36+ verify the v3 hash, pod entries included; a kubelet <= 1.35 reads it as v2, whose hash differs.
+    assert [(p.reason, p.eras) for p in state.problems] == [("checksum_mismatch", frozenset({UNTIL_1_35}))]
     assert (state.cpu.version, state.cpu.checksum_ok) == (3, None)
     assert state.cpu.pod_entries == {"pod-b": frozenset({4, 5, 6, 7})}
 
 
-def test_cpu_v3_file_without_pod_entries_still_verifies(fake_host):
+def test_cpu_v3_file_without_pod_entries_verifies_from_1_36(fake_host):
     write_cpu_manager_state(fake_host, version=3, default_cpuset="0-1", entries={POD: {"a": "2-3"}})
     fake_host.write(CPU_STATE, fake_host.path(CPU_STATE).read_text().replace("}},", '}},"podEntries":{},', 1))
-    state = kubelet_state.read(fake_host.paths).cpu
-    assert (state.version, state.checksum_ok) == (3, True)
+    state = kubelet_state.read(fake_host.paths)
+    assert (state.cpu.version, state.cpu.checksum_ok) == (3, None)
+    assert [p.eras for p in state.problems] == [frozenset({UNTIL_1_35})]
 
 
 def test_cpu_v4_restores_from_data_and_verifies_its_data_checksum(fake_host):
@@ -171,15 +230,18 @@ def test_cpu_v4_restores_from_data_and_verifies_its_data_checksum(fake_host):
 def test_cpu_v4_with_a_wrong_data_checksum_is_a_mismatch(fake_host):
     write_cpu_manager_state(fake_host, version=4, default_cpuset="0-1", checksum=1)
     state = kubelet_state.read(fake_host.paths)
-    assert state.cpu.checksum_ok is False
+    # A kubelet <= 1.35 knows no data and reads the legacy body, written with checksum 0 for it.
+    assert state.cpu.checksum_ok is None
+    assert state.problems[0].eras == frozenset({SINCE_1_36})
     assert "dataChecksum 1 in the file" in state.problems[0].detail
 
 
 def test_cpu_v4_whose_data_is_not_json_is_unparsable():
     text = json.dumps({"policyName": "static", "checksum": 0, "data": "{not json", "dataChecksum": 1})
     state, problem = parse_cpu_manager_state(text, CPU)
-    assert state is None
-    assert problem.reason == "unparsable"
+    assert (problem.reason, problem.eras) == ("unparsable", frozenset({SINCE_1_36}))
+    assert "data" in problem.detail
+    assert state.version == 2  # what a kubelet <= 1.35 restores: the legacy body
 
 
 def test_cpu_none_policy_file_with_only_the_policy(fake_host):
@@ -296,7 +358,6 @@ def test_malformed_cpu_state_is_an_unparsable_problem(text, detail):
             {"policyName": "Static", "entries": {"pod": {"c": [{"numaAffinity": "0"}]}}, "checksum": 1},
             "entries.pod.c[0].numaAffinity: expected an array",
         ),
-        ({"policyName": "Static", "data": 5, "dataChecksum": 1}, "data: expected a string"),
     ],
 )
 def test_wrong_types_in_memory_state_are_unparsable(document, detail):
@@ -304,6 +365,17 @@ def test_wrong_types_in_memory_state_are_unparsable(document, detail):
     assert state is None
     assert problem.reason == "unparsable"
     assert detail in problem.detail
+
+
+def test_memory_data_of_the_wrong_type_is_unparsable_from_1_36():
+    state, problem = parse_memory_manager_state(
+        json.dumps({"policyName": "Static", "data": 5, "dataChecksum": 1}), MEMORY
+    )
+    # 1.36+ cannot decode data; a kubelet <= 1.35 reads the legacy body and refuses its checksum 0.
+    assert (problem.reason, problem.eras) == ("unparsable", ERAS)
+    assert "kubelet >=1.36: data: expected a string" in problem.detail
+    assert "kubelet <=1.35: checksum 0 in the file" in problem.detail
+    assert state.version == 1
 
 
 def test_truncated_memory_state_is_unparsable(fake_host):
@@ -328,7 +400,8 @@ def test_memory_v2_file_carries_pod_entries(fake_host):
         fake_host, machine_state=_machine(), version=2, pod_entries={"pod-b": [MemoryBlock((1,), "memory", GiB)]}
     )
     state = kubelet_state.read(fake_host.paths)
-    assert state.problems == ()
+    # 1.36+ verify the v2 hash, pod entries included; a kubelet <= 1.35 reads the v1 struct, whose hash differs.
+    assert [(p.reason, p.eras) for p in state.problems] == [("checksum_mismatch", frozenset({UNTIL_1_35}))]
     assert (state.memory.version, state.memory.checksum_ok) == (2, None)
     assert state.memory.pod_entries == {"pod-b": (MemoryBlock((1,), "memory", GiB),)}
 
@@ -345,8 +418,9 @@ def test_memory_v3_restores_from_data(fake_host):
 def test_memory_v3_with_a_wrong_data_checksum_is_a_mismatch(fake_host):
     write_memory_manager_state(fake_host, machine_state=_machine(), version=3, checksum=42)
     state = kubelet_state.read(fake_host.paths)
-    assert state.memory.checksum_ok is False
-    assert state.problems[0].reason == "checksum_mismatch"
+    # A kubelet <= 1.35 reads the legacy v1 body next to data, whose checksum is valid.
+    assert state.memory.checksum_ok is None
+    assert (state.problems[0].reason, state.problems[0].eras) == ("checksum_mismatch", frozenset({SINCE_1_36}))
 
 
 def test_memory_checksum_mismatch_keeps_the_decoded_state(fake_host):
@@ -392,7 +466,7 @@ def test_legacy_device_lists_are_read_as_numa_node_zero(fake_host):
 def test_device_checksum_mismatch_says_the_kubelet_forgets_allocations(fake_host):
     write_device_checkpoint(fake_host, entries=[], registered={"nvidia.com/gpu": GPUS}, checksum=5)
     (problem,) = kubelet_state.read(fake_host.paths).problems
-    assert (problem.file, problem.reason) == (DEVICES, "checksum_mismatch")
+    assert (problem.file, problem.reason, problem.refuses_start) == (DEVICES, "checksum_mismatch", False)
     assert "forgets its device allocations" in problem.detail
 
 

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 __all__ = [
     "CPU_TYPE_NAMES",
     "CPU_V1_TYPE_NAMES",
+    "CPU_V3_TYPE_NAMES",
     "MEMORY_TYPE_NAMES",
     "BlockLike",
     "DeviceEntryRecord",
@@ -38,8 +39,10 @@ __all__ = [
     "device_checkpoint_checksum",
     "dump_cpu_manager_v1",
     "dump_cpu_manager_v2",
+    "dump_cpu_manager_v3",
     "dump_device_checkpoint",
     "dump_memory_manager_v1",
+    "dump_memory_manager_v2",
     "fnv1a_32",
     "memory_manager_checksum",
 ]
@@ -52,6 +55,9 @@ _FNV_PRIME = 0x01000193
 # reverted; the memory manager's V1 fallback replaces MemoryManagerCheckpointV1 by MemoryManagerCheckpoint).
 CPU_V1_TYPE_NAMES = ("CPUManagerCheckpoint",)  # the kubelet renames CPUManagerCheckpointV1 before hashing
 CPU_TYPE_NAMES = ("CPUManagerCheckpoint", "CPUManagerCheckpointV2")
+# 1.36+ verifies a v3 file under its own name first, then under the legacy name it writes for older kubelets
+# (checkpoint.go CPUManagerCheckpointV3.VerifyChecksum); a v2 file read as v3 gets the same two tries.
+CPU_V3_TYPE_NAMES = ("CPUManagerCheckpointV3", "CPUManagerCheckpoint")
 MEMORY_TYPE_NAMES = ("MemoryManagerCheckpoint", "MemoryManagerCheckpointV1")
 
 
@@ -153,6 +159,38 @@ def dump_cpu_manager_v1(
             ("PolicyName", "string", policy_name),
             ("DefaultCPUSet", "string", default_cpuset),
             ("Entries", "map[string]string", entries),
+            ("Checksum", "checksum.Checksum", 0),
+        )
+    )
+    return _spew(_Ptr(struct), f"*state.{type_name}")
+
+
+def _cpuset_value(cpus: Iterable[int] | None) -> _Struct:
+    """A ``PodEntry`` of the CPU Manager: {CPUSet cpuset.CPUSet}, whose only field is ``elems map[int]struct{}``."""
+    elems = None if cpus is None else dict.fromkeys(cpus, _Struct(()))
+    return _Struct((("CPUSet", "cpuset.CPUSet", _Struct((("elems", "map[int]struct {}", elems),))),))
+
+
+def dump_cpu_manager_v3(
+    policy_name: str,
+    default_cpuset: str,
+    entries: Mapping[str, Mapping[str, str] | None] | None,
+    pod_entries: Mapping[str, Iterable[int] | None] | None,
+    *,
+    type_name: str = CPU_V3_TYPE_NAMES[0],
+) -> str:
+    """The hashed dump of a v3 ``cpu_manager_state`` as 1.36+ kubelets verify it: v2's fields and ``PodEntries``.
+
+    pod_entries: pod UID -> its CPUs (the parsed ``cpuSet``: the struct holds a set, not the string); ``{}`` for an
+    absent key (pre-initialised), None only for a JSON null.
+    """
+    pods = None if pod_entries is None else {pod: _cpuset_value(cpus) for pod, cpus in pod_entries.items()}
+    struct = _Struct(
+        (
+            ("PolicyName", "string", policy_name),
+            ("DefaultCPUSet", "string", default_cpuset),
+            ("Entries", "map[string]map[string]string", entries),
+            ("PodEntries", "state.PodCPUAssignments", pods),
             ("Checksum", "checksum.Checksum", 0),
         )
     )
@@ -274,6 +312,33 @@ def dump_memory_manager_v1(
         )
     )
     return _spew(_Ptr(struct), f"*state.{type_name}")
+
+
+def dump_memory_manager_v2(
+    policy_name: str,
+    machine_state: Mapping[int, NumaNodeLike | None] | None,
+    entries: Mapping[str, Mapping[str, Sequence[BlockLike] | None] | None] | None,
+    pod_entries: Mapping[str, Sequence[BlockLike] | None] | None,
+) -> str:
+    """The hashed dump of a v2 ``memory_manager_state`` as 1.36+ kubelets verify it: v1's fields and ``PodEntries``
+    (pod UID -> the pod's blocks), under the legacy type name the kubelet substitutes before hashing."""
+    nodes = None if machine_state is None else {int(k): _numa_node(v) for k, v in machine_state.items()}
+    pods = None
+    if pod_entries is not None:
+        pods = {
+            pod: _Struct((("MemoryBlocks", "[]state.Block", None if blocks is None else [_block(b) for b in blocks]),))
+            for pod, blocks in pod_entries.items()
+        }
+    struct = _Struct(
+        (
+            ("PolicyName", "string", policy_name),
+            ("MachineState", "state.NUMANodeMap", nodes),
+            ("Entries", "state.ContainerMemoryAssignments", _memory_entries(entries)),
+            ("PodEntries", "state.PodMemoryAssignments", pods),
+            ("Checksum", "checksum.Checksum", 0),
+        )
+    )
+    return _spew(_Ptr(struct), f"*state.{MEMORY_TYPE_NAMES[0]}")
 
 
 def memory_manager_checksum(

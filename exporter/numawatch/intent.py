@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
+from numawatch.kubelet_version import parse_version
 from numawatch.model import frozen_map
 from numawatch.quantity import QuantityError, quantity_bytes
 from numawatch.shapes import Shape, ShapeError, shapes_from_intent
@@ -112,6 +113,9 @@ class Intent:
     memory_manager_policy: str = "Static"
     # None: reserved CPUs must equal the housekeeping CPUs (online minus isolcpus), the seed's rule.
     reserved_cpus: CPUSet | None = None
+    # The kubelet's version ("1.35", "v1.36.2"), for judging its checkpoints where neither the Node object nor RKE2's
+    # data directory names it (kubelet_version.py); None: unknown there.
+    kubelet_version: str | None = None
     # Containers holding one of these resources must be exclusively pinned on their accelerators' NUMA node. A name
     # ending in "*" is a prefix: "nvidia.com/mig-*" is every MIG profile (nvidia.com/mig-1g.10gb, ...).
     gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
@@ -440,6 +444,7 @@ class _IntentReader:
                 "topologyManagerScope",
                 "memoryManagerPolicy",
                 "reservedCPUs",
+                "version",
             ),
         )
         out: dict[str, Any] = {}
@@ -453,6 +458,11 @@ class _IntentReader:
                 out[attr] = self.choice(section[name], f"{key}.{name}", choices)
         if "reservedCPUs" in section:
             out["reserved_cpus"] = self.reserved_cpus(section["reservedCPUs"], f"{key}.reservedCPUs")
+        if "version" in section:
+            value = section["version"]
+            if not isinstance(value, str) or parse_version(value, "") is None:
+                raise self.fail(f"{key}.version", 'a Kubernetes version such as "1.35" or "v1.36.2" (quoted)', value)
+            out["kubelet_version"] = value
         return out
 
     def reserved_cpus(self, value: Any, key: str) -> CPUSet | None:

@@ -30,11 +30,12 @@ from numawatch.checkpoint_checksum import (
     cpu_manager_checksum,
     data_checksum,
     device_checkpoint_checksum,
-    dump_cpu_manager_v2,
+    dump_cpu_manager_v3,
+    dump_memory_manager_v2,
     fnv1a_32,
     memory_manager_checksum,
 )
-from numawatch.cpuset import format_cpulist
+from numawatch.cpuset import format_cpulist, parse_cpulist
 from numawatch.model import frozen_map
 from numawatch.model.kubelet import DeviceAssignment, MemoryBlock, MemoryNodeState, MemoryTable
 from numawatch.model.topology import Topology
@@ -227,6 +228,17 @@ def _write_kubeadm(
     return host.write(KUBEADM_CONFIG, _yaml(document))
 
 
+def write_rke2_data_dir(host: FakeHost, version: str, *, release: str = "rke2r1", current: bool = True) -> str:
+    """Install an RKE2 release's data directory, ``/var/lib/rancher/rke2/data/<version>-<release>-<hash>/bin``, as
+    the RKE2 installer unpacks it; ``current`` points ``/var/lib/rancher/rke2/bin`` at it (RKE2's own link, which
+    an upgrade moves while the old directory stays). Returns the directory's name."""
+    name = f"{version}-{release}-{fnv1a_32(version + release):012x}"  # RKE2's hash is 12 hex digits too
+    host.write(f"var/lib/rancher/rke2/data/{name}/bin/kubelet", "")
+    if current:
+        host.symlink("var/lib/rancher/rke2/bin", f"/var/lib/rancher/rke2/data/{name}/bin")
+    return name
+
+
 # --------------------------------------------------------------------------------------------------- CPU manager
 def write_cpu_manager_state(
     host: FakeHost,
@@ -244,9 +256,8 @@ def write_cpu_manager_state(
         written verbatim, even invalid ones, or CPU numbers).
     version 3 adds ``podEntries`` (pod UID -> CPUs); version 4 writes a v2/v3 body with checksum 0 plus ``data``
         and ``dataChecksum``.
-    checksum: "valid" (computed), or the number to write (v4: the dataChecksum). v3 has no published algorithm:
-        "valid" writes the v2-shaped hash, which the reader verifies only when there are no pod entries (else it
-        reports "cannot verify", checksum_ok None).
+    checksum: "valid" (computed as a 1.36+ kubelet writes it: v3 hashes its struct, ``podEntries`` included, under
+        the legacy type name), or the number to write (v4: the dataChecksum).
     """
     entries = entries or {}
     if version == 1:
@@ -272,7 +283,10 @@ def write_cpu_manager_state(
         document["dataChecksum"] = data_checksum(data) if checksum == "valid" else checksum
         return host.write(CPU_STATE, _json(document))
     if version == 3:
-        value = fnv1a_32(dump_cpu_manager_v2(policy, _cpus(default_cpuset), by_pod, type_name="CPUManagerCheckpointV3"))
+        pods = {pod: parse_cpulist(_cpus(cpus)) for pod, cpus in (pod_entries or {}).items()}
+        value = fnv1a_32(
+            dump_cpu_manager_v3(policy, _cpus(default_cpuset), by_pod, pods, type_name="CPUManagerCheckpoint")
+        )
     else:
         value = cpu_manager_checksum(policy, _cpus(default_cpuset), by_pod)
     body["checksum"] = value if checksum == "valid" else checksum
@@ -390,8 +404,8 @@ def write_memory_manager_state(
 
     machine_state: NUMA node -> MemoryNodeState (see kubelet_memory_machine_state); entries: pod UID -> container
     -> blocks. version 2 adds ``podEntries`` (pod UID -> blocks); version 3 writes the v1 body plus ``data`` and
-    ``dataChecksum``. checksum: "valid" or the number to write (v3: the dataChecksum; v2 has no published
-    algorithm: "valid" writes the v1 hash, and the reader reports a file with pod entries as "cannot verify").
+    ``dataChecksum``. checksum: "valid" (v2: the hash of the v2 struct, ``podEntries`` included, as 1.36+ writes
+    it) or the number to write (v3: the dataChecksum).
     """
     entries = entries or {}
     body: dict[str, Any] = {
@@ -406,6 +420,7 @@ def write_memory_manager_state(
     value = memory_manager_checksum(policy, machine_state, entries)
     if version == 2 and pod_entries:
         body["podEntries"] = {pod: {"memoryBlocks": _blocks_json(b)} for pod, b in sorted(pod_entries.items())}
+        value = fnv1a_32(dump_memory_manager_v2(policy, machine_state, entries, pod_entries))
     if version == 3:
         data_body = dict(body)
         if pod_entries:

@@ -572,10 +572,25 @@ class ReferenceNode:
         self.kubelet.update(changes)
         write_kubelet_config(self.host, self.flavor, **self.kubelet)
 
-    def write_cpu_state(self, *, policy: str = "static", checksum: int | str = "valid") -> None:
+    def write_cpu_state(
+        self,
+        *,
+        policy: str = "static",
+        checksum: int | str = "valid",
+        version: int = 2,
+        pod_entries: Mapping[str, Iterable[int]] | None = None,
+    ) -> None:
         entries = {uid: {_container_of(uid).name: cpus} for uid, cpus in sorted(self.exclusive.items())}
         default = ONLINE - frozenset().union(*self.exclusive.values())
-        write_cpu_manager_state(self.host, policy=policy, default_cpuset=default, entries=entries, checksum=checksum)
+        write_cpu_manager_state(
+            self.host,
+            policy=policy,
+            default_cpuset=default,
+            entries=entries,
+            checksum=checksum,
+            version=version,
+            pod_entries=pod_entries,
+        )
 
     def write_memory_state(self, *, policy: str = "Static") -> None:
         entries = {pod.uid: {pod.container.name: pod.memory_blocks} for pod in PODS if pod.memory_blocks}

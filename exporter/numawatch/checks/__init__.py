@@ -131,16 +131,24 @@ class Check:
     knob: str = ""  # the reference-profile knob (DOMAIN.md) it protects, e.g. "1" or "h8"
 
     def finding(
-        self, intent: Intent, labels: Mapping[str, str], message: str, remediation: str | None = None
+        self,
+        intent: Intent,
+        labels: Mapping[str, str],
+        message: str,
+        remediation: str | None = None,
+        severity: str | None = None,
     ) -> Finding:
-        """Build a finding with the intent's severity override and only known, non-empty labels."""
+        """Build a finding with the intent's severity override and only known, non-empty labels.
+
+        ``severity``: this finding's own, where it is milder than the check's (the intent's override still wins).
+        """
         unknown = set(labels) - set(SUBJECT_LABELS)
         if unknown:
             raise ValueError(f"check {self.id}: unknown subject labels {sorted(unknown)}")
         clean = {k: str(labels[k]) for k in SUBJECT_LABELS if k in labels and labels[k] not in (None, "")}
         return Finding(
             check=self.id,
-            severity=intent.severity_for(self.id, self.severity),
+            severity=intent.severity_for(self.id, severity or self.severity),
             labels=frozen_map(clean),
             message=message,
             remediation=remediation or self.remediation,

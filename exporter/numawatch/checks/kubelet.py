@@ -7,7 +7,7 @@ refuse to start after a policy or machine change (kubelet.md §1.3, §2.3, §2.4
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,17 @@ from numawatch.checks import Check, Finding, NotEvaluated, require, require_know
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import REFERENCE, Intent
-from numawatch.model.kubelet import CpuManagerState, KubeletConfig, MemoryManagerState, MemoryTable
+from numawatch.kubelet_version import era_of, era_text, running_kubelet_version
+from numawatch.model.kubelet import (
+    ERAS,
+    CpuManagerState,
+    KubeletConfig,
+    KubeletState,
+    KubeletVersion,
+    MemoryManagerState,
+    MemoryTable,
+    StateFileProblem,
+)
 from numawatch.model.topology import NumaNode, Topology
 from numawatch.quantity import hugepage_resource_name
 
@@ -216,6 +226,9 @@ class StaleState:
     detail: str
     change: str | None = None  # a kubelet setting that must change too (remediation wording)
     until: str = "the file is removed"  # what ends the kubelet's crash loop
+    refuses_start: bool = True  # False: the kubelet starts without the file (the device manager's checkpoint)
+    # Set when only some kubelet versions refuse the file and the node's is unknown: which ones do (judged leniently).
+    refused_by: frozenset[str] | None = None
 
 
 # What every refused checkpoint does to the kubelet (policy_static.go Start -> cpu_manager.go Start ->
@@ -224,11 +237,40 @@ class StaleState:
 _CRASH_LOOP = 'it exits at start ("Failed to start ContainerManager") and is restarted in a loop, the node NotReady'
 
 
+# A device checkpoint the kubelet cannot read back (devicemanager/manager.go Start): it goes on without it.
+_DEVICES_FORGOTTEN = (
+    'its device manager logs "Continue after failing to read checkpoint file" and starts without it, forgetting '
+    "which devices the running pods hold, so it can hand them to new pods as well"
+)
+
+
+def state_file_problems(problems: Iterable[StateFileProblem], version: KubeletVersion | None) -> list[StaleState]:
+    """The checkpoint problems the node's kubelet has: each file is judged by that version's rules. With the version
+    unknown, a file that only some versions refuse is kept, marked with the versions that do (reported leniently)."""
+    era = era_of(version)
+    stale: list[StaleState] = []
+    for problem in problems:
+        reason, detail = problem.reason, problem.detail
+        if era is not None:
+            verdict = problem.for_era(era)
+            if verdict is None:
+                continue
+            reason, detail = verdict
+        refused_by = problem.eras if era is None and problem.eras != ERAS else None
+        if version is not None and problem.eras != ERAS:
+            detail += f" (kubelet {version.text}, from {version.origin})"
+        stale.append(
+            StaleState(problem.file, reason, detail, refuses_start=problem.refuses_start, refused_by=refused_by)
+        )
+    return stale
+
+
 def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
     config: KubeletConfig = require(host, "kubelet_config")
-    state = require(host, "kubelet_state")
+    state: KubeletState = require(host, "kubelet_state")
     topology: Topology = require(host, "topology")
-    problems = [StaleState(p.file, p.reason, p.detail) for p in state.problems]
+    version = running_kubelet_version(state.rke2_version, intent.kubelet_version)
+    problems = state_file_problems(state.problems, version)
     if state.cpu is not None:
         problems.extend(cpu_state_problems(state.cpu, config, topology))
     elif config.cpu_manager_policy == "static":
@@ -248,9 +290,20 @@ def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
         if (file, problem.reason) in seen:
             continue
         seen.add((file, problem.reason))
+        severity = None
         if problem.reason == "reserved_cpus_offline":
             remove = f"{kubelet_root(config)}/cpu_manager_state"
             message = f"the kubelet will not start with {file} at its next restart: {problem.detail}"
+        elif not problem.refuses_start:
+            remove, severity = file, "warning"
+            message = f"the kubelet cannot read back {file} at its next restart: {problem.detail}; {_DEVICES_FORGOTTEN}"
+        elif problem.refused_by is not None:
+            remove, severity = file, "warning"
+            message = (
+                f"{era_text(problem.refused_by)} will refuse to start with {file}: {problem.detail}; other kubelet "
+                "versions read it back, and this node's is unknown (no Node object, RKE2 data directory or intent "
+                "kubelet.version names it), so it is judged leniently: set kubelet.version in the intent"
+            )
         else:
             remove = file
             message = (
@@ -262,6 +315,7 @@ def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
             {"file": file, "reason": problem.reason},
             message,
             restart_steps(config, problem.change, remove),
+            severity,
         )
 
 

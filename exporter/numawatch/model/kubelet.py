@@ -56,13 +56,39 @@ class KubeletConfig:
 
 
 # --------------------------------------------------------------------------------------------------- kubelet state
+# The kubelet's checkpoint rule sets, named by the versions that follow them (kubelet_version.py says what changed).
+UNTIL_1_35 = "<=1.35"
+SINCE_1_36 = ">=1.36"
+ERAS = frozenset({UNTIL_1_35, SINCE_1_36})
+
+
+@dataclass(frozen=True)
+class KubeletVersion:
+    major: int
+    minor: int
+    text: str  # as the origin spells it (matched against a version pattern, so safe to repeat in a message)
+    origin: str  # where it was learnt, for messages: "RKE2's data directory /var/lib/rancher/rke2/data/..."
+
+
 @dataclass(frozen=True)
 class StateFileProblem:
-    """A checkpoint file the kubelet would refuse at its next start because it cannot be read back."""
+    """A checkpoint file the kubelet cannot read back at its next start."""
 
     file: str  # host path
     reason: str  # "unparsable" or "checksum_mismatch"
     detail: str
+    eras: frozenset[str] = ERAS  # the kubelet rule sets that refuse it (model ERAS)
+    # False for the device manager's checkpoint: the kubelet logs the failure and starts without it.
+    refuses_start: bool = True
+    # Where the rule sets refuse it for different reasons, each one's (reason, detail); reason and detail above are
+    # then the newest kubelet's reason and every detail.
+    by_era: Mapping[str, tuple[str, str]] = field(default_factory=frozen_map)
+
+    def for_era(self, era: str) -> tuple[str, str] | None:
+        """(reason, detail) as a kubelet following rule set ``era`` refuses the file; None when it reads it back."""
+        if era not in self.eras:
+            return None
+        return self.by_era.get(era, (self.reason, self.detail))
 
 
 @dataclass(frozen=True)
@@ -74,7 +100,8 @@ class CpuManagerState:
     # v2+: pod UID -> container name -> exclusive CPUs; v1 files are keyed by container ID (see entries_v1)
     entries: Mapping[str, Mapping[str, CPUSet]]
     entries_v1: Mapping[str, CPUSet] = field(default_factory=frozen_map)
-    checksum_ok: bool | None = None  # None: cannot be verified (e.g. v3 podEntries)
+    # True: every kubelet version accepts the checksum; False: none does; None: they differ (StateFileProblem.eras)
+    checksum_ok: bool | None = None
     # v3+ (PodLevelResourceManagers): pod UID -> CPUs held exclusively by the pod as a whole (podEntries)
     pod_entries: Mapping[str, CPUSet] = field(default_factory=frozen_map)
 
@@ -122,7 +149,7 @@ class MemoryManagerState:
     policy_name: str
     machine_state: Mapping[int, MemoryNodeState]
     entries: Mapping[str, Mapping[str, tuple[MemoryBlock, ...]]]  # pod UID -> container -> blocks
-    checksum_ok: bool | None = None
+    checksum_ok: bool | None = None  # as CpuManagerState.checksum_ok
     # v2+ (PodLevelResourceManagers): pod UID -> blocks held by the pod as a whole (podEntries)
     pod_entries: Mapping[str, tuple[MemoryBlock, ...]] = field(default_factory=frozen_map)
 
@@ -150,3 +177,4 @@ class KubeletState:
     memory: MemoryManagerState | None
     devices: DeviceCheckpoint | None
     problems: tuple[StateFileProblem, ...] = ()
+    rke2_version: KubeletVersion | None = None  # from RKE2's versioned data directory (kubelet_version.py)

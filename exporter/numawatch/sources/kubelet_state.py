@@ -21,37 +21,44 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from numawatch import confined
 from numawatch.checkpoint_checksum import (
     CPU_TYPE_NAMES,
     CPU_V1_TYPE_NAMES,
+    CPU_V3_TYPE_NAMES,
     MEMORY_TYPE_NAMES,
     DeviceEntryRecord,
-    checksum_matches,
     data_checksum,
     dump_cpu_manager_v1,
     dump_cpu_manager_v2,
+    dump_cpu_manager_v3,
     dump_device_checkpoint,
     dump_memory_manager_v1,
+    dump_memory_manager_v2,
     fnv1a_32,
 )
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import checked, excerpt
+from numawatch.kubelet_version import parse_version
 from numawatch.model import frozen_map
 from numawatch.model.kubelet import (
+    SINCE_1_36,
+    UNTIL_1_35,
     CpuManagerState,
     DeviceAssignment,
     DeviceCheckpoint,
     KubeletState,
+    KubeletVersion,
     MemoryBlock,
     MemoryManagerState,
     MemoryNodeState,
@@ -59,7 +66,7 @@ from numawatch.model.kubelet import (
     StateFileProblem,
 )
 from numawatch.paths import Paths
-from numawatch.sources._files import read_bytes
+from numawatch.sources._files import list_dir, read_bytes
 
 CPU_STATE = "cpu_manager_state"
 MEMORY_STATE = "memory_manager_state"
@@ -281,6 +288,7 @@ def _freeze_nested(mapping: dict | None) -> dict:
 # --------------------------------------------------------------------------------------------------- CPU manager
 _CPU_FIELDS = ("policyName", "defaultCpuSet", "entries", "podEntries", "checksum", "data", "dataChecksum")
 _CPU_BODY_FIELDS = ("policyName", "defaultCpuSet", "entries", "podEntries")
+_REFUSED = "the kubelet refuses it: 'checkpoint is corrupted'"
 
 
 def _pod_cpusets(values: list[Any], path: str) -> dict[str, str] | None:
@@ -290,127 +298,220 @@ def _pod_cpusets(values: list[Any], path: str) -> dict[str, str] | None:
     return _map(values, path, one, initial={})
 
 
-def parse_cpu_manager_state(data: bytes | str, file: str) -> tuple[CpuManagerState | None, StateFileProblem | None]:
-    """Decode ``cpu_manager_state`` (any version) and verify its checksum like the kubelet does.
+@dataclass(frozen=True)
+class _Refusal:
+    """Why one kubelet rule set cannot read the file back."""
 
-    Returns the state (None when the kubelet could not read it back) and the problem the kubelet would refuse it for
-    (None when it would accept it). A checksum mismatch still returns the decoded state, with ``checksum_ok`` False.
+    reason: str
+    detail: str
+
+
+def _verdict(file: str, refusals: Mapping[str, _Refusal | None]) -> tuple[bool | None, StateFileProblem | None]:
+    """(checksum_ok, problem) from each rule set's refusal (None: it reads the file back).
+
+    The problem names the rule sets that refuse the file; where they refuse it for different reasons, the detail
+    gives each (the reason is the newest kubelet's).
+    """
+    refusing = {era: refusal for era, refusal in refusals.items() if refusal is not None}
+    if not refusing:
+        return True, None
+    distinct = {(r.reason, r.detail) for r in refusing.values()}
+    eras = frozenset(refusing)
+    by_era: dict[str, tuple[str, str]] = {}
+    if len(distinct) == 1:
+        reason, detail = next(iter(distinct))
+    else:
+        by_era = {era: (refusal.reason, refusal.detail) for era, refusal in refusing.items()}
+        reason = refusing[max(refusing)].reason  # ">=1.36" sorts after "<=1.35"
+        detail = "; ".join(f"kubelet {era}: {refusing[era].detail}" for era in sorted(refusing, reverse=True))
+    corrupt = [era for era, refusal in refusing.items() if refusal.reason == CHECKSUM_MISMATCH]
+    checksum_ok = True if not corrupt else False if len(corrupt) == len(refusals) else None
+    return checksum_ok, StateFileProblem(file, reason, detail, eras, by_era=frozen_map(by_era))
+
+
+def _mismatch(stored: int, computed: int, key: str, consequence: str = _REFUSED) -> _Refusal:
+    return _Refusal(CHECKSUM_MISMATCH, f"{key} {stored} in the file, {computed} computed ({consequence})")
+
+
+def parse_cpu_manager_state(data: bytes | str, file: str) -> tuple[CpuManagerState | None, StateFileProblem | None]:
+    """Decode ``cpu_manager_state`` (any version) and verify it as each kubelet rule set does.
+
+    Returns the state (None when no kubelet could read it back) and the problem (None when every kubelet version
+    reads it back; its ``eras`` otherwise). The state is what the newest kubelet restores where it can.
     """
     try:
         fields = _struct(_loads(data), "", _CPU_FIELDS)
-        if fields["data"] or fields["dataChecksum"]:
-            return _cpu_v4(fields, file)
-        return _cpu_legacy(fields, file)
     except _Invalid as error:
         return None, StateFileProblem(file, UNPARSABLE, str(error))
-
-
-def _cpu_v4(fields: dict[str, list[Any]], file: str) -> tuple[CpuManagerState | None, StateFileProblem | None]:
-    # v4: the legacy body (checksum forced to 0) is for older kubelets; ``data`` is what a 1.37 kubelet restores.
-    text = _string(fields["data"], "data")
-    stored = _uint64(fields["dataChecksum"], "dataChecksum")
-    body = _struct(_loads(text), "data", _CPU_BODY_FIELDS)
-    entries = _map(body["entries"], "data.entries", _elem_string_map, initial={})
-    pod_entries = _pod_cpusets(body["podEntries"], "data.podEntries")
-    computed = data_checksum(text)
-    ok = computed == stored
-    policy = _string(body["policyName"], "data.policyName")
-    default = _string(body["defaultCpuSet"], "data.defaultCpuSet")
-    return _finish(
-        lambda: _cpu_state(file, 4, policy, default, entries, None, pod_entries, ok),
-        _mismatch(file, ok, stored, computed, "dataChecksum"),
-    )
-
-
-def _cpu_legacy(fields: dict[str, list[Any]], file: str) -> tuple[CpuManagerState | None, StateFileProblem | None]:
-    policy = _string(fields["policyName"], "policyName")
-    default = _string(fields["defaultCpuSet"], "defaultCpuSet")
-    stored = _uint64(fields["checksum"], "checksum")
-    # The kubelet tries the v1 struct (container ID -> cpuset) and then v2 (pod -> container -> cpuset); whichever
-    # decodes and verifies wins. An empty map decodes as both.
-    v1_entries: dict | None = None
     try:
-        v1_entries = _map(fields["entries"], "entries", _elem_string, initial={})
-        v1_decoded = True
-    except _Invalid:
-        v1_decoded = False
-    v2_error: _Invalid | None = None
-    v2_entries: dict | None = None
+        body = _CpuBody(fields)
+    except _Invalid as error:  # a field every struct shares has the wrong type
+        return None, StateFileProblem(file, UNPARSABLE, str(error))
+    old_state, old_refusal = _cpu_legacy(body, file, UNTIL_1_35)
+    if fields["data"] or fields["dataChecksum"]:
+        # v4: kubelets <= 1.35 know no ``data`` and read the legacy body (written with checksum 0 for them);
+        # 1.36+ restore ``data`` alone and never fall back to the body when it is bad (state_checkpoint.go).
+        new_state, new_refusal = _cpu_v4(fields, file)
+    else:
+        new_state, new_refusal = _cpu_legacy(body, file, SINCE_1_36)
+    state = new_state if new_state is not None else old_state
+    ok, problem = _verdict(file, {UNTIL_1_35: old_refusal, SINCE_1_36: new_refusal})
+    if state is not None:
+        state = dataclasses.replace(state, checksum_ok=ok)
+    return state, problem
+
+
+def _cpu_v4(fields: dict[str, list[Any]], file: str) -> tuple[CpuManagerState | None, _Refusal | None]:
     try:
-        v2_entries = _map(fields["entries"], "entries", _elem_string_map, initial={})
-        v2_decoded = True
+        text = _string(fields["data"], "data")
+        stored = _uint64(fields["dataChecksum"], "dataChecksum")
+        body = _struct(_loads(text), "data", _CPU_BODY_FIELDS)
+        entries = _map(body["entries"], "data.entries", _elem_string_map, initial={})
+        pod_entries = _pod_cpusets(body["podEntries"], "data.podEntries")
+        policy = _string(body["policyName"], "data.policyName")
+        default = _string(body["defaultCpuSet"], "data.defaultCpuSet")
     except _Invalid as error:
-        v2_decoded, v2_error = False, error
-    if not v1_decoded and v2_error is not None:  # v2_error is set exactly when v2 did not decode
-        raise v2_error
-    if fields["podEntries"]:
-        return _cpu_v3(fields, file, policy, default, v2_entries, v2_decoded, stored)
+        return None, _data_unparsable(error)
+    computed = data_checksum(text)
+    refusal = None if computed == stored else _mismatch(stored, computed, "dataChecksum")
+    return _build(lambda: _cpu_state(file, 4, policy, default, entries, None, pod_entries), refusal)
 
-    v1_ok = v1_decoded and checksum_matches(
-        stored, (dump_cpu_manager_v1(policy, default, v1_entries, type_name=n) for n in CPU_V1_TYPE_NAMES)
-    )
-    v2_ok = v2_decoded and checksum_matches(
-        stored, (dump_cpu_manager_v2(policy, default, v2_entries, type_name=n) for n in CPU_TYPE_NAMES)
-    )
-    # A checksum of 0 is accepted for v1/v2 ("compatibility with old file backend", checkpoint.go).
-    ok = stored == 0 or v1_ok or v2_ok
-    as_v1 = v1_ok or (v1_decoded and not v2_ok and bool(v1_entries))
-    if as_v1:
-        # Hash again only to say what the kubelet expects: dumps of large files cost milliseconds.
-        computed = stored if ok else fnv1a_32(dump_cpu_manager_v1(policy, default, v1_entries))
-        return _finish(
-            lambda: _cpu_state(file, 1, policy, default, None, v1_entries, None, ok),
-            _mismatch(file, ok, stored, computed, "checksum"),
+
+def _data_unparsable(error: _Invalid) -> _Refusal:
+    """``data`` that does not decode: 1.36+ refuse the file ("could not load v4 checkpoint") without falling back."""
+    detail = str(error)
+    return _Refusal(UNPARSABLE, detail if detail.startswith("data") else f"data: {detail}")
+
+
+def _decoded(decode: Callable[[], Any]) -> tuple[Any, _Invalid | None]:
+    try:
+        return decode(), None
+    except _Invalid as error:
+        return None, error
+
+
+class _CpuBody:
+    """The legacy body of ``cpu_manager_state`` decoded once, as each struct the kubelet tries decodes it, with the
+    checksums of its dumps computed at most once: both rule sets try some of the same ones, and hashing a large
+    checkpoint costs milliseconds."""
+
+    def __init__(self, fields: dict[str, list[Any]]) -> None:
+        self.policy = _string(fields["policyName"], "policyName")
+        self.default = _string(fields["defaultCpuSet"], "defaultCpuSet")
+        self.stored = _uint64(fields["checksum"], "checksum")
+        self.has_pods = bool(fields["podEntries"])
+        self.v2_entries, self.v2_error = _decoded(
+            lambda: _map(fields["entries"], "entries", _elem_string_map, initial={})
         )
-    if v2_error is not None:  # v2 did not decode
-        raise v2_error
-    computed = stored if ok else fnv1a_32(dump_cpu_manager_v2(policy, default, v2_entries))
-    return _finish(
-        lambda: _cpu_state(file, 2, policy, default, v2_entries, None, None, ok),
-        _mismatch(file, ok, stored, computed, "checksum"),
-    )
+        self.v1_entries, self.v1_error = _decoded(lambda: _map(fields["entries"], "entries", _elem_string, initial={}))
+        self.pod_strings, self.pod_error = _decoded(lambda: _pod_cpusets(fields["podEntries"], "podEntries"))
+        if self.pod_error is None and self.pod_strings is not None:
+            pods = self.pod_strings
+            self.pod_sets, self.pod_error = _decoded(
+                lambda: {pod: _cpuset(text, f"podEntries.{pod}.cpuSet") for pod, text in pods.items()}
+            )
+        else:
+            self.pod_sets = None
+        self._hashes: dict[tuple[int, str], int] = {}
+        self._states: dict[tuple[int, bool], CpuManagerState] = {}
+
+    def hash(self, version: int, type_name: str) -> int:
+        """The checksum of the v1, v2 or v3 struct's dump under ``type_name`` (the decoded entries must exist)."""
+        key = (version, type_name)
+        if key not in self._hashes:
+            if version == 1:
+                dump = dump_cpu_manager_v1(self.policy, self.default, self.v1_entries, type_name=type_name)
+            elif version == 2:
+                dump = dump_cpu_manager_v2(self.policy, self.default, self.v2_entries, type_name=type_name)
+            else:
+                dump = dump_cpu_manager_v3(
+                    self.policy, self.default, self.v2_entries, self.pod_sets, type_name=type_name
+                )
+            self._hashes[key] = fnv1a_32(dump)
+        return self._hashes[key]
+
+    def matches(self, version: int, type_names: tuple[str, ...]) -> bool:
+        return any(self.hash(version, name) == self.stored for name in type_names)
+
+    def state(self, file: str, version: int, pods: bool = False) -> Callable[[], CpuManagerState]:
+        """What the kubelet restores when it reads the file as ``version`` (1: entries by container ID); built once
+        when both rule sets restore the same."""
+
+        def build() -> CpuManagerState:
+            key = (version, pods)
+            if key not in self._states:
+                if version == 1:
+                    self._states[key] = _cpu_state(file, 1, self.policy, self.default, None, self.v1_entries, None)
+                else:
+                    pod_entries = self.pod_strings if pods and self.pod_error is None else None
+                    self._states[key] = _cpu_state(
+                        file, version, self.policy, self.default, self.v2_entries, None, pod_entries
+                    )
+            return self._states[key]
+
+        return build
 
 
-def _finish(build: Callable[[], Any], problem: StateFileProblem | None) -> tuple[Any, StateFileProblem | None]:
+def _cpu_legacy(body: _CpuBody, file: str, era: str) -> tuple[CpuManagerState | None, _Refusal | None]:
+    """A file without ``data``, as one rule set reads it.
+
+    <= 1.35: the v2 struct (pod -> container -> cpuset), then v1 (container ID -> cpuset); a checksum of 0 is
+    accepted by both ("compatibility with old file backend"). >= 1.36: the v3 struct (v2 plus ``podEntries``, hashed
+    under two type names, no checksum 0), then v2 (checksum 0 accepted); v1 files are no longer read.
+    """
+    version = 3 if body.has_pods else 2
+    if era == UNTIL_1_35:
+        if body.v2_error is None and (body.stored == 0 or body.matches(2, CPU_TYPE_NAMES[:1])):
+            return _build(body.state(file, version), None)
+        if body.v1_error is None:
+            if body.stored == 0 or body.matches(1, CPU_V1_TYPE_NAMES):
+                return _build(body.state(file, 1), None)
+            if body.v1_entries:  # a v1 file (entries keyed by container ID) that fails its check
+                refusal = _mismatch(body.stored, body.hash(1, CPU_V1_TYPE_NAMES[0]), "checksum")
+                return _build(body.state(file, 1), refusal)
+        if body.v2_error is not None:
+            return None, _Refusal(UNPARSABLE, str(body.v2_error))
+        refusal = _mismatch(body.stored, body.hash(2, CPU_TYPE_NAMES[0]), "checksum")
+        return _build(body.state(file, version), refusal)
+    if body.v2_error is not None:
+        if body.v1_error is None:
+            return None, _Refusal(
+                UNPARSABLE,
+                "entries are keyed by container ID, the v1 format of kubelets <= 1.17, which kubelet 1.36+ no longer "
+                f"reads ({body.v2_error})",
+            )
+        return None, _Refusal(UNPARSABLE, str(body.v2_error))
+    v3_decoded = body.pod_error is None
+    if not body.has_pods and (body.stored == 0 or body.matches(2, CPU_TYPE_NAMES)):
+        # Without pod entries the v3 and v2 readings restore the same state: the v2 hash (the common file, written
+        # by any kubelet up to 1.35) is tried first, as it was just computed for the older rule set.
+        return _build(body.state(file, 2), None)
+    if v3_decoded and body.matches(3, CPU_V3_TYPE_NAMES):
+        return _build(body.state(file, version, pods=True), None)
+    if body.stored == 0 or body.matches(2, CPU_TYPE_NAMES):
+        return _build(body.state(file, 2), None)  # read as v2, the pod-level entries are dropped
+    computed = body.hash(3, CPU_V3_TYPE_NAMES[-1]) if v3_decoded else body.hash(2, CPU_TYPE_NAMES[0])
+    return _build(body.state(file, version, pods=True), _mismatch(body.stored, computed, "checksum"))
+
+
+def _build(build: Callable[[], Any], refusal: _Refusal | None) -> tuple[Any, _Refusal | None]:
     """Build the snapshot once the checksum verdict is known.
 
-    The kubelet verifies the checksum before it parses any cpuset, so a corrupt file with a bad cpuset is reported
-    as the checksum mismatch, and a valid one with a bad cpuset as unparsable ("could not parse ... cpuset").
+    The kubelet verifies the checksum before it parses any cpuset, so a corrupt file with a bad cpuset is refused
+    for its checksum, and a verified one with a bad cpuset as unparsable ("could not parse ... cpuset").
     """
     try:
-        return build(), problem
-    except _Invalid:
-        if problem is not None:
-            return None, problem
-        raise
+        return build(), refusal
+    except _Invalid as error:
+        return None, refusal or _Refusal(UNPARSABLE, str(error))
 
 
-def _cpu_v3(
-    fields: dict[str, list[Any]],
-    file: str,
-    policy: str,
-    default: str,
-    entries: dict | None,
-    decoded: bool,
-    stored: int,
-) -> tuple[CpuManagerState | None, StateFileProblem | None]:
-    # v3 embeds cpuset.CPUSet structs in podEntries; that dump is unconfirmed (kubelet.md §4.4), so a checksum we
-    # cannot reproduce is "cannot verify" (None), never "corrupt". Without pod entries the hash may still be the
-    # v2-shaped one, and then it is verified.
-    if not decoded:
-        _map(fields["entries"], "entries", _elem_string_map, initial={})  # raises the v2 decoding error
-    pod_entries = _pod_cpusets(fields["podEntries"], "podEntries")
-    names = (*CPU_TYPE_NAMES, "CPUManagerCheckpointV3")
-    dumps = (dump_cpu_manager_v2(policy, default, entries, type_name=n) for n in names)
-    ok = True if not pod_entries and checksum_matches(stored, dumps) else None
-    return _cpu_state(file, 3, policy, default, entries, None, pod_entries, ok), None
-
-
-# A checkpoint's policy name is repeated in messages (kubelet_state_stale): a short identifier or the file is
+# A checkpoint's policy name is repeated in messages (kubelet_state_stale): a short identifier, or empty (a v4 file
+# holding only ``data`` leaves the legacy body's name empty, and the kubelet reads it back), or the file is
 # unparsable. Pod UIDs, container names and device IDs are decoded exactly as the kubelet decodes them (any string,
 # for the checksum) and are matched against the cgroups and the runtime's names, which are checked; where one is
 # repeated on its own (a GPU's device ID as its label), the reader of the snapshot checks it (hosttext).
-_POLICY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+_POLICY_NAME = re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]{0,31})?")
 
 
 def _checked_policy(policy: str) -> str:
@@ -428,7 +529,6 @@ def _cpu_state(
     entries: dict | None,
     entries_v1: dict | None,
     pod_entries: dict | None,
-    ok: bool | None,
 ) -> CpuManagerState:
     _checked_policy(policy)
     # The kubelet parses every cpuset after the checksum and refuses the file if one is bad ("could not parse").
@@ -443,22 +543,8 @@ def _cpu_state(
         default_cpuset=_cpuset(default, "defaultCpuSet"),
         entries=frozen_map(_freeze_nested(by_pod)),
         entries_v1=frozen_map({cid: _cpuset(cpus, f"entries.{cid}") for cid, cpus in (entries_v1 or {}).items()}),
-        checksum_ok=ok,
         pod_entries=frozen_map({pod: _cpuset(c, f"podEntries.{pod}.cpuSet") for pod, c in (pod_entries or {}).items()}),
     )
-
-
-def _mismatch(
-    file: str,
-    ok: bool | None,
-    stored: int,
-    computed: int,
-    key: str,
-    consequence: str = "the kubelet refuses it: 'checkpoint is corrupted'",
-) -> StateFileProblem | None:
-    if ok is not False:
-        return None
-    return StateFileProblem(file, CHECKSUM_MISMATCH, f"{key} {stored} in the file, {computed} computed ({consequence})")
 
 
 # --------------------------------------------------------------------------------------------------- memory manager
@@ -526,33 +612,99 @@ def _decode_pod_blocks(value: Any, path: str) -> list[_Block] | None:
 def parse_memory_manager_state(
     data: bytes | str, file: str
 ) -> tuple[MemoryManagerState | None, StateFileProblem | None]:
-    """Decode ``memory_manager_state`` (v1, v2, v3) and verify its checksum like the kubelet does."""
+    """Decode ``memory_manager_state`` (v1, v2, v3) and verify it as each kubelet rule set does (as the CPU one)."""
     try:
         fields = _struct(_loads(data), "", _MEMORY_FIELDS)
-        if fields["data"] or fields["dataChecksum"]:
-            # v3: ``data`` is authoritative; the legacy v1 body next to it may differ and is not what is restored.
-            text = _string(fields["data"], "data")
-            stored = _uint64(fields["dataChecksum"], "dataChecksum")
-            body = _struct(_loads(text), "data", _MEMORY_BODY_FIELDS)
-            computed = data_checksum(text)
-            ok = computed == stored
-            state = _memory_state(file, 3, *_memory_body(body, "data."), ok)
-            return state, _mismatch(file, ok, stored, computed, "dataChecksum")
-        stored = _uint64(fields["checksum"], "checksum")
-        policy, machine, entries, pod_entries = _memory_body(fields, "")
-        dumps = (dump_memory_manager_v1(policy, machine, entries, type_name=n) for n in MEMORY_TYPE_NAMES)
-        matched = checksum_matches(stored, dumps)
-        if fields["podEntries"]:
-            # v2 hashes a struct with a PodEntries field whose dump is unconfirmed: "cannot verify", never "corrupt",
-            # unless there are no pod entries and the v1-shaped hash matches.
-            verified = True if matched and not pod_entries else None
-            return _memory_state(file, 2, policy, machine, entries, pod_entries, verified), None
-        # Unlike the CPU manager, the memory manager accepts no checksum 0 (only 1.36+ kubelets do).
-        state = _memory_state(file, 1, policy, machine, entries, pod_entries, matched)
-        computed = stored if matched else fnv1a_32(dump_memory_manager_v1(policy, machine, entries))
-        return state, _mismatch(file, matched, stored, computed, "checksum")
     except _Invalid as error:
         return None, StateFileProblem(file, UNPARSABLE, str(error))
+    try:
+        body = _MemoryBody(fields)
+    except _Invalid as error:
+        return None, StateFileProblem(file, UNPARSABLE, str(error))
+    old_state, old_refusal = _memory_legacy(body, file, UNTIL_1_35)
+    if fields["data"] or fields["dataChecksum"]:
+        new_state, new_refusal = _memory_v3(fields, file)
+    else:
+        new_state, new_refusal = _memory_legacy(body, file, SINCE_1_36)
+    state = new_state if new_state is not None else old_state
+    ok, problem = _verdict(file, {UNTIL_1_35: old_refusal, SINCE_1_36: new_refusal})
+    if state is not None:
+        state = dataclasses.replace(state, checksum_ok=ok)
+    return state, problem
+
+
+def _memory_v3(fields: dict[str, list[Any]], file: str) -> tuple[MemoryManagerState | None, _Refusal | None]:
+    # ``data`` is authoritative for 1.36+; the legacy v1 body next to it may differ and is not what is restored.
+    try:
+        text = _string(fields["data"], "data")
+        stored = _uint64(fields["dataChecksum"], "dataChecksum")
+        body = _struct(_loads(text), "data", _MEMORY_BODY_FIELDS)
+        decoded = _memory_body(body, "data.")
+    except _Invalid as error:
+        return None, _data_unparsable(error)
+    computed = data_checksum(text)
+    refusal = None if computed == stored else _mismatch(stored, computed, "dataChecksum")
+    return _build(lambda: _memory_state(file, 3, *decoded), refusal)
+
+
+class _MemoryBody:
+    """The legacy body of ``memory_manager_state`` decoded once, each dump's checksum computed at most once."""
+
+    def __init__(self, fields: dict[str, list[Any]]) -> None:
+        self.stored = _uint64(fields["checksum"], "checksum")
+        self.policy, self.machine, self.entries, self.pod_entries = _memory_body(fields, "")
+        self.has_pods = bool(fields["podEntries"])
+        self._hashes: dict[str, int] = {}
+        self._states: dict[tuple[int, bool], MemoryManagerState] = {}
+
+    def hash(self, type_name: str | None) -> int:
+        """The checksum of the v1 struct's dump under ``type_name``, or of the v2 struct's (None)."""
+        key = type_name or ""
+        if key not in self._hashes:
+            if type_name is None:
+                dump = dump_memory_manager_v2(self.policy, self.machine, self.entries, self.pod_entries)
+            else:
+                dump = dump_memory_manager_v1(self.policy, self.machine, self.entries, type_name=type_name)
+            self._hashes[key] = fnv1a_32(dump)
+        return self._hashes[key]
+
+    def v1_matches(self) -> bool:
+        return any(self.hash(name) == self.stored for name in MEMORY_TYPE_NAMES)
+
+    def state(self, file: str, version: int, pods: bool = False) -> Callable[[], MemoryManagerState]:
+        """What the kubelet restores reading the file as ``version``; built once when both rule sets restore it."""
+
+        def build() -> MemoryManagerState:
+            key = (version, pods)
+            if key not in self._states:
+                pod_entries = self.pod_entries if pods else None
+                self._states[key] = _memory_state(file, version, self.policy, self.machine, self.entries, pod_entries)
+            return self._states[key]
+
+        return build
+
+
+def _memory_legacy(body: _MemoryBody, file: str, era: str) -> tuple[MemoryManagerState | None, _Refusal | None]:
+    """A file without ``data``, as one rule set reads it.
+
+    <= 1.35: the v1 struct only, and no checksum 0. >= 1.36: the v2 struct (v1 plus ``podEntries``, hashed under the
+    legacy type name), then v1, which accepts a checksum of 0 (state_checkpoint.go, checkpoint.go).
+    """
+    version = 2 if body.has_pods else 1
+    if era == UNTIL_1_35:
+        # The v1 struct has no podEntries: they are dropped, and a hash that covered them does not match.
+        refusal = None if body.v1_matches() else _mismatch(body.stored, body.hash(MEMORY_TYPE_NAMES[0]), "checksum")
+        return _build(body.state(file, version), refusal)
+    if not body.has_pods and (body.stored == 0 or body.v1_matches()):
+        # Without pod entries the v2 and v1 readings restore the same state: the v1 hash, just computed for the older
+        # rule set, is tried first.
+        return _build(body.state(file, 1), None)
+    if body.hash(None) == body.stored:
+        return _build(body.state(file, version, pods=True), None)
+    if body.stored == 0 or body.v1_matches():
+        return _build(body.state(file, 1), None)
+    computed = body.hash(None) if body.pod_entries else body.hash(MEMORY_TYPE_NAMES[0])
+    return _build(body.state(file, version, pods=True), _mismatch(body.stored, computed, "checksum"))
 
 
 def _memory_body(fields: dict[str, list[Any]], prefix: str) -> tuple[str, dict | None, dict | None, dict | None]:
@@ -575,7 +727,6 @@ def _memory_state(
     machine: dict | None,
     entries: dict | None,
     pod_entries: dict | None,
-    ok: bool | None,
 ) -> MemoryManagerState:
     _checked_policy(policy)
     nodes = {
@@ -597,7 +748,6 @@ def _memory_state(
         policy_name=policy,
         machine_state=frozen_map(nodes),
         entries=frozen_map(assignments),
-        checksum_ok=ok,
         pod_entries=frozen_map({pod: _blocks(blocks) for pod, blocks in (pod_entries or {}).items()}),
     )
 
@@ -683,7 +833,7 @@ def parse_device_checkpoint(data: bytes | str, file: str) -> tuple[DeviceCheckpo
         stored = _uint64(top["Checksum"], "Checksum")
         boot_id = _string(top["BootID"], "BootID")
     except _Invalid as error:
-        return None, StateFileProblem(file, UNPARSABLE, str(error))
+        return None, _device_problem(file, _Refusal(UNPARSABLE, str(error)))
     computed = fnv1a_32(dump_device_checkpoint(entries, registered, legacy=legacy))
     assignments = []
     for entry in entries or ():
@@ -705,13 +855,60 @@ def parse_device_checkpoint(data: bytes | str, file: str) -> tuple[DeviceCheckpo
         checksum_ok=computed == stored,
         boot_id=boot_id or None,
     )
-    # A device checkpoint that fails verification does not stop the kubelet: it starts without it and forgets
-    # which devices it handed out (manager.go: "Continue after failing to read checkpoint file").
-    consequence = "the kubelet discards it at start and forgets its device allocations"
-    return checkpoint, _mismatch(file, checkpoint.checksum_ok, stored, computed, "Checksum", consequence)
+    if checkpoint.checksum_ok:
+        return checkpoint, None
+    return checkpoint, _device_problem(file, _mismatch(stored, computed, "Checksum", _DISCARDED))
+
+
+_DISCARDED = "the kubelet discards it at start and forgets its device allocations"
+
+
+def _device_problem(file: str, refusal: _Refusal) -> StateFileProblem:
+    """A device checkpoint the kubelet cannot read back does not stop it: every kubelet version logs "Continue
+    after failing to read checkpoint file", starts without it and forgets which devices it handed out (manager.go)."""
+    return StateFileProblem(file, refusal.reason, refusal.detail, refuses_start=False)
 
 
 # --------------------------------------------------------------------------------------------------- the source
+# An RKE2 data directory: <kubernetes version>-rke2r<release>-<hash of the bundled binaries>.
+_RKE2_DATA_DIR = re.compile(r"(?P<version>v[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,4})-rke2r[0-9]{1,3}-[0-9a-f]{6,64}")
+
+
+def _rke2_layout(paths: Paths) -> tuple[str | None, tuple[str, ...]]:
+    """The target of RKE2's ``bin`` link (None: no link) and the names in its ``data`` directory. Unreadable parts
+    read as absent: they only leave the kubelet version unknown."""
+    try:
+        target: str | None = confined.readlink(paths.rke2_data / "bin")
+    except OSError:
+        target = None
+    try:
+        names = tuple(sorted(list_dir(paths.rke2_data / "data")))
+    except OSError:
+        names = ()
+    return target, names
+
+
+def rke2_kubelet_version(paths: Paths) -> KubeletVersion | None:
+    """The Kubernetes version of the RKE2 release installed on the node, from its data directory's name.
+
+    ``<rke2 data>/bin`` links to ``data/<dir>/bin`` of the release that runs (older directories stay after an
+    upgrade); without that link, a single data directory is the one that runs, and several leave it unknown.
+    """
+    target, listed = _rke2_layout(paths)
+    names: list[str] = []
+    if target is not None:
+        parts = PurePosixPath(target).parts
+        # ".../data/<dir>/bin" (absolute, as RKE2 writes it) or "data/<dir>/bin" (relative)
+        if len(parts) >= 3 and parts[-1] == "bin" and parts[-3] == "data" and _RKE2_DATA_DIR.fullmatch(parts[-2]):
+            names = [parts[-2]]
+    if not names:
+        names = [name for name in listed if _RKE2_DATA_DIR.fullmatch(name)]
+    match = _RKE2_DATA_DIR.fullmatch(names[0]) if len(names) == 1 else None
+    if match is None:
+        return None
+    return parse_version(match["version"], f"RKE2's data directory /var/lib/rancher/rke2/data/{names[0]}")
+
+
 def _read_file(
     paths: Paths, relative: str, parse: Callable[[bytes, str], tuple[Any, StateFileProblem | None]]
 ) -> tuple[Any, StateFileProblem | None]:
@@ -730,7 +927,9 @@ def read(paths: Paths) -> KubeletState:
     memory, memory_problem = _read_file(paths, MEMORY_STATE, parse_memory_manager_state)
     devices, device_problem = _read_file(paths, DEVICE_CHECKPOINT, parse_device_checkpoint)
     problems = tuple(p for p in (cpu_problem, memory_problem, device_problem) if p is not None)
-    return KubeletState(cpu=cpu, memory=memory, devices=devices, problems=problems)
+    return KubeletState(
+        cpu=cpu, memory=memory, devices=devices, problems=problems, rke2_version=rke2_kubelet_version(paths)
+    )
 
 
 def fingerprint(paths: Paths) -> Hashable:
@@ -743,6 +942,8 @@ def fingerprint(paths: Paths) -> Hashable:
             key.append(None)
             continue
         key.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    # An RKE2 upgrade adds a data directory and moves the bin link: the kubelet version read with the files.
+    key.append(_rke2_layout(paths))
     return tuple(key)
 
 
