@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import zlib
 
 import pytest
+from fakehost.hotplug import take_cpus_offline
 from fakehost.kubelet import write_cpu_manager_state
-from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_numa_bytes
+from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_container_cpus, set_numa_bytes
+from fakehost.topology import add_topology
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.refresh import PLACEMENT, POLICIES, SHARED_PODS
 from numawatch.sources import cgroups
@@ -251,6 +254,79 @@ def test_a_cpu_manager_change_that_leaves_the_shared_pool_alone_keeps_shared_pod
         reader.read(fake_host.paths)
         assert len(listings) - before < len(pods)  # a share of the pods per reading, in their turn, as before
     assert sorted(set(listings)) == sorted(pod_dir(fake_host, pod) for pod in pods)  # each within its round
+
+
+def pods_in_every_turn(fake_host, count: int, name: str, containers) -> list:
+    """``count`` Guaranteed pods whose UIDs take every turn of the rotation of Guaranteed pods (a pod's turn is its
+    UID's CRC modulo K), so that at any reading most of them are outside their turn; ``containers(index)`` gives each
+    pod's containers."""
+    pods, turns, index = [], set(), 0
+    while len(pods) < count:
+        uid = f"{zlib.crc32(name.encode()):08x}-0000-4000-8000-{index:012d}"
+        index += 1
+        turn = zlib.crc32(uid.encode()) % K
+        if turn in turns and len(turns) < K:
+            continue
+        turns.add(turn)
+        pods.append(add_pod(fake_host, uid=uid, qos=QOS_GUARANTEED, namespace="ns", name=f"{name}-{len(pods)}",
+                            containers=containers(len(pods))))  # fmt: skip
+    return pods
+
+
+def test_a_shared_pool_change_reads_at_once_every_guaranteed_pod_with_a_container_on_the_pool(fake_host, monkeypatch):
+    shared = shared_pods(fake_host, count=2)
+    # Guaranteed pods of an exclusive server and a fractional sidecar (on the pool), and pinned ones without one.
+    with_sidecar = pods_in_every_turn(fake_host, K, "served", lambda i: [
+        ContainerSpec("server", cpus={16 + i}, mems="0", numa_bytes={0: 1 << 20}, pids=(9100 + i,)),
+        ContainerSpec("metrics", cpus="0-15", mems="0", numa_bytes={0: 1 << 16}, pids=(9200 + i,))])  # fmt: skip
+    pinned = pods_in_every_turn(fake_host, K, "pinned", lambda i: [
+        ContainerSpec("app", cpus={24 + i}, mems="0", numa_bytes={0: 1 << 20}, pids=(9300 + i,))])  # fmt: skip
+    reader = settled_reader(fake_host)
+    # A pod admitted on CPUs 12-15: the pool shrinks and the kubelet's reconcile moves every container on it.
+    write_cpu_manager_state(fake_host, default_cpuset="0-11")
+    for pod in shared:
+        for name in ("app", "sidecar"):
+            set_container_cpus(fake_host, pod, name, "0-11")
+    for pod in with_sidecar:
+        set_container_cpus(fake_host, pod, "metrics", "0-11")
+    listings = listed(monkeypatch)
+
+    found = reader.read(fake_host.paths)
+    read_now = set(listings)
+
+    assert found == cgroups.read(fake_host.paths)  # no container is left on the pool as it was
+    assert {pod_dir(fake_host, pod) for pod in with_sidecar} <= read_now
+    assert len({pod_dir(fake_host, pod) for pod in pinned} & read_now) <= 1  # only in their turn
+
+
+def test_the_online_cpus_changing_reads_every_pod_at_once(fake_host):
+    # A CPU going offline leaves every cpuset that held it (the kernel's), the kubepods cgroup's first.
+    add_topology(fake_host, sockets=2, cores_per_socket=8, threads_per_core=2)
+    shared_pods(fake_host)
+    pinned = pods_in_every_turn(fake_host, K, "pinned", lambda i: [
+        ContainerSpec("app", cpus={16 + 2 * i, 17 + 2 * i}, mems="0", numa_bytes={0: 1 << 20}, pids=(9300 + i,))])
+    reader = settled_reader(fake_host)
+
+    take_cpus_offline(fake_host, {15, 17, 19, 21, 23})
+    offline = reader.read(fake_host.paths)
+    expected = cpusets(cgroups.read(fake_host.paths))
+    later = [cpusets(reader.read(fake_host.paths)) for _ in range(S)]
+
+    assert cpusets(offline) == expected  # every pod read at once, whatever its turn
+    assert all(found == expected for found in later)
+    assert 15 not in offline.root_cpus_effective
+    assert [expected[pod.container("app").container_id] for pod in pinned] == [{16}, {18}, {20}, {22}]
+
+
+def cpusets(found) -> dict[str, frozenset[int] | None]:
+    """Each container's cpuset by its ID; not the sandboxes': nothing judges them, and a staggered reading reads them
+    only in their turn."""
+    return {
+        container.container_id: container.cpus_effective
+        for pod in found.pods
+        for container in pod.containers
+        if not container.is_sandbox
+    }
 
 
 # --------------------------------------------------------------------------------------------------- pods

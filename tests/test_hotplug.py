@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 from fake_pynvml import FakeGpu, FakeNvml
 from numawatch.host import HostReader
-from numawatch.hotplug import CPU_SOURCES, GPU_SOURCES, HotplugMonitor, invalidator, sources_to_refresh
+from numawatch.hotplug import (
+    CPU_SOURCES,
+    GPU_SOURCES,
+    MEMORY_SOURCES,
+    HotplugMonitor,
+    invalidator,
+    sources_to_refresh,
+)
 from numawatch.nvml_session import NvmlSession
 from numawatch.sources import nvml
 
@@ -52,6 +59,17 @@ def test_a_change_event_on_a_gpu_refreshes_nothing():
 @pytest.mark.parametrize("action", ["online", "offline", "add", "remove"])
 def test_cpu_hotplug_refreshes_the_topology(action):
     assert sources_to_refresh(action, "cpu", {}) == CPU_SOURCES == {"topology", "irqs", "kernel"}
+
+
+@pytest.mark.parametrize("action", ["online", "offline", "add", "remove"])
+def test_memory_hotplug_refreshes_the_topology(action):
+    # A memory block taken offline or added moves its node's MemTotal, which the Memory Manager's checkpoint is
+    # judged against.
+    assert sources_to_refresh(action, "memory", {}) == MEMORY_SOURCES == {"topology"}
+
+
+def test_a_change_event_on_a_memory_block_refreshes_nothing():
+    assert sources_to_refresh("change", "memory", {}) == frozenset()
 
 
 def test_other_subsystems_refresh_nothing():
@@ -173,6 +191,33 @@ async def test_a_real_cpu_online_uevent_refreshes_the_topology():
 
     assert calls == [CPU_SOURCES]
     assert not monitor.running
+
+
+@pytest.mark.realhost
+async def test_a_real_memory_block_online_uevent_refreshes_the_topology():
+    blocks = sorted(Path("/sys/devices/system/memory").glob("memory[0-9]*/uevent"))
+    if not blocks:
+        pytest.skip("this kernel has no memory blocks in sysfs (no CONFIG_MEMORY_HOTPLUG)")
+    reason = _writable_uevent(blocks[-1])
+    if reason:
+        pytest.skip(reason)
+    calls: list[frozenset[str]] = []
+    arrived = asyncio.Event()
+
+    def on_change(names: frozenset[str]) -> None:
+        calls.append(names)
+        arrived.set()
+
+    monitor = HotplugMonitor(on_change)
+    if not monitor.start():
+        pytest.skip("kernel uevents cannot be received here")
+    try:
+        blocks[-1].write_text("online")  # synthetic: the block stays as it is
+        await _heard(arrived)
+    finally:
+        monitor.stop()
+
+    assert calls == [MEMORY_SOURCES]
 
 
 @pytest.mark.realhost

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -643,6 +644,63 @@ def test_host_reader_rereads_the_topology_when_a_fingerprinted_file_changes(fake
     again = reader.read()
     assert not again.statuses["topology"].cached
     assert again.statuses["topology"].up
+
+
+def _set_mem_total(fake_host, rel: str, kb: int) -> None:
+    path = fake_host.path(rel)
+    path.write_text(re.sub(r"MemTotal:\s+\d+", lambda m: f"MemTotal:{kb:>{len(m.group(0)) - 9}}", path.read_text()))
+
+
+def test_host_reader_reads_a_node_memory_change_at_once_and_its_return(fake_host):
+    # Memory taken offline on node 1 (its MemTotal drops), then back: the Memory Manager's checkpoint is judged
+    # against each node's MemTotal, so the topology is read again both times.
+    add_topology(fake_host, sockets=2, cores_per_socket=2, threads_per_core=1, mem_per_node_bytes=64 << 30)
+    reader = HostReader(fake_host.paths, [topology.SOURCE])
+    assert reader.read().topology.nodes[1].mem_total_bytes == 64 << 30
+    meminfo = "sys/devices/system/node/node1/meminfo"
+    _set_mem_total(fake_host, meminfo, (63 << 30) // 1024)
+    shrunk = reader.read()
+    _set_mem_total(fake_host, meminfo, (64 << 30) // 1024)
+    restored = reader.read()
+
+    assert not shrunk.statuses["topology"].cached and shrunk.topology.nodes[1].mem_total_bytes == 63 << 30
+    assert not restored.statuses["topology"].cached and restored.topology.nodes[1].mem_total_bytes == 64 << 30
+
+
+def test_host_reader_reads_huge_pages_moved_between_nodes(fake_host):
+    # The global count stays the same: only the nodes' own counts say that the pages moved.
+    add_topology(fake_host, sockets=2, cores_per_socket=2, threads_per_core=1, hugepages_per_node={1048576: 2})
+    reader = HostReader(fake_host.paths, [topology.SOURCE])
+    reader.read()
+    node = "sys/devices/system/node/node{}/hugepages/hugepages-1048576kB/nr_hugepages"
+    fake_host.write(node.format(0), "1")
+    fake_host.write(node.format(1), "3")
+    moved = reader.read()
+
+    assert not moved.statuses["topology"].cached
+    assert {n: node.hugepages_total[1048576] for n, node in moved.topology.nodes.items()} == {0: 1, 1: 3}
+
+
+def test_host_reader_keeps_the_topology_while_only_free_memory_moves(fake_host):
+    add_topology(fake_host, sockets=2, cores_per_socket=2, threads_per_core=1)
+    reader = HostReader(fake_host.paths, [topology.SOURCE])
+    reader.read()
+    meminfo = fake_host.path("sys/devices/system/node/node0/meminfo")
+    meminfo.write_text(re.sub(r"MemFree:(\s+)\d+", r"MemFree:\g<1>12345", meminfo.read_text()))
+
+    assert reader.read().statuses["topology"].cached
+
+
+def test_host_reader_reads_a_memory_change_of_a_kernel_without_nodes(fake_host):
+    add_topology(fake_host, sockets=1, cores_per_socket=2, threads_per_core=1, numa=False,
+                 mem_per_node_bytes=16 << 30)  # fmt: skip
+    reader = HostReader(fake_host.paths, [topology.SOURCE])
+    reader.read()
+    _set_mem_total(fake_host, "proc/meminfo", (15 << 30) // 1024)
+    again = reader.read()
+
+    assert not again.statuses["topology"].cached
+    assert again.topology.nodes[0].mem_total_bytes == 15 << 30
 
 
 def test_host_reader_does_not_cache_a_down_topology(fake_host):

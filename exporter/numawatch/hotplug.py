@@ -1,7 +1,8 @@
-"""GPU and CPU hotplug: refresh the inventory and topology when the kernel says they changed, not every scrape.
+"""GPU, CPU and memory hotplug: refresh the inventory and topology when the kernel says they changed, not every
+scrape.
 
 A ``HotplugMonitor`` listens to the kernel's uevents on a netlink socket (pyudev ``Monitor.from_netlink`` with
-``source="kernel"``: no udevd needed, which containers rarely have) for two subsystems:
+``source="kernel"``: no udevd needed, which containers rarely have) for three subsystems:
 
 - ``pci``: ``add``/``remove`` of a function, ``bind``/``unbind`` of its driver, for the accelerators ``gpus_sysfs``
   inventories (``gpus_sysfs.VENDORS``: NVIDIA ``PCI_ID`` vendor ``10DE`` with ``PCI_CLASS`` 0300xx VGA or 0302xx 3D
@@ -9,6 +10,8 @@ A ``HotplugMonitor`` listens to the kernel's uevents on a netlink socket (pyudev
   functions of the same cards have other classes). These change the sysfs inventory and NVML's enumeration, which
   NVML only makes at initialisation: ``gpus_sysfs`` and ``nvml`` are refreshed.
 - ``cpu``: ``online``/``offline`` (and ``add``/``remove``): ``topology`` is refreshed.
+- ``memory``: a memory block ``online``/``offline`` (and ``add``/``remove``): a NUMA node's MemTotal moves, which
+  the kubelet's Memory Manager checkpoint is judged against: ``topology`` is refreshed.
 
 The socket is watched with the event loop's ``add_reader``: no thread and no polling; an event costs one callback.
 ``on_change`` receives the names of the sources to refresh; ``invalidator`` builds the usual one (forget the
@@ -37,6 +40,9 @@ GPU_SOURCES = frozenset({"gpus_sysfs", "nvml"})
 CPU_SOURCES = frozenset({"topology", "irqs", "kernel"})
 PCI_ACTIONS = frozenset({"add", "remove", "bind", "unbind"})
 CPU_ACTIONS = frozenset({"add", "remove", "online", "offline"})
+# Memory taken offline or added changes its node's MemTotal (the topology's NumaNode.mem_total_bytes).
+MEMORY_SOURCES = frozenset({"topology"})
+MEMORY_ACTIONS = CPU_ACTIONS
 _MAX_EVENTS_PER_WAKEUP = 1024  # a burst (8 GPUs hot-added) is drained in one go, but never forever
 
 
@@ -56,6 +62,8 @@ def sources_to_refresh(action: str | None, subsystem: str | None, properties: Ma
         return frozenset()
     if subsystem == "cpu" and action in CPU_ACTIONS:
         return CPU_SOURCES
+    if subsystem == "memory" and action in MEMORY_ACTIONS:
+        return MEMORY_SOURCES
     return frozenset()
 
 
@@ -82,7 +90,7 @@ def invalidator(
 
 
 class HotplugMonitor:
-    """Kernel uevents for PCI and CPU devices, delivered to ``on_change`` on the event loop."""
+    """Kernel uevents for PCI, CPU and memory devices, delivered to ``on_change`` on the event loop."""
 
     def __init__(self, on_change: Callable[[frozenset[str]], None], *, context: Any | None = None) -> None:
         self.on_change = on_change
@@ -106,14 +114,15 @@ class HotplugMonitor:
             monitor = pyudev.Monitor.from_netlink(context, source="kernel")
             monitor.filter_by("pci")
             monitor.filter_by("cpu")
+            monitor.filter_by("memory")
             monitor.start()
         except Exception as error:  # no libudev, no netlink (seccomp, no CAP_NET_ADMIN): hotplug is just not seen
-            log.warning("GPU/CPU hotplug will not be noticed: cannot listen to kernel uevents: %s", error)
+            log.warning("GPU, CPU and memory hotplug will not be noticed: cannot listen to kernel uevents: %s", error)
             return False
         self._loop = loop if loop is not None else asyncio.get_running_loop()
         self._loop.add_reader(monitor.fileno(), self.drain)
         self._monitor = monitor
-        log.info("listening to kernel uevents for GPU and CPU hotplug")
+        log.info("listening to kernel uevents for GPU, CPU and memory hotplug")
         return True
 
     def stop(self) -> None:
@@ -164,4 +173,4 @@ class HotplugMonitor:
         self.stop()
 
 
-__all__ = ["CPU_SOURCES", "GPU_SOURCES", "HotplugMonitor", "invalidator", "sources_to_refresh"]
+__all__ = ["CPU_SOURCES", "GPU_SOURCES", "MEMORY_SOURCES", "HotplugMonitor", "invalidator", "sources_to_refresh"]

@@ -91,9 +91,10 @@ POLICIES: Mapping[str, Policy] = {
         GUARANTEED_PODS,
         why="memory placement drifts over minutes (its alerts wait 30 minutes): a container's is read at its pod's "
         "first turn after its own, which comes every 8K readings: within 10K readings for a shared pod's, 9K for a "
-        "Guaranteed pod's (10 and 9 minutes at serve's defaults); shared pods' cpusets move with the CPU Manager's "
-        "shared pool, after whose change every shared pod is listed and its cpusets read at every reading for K "
-        "readings, "
+        "Guaranteed pod's (10 and 9 minutes at serve's defaults); shared containers' cpusets (of any pod: a "
+        "Guaranteed pod's fractional sidecar too) move with the CPU Manager's shared pool, from whose change every "
+        "pod with a container on it is listed and its cpusets read at every reading for K readings, and every pod "
+        "likewise from a change of the online CPUs (a CPU offline or back moves the cpusets that held it), "
         "and otherwise only when someone else rewrites one: within 2K readings, while the drift alerts wait 10-15 "
         "minutes; a Guaranteed pod's exclusive cpusets are written once, when its containers start, and change only "
         "when someone else rewrites them: listed and read within K readings (a minute at serve's defaults), while "

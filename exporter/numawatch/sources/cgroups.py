@@ -35,10 +35,15 @@ every k-th reading (``GUARANTEED_PODS``): its cpusets (the only ones the CPU Man
 containers start and change only when someone else rewrites them. Burstable and BestEffort pods, which never hold
 exclusive CPUs, take their turn every 2k-th reading (``SHARED_PODS``). The QoS slices are listed at every reading, so a
 pod coming or going shows at once; a container started, restarted or removed inside a pod shows at the pod's turn, like
-its other values. The shared pool's cpusets are rewritten by the kubelet when its CPU Manager's shared pool
-(``defaultCpuSet``, and the policy) changes: for k readings after the pool the kubelet_state source read changes (this
-source needs that one), every shared pod is listed and its cpusets read at every reading. A change of the exclusive
-assignments alone (a pinned pod replaced on the same CPUs) moves no shared cpuset. A cpuset someone else rewrote shows
+its other values. Every container without exclusive CPUs, whatever its pod's QoS class (a Guaranteed pod's
+fractional sidecar too), has its cpuset rewritten by the kubelet when its CPU Manager's shared pool (``defaultCpuSet``,
+and the policy) changes: for k readings from the one that sees the pool the kubelet_state source read change (this
+source needs that one), every shared pod, and every Guaranteed pod holding a container whose cpuset was on the pool
+before or after the change, is listed and its cpusets read at every reading. A change of the exclusive assignments
+alone (a pinned pod replaced on the same CPUs) moves no shared cpuset. A CPU going offline or coming back moves the
+cpusets that held it, or will: for k readings from the one that sees the kubepods cgroup's effective CPUs change (the
+kernel keeps them to the online CPUs, and a container's are a part of them), every pod is listed and its cpusets read
+at every reading. So no container is judged on a cpuset older than such a change. A cpuset someone else rewrote shows
 within k readings for a Guaranteed pod (a minute at serve's defaults; the pinning alerts wait 10 minutes) and 2k
 readings for a shared one (the drift alerts wait 10-15 minutes).
 Carrying a pod over costs the same whatever its size: the memory keeps each pod's state (its listing, its containers'
@@ -57,7 +62,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from numawatch import confined
-from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
+from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Inputs, SourceSpec
 from numawatch.model import frozen_map
@@ -409,6 +414,7 @@ class _Scan:
         # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reading turns it on,
         # per QoS class. A Burstable or BestEffort pod's turn is SHARED_PODS', a Guaranteed pod's GUARANTEED_PODS'.
         self.carry_shared = self.carry_guaranteed = False
+        self.pool_moved: CPUSet = EMPTY  # the CPUs the shared pool moved over (``_Moves.pool_moved``)
         self.pod_share, self.pod_turn = 1, 0
         self.guaranteed_share, self.guaranteed_turn = 1, 0
         self.generation = 0  # stamped on the pods this reading makes (Refresh.generation)
@@ -651,6 +657,9 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
         carry, share, turn = scan.carry_shared, scan.pod_share, scan.pod_turn
     else:
         carry, share, turn = scan.carry_guaranteed, scan.guaranteed_share, scan.guaranteed_turn
+        # While the shared pool moves, a Guaranteed pod's containers without exclusive CPUs move with it.
+        if carry and old is not None and scan.pool_moved and _on_cpus(old.pod, scan.pool_moved):
+            carry = False
     # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
     if carry and old is not None and old.complete and zlib.crc32(uid.encode()) % share != turn:
         # Its parsed CPU lists are not added to ``scan.lists``: that is a cache of parses, and a list that only
@@ -692,6 +701,15 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     return pod
 
 
+def _on_cpus(pod: PodCgroup, cpus: CPUSet) -> bool:
+    """Whether a container of the pod (not its sandbox, whose cpuset nothing judges) was on any of ``cpus`` when it
+    was last read, or its CPUs were unknown."""
+    return any(
+        not container.is_sandbox and (container.cpus_effective is None or not cpus.isdisjoint(container.cpus_effective))
+        for container in pod.containers
+    )
+
+
 def _pod_dirs(
     layout: _Layout, driver: str, kubepods: str, known: Mapping[str, _PodState] | None = None
 ) -> list[tuple[str, str, str]]:
@@ -727,14 +745,13 @@ def _pod_dirs(
 class CgroupsMemory(NamedTuple):
     """What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it): what cannot change for
     a running container (whether it is the pod sandbox), each pod's state (``_PodState``), the parsed CPU lists by
-    their bytes (so an unchanged file is not parsed again), the malformed files already logged, and the CPU
-    Manager's shared pool that decides when shared pods may be carried over (see ``_pods_may_be_carried``)."""
+    their bytes (so an unchanged file is not parsed again), the malformed files already logged, and what decides
+    when pods may be carried over (see ``_Moves``)."""
 
     lists: dict[bytes, CPUSet]
     pods: dict[str, _PodState]
     reported: Reported
-    shared_pool: SharedPool | None
-    whole_readings_left: int
+    moves: _Moves
 
     @property
     def containers(self) -> dict[str, _Seen]:
@@ -757,26 +774,36 @@ def shared_pool(state: CpuManagerState | None) -> SharedPool | None:
     return (state.policy_name, state.default_cpuset) if state is not None else None
 
 
-def _pods_may_be_carried(
-    memory: CgroupsMemory | None, pool: SharedPool | None, share: int, stagger: int
-) -> tuple[bool, int]:
-    """Whether this reading may carry Burstable and BestEffort pods over between their turns (neither listed nor
-    read), with the count of whole readings left for the next reading.
+class _Moves(NamedTuple):
+    """What moves cpusets without their pods' turns, as the last reading saw it, and how many readings from now on
+    must still read the pods it moves (the kubelet and the kernel rewrite the cpusets some time after the change
+    they follow shows).
 
-    Rotating (``share`` > 1), and not within ``stagger`` readings of a change of the kubelet's CPU Manager shared
-    pool (``pool``, from the kubelet_state source; None when it is absent, unreadable or down). When the CPU
-    Manager's shared pool moves (a Guaranteed pod admitted on CPUs of the pool, or gone) it rewrites every shared
-    container's cpuset within its reconcile period, and those cpusets must then be read at every reading until they
-    have all moved."""
-    before = memory.shared_pool if memory is not None else None
-    left = memory.whole_readings_left if memory is not None else 0
-    if pool != before:
-        left = stagger
-    if share <= 1:
-        return False, left
-    if left > 0:
-        return False, left - 1
-    return True, left
+    ``shared_pool``: the CPU Manager's policy and shared pool (from the kubelet_state source; None when it is
+    absent, unreadable or down), which every container without exclusive CPUs follows; ``pool_moved``: the CPUs the
+    pool covered before or after its changes within the window (a Guaranteed pod's container on any of them follows
+    it); ``online``: the kubepods cgroup's effective CPUs, which the kernel keeps to the online CPUs, and of which
+    every container's cpuset is a part (a CPU going offline or coming back changes them).
+    """
+
+    shared_pool: SharedPool | None = None
+    pool_readings_left: int = 0
+    pool_moved: CPUSet = EMPTY
+    online: CPUSet | None = None
+    online_readings_left: int = 0
+
+    def next(self, pool: SharedPool | None, online: CPUSet | None, stagger: int, first: bool) -> _Moves:
+        """The moves as this reading sees them: a change opens a window of ``stagger`` readings from this one. The
+        first reading (``first``) reads every pod anyway, and takes the online CPUs it finds as no change."""
+        pool_left = max(self.pool_readings_left - 1, 0)
+        moved = self.pool_moved if pool_left else EMPTY
+        if pool != self.shared_pool:
+            pool_left = stagger
+            moved = moved.union(*(found[1] for found in (self.shared_pool, pool) if found is not None))
+        online_left = max(self.online_readings_left - 1, 0)
+        if online != self.online and not first:
+            online_left = stagger
+        return _Moves(pool, pool_left, moved if pool_left else EMPTY, online, online_left)
 
 
 def _read_all(
@@ -793,23 +820,30 @@ def _read_all(
     state: KubeletState | None = inputs.get("kubelet_state") if inputs is not None else None
     pool = shared_pool(state.cpu if state is not None else None)
     scan.guaranteed_share, scan.guaranteed_turn = refresh.rotation(GUARANTEED_PODS)
-    # A CPU Manager change moves the shared pool's cpusets, not the exclusive ones of the Guaranteed pods it keeps.
-    scan.carry_guaranteed = scan.guaranteed_share > 1
-    scan.carry_shared, left = _pods_may_be_carried(memory, pool, scan.pod_share, refresh.stagger)
+    # Read before the pods: a change of the online CPUs it shows means their cpusets must be read now.
+    root_cpus_path = f"{layout.cpuset}/{kubepods}{layout.cpus_file}"
+    root_cpus = scan.cpus(root_cpus_path, _read(root_cpus_path, scan.reported))
+    before = memory.moves if memory is not None else _Moves()
+    moves = before.next(pool, root_cpus, refresh.stagger, memory is None)
+    online_moving = moves.online_readings_left > 0
+    # Within the windows after a change of the shared pool (shared pods; Guaranteed pods on the pool: _read_pod) or of
+    # the online CPUs (every pod), the pods whose cpusets the change moves are read at every reading.
+    scan.carry_guaranteed = scan.guaranteed_share > 1 and not online_moving
+    scan.carry_shared = scan.pod_share > 1 and not online_moving and moves.pool_readings_left == 0
+    scan.pool_moved = moves.pool_moved
     pods = []
     for rel, uid, qos in _pod_dirs(layout, driver, kubepods, scan.old_pods):
         pod = _read_pod(scan, rel, uid, qos)
         if pod is not None:
             pods.append(pod)
-    root_cpus_path = f"{layout.cpuset}/{kubepods}{layout.cpus_file}"
     result = Cgroups(
         version=version,
         driver=driver,
         kubepods_path=kubepods,
         pods=tuple(pods),
-        root_cpus_effective=scan.cpus(root_cpus_path, _read(root_cpus_path, scan.reported)),
+        root_cpus_effective=root_cpus,
     )
-    return result, CgroupsMemory(scan.lists, scan.pods, scan.reported, pool, left)
+    return result, CgroupsMemory(scan.lists, scan.pods, scan.reported, moves)
 
 
 def read(paths: Paths, inputs: Inputs | None = None) -> Cgroups:
@@ -822,12 +856,12 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     """A reading handed the previous one's memory (``CgroupsMemory``): reads the same as ``read`` unless the
     rotation is on (serve's ``--stagger K``; the module docstring says what it skips).
 
-    With the rotation on, a container's placement and PIDs are at most K - 1 readings old (``PLACEMENT``), and so
-    are the cpusets of Burstable and BestEffort pods outside the K readings after a change of ``cpu_manager_state``'s
-    shared pool,
-    and the list of containers in such a pod (``SHARED_PODS``): a container started or removed in it shows at the
-    pod's turn. Guaranteed pods' cpusets and containers are read every time, new pods at once, and a removed pod
-    is gone at once."""
+    With the rotation on, a container's placement and PIDs are read at its pod's first turn after its own
+    (``PLACEMENT``), and a pod's cpusets and list of containers at its turn: every K readings for a Guaranteed pod
+    (``GUARANTEED_PODS``), every 2K for a Burstable or BestEffort one (``SHARED_PODS``), except within the K readings
+    from a change of ``cpu_manager_state``'s shared pool (shared pods, and Guaranteed pods with a container on the
+    pool, are read at every reading) or of the online CPUs (every pod is). New pods are read at once, and a removed
+    pod is gone at once."""
     result, memory = _read_all(paths, refresh.memory, inputs, refresh)
     return Carried(result, memory)
 
@@ -836,7 +870,7 @@ SOURCE = SourceSpec(
     name="cgroups",
     read=read,
     incremental=read_incremental,
-    # The CPU Manager state: a change of its shared pool is when the shared containers' cpusets move (see above).
+    # The CPU Manager state: a change of its shared pool is when the cpusets of the containers on it move (see above).
     needs=("kubelet_state",),
     description="kubepods cgroups: per-container effective cpuset and memory placement per NUMA node",
 )

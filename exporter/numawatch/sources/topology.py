@@ -22,8 +22,9 @@ essential and which optional is in ``read``'s docstring.
 A kernel without CONFIG_NUMA has no ``node/`` directory: the machine is then one node, 0, holding every CPU, the
 MemTotal of ``proc/meminfo`` and the global huge pages of ``sys/kernel/mm/hugepages``.
 
-The topology changes only on CPU hotplug, a reboot or a huge page reservation, so ``fingerprint`` lets the host
-reader skip the ~3 files per CPU (1,150 on a 384-CPU host) while nothing changed.
+The topology changes only on CPU or memory hotplug, a reboot or a huge page reservation, so ``fingerprint`` lets the
+host reader skip the ~3 files per CPU (1,150 on a 384-CPU host) while nothing changed; it reads each node's MemTotal
+and huge page counts, since the kubelet's Memory Manager checkpoint is judged against them.
 """
 
 from __future__ import annotations
@@ -564,23 +565,54 @@ def read(paths: Paths) -> Topology:
     )
 
 
+def _mem_total_line(path: str) -> bytes | None:
+    """The ``MemTotal`` line of a meminfo file as it is (None without the file): its other lines move all the time."""
+    data = read_small(path, 1 << 16)
+    if data is None:
+        return None
+    start = data.find(b"MemTotal:")
+    if start < 0:
+        return b""  # no MemTotal line: the reading says so, and reading it again would say the same
+    end = data.find(b"\n", start)
+    return data[start : end if end >= 0 else len(data)]
+
+
+def _node_memory(sysfs: str, procfs: str, sizes: list[str]) -> tuple[object, ...]:
+    """What the Memory Manager's machine state is compared with, per node: its MemTotal (memory taken offline or
+    added, a balloon) and its huge pages per size (``sizes``: the ``hugepages-<kB>kB`` names; pages moved from one
+    node to another leave the global count as it was). A kernel without nodes: ``proc/meminfo``'s MemTotal."""
+    node_dir = f"{sysfs}/devices/system/node"
+    nodes = _numbered(list_dir(node_dir), "node")
+    if not nodes:
+        return (_mem_total_line(f"{procfs}/meminfo"),)
+    return tuple(
+        (
+            _mem_total_line(f"{node_dir}/node{node}/meminfo"),
+            tuple(read_small(f"{node_dir}/node{node}/hugepages/{size}/nr_hugepages", 1 << 16) for size in sizes),
+        )
+        for node in nodes
+    )
+
+
 def fingerprint(paths: Paths) -> tuple[object, ...]:
     """Raw bytes of the few files whose change means the topology must be read again: cpu/online (hotplug),
-    node/online, proc/cmdline and the global ``nr_hugepages`` per size (a reservation on any node changes it).
+    node/online, proc/cmdline, the global ``nr_hugepages`` per size (a reservation on any node changes it) and each
+    node's memory (``_node_memory``).
 
     Raises when ``cpu/online`` cannot be read, so the reader reads for real and reports why.
     """
     sysfs = os.fspath(paths.sysfs)  # strings, not pathlib: this runs at every reading
+    procfs = os.fspath(paths.procfs)
     online = confined.read_file(f"{sysfs}/devices/system/cpu/online", 1 << 16)
     hugepages_dir = f"{sysfs}/kernel/mm/hugepages"
-    hugepages = tuple(
-        (name, read_small(f"{hugepages_dir}/{name}/nr_hugepages", 1 << 16)) for name in sorted(list_dir(hugepages_dir))
-    )
+    sizes = sorted(list_dir(hugepages_dir))
+    hugepages = tuple((name, read_small(f"{hugepages_dir}/{name}/nr_hugepages", 1 << 16)) for name in sizes)
     return (
         online,
         read_small(f"{sysfs}/devices/system/node/online", 1 << 16),
-        read_small(f"{os.fspath(paths.procfs)}/cmdline", 1 << 16),
+        read_small(f"{procfs}/cmdline", 1 << 16),
         hugepages,
+        _node_memory(sysfs, procfs, sizes),
     )
 
 
