@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -458,3 +459,16 @@ def test_the_12000_process_shape_has_no_irqbalance_and_no_socket_table(trees):
     assert found.processes == spec.processes and found.irqbalance_pid is None
     assert not Path(found.root, "proc/1/net/unix").exists()
     assert not host.get("irqbalance").running
+
+
+def test_open_counts_counts_an_evaluations_opens_and_the_sandbox_shape_opens_no_more_than_b384(trees):
+    open_counts = load_bench("bench_open_counts", "open_counts.py")
+    sys.addaudithook(open_counts._audit)
+
+    def totals(name: str) -> int:
+        rows = open_counts.count(trees[name][1].root, evaluations=8, warm=2)
+        assert len(rows) == 8 and all(row[0] > 0 and row[3] >= 0 for row in rows)
+        return sum(row[0] for row in rows)
+
+    # Without the sandboxes' memory.numa_stat the pods stay staggered: no more opens than with the files.
+    assert totals("b384nosandboxnuma") <= totals("b384")
