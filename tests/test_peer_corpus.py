@@ -4,8 +4,8 @@ node_exporter keeps, beside its trees, the metrics it must expose for them (``no
 value numawatch exposes too must be equal: the NUMA counters of ``nodeN/numastat``, the CPU topology (sockets and
 cores), the cpufreq governors (the per-CPU layout of kernels before policy directories), interrupts summed by
 numawatch's kinds, the isolated CPUs and the offline ones. procfs asserts its values in ``sysfs/system_cpu_test.go``
-(commit 3c943fd): the CPUs, their topology, cpufreq governors and isolated CPUs of its tree, which has no
-``cpu/online`` but a ``cpu/offline``. Where numawatch deliberately reads a value differently, the test says so.
+and ``proc_interrupts_test.go`` (commit 3c943fd): the CPUs, their topology, cpufreq governors and isolated CPUs of its
+tree, which has no ``cpu/online`` but a ``cpu/offline``, and its ``/proc/interrupts``. Where numawatch deliberately reads a value differently, the test says so.
 
 Both trees are partial (no ``nodeN/distance``, no ``proc/cmdline``, NUMA nodes without ``cpulist``): what numawatch
 cannot read there is "not evaluated" naming the file, never a finding.
@@ -214,3 +214,22 @@ def test_procfs_nodes_without_cpulist_leave_the_cpu_map_unknown_not_wrong(procfs
     assert reasons["numa_topology_inconsistent"] == missing
     assert not list(findings(evaluation, "numa_topology_inconsistent"))
     assert evaluation.host.statuses["topology"].up
+
+
+def test_procfs_interrupts(procfs_tree):
+    _, evaluation, exposed = procfs_tree
+    interrupts = evaluation.host.interrupts
+    rows = {row.key: row for row in interrupts.rows}
+    ours = {(s["cpu"], s["kind"]): v for s, v in samples(exposed, "numawatch_cpu_interrupts_total")}
+
+    # TestProcInterrupts: 47 entries, ERR and MIS among them (numawatch keeps those two global counts apart).
+    assert len(rows) + len({"ERR", "MIS"}) == 47 and not {"ERR", "MIS"} & set(rows)
+    # "empty devices": LOC counts 10196, 7429, 8542, 8229 on CPUs 0-3; numawatch keeps the watched CPUs' (the
+    # isolated ones the file has a column for).
+    assert dict(rows["LOC"].counts) == {1: 7429, 2: 8542, 3: 8229}
+    assert {cpu: value for (cpu, kind), value in ours.items() if kind == "local_timer"} == {
+        "1": 7429, "2": 8542, "3": 8229
+    }  # fmt: skip
+    # "first line" (IO-APIC, 2-edge timer, 49 on CPU 0 only) and "last line" (PIW, nothing anywhere).
+    assert (rows["0"].name, rows["0"].chip, dict(rows["0"].counts)) == ("timer", "IO-APIC 2-edge", {})
+    assert (rows["PIW"].name, dict(rows["PIW"].counts)) == ("Posted-interrupt wakeup event", {})
