@@ -5,7 +5,8 @@ value numawatch exposes too must be equal: the NUMA counters of ``nodeN/numastat
 cores), the cpufreq governors (the per-CPU layout of kernels before policy directories), interrupts summed by
 numawatch's kinds, the isolated CPUs and the offline ones. procfs asserts its values in ``sysfs/system_cpu_test.go``
 and ``proc_interrupts_test.go`` (commit 3c943fd): the CPUs, their topology, cpufreq governors and isolated CPUs of its
-tree, which has no ``cpu/online`` but a ``cpu/offline``, and its ``/proc/interrupts``. Where numawatch deliberately reads a value differently, the test says so.
+tree, which has no ``cpu/online`` but a ``cpu/offline``, and its ``/proc/interrupts``. Where numawatch deliberately
+reads a value differently, the test says so.
 
 Both trees are partial (no ``nodeN/distance``, no ``proc/cmdline``, NUMA nodes without ``cpulist``): what numawatch
 cannot read there is "not evaluated" naming the file, never a finding.

@@ -17,8 +17,10 @@ Files read (every path from ``Paths``), per PCI function under ``sys/bus/pci/dev
 
 - ``vendor``, ``device`` (``0x2330``), ``class`` (24 bits, ``0x030200``);
 - ``numa_node``: decimal, ``-1`` when firmware gave no proximity (_PXM) — common in VMs and with NUMA-per-socket
-  off in the BIOS; reported as None ("unknown"), which a check must not confuse with node 0;
-- ``local_cpulist``: the CPUs near the device (``0-55,112-167``).
+  off in the BIOS; reported as None ("unknown"), which a check must not confuse with node 0. An absent file (a
+  kernel or a capture without it, as on POWER9 with NVLink-attached GPUs) is unknown too, and named in
+  ``GpuDevice.problems``, never read as -1;
+- ``local_cpulist``: the CPUs near the device (``0-55,112-167``); without it the ``local_cpus`` hex mask.
 
 Then the driver's own description, where its module is loaded (absent: stable id and model unknown):
 
