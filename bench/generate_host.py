@@ -164,6 +164,8 @@ class HostSpec:
     guaranteed: float = 0.0  # the share of pods that are Guaranteed (at least the GPU and tokeniser pods)
     irqbalance: str = "none"  # IRQBALANCE_MODES
     socket_table: bool = True  # /proc/1/net/unix present (where irqbalance's socket shows)
+    # The pause sandboxes' memory.numa_stat: absent where the memory controller is not delegated to them.
+    sandbox_numa_stat: bool = True
     managed_modes: str = "read-only"  # MANAGED_MODES: what smp_affinity's mode says about managed IRQs
 
     @classmethod
@@ -223,6 +225,15 @@ SHAPES: dict[str, Shape] = {
                       "managed IRQs read-only (6.12)",
               HostSpec(cpus=768, gpus=8, pods=110, irqs=2000, processes=6000, nodes_per_socket=4, cgroup_version=1,
                        guaranteed=0.3, irqbalance="unlisted")),
+        Shape("b384nosandboxnuma", "the tree of (b) with no memory.numa_stat in the pause sandboxes (their memory "
+                                   "controller not delegated): a missing optional file that once made serve read every "
+                                   "cgroup file at every evaluation",
+              HostSpec(cpus=384, gpus=8, pods=300, irqs=2000, processes=5000, guaranteed=0.3, irqbalance="unlisted",
+                       socket_table=False, managed_modes="writable", sandbox_numa_stat=False)),
+        Shape("e384noirqbalance12k", "384 CPUs, 300 pods, 12,000 processes, no irqbalance and no /proc/1/net/unix: "
+                                     "the search for irqbalance may read only the comm of processes it has not seen",
+              HostSpec(cpus=384, gpus=8, pods=300, irqs=2000, processes=12000, guaranteed=0.3, irqbalance="none",
+                       socket_table=False, managed_modes="writable")),
         Shape("d384churn", "(d) the tree of (b) with pods coming and going (one replaced per second, a pinned one "
                            "every 30 s) and counters moving between evaluations",
               HostSpec(cpus=384, gpus=8, pods=300, irqs=2000, processes=5000, guaranteed=0.3, irqbalance="unlisted",
@@ -835,6 +846,11 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
                                        cpu_quota_us=container.cpu_quota_us, pids=pids))  # fmt: skip
         handle = add_pod(host, uid=pod.uid, qos=pod.qos, namespace=pod.namespace, name=pod.name, containers=specs)
         handles[pod.uid] = handle
+        if not spec.sandbox_numa_stat and handle.sandbox is not None:
+            for hierarchy in ("", "memory/"):  # v2's one tree, v1's memory hierarchy
+                Path(host.root, "sys/fs/cgroup", hierarchy + handle.sandbox.cgroup_path, "memory.numa_stat").unlink(
+                    missing_ok=True
+                )
         for container in ([handle.sandbox] if handle.sandbox else []) + list(handle.containers):
             cpu_pool = sorted(container.cpus)
             for pid in container.pids:

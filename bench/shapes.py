@@ -5,12 +5,14 @@
     .venv/bin/python bench/shapes.py --work DIR --profile-only                          # the per-phase profiles
     .venv/bin/python bench/shapes.py --merge run1.json run2.json                        # several runs as one report
 
-The trees are generate_host.SHAPES (host32, a192, b384, c768, d384churn: what each models and how their layouts
-differ is in that table) and four sweeps on the layout of b384: 32 to 768 CPUs at 110 pods, 10 to 300 pods at 384
-CPUs, the share of Guaranteed pods from none but the GPU and tokeniser pods to nine in ten, and issue 7's tree
-turned into b384 one difference at a time (what hid the costs the issue measured). Each tree is
-generated into ``--work`` once and reused while its recorded spec (``<name>.json`` beside it) is the same; a tree
-whose pods and counters move (d384churn) is generated again for every run, since the churn changes it in place.
+The trees are generate_host.SHAPES (host32, a192, b384, c768, d384churn, and b384nosandboxnuma and
+e384noirqbalance12k, which hold what once removed a saving: what each models and how their layouts differ is in that
+table; bench/open_counts.py counts the files an evaluation opens on one) and four sweeps on the layout of b384: 32
+to 768 CPUs at 110 pods, 10 to 300 pods at 384 CPUs, the share of Guaranteed pods from none but the GPU and
+tokeniser pods to nine in ten, and issue 7's tree turned into b384 one difference at a time (what hid the costs the
+issue measured). Each tree is generated into ``--work`` once and reused while its recorded spec (``<name>.json``
+beside it) is the same; a tree whose pods and counters move (d384churn) is generated again for every run, since the
+churn changes it in place.
 
 Per shape:
 

@@ -1,10 +1,12 @@
 """The corpus of real hosts in tests/corpus/: what trees there are, and each one extracted once per test session.
 
-Two kinds of tree live there, each with the README that says where it comes from and what is true in it:
+Three kinds of tree live there, each with the README that says where it comes from and what is true in it:
 
 - ``tests/corpus/hwloc/NAME.tar.bz2``: real machines' ``/sys`` and ``/proc`` from hwloc's regression suite (BSD
   licence in ``COPYING`` beside them). The tree is the tarball's one top directory, whose name is not always
   ``NAME`` (``32amd64-4s2n4c-cgroup2.tar.bz2`` holds ``32amd64-4s2n4c-cgroup/``), so it is found, not assumed;
+- ``tests/corpus/peers/``: node_exporter's and procfs's fixture trees (Apache-2.0, ``LICENSE`` beside them), kept
+  as their projects keep them (ttar archives, a tarball): ``peer-node_exporter`` and ``peer-procfs``;
 - ``tests/corpus/realkernel-*/``: kernels this project booted under QEMU, each with its ``build.sh``, ``README.md``
   and ``console.log``, the captured tree as ``root.tar.gz`` (``tools/corpus_tarball.py``; top directory ``root``)
   or, for a capture not packed yet, as a ``root/`` directory.
@@ -18,6 +20,7 @@ write them (a test that needs to change one copies it first, as ``shutil.copytre
 from __future__ import annotations
 
 import atexit
+import copy
 import os
 import posixpath
 import shutil
@@ -28,10 +31,20 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
 
+import ttar
+
 CORPUS = Path(__file__).resolve().parent / "corpus"
 HWLOC = CORPUS / "hwloc"
 REALKERNEL_PREFIX = "realkernel-"
 REALKERNEL_4NODE = "realkernel-4node"
+PEERS = CORPUS / "peers"
+PEER_NODE_EXPORTER = "peer-node_exporter"
+PEER_PROCFS = "peer-procfs"
+# (name, archives unpacked under one root, the tree's directory in it)
+PEER_TREES = (
+    (PEER_NODE_EXPORTER, ("node_exporter-sys.ttar", "node_exporter-proc.tar.gz"), ""),
+    (PEER_PROCFS, ("procfs-fixtures.ttar",), "fixtures"),
+)
 
 
 @dataclass(frozen=True)
@@ -45,17 +58,21 @@ class CorpusTree:
     directory: Path | None  # or the tree itself, unpacked in the repository
     readme: Path
     console: Path | None
+    # A peer's tree comes in several archives (ttar or tarball) unpacked under one root; ``top`` is the directory
+    # of that root the tree is in ("" for the root itself).
+    parts: tuple[Path, ...] = ()
+    top: str = ""
 
     @property
     def source(self) -> Path:
-        found = self.archive or self.directory
+        found = self.archive or self.directory or (self.parts[0] if self.parts else None)
         assert found is not None
         return found
 
 
 @cache
 def trees() -> tuple[CorpusTree, ...]:
-    """Every tree of the corpus, hwloc's first, each kind sorted by name."""
+    """Every tree of the corpus: hwloc's, the real kernels' (each kind sorted by name), then the peers'."""
     found = []
     for archive in sorted(HWLOC.glob("*.tar.bz2")):
         name = archive.name.removesuffix(".tar.bz2")
@@ -77,11 +94,20 @@ def trees() -> tuple[CorpusTree, ...]:
                 console if console.is_file() else None,
             )
         )
+    for name, parts, top in PEER_TREES:
+        archives = tuple(PEERS / part for part in parts)
+        found.append(CorpusTree(name, "peer", None, None, PEERS / "README.md", None, archives, top))
     return tuple(found)
 
 
 def tree_names() -> tuple[str, ...]:
     return tuple(tree.name for tree in trees())
+
+
+def oracle_tree_names() -> tuple[str, ...]:
+    """The trees hwloc can read (tests/hwloc_oracle.py): every one but the peers', whose captures lack the CPU
+    topology files hwloc needs (``lstopo`` aborts: "failed to find sysfs cpu topology directory")."""
+    return tuple(tree.name for tree in trees() if tree.kind != "peer")
 
 
 def tree(name: str) -> CorpusTree:
@@ -109,18 +135,32 @@ def _member_filter(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo
             raise ValueError(f"tar member {member.name!r} links outside the tree ({member.linkname!r})")
     elif not (member.isfile() or member.isdir()):
         raise ValueError(f"tar member {member.name!r} is a device, FIFO or other special file")
-    return member.replace(mode=member.mode & 0o777, uid=0, gid=0, uname="", gname="", deep=False)
+    kept = copy.copy(member)  # TarInfo.replace and extractall's filter= are newer than Python 3.11.2, the floor
+    kept.mode, kept.uid, kept.gid, kept.uname, kept.gname = member.mode & 0o777, 0, 0, "", ""
+    return kept
 
 
 def extract(corpus_tree: CorpusTree, destination: Path) -> Path:
     """Unpack ``corpus_tree`` under ``destination`` (a new, empty directory) and return its host root."""
+    if corpus_tree.parts:
+        root = destination / corpus_tree.name
+        root.mkdir()
+        for part in corpus_tree.parts:
+            if part.name.endswith(".ttar"):
+                ttar.extract(part, root)
+            else:
+                with tarfile.open(part) as archive:
+                    members = [_member_filter(member, str(root)) for member in archive.getmembers()]
+                    archive.extractall(root, members=members, numeric_owner=True)
+        return root / corpus_tree.top if corpus_tree.top else root
     if corpus_tree.directory is not None:
         root = destination / corpus_tree.name
         shutil.copytree(corpus_tree.directory, root, symlinks=True)
         return root
     assert corpus_tree.archive is not None
     with tarfile.open(corpus_tree.archive) as archive:
-        archive.extractall(destination, numeric_owner=True, filter=_member_filter)
+        members = [_member_filter(member, str(destination)) for member in archive.getmembers()]
+        archive.extractall(destination, members=members, numeric_owner=True)
     tops = [path for path in destination.iterdir() if path.is_dir() and not path.is_symlink()]
     if len(tops) != 1:
         raise ValueError(f"{corpus_tree.archive} must hold one top directory, found {sorted(p.name for p in tops)}")

@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -437,3 +438,37 @@ def test_runs_merge_into_one_report_over_every_round():
     assert b384.serve["cpu_all"] == [0.08, 0.07]
     assert b384.profile["total (CPU)"] == 75.0  # the median of the runs' medians
     assert points == [] and header["load_before"] == "1.0, 1.0" and header["started"] == "t0"
+
+
+def test_the_shape_without_sandbox_numa_stat_has_none_and_its_containers_have_theirs(trees):
+    spec, found, host = trees["b384nosandboxnuma"]
+    containers = [container for pod in host.cgroups.pods for container in pod.containers]
+
+    assert not spec.sandbox_numa_stat and replace(spec, sandbox_numa_stat=True) == small("b384")
+    assert {container.numa_bytes is None for container in containers if container.is_sandbox} == {True}
+    assert all(container.numa_bytes is not None for container in containers if not container.is_sandbox)
+    assert len([c for c in containers if c.is_sandbox]) == spec.pods
+    assert len(list(Path(found.root, "sys/fs/cgroup").rglob("memory.numa_stat"))) == len(containers) - spec.pods
+
+
+def test_the_12000_process_shape_has_no_irqbalance_and_no_socket_table(trees):
+    full = gen.SHAPES["e384noirqbalance12k"].spec
+    spec, found, host = trees["e384noirqbalance12k"]
+
+    assert (full.processes, full.irqbalance, full.socket_table) == (12000, "none", False)
+    assert found.processes == spec.processes and found.irqbalance_pid is None
+    assert not Path(found.root, "proc/1/net/unix").exists()
+    assert not host.get("irqbalance").running
+
+
+def test_open_counts_counts_an_evaluations_opens_and_the_sandbox_shape_opens_no_more_than_b384(trees):
+    open_counts = load_bench("bench_open_counts", "open_counts.py")
+    sys.addaudithook(open_counts._audit)
+
+    def totals(name: str) -> int:
+        rows = open_counts.count(trees[name][1].root, evaluations=8, warm=2)
+        assert len(rows) == 8 and all(row[0] > 0 and row[3] >= 0 for row in rows)
+        return sum(row[0] for row in rows)
+
+    # Without the sandboxes' memory.numa_stat the pods stay staggered: no more opens than with the files.
+    assert totals("b384nosandboxnuma") <= totals("b384")

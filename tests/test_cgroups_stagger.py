@@ -410,3 +410,28 @@ def test_containers_started_and_removed_in_carried_pods_settle_within_the_stagge
     for _ in range(P + S):
         found = reader.read(fake_host.paths)
     assert found == cgroups.read(fake_host.paths)
+
+
+def test_sandboxes_without_memory_numa_stat_keep_their_pods_carried(fake_host):
+    # The pause sandbox where the memory controller is not delegated to it has no memory.numa_stat: its placement
+    # is unknown, which must not leave the pod "incomplete" and read at every reading (a missing optional file must
+    # not remove the stagger's saving). Opens over a round, with the files and without.
+    from open_audit import recording
+
+    pods = shared_pods(fake_host)
+
+    def opens_over_a_round() -> int:
+        reader = settled_reader(fake_host)
+        with recording() as opened:
+            for _ in range(S):
+                found = reader.read(fake_host.paths)
+        assert found == cgroups.read(fake_host.paths)
+        return len(opened)
+
+    with_files = opens_over_a_round()
+    for pod in pods:
+        os.remove(os.path.join(pod_dir(fake_host, pod.sandbox), "memory.numa_stat"))
+    without = opens_over_a_round()
+
+    assert without <= with_files, (without, with_files)
+    assert all(c.numa_bytes is None for p in cgroups.read(fake_host.paths).pods for c in p.containers if c.is_sandbox)

@@ -341,6 +341,27 @@ def test_a_gpu_container_with_more_processes_than_the_read_limit_keeps_the_proce
     assert findings(evaluation) == []
 
 
+# --------------------------------------------------------------------------------------------------- link loops
+@pytest.mark.parametrize("fault", ["link loop", "permission denied"])
+def test_an_unreadable_cmdline_degrades_only_what_reads_the_command_line(node, clean, monkeypatch, fault):
+    # The CPU map does not depend on /proc/cmdline: topology and kernel stay up, only the check of the command line's
+    # parameters is not evaluated, naming the file.
+    cmdline = node.paths.procfs / "cmdline"
+    if fault == "link loop":
+        cmdline.unlink()
+        os.symlink(cmdline.name, cmdline)
+    else:
+        deny(monkeypatch, cmdline)
+
+    evaluation = evaluate_node(node)
+
+    assert_nothing_else_down(evaluation, clean)
+    assert findings(evaluation) == []
+    reasons = {item.check: item.reason for item in evaluation.not_evaluated}
+    assert str(cmdline) in reasons["isolation_params_mismatch"] and "\n" not in reasons["isolation_params_mismatch"]
+    assert evaluation.host.topology.online == clean.host.topology.online
+
+
 # --------------------------------------------------------------------------------------------------- permission denied
 @pytest.mark.parametrize(
     ("rel", "source"),

@@ -323,3 +323,34 @@ def test_a_numa_node_rewritten_by_an_administrator_shows_at_the_next_warm_readin
     fixed = reader.read()
     assert not fixed.statuses["gpus_sysfs"].cached
     assert fixed.gpus.gpus[0].numa_node == 0
+
+
+def test_a_gpu_without_numa_node_and_only_a_local_cpus_mask_is_found_on_the_node_its_cpus_are(fake_host):
+    # POWER9 with NVLink-attached GPUs: the PCI function has no numa_node file and no local_cpulist, only the
+    # local_cpus mask; the GPU's memory is a CPU-less NUMA node of its own.
+    from numawatch.checks import evaluate
+    from numawatch.intent import REFERENCE
+
+    add_topology(fake_host, sockets=2, cores_per_socket=2, threads_per_core=1)
+    fake_host.write("sys/devices/system/node/node8/cpulist", "\n")
+    fake_host.write("sys/devices/system/node/node8/distance", "80 80 10\n")
+    paths = Paths.from_root(fake_host.root)
+    node1 = HostReader(paths).read().topology.nodes[1].cpus
+    gpu = add_gpu(fake_host, "0035:03:00.0", numa_node=None, local_cpus=sorted(node1))
+    device = fake_host.path(f"sys/bus/pci/devices/{gpu.pci_address}").resolve()
+    (device / "numa_node").unlink()
+    (device / "local_cpulist").unlink()
+    (device / "local_cpus").write_text(f"{sum(1 << cpu for cpu in node1):08x}\n")
+
+    inventory = gpus_sysfs.read(paths)
+    host = HostReader(paths).read()
+
+    [found] = inventory.gpus
+    assert found.pci_address == "0035:03:00.0" and found.local_cpus == node1
+    assert found.numa_node is None and found.problems["numa_node"] == f"{device}/numa_node: missing"
+    assert found.cpu_node(host.topology) == 1
+    # Unknown is unknown: never "reports numa_node -1".
+    evaluation = evaluate(host, REFERENCE)
+    assert not [f for f in evaluation.findings if f.check == "gpu_numa_unknown"]
+    reasons = {item.check: item.reason for item in evaluation.not_evaluated}
+    assert reasons["gpu_numa_unknown"] == f"{device}/numa_node: missing"

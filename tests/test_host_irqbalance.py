@@ -324,3 +324,36 @@ def test_an_unparsable_ban_list_is_not_evaluated(fake_host):
 
     assert findings == []
     assert "IRQBALANCE_BANNED_CPULIST='two-seven'" in reasons[0]
+
+
+def test_without_the_socket_table_a_search_reads_only_the_comm_of_new_processes(fake_host):
+    # No <procfs>/1/net/unix (the socket table cannot be read) and no irqbalance among 300 processes: the first
+    # search reads every comm; the next ones only those of processes that appeared since, and every
+    # FULL_SEARCH_EVERY-th search all of them again (a process that exec'd irqbalance under a PID already seen).
+    from open_audit import recording
+
+    for pid in range(1000, 1300):
+        add_process(fake_host, pid, "worker")
+    reader = Driven(
+        "irqbalance", incremental=partial(irqbalance.read_incremental, rescan_every=1, rescan_running_every=1)
+    )
+
+    def comm_opens() -> int:
+        with recording() as opened:
+            state = reader.read(fake_host.paths)
+        assert not state.running or state.pids == (4242,)
+        return sum(1 for path in opened if path.endswith("/comm"))
+
+    counts = [comm_opens()]
+    counts.append(comm_opens())
+    add_process(fake_host, 1300, "worker")
+    counts.append(comm_opens())
+    add_irqbalance(fake_host, pid=4242, environ={})  # a daemon started since: a new PID, found at the next search
+    counts.append(comm_opens())
+    assert reader.read(fake_host.paths).pids == (4242,)
+    assert counts == [300, 0, 1, 1]
+    for _ in range(irqbalance.FULL_SEARCH_EVERY):
+        counts.append(comm_opens())
+    # The daemon found is looked at at every search; one search among them reads every process's comm again.
+    assert sorted(counts[4:]) == [1] * (irqbalance.FULL_SEARCH_EVERY - 1) + [302]
+    assert reader.read(fake_host.paths).pids == (4242,)

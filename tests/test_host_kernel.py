@@ -13,7 +13,7 @@ from numawatch.checks import evaluate
 from numawatch.checks.host_kernel import CHECK_BY_ID
 from numawatch.errors import SourceUnavailable
 from numawatch.host import HostReader, read_host
-from numawatch.intent import Intent, KernelIntent
+from numawatch.intent import REFERENCE, Intent, KernelIntent
 from numawatch.model import frozen_map
 from numawatch.paths import Paths
 from numawatch.sources import kernel, numastat, topology
@@ -413,3 +413,63 @@ def test_serves_reader_parses_the_command_line_again_only_when_it_changes(fake_h
     assert changed.kernel == full.kernel
     assert {"size": "1048576kB", "numa_node": "1", "value": "4", "expected": "6"} in shortfall(changed)
     assert shortfall(changed) == shortfall(full)  # firing, as a full read says
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_policy_governors_are_read_with_the_rest_of_the_kernel_source_missing(tmp_path):
+    # A capture of the CPUs' sysfs only (a Grace-Blackwell machine's tree): no proc/sys, no sys/kernel/mm, but every
+    # policy's scaling_governor. The governors are read; each other setting is unknown, and only its check degrades.
+    for cpu in range(4):
+        _write(tmp_path, f"sys/devices/system/cpu/cpufreq/policy{cpu}/affected_cpus", f"{cpu}\n")
+        _write(tmp_path, f"sys/devices/system/cpu/cpufreq/policy{cpu}/scaling_governor", "schedutil\n")
+    _write(tmp_path, "sys/devices/system/cpu/online", "0-3\n")
+
+    evaluation = evaluate(read_host(Paths.from_root(tmp_path)), REFERENCE)
+
+    assert evaluation.host.statuses["kernel"].up
+    assert dict(evaluation.host.kernel.governors) == dict.fromkeys(range(4), "schedutil")
+    assert [dict(f.labels) for f in evaluation.findings if f.check == "cpufreq_governor"] == [
+        {"governor": "schedutil", "cpus": "0-3", "expected": "performance"}
+    ]
+    reasons = {item.check: item.reason for item in evaluation.not_evaluated}
+    assert "swappiness" in reasons["vm_swappiness"] and "thp_enabled" in reasons
+
+
+def test_the_kernel_source_is_down_without_any_of_its_directories(tmp_path):
+    _write(tmp_path, "sys/devices/system/cpu/online", "0-3\n")
+
+    with pytest.raises(SourceUnavailable, match="cpufreq"):
+        kernel.read(Paths.from_root(tmp_path))
+
+
+def test_per_cpu_cpufreq_of_kernels_before_policies_and_none_in_a_vm(tmp_path):
+    # RHEL 7's 3.10: a real cpuN/cpufreq/ per CPU, no cpufreq/policyN; offline CPUs have none.
+    _write(tmp_path, "proc/sys/vm/swappiness", "0\n")
+    _write(tmp_path, "sys/devices/system/cpu/online", "0-1\n")
+    for cpu, governor in ((0, "performance"), (1, "ondemand")):
+        _write(tmp_path, f"sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor", f"{governor}\n")
+    (tmp_path / "sys/devices/system/cpu/cpu2").mkdir()
+    paths = Paths.from_root(tmp_path)
+
+    assert dict(kernel.read(paths).governors) == {0: "performance", 1: "ondemand"}
+    shutil.rmtree(tmp_path / "sys/devices/system/cpu/cpu0/cpufreq")
+    shutil.rmtree(tmp_path / "sys/devices/system/cpu/cpu1/cpufreq")
+    assert kernel.read(paths).governors is None  # a VM: no cpufreq at all, not applicable
+
+
+def test_policy_governors_without_cpu_online_come_from_affected_cpus(tmp_path):
+    _write(tmp_path, "proc/sys/vm/swappiness", "0\n")
+    _write(tmp_path, "sys/devices/system/cpu/cpufreq/policy0/affected_cpus", "0 1\n")
+    _write(tmp_path, "sys/devices/system/cpu/cpufreq/policy0/scaling_governor", "performance\n")
+    _write(tmp_path, "sys/devices/system/cpu/cpufreq/policy2/affected_cpus", "\n")  # its CPUs are offline
+    _write(tmp_path, "sys/devices/system/cpu/cpufreq/policy2/scaling_governor", "powersave\n")
+
+    settings = kernel.read(Paths.from_root(tmp_path))
+
+    assert dict(settings.governors) == {0: "performance", 1: "performance"}
+    assert "cpufreq_governor" not in settings.problems

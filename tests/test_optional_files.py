@@ -163,4 +163,43 @@ def test_every_optional_topology_file_has_a_case():
     from numawatch.model.topology import TOPOLOGY_OPTIONAL_FILES
 
     covered = {"distance", "meminfo", "hugepages", "cpu_topology", "present", "possible", "nohz_full", "isolated"}
+    covered |= {"cpulist", "cmdline"}  # missing (or a link loop), not malformed: the test below
     assert covered == set(TOPOLOGY_OPTIONAL_FILES)
+
+
+# A file missing altogether (a partial capture, an old kernel) or a link loop in its place: unknown, like a malformed
+# one, never a finding about what it would have said.
+@pytest.mark.parametrize(
+    ("name", "rel", "loop", "degraded"),
+    [
+        ("distance missing", f"{NODE}/node1/distance", False, frozenset({"numa_topology_inconsistent"})),
+        # The CPU-to-node map has a hole: every check placing CPUs on nodes is not evaluated (None: more than one).
+        ("cpulist missing", f"{NODE}/node1/cpulist", False, None),
+        ("cmdline missing", "proc/cmdline", False, frozenset({"isolation_params_mismatch"})),
+        ("cmdline link loop", "proc/cmdline", True, frozenset({"isolation_params_mismatch"})),
+    ],
+)
+def test_a_missing_optional_file_degrades_only_the_checks_that_need_it(name, rel, loop, degraded, clean, fake_host):
+    node = reference_node(fake_host)
+    baseline = evaluate_node(node)
+    path = node.host.path(rel)
+    path.unlink()
+    if loop:
+        os.symlink(path.name, path)
+    if path.name == "cpulist":  # and the cpumap and cpuM links older kernels name a node's CPUs with
+        for other in [*path.parent.glob("cpu[0-9]*"), *path.parent.glob("cpumap")]:
+            other.unlink()
+
+    evaluation = evaluate_node(node)
+
+    assert down(evaluation) == down(clean), "a missing optional file took a source down"
+    assert evaluation.findings == (), [f.message for f in evaluation.findings]
+    before = {item.check for item in baseline.not_evaluated}
+    now = {item.check: item.reason for item in evaluation.not_evaluated}
+    if degraded is None:
+        degraded = frozenset(set(now) - before)
+        assert {"numa_topology_inconsistent", "container_numa_split"} <= degraded
+        assert "isolation_params_mismatch" not in degraded  # the command line's parameters do not depend on the map
+    assert set(now) - before == degraded
+    for check in degraded:
+        assert str(path) in now[check] and "\n" not in now[check], now[check]

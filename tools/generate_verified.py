@@ -247,8 +247,39 @@ def _paragraph(text: str) -> list[str]:
     return textwrap.wrap(text, width=120, break_long_words=False, break_on_hyphens=False)
 
 
+def _peer_table() -> list[str]:
+    """The peers' trees, which hwloc cannot read: what numawatch finds there (tests/test_peer_corpus.py compares it
+    with what node_exporter and procfs expect of them)."""
+    lines = [
+        "| tree | from | kernel | architecture | CPUs online / present (numawatch) | NUMA nodes (numawatch) "
+        "| topology source | kernel source |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for tree in trees():
+        if tree.kind != "peer":
+            continue
+        root = corpus_root(tree.name)
+        host = read_host(Paths.from_root(root))
+        topology = host.topology
+        statuses = host.statuses
+        online = f"{len(topology.online)} / {len(topology.cpus)}" if topology is not None else "unknown"
+        nodes = str(len(topology.nodes)) if topology is not None else "unknown"
+        cells = (
+            f"`{tree.name}`",
+            tree.name.removeprefix("peer-") + "'s fixtures",
+            kernel_version(root),
+            architecture(root),
+            online,
+            nodes,
+            "up" if statuses["topology"].up else "**down**",
+            "up" if statuses["kernel"].up else "**down**",
+        )
+        lines.append("| " + " | ".join(_escape(cell) for cell in cells) + " |")
+    return lines
+
+
 def render() -> str:
-    rows = [_row(tree) for tree in trees()]
+    rows = [_row(tree) for tree in trees() if tree.kind != "peer"]
     equal = sum(1 for row in rows if all(row.results[name].equal for name in FIELDS if name not in row.expected.blind))
     intro = (
         "Every tree below is a `/sys` and `/proc` that a real kernel printed: real machines' trees from hwloc's "
@@ -281,6 +312,15 @@ def render() -> str:
         + f". And `{FIRMWARE_OVERLAP.name}`: {FIRMWARE_OVERLAP.description}, where hwloc maps each CPU to the lowest "
         "node that claims it and drops the other nodes (numawatch's mapping there is an expected failure, issue 14)."
     )
+    peers = (
+        "node_exporter and procfs test themselves on real kernels' files and say what they expect to read there "
+        "([tests/corpus/peers](../tests/corpus/peers/README.md), Apache-2.0). hwloc cannot read these partial "
+        "captures, so they are not in the table above: tests/test_peer_corpus.py compares numawatch's reading "
+        "with node_exporter's expected metrics (`e2e-output.txt`: NUMA counters, CPU topology, cpufreq governors, "
+        "interrupts by kind, isolated and offline CPUs) and with procfs's asserted values, value by value, and "
+        "checks that what the trees lack (`nodeN/distance`, `proc/cmdline`, `nodeN/cpulist`) is \"not evaluated\" "
+        "naming the file, never a finding."
+    )
     lines = [
         "# What numawatch has been verified on",
         "",
@@ -302,6 +342,12 @@ def render() -> str:
         "## The fake hosts, compared the same way",
         "",
         *_paragraph(fakes),
+        "",
+        "## The peers' trees, compared with what the peers expect",
+        "",
+        *_paragraph(peers),
+        "",
+        *_peer_table(),
         "",
     ]  # fmt: skip
     return "\n".join(lines)

@@ -55,10 +55,25 @@ class NotApplicable(Exception):
 
 
 def require(host: Host, name: str) -> Any:
-    """The source's snapshot, or NotEvaluated with the reason the source is down."""
-    value = host.get(name)
+    """The source's snapshot, or NotEvaluated with the reason the source is down.
+
+    A topology in which some NUMA node names its CPUs nowhere (``problem("cpulist")``) has a CPU-to-node map with
+    holes: a check that places CPUs on nodes cannot judge it, so it is not evaluated, naming the file. The checks
+    that can work on such a map (the command line's parameters, the map's own consistency) take ``partial_topology``.
+    """
+    value = partial_topology(host) if name == "topology" else host.get(name)
     if value is None:
         raise NotEvaluated(f"needs the {name} source: {host.down_reason(name)}")
+    if name == "topology":
+        require_known(value, "cpulist")
+    return value
+
+
+def partial_topology(host: Host) -> Topology:
+    """The topology even where a node's CPU list is unknown (``require`` refuses that one); NotEvaluated when down."""
+    value = host.get("topology")
+    if value is None:
+        raise NotEvaluated(f"needs the topology source: {host.down_reason('topology')}")
     return value
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, require, require_known
+from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, partial_topology, require, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -165,7 +165,8 @@ def isolation_sets(topology: Topology) -> tuple[CPUSet, CPUSet, CPUSet, CPUSet]:
 
 
 def check_isolation_params(host: Host, intent: Intent) -> Iterator[Finding]:
-    topology: Topology = require_known(require(host, "topology"), "isolated", "nohz_full")
+    # The check compares the command line's parameters: without the file it would state values it never read.
+    topology: Topology = require_known(partial_topology(host), "cmdline", "isolated", "nohz_full")
     isolcpus, nohz, rcu, offloaded = isolation_sets(topology)
     if not (isolcpus or nohz or rcu):
         return  # no isolation asked at all: nothing to disagree

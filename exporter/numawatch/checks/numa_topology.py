@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from numawatch.checks import Check, Finding, NotEvaluated, require
+from numawatch.checks import Check, Finding, NotEvaluated, partial_topology
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent
@@ -62,7 +62,7 @@ def distance_problems(topology: Topology) -> Iterator[str]:
 
 
 def check_numa_topology(host: Host, intent: Intent) -> Iterator[Finding]:
-    topology: Topology = require(host, "topology")
+    topology: Topology = partial_topology(host)
     findings: list[Finding] = []
     for node_id, shared, lower in overlapping_nodes(topology):
         cpus = format_cpulist(shared)
@@ -77,7 +77,7 @@ def check_numa_topology(host: Host, intent: Intent) -> Iterator[Finding]:
                 FIRMWARE_REMEDIATION,
             )
         )
-    if topology.numa:
+    if topology.numa and topology.problem("cpulist") is None:
         orphans = frozenset(cpu.id for cpu in topology.cpus.values() if cpu.online and cpu.numa_node is None)
         if orphans:
             cpus = format_cpulist(orphans)
@@ -91,8 +91,11 @@ def check_numa_topology(host: Host, intent: Intent) -> Iterator[Finding]:
                     FIRMWARE_REMEDIATION,
                 )
             )
-    findings.extend(_gpu_locality(topology, host.gpus, intent))
-    unknown: list[str | None] = [topology.problem("distance")]
+    if topology.problem("cpulist") is None:
+        findings.extend(_gpu_locality(topology, host.gpus, intent))
+    # A node that names its CPUs nowhere leaves "which CPU is in no node" unknown, as a missing distance file
+    # leaves the table unknown.
+    unknown: list[str | None] = [topology.problem("cpulist"), topology.problem("distance")]
     if host.gpus is not None:
         unknown += [*host.gpus.unreadable("numa_node"), *host.gpus.unreadable("local_cpulist")]
     if topology.problem("distance") is None:

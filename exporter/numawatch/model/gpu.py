@@ -30,7 +30,7 @@ from numawatch.model.topology import Topology
 class GpuDevice:
     pci_address: str  # "0000:18:00.0", as sysfs names it
     numa_node: int | None  # sysfs numa_node; None when the kernel says -1
-    local_cpus: CPUSet | None  # local_cpulist
+    local_cpus: CPUSet | None  # local_cpulist (the local_cpus mask where there is no list)
     vendor_id: str  # "0x10de", "0x1002", "0x1da3"
     device_id: str
     class_code: str  # "0x030200" (3D controller), "0x030000" (VGA), "0x038000", "0x120000" (accelerator)
@@ -48,8 +48,13 @@ class GpuDevice:
 
         On a Grace-class node GPU memory is onlined as CPU-less NUMA nodes; a device whose ``numa_node`` names one
         is local to the CPU node its ``local_cpulist`` lies on (when exactly one), which is what pinning needs.
+        An absent or malformed ``numa_node`` (not the kernel's -1) is unknown: the node is then the one its
+        ``local_cpulist`` (or ``local_cpus`` mask) lies on, when exactly one.
         """
         node = self.numa_node
+        if node is None and "numa_node" in self.problems and topology is not None and self.local_cpus:
+            near = [n for n, other in topology.nodes.items() if not other.cpus.isdisjoint(self.local_cpus)]
+            return near[0] if len(near) == 1 else None
         if node is None or topology is None:
             return node
         found = topology.nodes.get(node)

@@ -72,6 +72,8 @@ TOPOLOGY_OPTIONAL_FILES = (
     "hugepages",
     "isolated",
     "nohz_full",
+    "cpulist",
+    "cmdline",
 )
 
 

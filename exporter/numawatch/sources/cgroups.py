@@ -627,7 +627,10 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
             is_sandbox=is_sandbox,
             pids=pids,
         )
-    if numa is not None:  # an unknown placement is not worth carrying over: the next reading asks again
+    # A malformed placement is not worth carrying over: the next reading asks again. An absent memory.numa_stat (the
+    # memory controller not delegated to this cgroup, as for a pause sandbox) is carried like a known one: asked
+    # again at the container's placement turn, so a pod of such containers stays complete and is staggered.
+    if numa is not None or numa_missing:
         placed = carried[4] if carried is not None else scan.refresh.readings
         scan.containers[cid] = (procs_data, cpus_data, mems_data, container, placed)
     return container

@@ -17,8 +17,10 @@ Files read (every path from ``Paths``), per PCI function under ``sys/bus/pci/dev
 
 - ``vendor``, ``device`` (``0x2330``), ``class`` (24 bits, ``0x030200``);
 - ``numa_node``: decimal, ``-1`` when firmware gave no proximity (_PXM) — common in VMs and with NUMA-per-socket
-  off in the BIOS; reported as None ("unknown"), which a check must not confuse with node 0;
-- ``local_cpulist``: the CPUs near the device (``0-55,112-167``).
+  off in the BIOS; reported as None ("unknown"), which a check must not confuse with node 0. An absent file (a
+  kernel or a capture without it, as on POWER9 with NVLink-attached GPUs) is unknown too, and named in
+  ``GpuDevice.problems``, never read as -1;
+- ``local_cpulist``: the CPUs near the device (``0-55,112-167``); without it the ``local_cpus`` hex mask.
 
 Then the driver's own description, where its module is loaded (absent: stable id and model unknown):
 
@@ -63,7 +65,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from numawatch import confined
-from numawatch.cpuset import parse_cpulist
+from numawatch.cpuset import parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import SourceSpec
 from numawatch.hosttext import checked, printable, strip_value
@@ -395,9 +397,20 @@ def _read_device(
     if vendor is AMD and class_code >> 8 == _VGA_CLASS and _driver_name(directory) != "amdgpu":
         return None
     problems: dict[str, str] = {}
-    # Without CONFIG_NUMA numa_node is absent: the locality is as unknown as with -1.
-    numa_node = _parsed(directory / "numa_node", parse_numa_node, _attribute(directory / "numa_node"), problems)
-    local_cpus = _parsed(directory / "local_cpulist", parse_cpulist, _attribute(directory / "local_cpulist"), problems)
+    numa_text = _attribute(directory / "numa_node")
+    numa_node = _parsed(directory / "numa_node", parse_numa_node, numa_text, problems)
+    if numa_text is None:
+        # An absent file is not the kernel's -1: the node is unknown (GpuDevice.cpu_node takes it from local_cpus
+        # where those lie on one node: POWER9's NVLink GPUs have only the mask).
+        problems["numa_node"] = f"{directory / 'numa_node'}: missing"
+    cpulist_text = _attribute(directory / "local_cpulist")
+    if cpulist_text is not None:
+        local_cpus = _parsed(directory / "local_cpulist", parse_cpulist, cpulist_text, problems)
+    else:
+        mask = _parsed(directory / "local_cpus", parse_cpumask, _attribute(directory / "local_cpus"), problems)
+        if "local_cpus" in problems:
+            problems["local_cpulist"] = problems.pop("local_cpus")
+        local_cpus = mask
     device = _attribute(directory / "device")
     stable_id, model = _identity(paths, vendor, address, directory, kfd, problems)
     return GpuDevice(

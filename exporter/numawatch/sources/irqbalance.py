@@ -13,7 +13,8 @@ What is read (paths from ``Paths``):
   irqbalance since 1.4 listens on it), from the socket files of ``<root>/run/irqbalance/`` (where it listens when it
   cannot use the abstract one) and from its systemd unit's ``cgroup.procs``. Only when the socket table cannot be
   read are all ``<procfs>/<pid>/comm`` read: an irqbalance older than 1.4, without the socket and outside its
-  systemd unit, is then the one case missed.
+  systemd unit, is then the one case missed. A reader's later searches read only the comm of processes that were
+  not there at its last search, and every ``FULL_SEARCH_EVERY``-th search reads them all again.
 - not on every evaluation: a HostReader's reading (``read_incremental``) remembers the daemons it found with
   their start times (``IrqbalanceMemory``, which the HostReader keeps) and only checks that each still runs
   (``<procfs>/<pid>/stat``: comm and start time, so a PID reused by another process does not pass). It looks again (the
@@ -65,6 +66,11 @@ RESCAN_EVERY = 20
 # a search could add is a second irqbalance, and a search reads every process's comm where the socket table cannot
 # be read (5,000 opens on a large node).
 RESCAN_RUNNING_EVERY = 10 * RESCAN_EVERY
+# Searches between two that read every process's comm where the socket table cannot be read; the others read only
+# the processes that appeared since (a node with 12,000 processes and no irqbalance then opens the new ones' comm,
+# not 12,000 files every RESCAN_EVERY readings). The staleness bound: a process already seen that execs irqbalance
+# later is found within FULL_SEARCH_EVERY * RESCAN_EVERY readings.
+FULL_SEARCH_EVERY = 10
 
 
 # --------------------------------------------------------------------------------------------------- parsers
@@ -122,9 +128,10 @@ def _comm(procfs: str, pid: str) -> str | None:
         os.close(fd)
 
 
-def find_pids(paths: Paths, hinted: Iterable[int] = ()) -> tuple[int, ...]:
+def find_pids(paths: Paths, hinted: Iterable[int] = (), scan: _Scan | None = None) -> tuple[int, ...]:
     """The PIDs of every running irqbalance: candidates from its sockets (``hinted``: PIDs its socket files name),
-    its systemd unit, and only when the socket table cannot be read, every process."""
+    its systemd unit, and only when the socket table cannot be read, every process. ``scan`` (a reader's memory of
+    the last such search) limits that last way to the processes it did not see; the PIDs listed go back into it."""
     procfs = str(paths.procfs)
     sockets = read_optional_text(paths.procfs / "1/net/unix", 4 << 20)
     candidates: set[int] = set(socket_pids(sockets or ""))
@@ -144,7 +151,22 @@ def find_pids(paths: Paths, hinted: Iterable[int] = ()) -> tuple[int, ...]:
         entries = confined.listdir(procfs)
     except FileNotFoundError:
         raise SourceUnavailable(f"{procfs} does not exist") from None
-    return tuple(sorted(int(entry) for entry in entries if entry.isdigit() and _comm(procfs, entry) == COMM))
+    listed = [entry for entry in entries if entry.isdigit()]
+    seen = scan.seen if scan is not None else frozenset()
+    daemons = [entry for entry in listed if entry not in seen and _comm(procfs, entry) == COMM]
+    if scan is not None:
+        scan.seen = frozenset(listed).difference(daemons)  # a daemon found is looked at again at every search
+    return tuple(sorted(int(entry) for entry in daemons))
+
+
+class _Scan:
+    """The processes (``/proc`` names) whose comm the last search of every process read and found not irqbalance.
+    A search reads only the others' comm: a daemon starts as a new process, under a PID not seen before. A process
+    already seen that later execs irqbalance (a fork caught between fork and exec) is missed until the next search
+    of them all, every ``FULL_SEARCH_EVERY``-th one."""
+
+    def __init__(self, seen: frozenset[str] = frozenset()) -> None:
+        self.seen = seen
 
 
 def parse_stat_identity(data: bytes) -> tuple[str, int] | None:
@@ -189,6 +211,10 @@ class IrqbalanceMemory(NamedTuple):
     daemons: tuple[tuple[int, tuple[str, int] | None], ...]  # the PIDs found and their (comm, start time)
     hint: tuple[str, ...] | None  # the names in /run/irqbalance/ then
     readings_since_search: int
+    # Where the socket table cannot be read: the processes the searches since the last search of every process saw
+    # (their comm is not read again), and how many searches that was.
+    seen: frozenset[str] = frozenset()
+    searches_since_full: int = 0
 
 
 def read_incremental(
@@ -222,8 +248,12 @@ def _pids(
         and all(known is not None and _identity(procfs, pid) == known for pid, known in memory.daemons)
     ):
         return memory._replace(readings_since_search=memory.readings_since_search + 1)
-    pids = find_pids(paths, hinted_pids(hint or ()))
-    return IrqbalanceMemory(tuple((pid, _identity(procfs, pid)) for pid in pids), hint, 1)
+    searches = memory.searches_since_full + 1 if memory is not None else FULL_SEARCH_EVERY
+    if searches >= FULL_SEARCH_EVERY:
+        searches = 0
+    scan = _Scan(memory.seen if memory is not None and searches else frozenset())
+    pids = find_pids(paths, hinted_pids(hint or ()), scan)
+    return IrqbalanceMemory(tuple((pid, _identity(procfs, pid)) for pid in pids), hint, 1, scan.seen, searches)
 
 
 def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:

@@ -15,8 +15,10 @@ Files read (every path from ``Paths``; formats in gpu-and-host.md §6):
   host); with serve's ``--stagger k`` it opens those of a rotating 1/k of the policies (policy number modulo k)
   and keeps the others' governors of the previous reading, since a governor changes only when someone writes it. Only
   the governor: the current frequency files (``scaling_cur_freq``, ``cpuinfo_cur_freq``) make the kernel interrupt the
-  CPU read, so they are never opened. Without any ``cpufreq/policyN`` (virtual machines) the host has no cpufreq and
-  ``governors`` is None.
+  CPU read, so they are never opened. Kernels before policy directories (RHEL 7's 3.10) have a real
+  ``cpuN/cpufreq/`` per CPU, read per CPU. Without ``cpu/online`` the policies' ``affected_cpus`` (or the ``cpuN``
+  directories) say which CPUs to report. Without any ``cpufreq/policyN`` and without ``cpufreq/`` in the first CPU's
+  directory (virtual machines) the host has no cpufreq and ``governors`` is None.
 - ``sys/kernel/mm/hugepages/hugepages-<kB>kB/{nr,free,surplus,resv}_hugepages``: the global pools.
 - ``proc/cmdline``: only the per-node form of ``hugepages=`` (``hugepagesz=1G hugepages=0:8,1:8``, kernel >= 5.15);
   the totals per size are the topology source's (``IsolationParams.cmdline_hugepages``).
@@ -191,6 +193,25 @@ def _governors_per_cpu(root: str, online: frozenset[int], problems: _Problems) -
     return governors
 
 
+def _listed_cpus(cpu_root: Path) -> frozenset[int]:
+    """The ``cpuN`` directories: the CPUs to ask when ``cpu/online`` is missing (an offline CPU of such a kernel has
+    no ``cpufreq/``, so asking it finds no governor)."""
+    names = list_dir(cpu_root)
+    return frozenset(int(name[3:]) for name in names if name[:3] == "cpu" and name[3:].isascii() and name[3:].isdigit())
+
+
+def _governors_without_policies(
+    cpu_root: Path, online: frozenset[int] | None, problems: _Problems
+) -> dict[int, str] | None:
+    """Kernels before cpufreq's ``policyN`` directories (RHEL 7's 3.10) keep each CPU's governor in a real
+    ``cpuN/cpufreq/`` directory. None when the first CPU has no ``cpufreq`` either: no cpufreq driver at all
+    (virtual machines), found with one listing instead of one failed open per CPU."""
+    cpus = online if online is not None else _listed_cpus(cpu_root)
+    if not cpus or "cpufreq" not in list_dir(cpu_root / f"cpu{min(cpus)}"):
+        return None
+    return _governors_per_cpu(str(cpu_root), cpus, problems)
+
+
 def _policy_turn(policy: str, share: int) -> int:
     """Which reading of every ``share`` re-reads this policy's governor: its number modulo ``share``."""
     number = policy[6:]
@@ -245,19 +266,20 @@ def _governors(
         policies = known.policies  # the same listing: the same policies (hundreds of names not sorted again)
     else:
         policies = sorted(name for name in listing if name.startswith("policy"))
-    if not policies:
-        return None, nothing
     online_path = cpu_root / "online"
     online_text = read_attribute_text(online_path, 1 << 16)
-    if online_text is None:
-        problems.lines["cpufreq_governor"] = f"{online_path}: missing"
-        return None, nothing
-    try:
-        online = parse_cpulist(online_text)
-    except CPUListError as error:
-        problems.lines["cpufreq_governor"] = str(MalformedFile(online_path, str(error)))
-        return None, nothing
+    online: frozenset[int] | None = None  # unknown: a kernel or a capture without cpu/online
+    if online_text is not None:
+        try:
+            online = parse_cpulist(online_text)
+        except CPUListError as error:
+            problems.lines["cpufreq_governor"] = str(MalformedFile(online_path, str(error)))
+            return None, nothing
     root = str(cpu_root)
+    if not policies:
+        return _governors_without_policies(cpu_root, online, problems), nothing
+    if online_text is None:
+        online_text = ""  # the memory's key: each policy's affected_cpus names only its online CPUs anyway
     settled = memory.settled if memory is not None and share > 1 else None
     # Nothing about the policies moved: only this turn's governors are read, each the one remembered (a changed or
     # unreadable one: the whole loop below works it out).
@@ -287,9 +309,10 @@ def _governors(
             except ValueError:
                 cpus = None
             if cpus is None:  # a policy that does not say its CPUs: ask each CPU instead (never staggered)
-                return _governors_per_cpu(root, online, problems), KernelMemory({}, {})
+                every = online if online is not None else _listed_cpus(cpu_root)
+                return _governors_per_cpu(root, every, problems), KernelMemory({}, {})
             remembered[(policy, online_text)] = cpus
-        covered = cpus & online
+        covered = cpus & online if online is not None else cpus
         if not covered:
             continue  # the policy of CPUs that are offline now
         value = previous.get(policy)
@@ -332,8 +355,11 @@ def _read_settings(
 ) -> tuple[KernelSettings, KernelMemory]:
     sysctl = paths.procfs / "sys"
     thp = paths.sysfs / "kernel/mm/transparent_hugepage"
-    if not confined.is_dir(sysctl) and not confined.is_dir(paths.sysfs / "kernel/mm"):
-        raise SourceUnavailable(f"neither {sysctl} nor {paths.sysfs / 'kernel/mm'} exists")
+    cpufreq = paths.sysfs / "devices/system/cpu/cpufreq"
+    if not confined.is_dir(sysctl) and not confined.is_dir(paths.sysfs / "kernel/mm") and not confined.is_dir(cpufreq):
+        # With cpufreq's directory alone (a capture of sysfs' CPUs only) the governors are still read; each other
+        # setting is then missing, and only the checks of those are not evaluated.
+        raise SourceUnavailable(f"neither {sysctl} nor {paths.sysfs / 'kernel/mm'} nor {cpufreq} exists")
     problems = _Problems()
 
     def value(setting: str, path: Path, parse):
@@ -345,7 +371,10 @@ def _read_settings(
     defrag = value("thp_defrag", thp / "defrag", parse_bracketed)
     governors, kept = _governors(paths, problems, memory, share, turn)
     hugepages = _read_pool(paths.sysfs / "kernel/mm/hugepages", problems, "hugepages")
-    cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
+    try:
+        cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
+    except (OSError, MalformedFile):
+        cmdline = ""  # a link loop or a FIFO: no per-node request is known (the topology source names the file)
     per_node = _per_node_requests(cmdline, memory)
     absent = set()
     if enabled is None and "thp_enabled" not in problems.lines and _lacks(thp.parent, thp.name):

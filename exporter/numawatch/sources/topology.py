@@ -409,6 +409,13 @@ def _listed_cpus(directory: Path) -> CPUSet:
     return cpus
 
 
+def _lists_cpus(directory: Path) -> bool:
+    """Whether a node directory says its CPUs at all: a CPU-less node still has an empty ``cpulist`` (or ``cpumap``);
+    one with none of them (a partial capture) has CPUs nobody can tell."""
+    names = list_dir(directory)
+    return "cpulist" in names or "cpumap" in names or bool(_numbered(names, "cpu"))
+
+
 def _read_nodes(paths: Paths, online: CPUSet, problems: dict[str, str]) -> tuple[dict[int, NumaNode], bool]:
     """The NUMA nodes, and whether the kernel has any (False: no ``node/`` directory, one synthetic node 0).
 
@@ -433,16 +440,22 @@ def _read_nodes(paths: Paths, online: CPUSet, problems: dict[str, str]) -> tuple
     for node_id in node_ids:
         # Old kernels' cpumap names offline CPUs too; the node's CPUs are its online ones, as cpulist says today.
         listed[node_id] = _listed_cpus(node_dir / f"node{node_id}") & online
+        if not listed[node_id] and not _lists_cpus(node_dir / f"node{node_id}"):
+            problems.setdefault("cpulist", f"{node_dir / f'node{node_id}' / 'cpulist'}: missing")
         for cpu in listed[node_id]:
             owner.setdefault(cpu, node_id)
     nodes: dict[int, NumaNode] = {}
     for node_id in node_ids:
         directory = node_dir / f"node{node_id}"
         cpus = frozenset(cpu for cpu in listed[node_id] if owner[cpu] == node_id)
+        distances = _optional(directory / "distance", parse_distance, problems, "distance")
+        if distances is None:
+            # Every NUMA kernel writes the file; without it the table is unknown, not empty.
+            problems.setdefault("distance", f"{directory / 'distance'}: missing")
         nodes[node_id] = NumaNode(
             id=node_id,
             cpus=cpus,
-            distances=_optional(directory / "distance", parse_distance, problems, "distance") or (),
+            distances=distances or (),
             mem_total_bytes=_optional(directory / "meminfo", parse_meminfo_total, problems, "meminfo"),
             hugepages_total=frozen_map(_read_hugepages(directory / "hugepages", problems)),
             listed_cpus=None if cpus == listed[node_id] else listed[node_id],
@@ -507,6 +520,20 @@ def _online_without_list(cpu_root: Path, present: CPUSet, problems: dict[str, st
     return frozenset(online)
 
 
+def _read_cmdline(path: Path, problems: dict[str, str]) -> str:
+    """``proc/cmdline``, or "" with the reason in ``problems["cmdline"]`` when it is missing or cannot be read (a
+    partial capture, a link loop): the CPU map does not depend on it, only the checks of its parameters do."""
+    try:
+        text = read_optional_text(path, 1 << 20)
+    except (OSError, MalformedFile) as error:
+        problems["cmdline"] = str(error) if isinstance(error, MalformedFile) else f"{path}: {error.strerror or error}"
+        return ""
+    if text is None:
+        problems["cmdline"] = f"{path}: missing"
+        return ""
+    return text
+
+
 def read(paths: Paths) -> Topology:
     """Read the CPU/NUMA topology and isolation parameters of the host under ``paths``.
 
@@ -515,7 +542,9 @@ def read(paths: Paths) -> Topology:
     reason is kept in ``Topology.problems`` under its key (model.TOPOLOGY_OPTIONAL_FILES), so only the checks that
     use it are not evaluated: ``present`` and ``possible`` (and the per-CPU ``online`` flags of kernels without
     ``cpu/online``), ``cpu_topology`` (socket, core, siblings), ``distance``, ``meminfo``, ``hugepages``,
-    ``isolated`` and ``nohz_full``. Command-line values the kernel would reject are in ``isolation.problems``.
+    ``isolated`` and ``nohz_full``; a missing ``distance`` and a node that names its CPUs nowhere (``cpulist``) are
+    unknown the same way, and so is a missing or unreadable ``proc/cmdline`` (``cmdline``: its parameters are then
+    unknown, the CPU map is not). Command-line values the kernel would reject are in ``isolation.problems``.
     """
     cpu_root = paths.sysfs / "devices/system/cpu"
     if not confined.is_dir(cpu_root):
@@ -527,6 +556,11 @@ def read(paths: Paths) -> Topology:
     online = _essential(cpu_root / "online", parse_cpulist)
     if online is None:  # very old or stripped sysfs
         online = _online_without_list(cpu_root, present, problems)
+    # cpu/offline names the present CPUs that are not online; where it and cpu/online (or the per-CPU flags)
+    # disagree, a CPU it lists is not counted online.
+    offline = _optional(cpu_root / "offline", parse_sys_cpulist, problems, "present")
+    if offline:
+        online = online - offline
     possible = _optional(cpu_root / "possible", parse_cpulist, problems, "possible")
 
     nodes, numa = _read_nodes(paths, online, problems)
@@ -549,7 +583,7 @@ def read(paths: Paths) -> Topology:
     last_cpu = max(every) if every else None
     cmdline_path = paths.procfs / "cmdline"
     isolation = parse_isolation(
-        read_optional_text(cmdline_path, 1 << 20) or "",
+        _read_cmdline(cmdline_path, problems),
         last_cpu=last_cpu,
         sys_isolated=_optional(cpu_root / "isolated", parse_sys_cpulist, problems, "isolated"),
         sys_nohz_full=_optional(cpu_root / "nohz_full", parse_sys_cpulist, problems, "nohz_full"),
