@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import quote
 
 from numawatch.errors import SourceUnavailable
-from numawatch.hosttext import excerpt, k8s_subdomain
+from numawatch.hosttext import excerpt, k8s_subdomain, shown
 from numawatch.model.cluster import ClusterView
 
 log = logging.getLogger(__name__)
@@ -256,7 +256,7 @@ def _refusal(status: int, body: bytes) -> str:
     try:
         document = parse_json(body, "status")
         if isinstance(document, dict) and isinstance(document.get("message"), str):
-            message = excerpt(document["message"], 160)
+            message = shown(document["message"], 200)
     except ApiShapeError:
         pass
     return f"HTTP {status} {meaning}" + (f": {message}" if message else "")
