@@ -465,3 +465,25 @@ def test_check_reads_the_api_once_with_a_kubeconfig_and_the_node_name_from_node_
     assert {f["check"] for f in document["findings"]} == checks_without - {"node_workload_not_isolated"}
     assert len(api.requests) == 2
     assert "node_taint_missing" not in {item["check"] for item in document.get("not_evaluated", [])}
+
+
+def test_serve_reads_the_api_on_its_event_loop_and_reports_the_source(api, fake_host):
+    import urllib.request
+
+    from serving import numawatch_serve
+
+    reference_node(fake_host)
+
+    def source_up() -> str | None:
+        with urllib.request.urlopen(f"{url}metrics", timeout=10) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith('numawatch_source_up{source="kubernetes_api"}'):
+                    return str(int(float(line.rsplit(" ", 1)[1])))
+        return None
+
+    with numawatch_serve(fake_host.root, "--no-nvml", "--no-self-pin", "--kubeconfig", str(api.kubeconfig()),
+                         "--kubernetes.node-name", NODE, "--kubernetes.interval", "0.2") as (_, url):  # fmt: skip
+        wait_for(lambda: source_up() == "1", 30)
+        api.status = (403, "Forbidden", "nodes is forbidden")
+        wait_for(lambda: source_up() == "0", 30)
+    assert sum(request.startswith("GET /api/v1/nodes/") for request in api.requests) >= 2

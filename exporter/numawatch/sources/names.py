@@ -8,7 +8,10 @@ Read from the container runtime's OCI bundles (kubelet.md §6.6), whose ``config
   ``…sandbox-namespace``, ``…sandbox-uid``, ``io.kubernetes.cri.container-name``.
 - CRI-O: ``run/containers/storage/overlay-containers/<id>/userdata/config.json`` and the same under
   ``var/lib/containers/storage/``; annotations ``io.kubernetes.pod.name``, ``io.kubernetes.pod.namespace``,
-  ``io.kubernetes.pod.uid``, ``io.kubernetes.container.name``, ``io.kubernetes.cri-o.ContainerType``.
+  ``io.kubernetes.pod.uid``, ``io.kubernetes.container.name``, ``io.kubernetes.cri-o.ContainerType``; on a sandbox
+  also ``io.kubernetes.cri-o.Labels``, the pod's labels as JSON, whose ``pod-template-generation`` (the DaemonSet
+  controller's label) says that a DaemonSet made the pod. containerd keeps a pod's labels only in its metadata
+  database, not in its bundles: there it is unknown.
 - Fallback: ``var/log/pods/<namespace>_<pod>_<uid>/<container>/`` gives pods by UID and their container names
   (``_`` cannot occur in namespace or pod names, nor in UIDs).
 
