@@ -487,3 +487,11 @@ def test_serve_reads_the_api_on_its_event_loop_and_reports_the_source(api, fake_
         api.status = (403, "Forbidden", "nodes is forbidden")
         wait_for(lambda: source_up() == "0", 30)
     assert sum(request.startswith("GET /api/v1/nodes/") for request in api.requests) >= 2
+
+
+def test_a_long_pod_list_arrives_whole(api):
+    api.pods = [pod_object(f"{index:08x}-1111-4222-8333-444444444444", "batch", f"worker-{index}",
+                           owner=("Job", f"job-{index}")) for index in range(400)]  # fmt: skip
+    view = session(api).current()
+    assert len(view.pods) == 400 and view.problems == ()
+    assert len(json.dumps(api.pods)) > 1 << 19  # many reads of the stream

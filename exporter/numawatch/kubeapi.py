@@ -164,7 +164,7 @@ class KubernetesApi:
                 if not 200 <= response.status <= 299:
                     body = await asyncio.wait_for(response.content.read(4096), timeout)
                     raise ApiError(f"{where}: {_refusal(response.status, body)}")
-                data = await asyncio.wait_for(response.content.read(MAX_ANSWER + 1), timeout)
+                data = await asyncio.wait_for(_body(response.content), timeout)
             finally:
                 response.release()
         except ApiError:
@@ -173,7 +173,7 @@ class KubernetesApi:
             raise ApiError(f"{where}: no answer within {timeout:g} s") from None
         except Exception as error:  # connection refused, TLS, DNS, a kubeconfig the loader refuses
             raise ApiError(f"{where}: {type(error).__name__}: {excerpt(str(error), 160)}") from None
-        if len(data) > MAX_ANSWER:
+        if data is None:
             raise ApiError(f"{where}: the answer is larger than {MAX_ANSWER} bytes")
         return data
 
@@ -244,6 +244,20 @@ class KubernetesApi:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
             await self.close()
+
+
+async def _body(stream: Any) -> bytes | None:
+    """The whole body (a read returns what has arrived so far, not all of it); None past MAX_ANSWER."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await stream.read(1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_ANSWER:
+            return None
+        chunks.append(chunk)
 
 
 def _refusal(status: int, body: bytes) -> str:
