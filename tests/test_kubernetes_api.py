@@ -482,11 +482,17 @@ def test_serve_reads_the_api_on_its_event_loop_and_reports_the_source(api, fake_
         return None
 
     with numawatch_serve(fake_host.root, "--no-nvml", "--no-self-pin", "--kubeconfig", str(api.kubeconfig()),
-                         "--kubernetes.node-name", NODE, "--kubernetes.interval", "0.2") as (_, url):  # fmt: skip
+                         "--kubernetes.node-name", NODE, "--kubernetes.interval", "0.2") as (process, url):  # fmt: skip
         wait_for(lambda: source_up() == "1", 30)
         api.status = (403, "Forbidden", "nodes is forbidden")
         wait_for(lambda: source_up() == "0", 30)
-    assert sum(request.startswith("GET /api/v1/nodes/") for request in api.requests) >= 2
+        seen = len(api.requests)
+        wait_for(lambda: len(api.requests) >= seen + 6, 30)  # three more failed readings
+        process.kill()
+        process.wait(10)
+        log = process.stderr.read()
+    assert log.count("Kubernetes API read: node") == 1
+    assert log.count("Kubernetes API not read") == 1 and "HTTP 403 forbidden" in log  # once, not every interval
 
 
 def test_a_long_pod_list_arrives_whole(api):

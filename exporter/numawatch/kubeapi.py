@@ -218,6 +218,7 @@ class KubernetesApi:
         """``serve``: read now and then every ``interval`` seconds, until cancelled."""
         assert self.access is not None
         interval = self.access.interval
+        logged: str | None = ""  # the failure last logged; None: the last reading succeeded
         while True:
             started = time.monotonic()
             try:
@@ -225,10 +226,13 @@ class KubernetesApi:
             except TimeoutError:
                 self._store(None, "the Kubernetes API did not answer in time")
             with self._lock:
-                failed = self._view is None
-                reason = self._reason
-            if failed:
-                log.warning("Kubernetes API reading failed: %s", reason)
+                reason = self._reason if self._view is None else None
+            if reason != logged:  # a change only: a missing role must not log every interval
+                if reason is not None:
+                    log.warning("Kubernetes API not read: %s", reason)
+                else:
+                    log.info("Kubernetes API read: node %s", self.access.node_name)
+                logged = reason
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
     async def cleanup_ctx(self, app: object = None) -> AsyncIterator[None]:
