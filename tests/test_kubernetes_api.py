@@ -501,3 +501,19 @@ def test_a_long_pod_list_arrives_whole(api):
     view = session(api).current()
     assert len(view.pods) == 400 and view.problems == ()
     assert len(json.dumps(api.pods)) > 1 << 19  # many reads of the stream
+
+
+def test_in_a_pod_the_service_account_token_and_ca_reach_the_api_server(api, tmp_path):
+    (tmp_path / "token").write_text(TOKEN)
+    (tmp_path / "ca.crt").write_bytes(api.ca.cert_pem.bytes())
+    in_pod = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(api.port), "NODE_NAME": NODE}
+    access, reason = access_from(None, None, in_pod, token_file=str(tmp_path / "token"),
+                                 ca_file=str(tmp_path / "ca.crt"))  # fmt: skip
+    assert access is not None, reason
+    reading = KubernetesApi(access)
+    reading.read_once()
+    assert set(reading.current().pods) == {VLLM.uid, TRTLLM.uid, NODE_EXPORTER.uid}
+    (tmp_path / "token").write_text("rotated-and-not-accepted")  # the kubelet rotates it; numawatch reads it again
+    reading.read_once()
+    with pytest.raises(Exception, match="HTTP 401"):
+        reading.current()

@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -40,7 +40,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 5.0  # seconds per request
 DEFAULT_INTERVAL = 30.0  # seconds between readings in serve
-TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # in the container: numawatch's own, not the host's
+TOKEN_FILE = f"{SERVICE_ACCOUNT}/token"
+CA_FILE = f"{SERVICE_ACCOUNT}/ca.crt"
 NODE_NAME_ENV = "NODE_NAME"
 MAX_ANSWER = 32 * 1024 * 1024  # a node's pod list is ~10 KB a pod: a few MB at most
 
@@ -53,6 +55,10 @@ class ApiAccess:
     kubeconfig: str | None = None  # None: in-cluster
     timeout: float = DEFAULT_TIMEOUT
     interval: float = DEFAULT_INTERVAL
+    # in-cluster: where the API server is (KUBERNETES_SERVICE_HOST/_PORT) and the service account's files
+    environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    token_file: str = TOKEN_FILE
+    ca_file: str = CA_FILE
 
 
 def access_from(
@@ -63,6 +69,7 @@ def access_from(
     timeout: float = DEFAULT_TIMEOUT,
     interval: float = DEFAULT_INTERVAL,
     token_file: str = TOKEN_FILE,
+    ca_file: str = CA_FILE,
 ) -> tuple[ApiAccess | None, str]:
     """(access, "") when numawatch has API access, else (None, why not) in one line."""
     env = os.environ if environ is None else environ
@@ -86,7 +93,9 @@ def access_from(
         k8s_subdomain(name, "node name")
     except ValueError as error:
         return None, str(error)
-    return ApiAccess(node_name=name, kubeconfig=kubeconfig, timeout=timeout, interval=interval), ""
+    service = {key: env[key] for key in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT") if key in env}
+    return ApiAccess(node_name=name, kubeconfig=kubeconfig, timeout=timeout, interval=interval, environ=service,
+                     token_file=token_file, ca_file=ca_file), ""  # fmt: skip
 
 
 class ApiError(Exception):
@@ -188,7 +197,8 @@ class KubernetesApi:
         if self.access.kubeconfig is not None:
             await config.load_kube_config(config_file=self.access.kubeconfig, client_configuration=configuration)
         else:
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(client_configuration=configuration, environ=dict(self.access.environ),
+                                         token_filename=self.access.token_file, cert_filename=self.access.ca_file)
         self._client = client.ApiClient(configuration=configuration)
         return self._client
 
