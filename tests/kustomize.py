@@ -34,6 +34,7 @@ OVERLAYS = {
 COMBINATIONS = {
     "base+podmonitor": (["base"], ["components/podmonitor", "components/prometheus-rule"]),
     "npd+all-nodes": (["base"], ["npd", "components/all-nodes"]),
+    "base+kubernetes-api": (["base"], ["components/kubernetes-api"]),
 }
 
 

@@ -138,7 +138,7 @@ def test_the_images_the_kustomizations_set_are_the_containers_images():
 def test_every_object_is_namespaced_to_numawatch_and_labelled(rendering):
     for doc in render(rendering):
         metadata = doc["metadata"]
-        if doc["kind"] not in ("Namespace", "ClusterRoleBinding"):
+        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
             assert metadata["namespace"] == "numawatch", doc["kind"]
         assert metadata["labels"]["app.kubernetes.io/name"] in ("numawatch", "numawatch-npd"), doc["kind"]
         assert metadata["labels"]["app.kubernetes.io/part-of"] == "numawatch", doc["kind"]
@@ -347,10 +347,36 @@ def test_priority_class_is_system_node_critical():
 def test_no_service_account_token_is_mounted_and_numawatch_is_bound_to_no_role():
     assert pod_spec()["automountServiceAccountToken"] is False
     assert one("ServiceAccount", "numawatch")["automountServiceAccountToken"] is False
-    for rendering in ALL_RENDERINGS:
+    # Only components/kubernetes-api gives numawatch API access (the next test): no shipped overlay does.
+    for rendering in OVERLAYS:
         for doc in render(rendering):
             if doc["kind"] in ("RoleBinding", "ClusterRoleBinding"):
                 assert {"kind": "ServiceAccount", "name": "numawatch", "namespace": "numawatch"} not in doc["subjects"]
+        assert {doc["kind"] for doc in render(rendering)}.isdisjoint({"Role", "ClusterRole"})
+
+
+def test_the_kubernetes_api_component_grants_the_least_read_access_and_opens_only_the_api_servers_ports():
+    rendering = "base+kubernetes-api"
+    role = find(render(rendering), "ClusterRole", "numawatch")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    ]
+    binding = find(render(rendering), "ClusterRoleBinding", "numawatch")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "numawatch"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "numawatch", "namespace": "numawatch"}]
+    assert pod_spec(rendering)["automountServiceAccountToken"] is True
+    assert find(render(rendering), "ServiceAccount", "numawatch")["automountServiceAccountToken"] is False
+    egress = find(render(rendering), "NetworkPolicy", "numawatch")["spec"]["egress"]
+    assert egress == [{"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}]
+    for other in ALL_RENDERINGS:
+        if other != rendering:
+            assert find(render(other), "NetworkPolicy", "numawatch")["spec"]["egress"] == []
+
+
+def test_the_node_name_comes_from_the_downward_api():
+    env = {item["name"]: item for item in container()["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
 
 
 def test_namespace_allows_the_privileged_pod_security_level():

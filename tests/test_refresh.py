@@ -31,8 +31,9 @@ from numawatch.sources import SOURCES, irqs
 
 K = 4
 PATHS = Paths.from_root("/nonexistent")
-# The sources whose per-HostReader object holds a per-process resource, not something a reading could carry.
-PER_PROCESS = {"nvml", "amdsmi", "hlml", "processes", "intersocket"}
+# The sources whose per-HostReader object holds a per-process resource (a library session, perf events, the
+# Kubernetes API session), not something a reading could carry.
+PER_PROCESS = {"nvml", "amdsmi", "hlml", "processes", "intersocket", "kubernetes_api"}
 
 
 def test_every_registry_source_has_a_policy_that_matches_what_it_offers():

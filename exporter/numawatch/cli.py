@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from numawatch import __version__, collectors
+from numawatch import __version__, collectors, kubeapi
 from numawatch.intent import REFERENCE, Intent, IntentError
 from numawatch.listen import DEFAULT_LISTEN, Listen, parse_listen
 from numawatch.logformat import LEVEL_ALIASES, LOG_FORMATS, LOG_LEVELS, fields, redact
@@ -130,6 +130,17 @@ def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
                             "by default serve always pins itself, check and capture when they read this host (/)")
     group.add_argument("--no-nvml", dest="no_nvml", action="store_true", default=default(False),
                        help="do not use NVML (GPU utilisation and compute processes); the sysfs GPU inventory stays")
+    api = parser.add_argument_group("Kubernetes API (optional, read-only; docs/sources.md)")
+    api.add_argument("--kubeconfig", default=default(None), metavar="FILE",
+                     help="read this node's Node object and pods from the API server of FILE's current context "
+                          "(default: in a pod with a service account token, in-cluster access; otherwise the API is "
+                          "not read)")
+    api.add_argument("--kubernetes.node-name", dest="node_name", default=default(None), metavar="NAME",
+                     help=f"this node's name in the API (default: ${kubeapi.NODE_NAME_ENV}, which deploy/ sets "
+                          "from spec.nodeName)")
+    api.add_argument("--kubernetes.timeout", dest="api_timeout", default=default(kubeapi.DEFAULT_TIMEOUT),
+                     type=_positive_seconds, metavar="SECONDS",
+                     help=f"time limit of each request to the API server (default: {kubeapi.DEFAULT_TIMEOUT:g})")
     logs = parser.add_argument_group("logging (stderr)")
     logs.add_argument("--log.level", "--log-level", dest="log_level", default=default("info"), type=_log_level,
                       metavar="LEVEL", help=f"only log messages of this level or above: {', '.join(LOG_LEVELS)} "
@@ -189,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "turn); new pods, IRQs and CPU policies are read at once, /proc/interrupts one time in "
                             "four; 1: read everything "
                             f"(default: {DEFAULT_STAGGER})")
+    serve.add_argument("--kubernetes.interval", dest="api_interval", default=kubeapi.DEFAULT_INTERVAL,
+                       type=_positive_seconds, metavar="SECONDS",
+                       help="seconds between readings of the Node and its pods from the API server, where it is "
+                            f"read (default: {kubeapi.DEFAULT_INTERVAL:g})")
     web = serve.add_argument_group("web server")
     web.add_argument("--web.listen-address", "--listen", dest="listen", default=parse_listen(DEFAULT_LISTEN),
                      type=parse_listen, metavar="[HOST]:PORT",
@@ -311,18 +326,21 @@ def run_check(args: argparse.Namespace) -> int:
         paths = make_paths(args)
         intent = intent_from(args.intent)
         _pin_if_live(args, paths)
+        api = kubernetes_api(args)
+        api.read_once()
         with _nvml_session(args) as session, _gpu_libraries() as libraries:
             if args.fit is not None:
                 from numawatch.capacity import fit_answer
                 from numawatch.host import read_host
 
-                answer = fit_answer(read_host(paths, nvml=session, libraries=libraries), intent, args.fit)
+                host = read_host(paths, nvml=session, libraries=libraries, kubernetes_api=api)
+                answer = fit_answer(host, intent, args.fit)
                 sys.stdout.write(answer.as_json() if args.format == "json" else answer.as_text())
                 sys.stdout.flush()
                 if not answer.determined:
                     print(f"numawatch: {_one_line(answer.reason)}", file=sys.stderr)
                 return answer.exit_code
-            host = read_host_window(paths, _window(args), nvml=session, libraries=libraries)
+            host = read_host_window(paths, _window(args), nvml=session, libraries=libraries, kubernetes_api=api)
         evaluation, shown_root = evaluate(host, intent), str(paths.root)
     if args.groups:
         evaluation = report.restrict(
@@ -385,6 +403,15 @@ def _window(args: argparse.Namespace) -> float:
         return _non_negative_seconds(configured)
     except argparse.ArgumentTypeError as error:
         raise UsageError(f"${WINDOW_ENV}: {error}") from None
+
+
+def kubernetes_api(args: argparse.Namespace, interval: float = kubeapi.DEFAULT_INTERVAL) -> kubeapi.KubernetesApi:
+    """The Kubernetes API session of --kubeconfig or the pod's service account; without either, one that says the
+    API is not configured (the kubernetes_api source is then down with that reason, and nothing else changes)."""
+    access, reason = kubeapi.access_from(args.kubeconfig, args.node_name, timeout=args.api_timeout, interval=interval)
+    if access is None and (args.kubeconfig is not None or args.node_name is not None):
+        log.warning("Kubernetes API not read: %s", reason)
+    return kubeapi.KubernetesApi(access, reason)
 
 
 @contextlib.contextmanager
@@ -531,9 +558,13 @@ def run_serve(args: argparse.Namespace) -> int:
     enabled = collectors.from_args(args)
     if enabled.disabled:
         log.info("Collectors turned off", extra=fields(collectors=",".join(sorted(enabled.disabled))))
+    # The API session's reading task runs on serve's event loop; the kubernetes_api source reads its last answer.
+    api = kubernetes_api(args, interval=args.api_interval)
+    contexts.append(api.cleanup_ctx)
     # Without the gpu_holders collector nothing uses the holders' scheduling counters: they are not read.
     reader = HostReader(paths, stagger=args.stagger, nvml=session,
-                        holder_scheduling="gpu_holders" in enabled.enabled, libraries=libraries)
+                        holder_scheduling="gpu_holders" in enabled.enabled, libraries=libraries,
+                        kubernetes_api=api)  # fmt: skip
     from numawatch.hotplug import HotplugMonitor, invalidator
 
     # GPUs and CPUs coming and going refresh the inventory and topology without polling them every evaluation (and

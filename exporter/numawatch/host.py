@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from numawatch.errors import MalformedFile, SourceUnavailable
+from numawatch.model.cluster import ClusterView, OwnPod
 from numawatch.model.gpu import GpuHolders, GpuInventory, NvmlSnapshot
 from numawatch.model.interrupts import Interrupts, Irqbalance, Irqs
 from numawatch.model.kernel import CpuIdle, InterSocketTraffic, KernelSettings, NumaCounters
@@ -68,6 +69,9 @@ class ReaderContext:
     # Whether the GPU holders' per-thread scheduling counters (schedstat, sched) are read: only the holder families
     # use them, so serve without the gpu_holders collector does not read them.
     holder_scheduling: bool = True
+    # The Kubernetes API session (kubeapi.KubernetesApi) the kubernetes_api source reads its last answer from; None:
+    # the API is not read by this reader (the source is down saying so).
+    kubernetes_api: Any = None
 
 
 class Inputs:
@@ -483,6 +487,14 @@ class Host:
     def pod_usage(self) -> PodsUsage | None:
         return self._result("pod_usage")
 
+    @property
+    def kubernetes_api(self) -> ClusterView | None:
+        return self._result("kubernetes_api")
+
+    @property
+    def own_pod(self) -> OwnPod | None:
+        return self._result("own_pod")
+
     def down_reason(self, name: str) -> str:
         if self._reads:
             self._reads[-1].add(name)
@@ -525,7 +537,8 @@ class HostReader:
     ``nvml`` is the NVML session the nvml and processes sources read through (None: NVML is not enabled and they are
     down saying so); ``clock`` is the time their counters integrate over; ``holder_scheduling`` False leaves out the GPU
     holders' scheduling counters (``ReaderContext``); ``libraries`` the other vendors' library sessions by source
-    name (``amdsmi``, ``hlml``).
+    name (``amdsmi``, ``hlml``); ``kubernetes_api`` the Kubernetes API session (kubeapi.KubernetesApi) the
+    kubernetes_api source reads (None: that source is down, not configured).
     """
 
     def __init__(
@@ -539,6 +552,7 @@ class HostReader:
         holder_scheduling: bool = True,
         policies: Mapping[str, Policy] = POLICIES,
         libraries: Mapping[str, Any] | None = None,
+        kubernetes_api: Any = None,
     ) -> None:
         from numawatch.sources import SOURCES
 
@@ -548,7 +562,7 @@ class HostReader:
         dependency_order(self.sources)  # a cycle is an error now, not at the first reading
         self.stagger = stagger
         self.context = ReaderContext(nvml=nvml, clock=clock, holder_scheduling=holder_scheduling,
-                                     libraries=dict(libraries or {}))  # fmt: skip
+                                     libraries=dict(libraries or {}), kubernetes_api=kubernetes_api)  # fmt: skip
         self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
         # Per source, its last reading while up and the generations of its needs then (what it ``uses`` of them,
         # when it says): compared with the next
@@ -732,9 +746,11 @@ def read_host(
     *,
     nvml: NvmlSession | None = None,
     libraries: Mapping[str, Any] | None = None,
+    kubernetes_api: Any = None,
 ) -> Host:
-    """Read every source once, without caching (``numawatch check``); ``nvml`` and ``libraries`` as for HostReader."""
-    return HostReader(paths, sources, nvml=nvml, libraries=libraries).read()
+    """Read every source once, without caching (``numawatch check``); ``nvml``, ``libraries`` and ``kubernetes_api``
+    as for HostReader."""
+    return HostReader(paths, sources, nvml=nvml, libraries=libraries, kubernetes_api=kubernetes_api).read()
 
 
 def read_host_window(
@@ -744,13 +760,14 @@ def read_host_window(
     *,
     nvml: NvmlSession | None = None,
     libraries: Mapping[str, Any] | None = None,
+    kubernetes_api: Any = None,
 ) -> Host:
     """Read the host twice, ``seconds`` apart; the second reading has the first as ``previous``.
 
     ``numawatch check --window`` uses it so that rate checks (interrupts on isolated CPUs, ticks on nohz_full CPUs)
     can judge a real interval; ``window_seconds(host)`` says how long it was. With ``seconds <= 0`` it reads once.
     """
-    reader = HostReader(paths, sources, nvml=nvml, libraries=libraries)
+    reader = HostReader(paths, sources, nvml=nvml, libraries=libraries, kubernetes_api=kubernetes_api)
     if seconds <= 0:
         return reader.read()
     reader.read()

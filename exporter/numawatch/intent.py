@@ -78,6 +78,73 @@ PCI_PATH_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # deploy/ installs it, and the NVIDIA GPU Operator's under its two usual names); node.systemNamespaces adds more.
 BUILTIN_SYSTEM_NAMESPACES = ("kube-system", "numawatch", "gpu-operator", "nvidia-gpu-operator")
 
+# Namespaces where the common distributions and operators install their node agents (DaemonSets: exporters, CNI and
+# CSI node plugins, log shippers, device plugins). node_workload_not_isolated takes a pod there for a node agent only
+# when neither the API (ownerReferences) nor the runtime's files (CRI-O's pod labels) say what owns it: the API or
+# the runtime, where they answer, decide. ``prefix-*`` matches every namespace that starts with the prefix. Where
+# each comes from: docs/checks.md ("node agents"); node.agentNamespaces adds more.
+NODE_AGENT_NAMESPACES = (
+    # monitoring: kube-prometheus and its prometheus-operator examples, the kube-prometheus-stack chart's usual
+    # release namespaces, Grafana's and the cloud vendors' collectors
+    "monitoring",
+    "prometheus",
+    "kube-prometheus-stack",
+    "observability",
+    "grafana-agent",
+    "alloy",
+    "gmp-system",
+    "gke-gmp-system",
+    "gke-managed-system",
+    "amazon-cloudwatch",
+    "amazon-guardduty",
+    "datadog",
+    "dynatrace",
+    "newrelic",
+    "elastic-system",
+    # logging
+    "logging",
+    "fluent",
+    "fluent-bit",
+    "loki",
+    "vector",
+    # RKE2 / Rancher: cattle-system, cattle-monitoring-system, cattle-logging-system, cattle-fleet-system,
+    # cattle-neuvector-system, ...
+    "cattle-*",
+    # accelerators and their operators (the GPU Operator's two usual names are system namespaces already)
+    "nvidia-network-operator",
+    "network-operator",
+    "nvidia-dra-driver-gpu",
+    "node-feature-discovery",
+    "kube-amd-gpu",
+    "intel-device-plugins",
+    "habana-ai-operator",
+    # CNI
+    "calico-system",
+    "tigera-operator",
+    "kube-flannel",
+    "cilium",
+    "cilium-system",
+    "kube-ovn",
+    "antrea-system",
+    "istio-system",
+    "linkerd-cni",
+    "metallb-system",
+    # CSI and storage
+    "longhorn-system",
+    "rook-ceph",
+    "openebs",
+    "portworx",
+    "trident",
+    "velero",
+    # security and policy agents
+    "falco",
+    "neuvector",
+    "kube-bench",
+    # OpenShift: every openshift-* namespace holds platform components (openshift-dns, openshift-multus,
+    # openshift-ovn-kubernetes, openshift-monitoring, openshift-machine-config-operator, ...)
+    "openshift-*",
+)
+
 
 @dataclass(frozen=True)
 class NodeIntent:
@@ -86,10 +153,18 @@ class NodeIntent:
     taints: tuple[Taint, ...] = (Taint("nvidia.com/gpu", "present", "NoSchedule"),)
     labels: Mapping[str, str] = field(default_factory=lambda: frozen_map({"fibercli.local/numa-pinned": "true"}))
     system_namespaces: tuple[str, ...] = ()  # in addition to BUILTIN_SYSTEM_NAMESPACES
+    agent_namespaces: tuple[str, ...] = ()  # names or prefix-* patterns, in addition to NODE_AGENT_NAMESPACES
 
     @property
     def allowed_namespaces(self) -> frozenset[str]:
         return frozenset(BUILTIN_SYSTEM_NAMESPACES) | frozenset(self.system_namespaces)
+
+    def is_agent_namespace(self, namespace: str) -> bool:
+        """Whether pods of ``namespace`` are taken for node agents when nothing says what owns them."""
+        for pattern in (*NODE_AGENT_NAMESPACES, *self.agent_namespaces):
+            if namespace == pattern or (pattern.endswith("*") and namespace.startswith(pattern[:-1])):
+                return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -171,6 +246,7 @@ _RESOURCE_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z
 _RESOURCE_PREFIX = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?/([A-Za-z0-9][A-Za-z0-9._-]*)?\*", re.ASCII)
 # A namespace is a DNS label (RFC 1123).
 _NAMESPACE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
+_NAMESPACE_PREFIX = re.compile(r"[a-z0-9][a-z0-9-]{0,61}", re.ASCII)  # the start of a namespace name
 # Intent files are small; a larger one is a mistake (a log, a binary), not an intent.
 _MAX_INTENT_BYTES = 1 << 20
 
@@ -368,7 +444,7 @@ class _IntentReader:
 
     def node(self, value: Any) -> NodeIntent:
         key = "node"
-        section = self.section(value, key, ("taints", "labels", "systemNamespaces"))
+        section = self.section(value, key, ("taints", "labels", "systemNamespaces", "agentNamespaces"))
         out: dict[str, Any] = {}
         if "taints" in section:
             out["taints"] = tuple(
@@ -396,6 +472,10 @@ class _IntentReader:
             out["system_namespaces"] = self.string_list(
                 section["systemNamespaces"], f"{key}.systemNamespaces", self.namespace
             )
+        if "agentNamespaces" in section:
+            out["agent_namespaces"] = self.string_list(
+                section["agentNamespaces"], f"{key}.agentNamespaces", self.namespace_pattern
+            )
         return NodeIntent(**out)
 
     def list_of(self, value: Any, key: str) -> list[Any]:
@@ -415,6 +495,16 @@ class _IntentReader:
     def namespace(self, value: Any, key: str) -> str:
         if not isinstance(value, str) or not _NAMESPACE.fullmatch(value):
             raise self.fail(key, "a namespace name (lower-case letters, digits and '-', at most 63)", value)
+        return value
+
+    def namespace_pattern(self, value: Any, key: str) -> str:
+        """A namespace name, or ``prefix*``: the start of one (``cattle-*``)."""
+        if isinstance(value, str) and value.endswith("*") and _NAMESPACE_PREFIX.fullmatch(value[:-1]):
+            return value
+        if not isinstance(value, str) or not _NAMESPACE.fullmatch(value):
+            raise self.fail(
+                key, "a namespace name, or the start of one followed by '*' (such as cattle-*)", value
+            )
         return value
 
     def gpus(self, value: Any) -> GpuIntent:

@@ -156,6 +156,9 @@ POLICIES: Mapping[str, Policy] = {
         "waits 30 minutes): each pod is read within 4K readings (4 minutes at serve's defaults), a new one at once",
         stretch={POD_USAGE: 4},
     ),
+    # Reads no file: the session's last answer, which it keeps current on its own schedule (kubeapi.py).
+    "kubernetes_api": Policy(why="the API session's last answer, held in memory: nothing to read"),
+    "own_pod": _on_change("a process stays in its pod: read once per reader"),
 }
 
 

@@ -400,6 +400,7 @@ def add_pod(
     bundle_root: str | None = "k3s",
     pod_logs: bool = True,
     sandbox: bool = True,
+    pod_labels: Mapping[str, str] | None = None,
 ) -> PodHandle:
     """Add a pod: its cgroups, a pause sandbox, the runtime bundles, the pod log dirs and the processes.
 
@@ -408,7 +409,9 @@ def add_pod(
     "guaranteed", "burstable", "besteffort". ``runtime`` is "containerd" or "crio". ``bundle_root`` says where the
     runtime's bundle config.json goes: for containerd "k3s" (``run/k3s/containerd/``, RKE2) or "containerd"
     (``run/containerd/``); for CRI-O "run" (``run/containers/storage/``, also used when given "k3s" or
-    "containerd") or "var" (``var/lib/containers/storage/``); None writes no bundle.
+    "containerd") or "var" (``var/lib/containers/storage/``); None writes no bundle. ``pod_labels``: the pod's
+    labels, which CRI-O records on the sandbox (``io.kubernetes.cri-o.Labels``, with the kubelet's
+    ``io.kubernetes.pod.*``); not written when None.
     """
     if qos not in _QOS:
         raise ValueError(f"qos must be one of {_QOS}, not {qos!r}")
@@ -471,7 +474,8 @@ def add_pod(
     if bundle_root is not None:
         for handle in ([sandbox_handle] if sandbox_handle else []) + handles:
             bundle_dirs.append(
-                _write_bundle(host, runtime, bundle_root, driver, uid, namespace, name, pod_rel, handle, sandbox_handle)
+                _write_bundle(host, runtime, bundle_root, driver, uid, namespace, name, pod_rel, handle, sandbox_handle,
+                              pod_labels)
             )
     log_dir = None
     if pod_logs:
@@ -528,6 +532,7 @@ def _write_bundle(
     pod_rel: str,
     handle: ContainerHandle,
     sandbox: ContainerHandle | None,
+    pod_labels: Mapping[str, str] | None = None,
 ) -> str:
     """Write an OCI config.json as the runtime does (abridged, with the annotations); returns its host-relative dir."""
     cid = handle.container_id
@@ -544,6 +549,12 @@ def _write_bundle(
             "io.kubernetes.pod.namespace": namespace,
             "io.kubernetes.pod.uid": uid,
         }
+        if handle.is_sandbox and pod_labels is not None:
+            # CRI-O's sandbox: the PodSandboxConfig's labels, the pod's own and the kubelet's (server/sandbox_run)
+            annotations["io.kubernetes.cri-o.Labels"] = json.dumps({
+                **pod_labels, "io.kubernetes.container.name": "POD", "io.kubernetes.pod.name": pod_name,
+                "io.kubernetes.pod.namespace": namespace, "io.kubernetes.pod.uid": uid,
+            })  # fmt: skip
         cgroups_path = f"{pod_rel.rsplit('/', 1)[-1]}:crio:{cid}" if driver == "systemd" else f"/{pod_rel}/crio-{cid}"
     else:
         if bundle_root not in ("k3s", "containerd"):

@@ -4,26 +4,31 @@
 trabajo": exclusive CPUs do not share the memory channels, the last-level cache or the PCIe root, so a database on
 the shared pool of an inference node slows the pinned pods anyway. Two checks:
 
-- ``node_taint_missing``: the node does not declare the intent's taint (``nvidia.com/gpu=present:NoSchedule``) or
-  label where it declares them in a file (RKE2 ``node-taint``/``node-label``, kubelet ``registerWithTaints``,
-  ``--register-with-taints``, ``--node-labels``). Taints set through the API (kubeadm) are not visible on the node:
+- ``node_taint_missing``: the node lacks the intent's taint (``nvidia.com/gpu=present:NoSchedule``) or label. Judged
+  from the Node object where the Kubernetes API is read (what the scheduler sees, kubeadm's API-set taints
+  included); else from where a file declares them (RKE2 ``node-taint``/``node-label``, kubelet
+  ``registerWithTaints``, ``--register-with-taints``, ``--node-labels``); taints that only the API holds are then
   not evaluated.
 - ``node_workload_not_isolated``: a pod that holds no accelerator, in a namespace that is neither a system namespace
-  nor one whose pods hold accelerators here, runs on the node.
+  nor one whose pods hold accelerators here, runs on the node, and is not a node agent: never numawatch's own pod
+  (own_pod), nor a DaemonSet's or a static pod (the API's ownerReferences where it is read, else CRI-O's pod labels),
+  nor, where neither says what owns it, a pod of a node-agent namespace (intent.NODE_AGENT_NAMESPACES and the
+  intent's node.agentNamespaces).
 
 A node without GPUs has nothing to keep others away from: both are not applicable there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 
 from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, pod_findings
 from numawatch.checks.kubelet import RKE2_CONFIG, require
 from numawatch.host import Host
 from numawatch.intent import Intent
+from numawatch.model.cluster import ClusterView, NodeObject
 from numawatch.model.kubelet import KubeletConfig, KubeletState, NodeRegistration
-from numawatch.model.workloads import PodsUsage, PodUsage
+from numawatch.model.workloads import Names, PodsUsage, PodUsage
 from numawatch.workloads import Workload, workloads_by_pod
 
 GiB = 1 << 30
@@ -55,6 +60,12 @@ def _where(config: KubeletConfig) -> tuple[str, str, str]:
 
 
 def check_node_taint_missing(host: Host, intent: Intent) -> Iterator[Finding]:
+    cluster: ClusterView | None = host.kubernetes_api
+    if cluster is not None:
+        if not gpu_node(host, intent):
+            raise NotApplicable("the node has no GPU: no taint is needed to keep other workloads off it")
+        yield from _node_object_findings(cluster.node, intent)
+        return
     config: KubeletConfig = require(host, "kubelet_config")
     if not gpu_node(host, intent):
         raise NotApplicable("the node has no GPU: no taint is needed to keep other workloads off it")
@@ -116,6 +127,44 @@ def check_node_taint_missing(host: Host, intent: Intent) -> Iterator[Finding]:
     yield from findings
 
 
+def _node_object_findings(node: NodeObject, intent: Intent) -> Iterator[Finding]:
+    """The intent's taints and labels against the Node object's ``spec.taints`` and ``metadata.labels``."""
+    where = f"Node {node.name}"
+    declared = ", ".join(str(t) for t in node.taints) or "none"
+    for taint in intent.node.taints:
+        if taint in node.taints:
+            continue
+        same_key = [str(t) for t in node.taints if t.key == taint.key]
+        yield NODE_TAINT_MISSING.finding(
+            intent,
+            {"setting": "spec.taints", "expected": str(taint), "value": ",".join(same_key), "file": where},
+            f"the Node object {node.name} does not carry the taint {taint} (its taints: {declared}): pods that do not "
+            "need a GPU can be scheduled here and share memory bandwidth, cache and the shared CPU pool with the "
+            "pinned inference pods",
+            f"kubectl taint node {node.name} {taint}, and declare it where the node registers (kubeadm's "
+            "nodeRegistration.taints, registerWithTaints, RKE2's node-taint) so that a re-registered node keeps it; "
+            "give the GPU pods a matching toleration",
+        )
+    for key, value in sorted(intent.node.labels.items()):
+        found = node.labels.get(key)
+        if found == value:
+            continue
+        yield NODE_TAINT_MISSING.finding(
+            intent,
+            {
+                "setting": "metadata.labels",
+                "expected": f"{key}={value}",
+                "value": f"{key}={found}" if found is not None else "",
+                "file": where,
+            },
+            f"the Node object {node.name} does not carry the label {key}={value}"
+            + (f" (it says {key}={found})" if found is not None else "")
+            + ": the inference pods' node selectors or affinities cannot find it",
+            f"kubectl label node {node.name} {key}={value} --overwrite, and add --node-labels={key}={value} to the "
+            "kubelet's flags (RKE2: node-label) so that a re-registered node keeps it",
+        )
+
+
 def _taint_fix(config: KubeletConfig, taint: str, file: str) -> str:
     if config.flavor == "rke2":
         return (
@@ -139,6 +188,27 @@ def _holds_gpu(pod: tuple[Workload, ...]) -> bool:
     return any(workload.gpus for workload in pod)
 
 
+def _node_agent(
+    uid: str, namespace: str, own_uid: str | None, cluster: ClusterView | None, names: Names | None, intent: Intent
+) -> tuple[bool, str]:
+    """(whether the pod is a node agent, what says who owns it), judged by the most direct witness that answers:
+    numawatch's own pod; the API's ownerReferences; CRI-O's pod labels; the node-agent namespaces."""
+    if own_uid is not None and uid == own_uid:
+        return True, "numawatch's own pod"
+    api_pod = cluster.pods.get(uid) if cluster is not None else None
+    if api_pod is not None:
+        kind = api_pod.controller_kind
+        return api_pod.node_agent, (f"a {kind}'s pod, says the API" if kind else "a bare pod, says the API")
+    identity = names.pods.get(uid) if names is not None else None
+    if identity is not None and identity.daemonset is not None:
+        return identity.daemonset, (
+            "a DaemonSet's pod, says CRI-O" if identity.daemonset else "no DaemonSet's pod, say CRI-O's pod labels"
+        )
+    if intent.node.is_agent_namespace(namespace):
+        return True, "a node-agent namespace's pod"
+    return False, "what owns it is unknown"
+
+
 def check_node_workload_not_isolated(host: Host, intent: Intent) -> Iterator[Finding]:
     require(host, "cgroups")
     state: KubeletState = require(host, "kubelet_state")
@@ -150,11 +220,18 @@ def check_node_workload_not_isolated(host: Host, intent: Intent) -> Iterator[Fin
     gpu_namespaces = {w.namespace for pod in pods if _holds_gpu(pod) for w in pod if w.namespace}
     allowed = intent.node.allowed_namespaces | gpu_namespaces
     usage: PodsUsage | None = host.pod_usage
+    own = host.own_pod
+    own_uid = own.uid if own is not None else None
+    cluster: ClusterView | None = host.kubernetes_api
+    names: Names | None = host.names
     unnamed = [pod[0].pod_uid for pod in pods if pod[0].namespace is None and not _holds_gpu(pod)]
 
     def findings_of(pod: tuple[Workload, ...]) -> tuple[Finding, ...]:
         first = pod[0]
         if _holds_gpu(pod) or first.namespace is None or first.namespace in allowed:
+            return ()
+        agent, owner = _node_agent(first.pod_uid, first.namespace, own_uid, cluster, names, intent)
+        if agent:
             return ()
         used = usage.pods.get(first.pod_uid) if usage is not None else None
         return (
@@ -162,28 +239,39 @@ def check_node_workload_not_isolated(host: Host, intent: Intent) -> Iterator[Fin
                 intent,
                 {**first.pod_labels, "value": first.qos},
                 f"pod {first.pod_display} ({first.qos.capitalize()}) holds no GPU and its namespace is neither a "
-                "system namespace nor one whose pods hold GPUs on this node; "
+                f"system namespace nor one whose pods hold GPUs on this node, and it is no node agent ({owner}); "
                 + _use(used, usage, host)
                 + ", taking memory bandwidth, cache and shared-pool CPU time from the pinned inference pods",
                 "keep it off the GPU node: taint the node (nvidia.com/gpu=present:NoSchedule) and remove the pod's "
-                "toleration, or give it a nodeSelector/affinity for the nodes it belongs on; if it must run here "
-                "(a node agent), list its namespace in the intent's node.systemNamespaces",
+                "toleration, or give it a nodeSelector/affinity for the nodes it belongs on; if it must run here, "
+                "list its namespace in the intent's node.systemNamespaces",
             ),
         )
 
-    # Per pod: its workloads, the namespaces allowed here, its usage reading (or why there is none).
+    def ownership(pod: tuple[Workload, ...]) -> Hashable:
+        """What the pod's verdict reads besides its join: its API entry's owner and CRI-O's word."""
+        uid = pod[0].pod_uid
+        api_pod = cluster.pods.get(uid) if cluster is not None else None
+        identity = names.pods.get(uid) if names is not None else None
+        return (
+            api_pod.owners if api_pod is not None else None,
+            identity.daemonset if identity is not None else None,
+        )
+
+    # Per pod: its workloads, the namespaces allowed here, who numawatch is, its usage reading (or why there is
+    # none), and what says who owns it.
     if usage is None:
         used_by: Mapping[str, PodUsage] = {}
-        inputs: tuple[object, ...] = (allowed, host.down_reason("pod_usage"))
+        inputs: tuple[object, ...] = (allowed, own_uid, cluster is not None, host.down_reason("pod_usage"))
     else:
-        used_by, inputs = usage.pods, (allowed, usage.problems)
+        used_by, inputs = usage.pods, (allowed, own_uid, cluster is not None, usage.problems)
     findings = pod_findings(
         host,
         intent,
         NODE_WORKLOAD_NOT_ISOLATED.id,
         inputs,
         findings_of,
-        pod_input=lambda pod: used_by.get(pod[0].pod_uid),
+        pod_input=lambda pod: (used_by.get(pod[0].pod_uid), ownership(pod)),
         reads_numa_bytes=False,
     )
     if not findings and unnamed:
@@ -215,7 +303,8 @@ def _use(used: PodUsage | None, usage: PodsUsage | None, host: Host) -> str:
 NODE_TAINT_MISSING = Check(
     id="node_taint_missing",
     severity="warning",
-    summary="A GPU node does not declare the intended taint or label (RKE2 node-taint/node-label, registerWithTaints).",
+    summary="A GPU node lacks the intended taint or label (its Node object, else RKE2 node-taint/node-label, "
+    "registerWithTaints).",
     remediation="declare the taint (nvidia.com/gpu=present:NoSchedule) and label where the node registers them",
     run=check_node_taint_missing,
     knob="10",
@@ -223,7 +312,8 @@ NODE_TAINT_MISSING = Check(
 NODE_WORKLOAD_NOT_ISOLATED = Check(
     id="node_workload_not_isolated",
     severity="warning",
-    summary="A pod holding no accelerator, outside the system namespaces and the GPU pods' ones, runs on a GPU node.",
+    summary="A pod holding no accelerator, no node agent, outside the system namespaces and the GPU pods' ones, runs "
+    "on a GPU node.",
     remediation="keep the pod off the GPU node (taint and tolerations, node selectors), or list its namespace",
     run=check_node_workload_not_isolated,
     knob="10",

@@ -10,7 +10,8 @@ source could not determine are ``None`` (unknown), never a made-up default, so a
 - ``kernel``: kernel settings and counters (sysctls, THP, huge pages, NUMA traffic, idle states);
 - ``interrupts``: /proc/interrupts, IRQ affinities, irqbalance;
 - ``pci``: the PCI hierarchy and RDMA NICs;
-- ``gpu``: the GPU inventory, NVML readings and the GPU holders.
+- ``gpu``: the GPU inventory, NVML readings and the GPU holders;
+- ``cluster``: the node's own objects from the Kubernetes API, and the pod numawatch runs in.
 """
 
 from __future__ import annotations

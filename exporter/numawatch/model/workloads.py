@@ -71,6 +71,8 @@ class ContainerIdentity:
     container_name: str | None
     container_type: str | None  # "container" or "sandbox" (io.kubernetes.cri.container-type)
     origin: str  # where it was learnt: "containerd", "crio", "pod-logs"
+    # Whether a DaemonSet made the pod, where the runtime's files say (a CRI-O sandbox's pod labels); None: unknown
+    daemonset: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class PodIdentity:
     uid: str
     namespace: str
     name: str
+    daemonset: bool | None = None  # as ContainerIdentity.daemonset, from the pod's sandbox
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,11 @@ from numawatch.sources import (
     kernel,
     kubelet_config,
     kubelet_state,
+    kubernetes_api,
     names,
     numastat,
     nvml,
+    own_pod,
     pci_topology,
     pod_usage,
     processes,
@@ -53,6 +55,9 @@ SOURCES: tuple[SourceSpec, ...] = (
     cpuidle.SOURCE,
     pci_topology.SOURCE,
     pod_usage.SOURCE,
+    # the node's own objects (issue 31): the API where numawatch has access, and the pod numawatch runs in
+    kubernetes_api.SOURCE,
+    own_pod.SOURCE,
 )
 
 dependency_order(SOURCES)

@@ -8,7 +8,10 @@ Read from the container runtime's OCI bundles (kubelet.md §6.6), whose ``config
   ``…sandbox-namespace``, ``…sandbox-uid``, ``io.kubernetes.cri.container-name``.
 - CRI-O: ``run/containers/storage/overlay-containers/<id>/userdata/config.json`` and the same under
   ``var/lib/containers/storage/``; annotations ``io.kubernetes.pod.name``, ``io.kubernetes.pod.namespace``,
-  ``io.kubernetes.pod.uid``, ``io.kubernetes.container.name``, ``io.kubernetes.cri-o.ContainerType``.
+  ``io.kubernetes.pod.uid``, ``io.kubernetes.container.name``, ``io.kubernetes.cri-o.ContainerType``; on a sandbox
+  also ``io.kubernetes.cri-o.Labels``, the pod's labels as JSON, whose ``pod-template-generation`` (the DaemonSet
+  controller's label) says that a DaemonSet made the pod. containerd keeps a pod's labels only in its metadata
+  database, not in its bundles: there it is unknown.
 - Fallback: ``var/log/pods/<namespace>_<pod>_<uid>/<container>/`` gives pods by UID and their container names
   (``_`` cannot occur in namespace or pod names, nor in UIDs).
 
@@ -64,6 +67,11 @@ CRIO_POD_NAME = "io.kubernetes.pod.name"
 CRIO_POD_NAMESPACE = "io.kubernetes.pod.namespace"
 CRIO_POD_UID = "io.kubernetes.pod.uid"
 CRIO_CONTAINER_NAME = "io.kubernetes.container.name"
+# On a sandbox: the PodSandboxConfig's labels as JSON, i.e. the pod's labels (plus the kubelet's io.kubernetes.pod.*)
+CRIO_LABELS = "io.kubernetes.cri-o.Labels"
+# The label the DaemonSet controller puts on every pod it makes (with controller-revision-hash, which StatefulSets'
+# pods carry too): a pod that has it is a DaemonSet's.
+DAEMONSET_POD_LABEL = "pod-template-generation"
 CONTAINER_TYPES = frozenset({"sandbox", "container"})  # both runtimes' values of their container-type annotation
 SANDBOX_CONTAINER_NAME = "POD"  # what CRI-O names a pod's infra (sandbox) container
 
@@ -129,7 +137,23 @@ def identity_from_annotations(container_id: str, runtime: str, annotations: dict
         container_name=container,
         container_type=kind,
         origin=runtime,
+        daemonset=_daemonset(annotations) if runtime == "crio" and kind == "sandbox" else None,
     )
+
+
+def _daemonset(annotations: dict[str, str]) -> bool | None:
+    """Whether a CRI-O sandbox's pod labels carry the DaemonSet controller's label; None when they cannot be read
+    (only the presence of a key is used: no label value is repeated)."""
+    text = annotations.get(CRIO_LABELS)
+    if text is None:
+        return None
+    try:
+        labels = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(labels, dict):
+        return None
+    return DAEMONSET_POD_LABEL in labels
 
 
 def _is_container_name(name: str) -> bool:
@@ -478,6 +502,10 @@ def _read(
     for identity in containers.values():
         if identity.pod_uid and identity.namespace and identity.pod_name and identity.pod_uid not in pods:
             pods[identity.pod_uid] = PodIdentity(identity.pod_uid, identity.namespace, identity.pod_name)
+    for identity in containers.values():  # what the pod's sandbox says of its owner
+        pod_of = pods.get(identity.pod_uid or "")
+        if identity.daemonset is not None and pod_of is not None and pod_of.daemonset is None:
+            pods[pod_of.uid] = PodIdentity(pod_of.uid, pod_of.namespace, pod_of.name, identity.daemonset)
     log_pods: dict[str, PodIdentity] = {}
     log_containers: dict[str, tuple[str, ...]] = {}
     for item in (logs or {}).values():
