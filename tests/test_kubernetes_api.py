@@ -7,6 +7,7 @@ v1.Status)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -18,7 +19,7 @@ import pytest
 from fakehost.pods import ContainerSpec, add_pod
 from fakehost.reference import NODE_EXPORTER, ONLINE, TRTLLM, VLLM, reference_node
 from kube_apiserver import TOKEN, ApiServer, node_object, pod_object, wait_for
-from numawatch.checks import evaluate
+from numawatch.checks import all_checks, evaluate
 from numawatch.checks.node_isolation import NODE_TAINT_MISSING, NODE_WORKLOAD_NOT_ISOLATED
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE, IntentError, parse_intent
@@ -517,3 +518,28 @@ def test_in_a_pod_the_service_account_token_and_ca_reach_the_api_server(api, tmp
     reading.read_once()
     with pytest.raises(Exception, match="HTTP 401"):
         reading.current()
+
+
+# --------------------------------------------------------------------------------------------------- kubelet version
+KUBELET_STATE_STALE = next(check for check in all_checks() if check.id == "kubelet_state_stale")
+
+
+@pytest.mark.parametrize(("node_version", "intended", "expected"),
+                         [("v1.37.1", "1.35", []), ("v1.35.2+rke2r1", "1.37", [("critical", "checksum_mismatch")])])
+def test_the_node_objects_kubelet_version_decides_how_checkpoints_are_judged(api, fake_host, node_version, intended,
+                                                                              expected):
+    # Master's v2 CPU checkpoint (checksum over the v3 struct): kubelet 1.37 restores it, 1.35 refuses it. What the
+    # kubelet reports on its Node wins over the intent's kubelet.version.
+    from test_kubelet_checkpoint_vectors import MASTER_V2
+
+    node = reference_node(fake_host)
+    fake_host.write("var/lib/kubelet/cpu_manager_state", MASTER_V2.content)
+    api.node = node_object(NODE, kubelet_version=node_version)
+    intent = dataclasses.replace(REFERENCE, kubelet_version=intended)
+
+    findings = evaluate(read(node, session(api)), intent, [KUBELET_STATE_STALE]).findings
+
+    found = [(f.severity, f.labels["reason"]) for f in findings
+             if f.labels["reason"] in ("checksum_mismatch", "unparsable")]
+    assert found == expected
+    assert all(node_version in f.message for f in findings if f.labels["reason"] == "checksum_mismatch")

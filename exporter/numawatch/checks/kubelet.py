@@ -269,7 +269,10 @@ def check_state_stale(host: Host, intent: Intent) -> Iterator[Finding]:
     config: KubeletConfig = require(host, "kubelet_config")
     state: KubeletState = require(host, "kubelet_state")
     topology: Topology = require(host, "topology")
-    version = running_kubelet_version(state.rke2_version, intent.kubelet_version)
+    # The API is optional: where it is not read (or down) the version comes from RKE2's data directory or the intent.
+    cluster = host.kubernetes_api
+    node_reported = cluster.node.kubelet_version if cluster is not None else None
+    version = running_kubelet_version(state.rke2_version, intent.kubelet_version, node_reported)
     problems = state_file_problems(state.problems, version)
     if state.cpu is not None:
         problems.extend(cpu_state_problems(state.cpu, config, topology))
