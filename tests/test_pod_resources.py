@@ -205,8 +205,9 @@ def test_a_socket_nobody_listens_on_is_a_refused_connection(node: ReferenceNode)
 
 def test_a_regular_file_where_the_socket_should_be_is_not_connected_to(node: ReferenceNode) -> None:
     node.host.write(SOCKET, "not a socket")
-    with pytest.raises(SourceUnavailable, match=r"kubelet.sock: not a socket \(a regular file\)"):
+    with pytest.raises(SourceUnavailable) as raised:
         pod_resources.read(node.paths)
+    assert str(raised.value) == f"not a socket (a regular file): {SOCKET_HOST_PATH}"
 
 
 def test_a_symlink_to_a_socket_outside_the_root_resolves_inside_it(node: ReferenceNode, tmp_path: Path) -> None:

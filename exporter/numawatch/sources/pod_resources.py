@@ -178,7 +178,7 @@ def read(paths: Paths) -> PodResources:
     except FileNotFoundError:
         raise SourceUnavailable(f"no pod-resources socket at {socket}") from None
     except OSError as error:
-        raise SourceUnavailable(f"pod-resources socket {socket}: {error.strerror or error}") from None
+        raise SourceUnavailable(f"{error.strerror or error}: {socket}") from None  # as every source says it
     try:
         with podresources.Client("unix:" + paths.own_fd(fd)) as client:
             listed, allocatable, get_served = _ask(client)
