@@ -237,14 +237,14 @@ def test_a_kubelet_without_get_allocatable_resources_still_lists() -> None:
         def __init__(self) -> None:
             pass
 
-        def list(self) -> tuple[podresources.Pod, ...]:
-            return ()
+        def list(self) -> bytes:
+            return b""
 
-        def allocatable(self) -> podresources.Allocatable:
+        def allocatable(self) -> bytes:
             raise podresources.Unsupported("the kubelet does not serve GetAllocatableResources")
 
-    listed, allocatable, get_served = pod_resources._ask(Old())
-    assert (listed, allocatable, get_served) == ((), None, None)
+    listed, allocatable, get_served = pod_resources._ask(Old(), None)
+    assert (listed, allocatable, get_served) == (b"", None, None)
 
 
 def test_an_unchanged_answer_keeps_the_generation_and_a_changed_one_moves_it(node: ReferenceNode) -> None:
@@ -325,20 +325,24 @@ def test_answers_that_are_not_the_messages_are_malformed(tmp_path: Path, answer:
 
 
 # --------------------------------------------------------------------------------------------------- the codec
+def decode_list(data: bytes) -> tuple[podresources.Pod, ...]:
+    return tuple(podresources.decode_pod(message) for message in podresources.pod_messages(data))
+
+
 def test_the_codec_reads_what_protobuf_writes_packed_or_not_with_unknown_fields_skipped() -> None:
     pb = api()
     message = container_message(pb, "vllm", Held(cpus=[0, 5, 4095], memory=[("hugepages-1Gi", 2 << 30, [1])]))
     packed = pb.ListPodResourcesResponse(
         pod_resources=[pb.PodResources(name="p", namespace="n", containers=[message])]
     ).SerializeToString()
-    (pod,) = podresources.decode_list_response(packed)
+    (pod,) = decode_list(packed)
     (container,) = pod.containers
     assert container.cpu_ids == (0, 5, 4095)
     assert container.memory == (podresources.Memory("hugepages-1Gi", 2 << 30, (1,)),)
     # The same CPUs unpacked (one varint each), a DRA dynamic_resources field (5) and an unknown field (15).
     unpacked = b"\x0a\x04vllm" + b"\x18\x00\x18\x05\x18\xff\x1f" + b"\x2a\x02\x12\x00" + b"\x78\x01"
     pod_bytes = b"\x0a\x01p\x12\x01n\x1a" + bytes([len(unpacked)]) + unpacked
-    (again,) = podresources.decode_list_response(b"\x0a" + bytes([len(pod_bytes)]) + pod_bytes)
+    (again,) = decode_list(b"\x0a" + bytes([len(pod_bytes)]) + pod_bytes)
     assert again.containers[0].cpu_ids == (0, 5, 4095)
 
 
@@ -392,3 +396,28 @@ def test_a_socket_given_by_its_flag_is_read(node: ReferenceNode) -> None:
     live: Mapping[tuple[str, str], object] | None = host.pod_resources.pods if host.pod_resources else None
     assert live is not None and (NODE_EXPORTER.namespace, NODE_EXPORTER.name) in live
 
+
+
+def test_an_unchanged_answer_is_not_decoded_again_nor_get_asked_and_a_changed_pod_alone_is(
+    node: ReferenceNode,
+) -> None:
+    answering = behaviour(node)
+    with serving(node.host.root, answering):
+        reader = HostReader(node.paths)
+        first = reader.read()
+        second = reader.read()
+        assert second.statuses["pod_resources"].cached
+        assert second.pod_resources is first.pod_resources
+        assert answering.calls.count(podresources.GET) == 1  # asked at the first reading only
+        changed = held_of(node, VLLM)
+        changed.cpus = frozenset({1, 2})
+        answering.list_bytes = list_response(answers(node, **{VLLM.name: changed}))
+        third = reader.read()
+        assert answering.calls.count(podresources.GET) == 2  # the answer changed: asked again
+        whole = pod_resources.read(node.paths)
+    before, after = first.pod_resources, third.pod_resources
+    assert before is not None and after is not None
+    trtllm = (TRTLLM.namespace, TRTLLM.name)
+    assert after.pods[trtllm] is before.pods[trtllm]  # an unchanged pod's message: what it was checked into, kept
+    assert after.pods[(VLLM.namespace, VLLM.name)][VLLM.container.name].exclusive_cpus == frozenset({1, 2})
+    assert after == whole  # the incremental reading gives what a whole one gives

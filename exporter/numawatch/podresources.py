@@ -291,9 +291,15 @@ def _pod(data: bytes, where: str) -> Pod:
     )
 
 
-def decode_list_response(data: bytes) -> tuple[Pod, ...]:
-    """``ListPodResourcesResponse``: its pods."""
-    return _messages(_fields(data, "List"), 1, "pod_resources", "List", _pod)
+def pod_messages(data: bytes) -> tuple[bytes, ...]:
+    """``ListPodResourcesResponse`` cut into its pods' ``PodResources`` messages, undecoded (``decode_pod``): a
+    reader that decoded one before (the same bytes) may keep what it made of it."""
+    return tuple(bytes(value) for value in _typed(_fields(data, "List"), 1, _BYTES, "pod_resources", "List"))
+
+
+def decode_pod(data: bytes, where: str = "PodResources") -> Pod:
+    """One ``PodResources`` message."""
+    return _pod(data, where)
 
 
 def decode_get_response(data: bytes) -> Pod | None:
@@ -378,11 +384,13 @@ class Client:
             raise Unreachable(f"{what}: {words or f'gRPC status {name}'}", code) from None
         return answer
 
-    def list(self) -> tuple[Pod, ...]:
-        return decode_list_response(self._call(LIST, encode_empty(), "List"))
+    def list(self) -> bytes:
+        """``List``'s answer, undecoded (``pod_messages``)."""
+        return self._call(LIST, encode_empty(), "List")
 
-    def allocatable(self) -> Allocatable:
-        return decode_allocatable_response(self._call(GET_ALLOCATABLE, encode_empty(), "GetAllocatableResources"))
+    def allocatable(self) -> bytes:
+        """``GetAllocatableResources``' answer, undecoded (``decode_allocatable_response``)."""
+        return self._call(GET_ALLOCATABLE, encode_empty(), "GetAllocatableResources")
 
     def get(self, pod_name: str, pod_namespace: str) -> Pod | None:
         """The kubelet's Get (feature gate KubeletPodResourcesGet): ``Unsupported`` where it answers
