@@ -4,8 +4,10 @@ fed from the reference node's pods."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import tarfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 from fakehost import FakeHost
 from fakehost.reference import GPUS, NODE_EXPORTER, PODS, TRTLLM, VLLM, ReferenceNode, RefPod, reference_node
-from numawatch import podresources
+from numawatch import capture, podresources
 from numawatch.checks import Evaluation, evaluate
 from numawatch.cli import build_parser, make_paths
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -421,3 +423,26 @@ def test_an_unchanged_answer_is_not_decoded_again_nor_get_asked_and_a_changed_po
     assert after.pods[trtllm] is before.pods[trtllm]  # an unchanged pod's message: what it was checked into, kept
     assert after.pods[(VLLM.namespace, VLLM.name)][VLLM.container.name].exclusive_cpus == frozenset({1, 2})
     assert after == whole  # the incremental reading gives what a whole one gives
+
+
+def test_capture_keeps_the_answer_and_copies_no_socket(node: ReferenceNode, tmp_path: Path) -> None:
+    bundle = tmp_path / "node.tar.gz"
+    with serving(node.host.root, behaviour(node)):
+        live = pod_resources.read(node.paths)
+        capture.capture(node.paths, REFERENCE, bundle)
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile(next(n for n in names if n.endswith(capture.MANIFEST))).read())
+        member = manifest["readings"]["pod_resources"]
+        recorded = tar.extractfile(next(n for n in names if n.endswith(member))).read()
+    assert not any(name.endswith("kubelet.sock") for name in names)
+    assert pod_resources.Recording().load(recorded) == live
+
+
+def test_a_capture_without_the_socket_records_why(node: ReferenceNode, tmp_path: Path) -> None:
+    bundle = tmp_path / "node.tar.gz"
+    capture.capture(node.paths, REFERENCE, bundle)
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile(next(n for n in names if n.endswith(capture.MANIFEST))).read())
+    assert manifest["down"]["pod_resources"] == f"no pod-resources socket at {SOCKET_HOST_PATH}"
