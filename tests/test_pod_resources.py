@@ -10,20 +10,34 @@ import socket
 import tarfile
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from fakehost import FakeHost
-from fakehost.reference import GPUS, NODE_EXPORTER, PODS, TRTLLM, VLLM, ReferenceNode, RefPod, reference_node
+from fakehost.reference import (
+    GPUS,
+    NODE_EXPORTER,
+    PODS,
+    TRTLLM,
+    VLLM,
+    ReferenceNode,
+    RefPod,
+    reference_node,
+    reference_snapshot,
+    with_results,
+)
 from numawatch import capture, podresources
 from numawatch.checks import Evaluation, evaluate
 from numawatch.cli import build_parser, make_paths
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, read_host
 from numawatch.intent import REFERENCE
+from numawatch.model import frozen_map
+from numawatch.model.kubelet import ContainerResources, KubeletState, PodResources, ResourceDevices
 from numawatch.paths import Paths
 from numawatch.sources import pod_resources
-from numawatch.workloads import build_workloads
+from numawatch.workloads import build_workloads, workloads_by_pod
 from podresources_server import (
     SOCKET,
     Behaviour,
@@ -34,6 +48,7 @@ from podresources_server import (
     list_response,
     serving,
 )
+from readings import as_reading, from_scratch, next_reading
 
 CHECK = "kubelet_podresources_checkpoint_mismatch"
 SOCKET_HOST_PATH = "/" + SOCKET
@@ -446,3 +461,60 @@ def test_a_capture_without_the_socket_records_why(node: ReferenceNode, tmp_path:
         names = tar.getnames()
         manifest = json.loads(tar.extractfile(next(n for n in names if n.endswith(capture.MANIFEST))).read())
     assert manifest["down"]["pod_resources"] == f"no pod-resources socket at {SOCKET_HOST_PATH}"
+
+
+# --------------------------------------------------------------------------------------------------- the join, reused
+def _live(state: KubeletState, **cpus: frozenset[int]) -> PodResources:
+    """The reference snapshot's kubelet answering what its checkpoints say, some pods' (by name) CPUs changed."""
+    assert state.cpu is not None and state.memory is not None and state.devices is not None
+    pods = {}
+    for pod in PODS:
+        devices = tuple(
+            ResourceDevices(entry.resource_name, entry.devices_per_numa)
+            for entry in state.devices.entries
+            if entry.pod_uid == pod.uid
+        )
+        held = ContainerResources(
+            exclusive_cpus=cpus.get(pod.name, state.cpu.entries.get(pod.uid, {}).get(pod.container.name, frozenset())),
+            devices=devices,
+            memory_blocks=tuple(state.memory.entries.get(pod.uid, {}).get(pod.container.name, ())),
+        )
+        pods[(pod.namespace, pod.name)] = frozen_map({pod.container.name: held})
+    return PodResources(SOCKET_HOST_PATH, frozen_map(pods))
+
+
+def test_the_join_reused_across_readings_is_the_join_made_from_scratch() -> None:
+    reference = reference_snapshot()
+    state = reference.kubelet_state
+    assert state is not None
+    first = as_reading(with_results(reference, pod_resources=_live(state)))
+    readings = [first]
+    # The kubelet moves one pod's CPUs; then the runtime names that pod otherwise (a pod the kubelet does not list:
+    # its checkpoint entries stand); then the kubelet lists it under that name.
+    readings.append(next_reading(readings[-1], pod_resources=_live(state, **{VLLM.name: frozenset({1, 2})})))
+    names = reference.names
+    assert names is not None
+    renamed = replace(
+        names,
+        pods=frozen_map({**names.pods, VLLM.uid: replace(names.pods[VLLM.uid], name="vllm-llama-1")}),
+        containers=frozen_map(
+            {
+                cid: replace(identity, pod_name="vllm-llama-1") if identity.pod_uid == VLLM.uid else identity
+                for cid, identity in names.containers.items()
+            }
+        ),
+    )
+    readings.append(next_reading(readings[-1], names=renamed))
+    relisted = _live(state, **{VLLM.name: frozenset({1, 2})})
+    moved = {(ns, "vllm-llama-1" if name == VLLM.name else name): c for (ns, name), c in relisted.pods.items()}
+    readings.append(next_reading(readings[-1], pod_resources=replace(relisted, pods=frozen_map(moved))))
+    expected_vllm = [VLLM.exclusive, frozenset({1, 2}), VLLM.exclusive, frozenset({1, 2})]
+    for reading, cpus in zip(readings, expected_vllm, strict=True):
+        joined = build_workloads(reading, REFERENCE)
+        assert joined == build_workloads(from_scratch(reading), REFERENCE)
+        (vllm,) = [w for w in joined if w.pod_uid == VLLM.uid]
+        assert vllm.exclusive_cpus == cpus
+    # A pod whose entries did not change keeps the tuple its join made at the reading before.
+    before, after = (workloads_by_pod(reading, REFERENCE) for reading in readings[:2])
+    at = [pod.uid for pod in readings[0].cgroups.pods].index(TRTLLM.uid)  # type: ignore[union-attr]
+    assert after[at] is before[at]

@@ -372,14 +372,12 @@ def _versions(
         (names_version, state_version, layout_version), (names_view, state_view, layout_view) = known[3], known[4]
     else:
         same_pod = False
-    names_moved = False
     if known is None or not same_pod or known[1] != names_generation:
         view = names(pod)
         if known is None or view != names_view:
             names_version = (names_generation, generation)
-            names_moved = True  # the pod's names pick its pod-resources entry: the state view is looked at again
         names_view = view
-    if known is None or not same_pod or known[2] != state_generation or names_moved:
+    if known is None or not same_pod or known[2] != state_generation:
         view = _state_of(pod, state, slices)
         if known is None or view != state_view:
             state_version = (state_generation, generation)
@@ -452,7 +450,9 @@ class _Declared:
         self.names = names
 
     def live_of(self, pod: PodCgroup) -> Hashable:
-        """The pod-resources entries of the pod's names (None when the source is down)."""
+        """The pod-resources entries of the pod's names, each with its name (None when the source is down): a view
+        looked at again only when the kubelet state or the answer is read again, so it names the names it looked
+        up; a rename changes the pod's names version anyway, and at the next look a view under the new names."""
         live = self.live
         if live is None:
             return None
