@@ -26,12 +26,13 @@ from fakehost.reference import (
     reference_node,
     reference_snapshot,
     with_results,
+    with_source_down,
 )
 from numawatch import capture, podresources
-from numawatch.checks import Evaluation, evaluate
+from numawatch.checks import Evaluation, evaluate, kubelet_live
 from numawatch.cli import build_parser, make_paths
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import HostReader, read_host
+from numawatch.host import Host, HostReader, read_host
 from numawatch.intent import REFERENCE
 from numawatch.model import frozen_map
 from numawatch.model.kubelet import ContainerResources, KubeletState, PodResources, ResourceDevices
@@ -518,3 +519,40 @@ def test_the_join_reused_across_readings_is_the_join_made_from_scratch() -> None
     before, after = (workloads_by_pod(reading, REFERENCE) for reading in readings[:2])
     at = [pod.uid for pod in readings[0].cgroups.pods].index(TRTLLM.uid)  # type: ignore[union-attr]
     assert after[at] is before[at]
+
+
+# --------------------------------------------------------------------------------------------------- the check alone
+def _checked(host: Host) -> Evaluation:
+    return evaluate(host, REFERENCE, [kubelet_live.MISMATCH])
+
+
+def test_the_check_on_the_model_fires_on_cpus_and_is_clean_when_they_agree() -> None:
+    reference = reference_snapshot()
+    state = reference.kubelet_state
+    assert state is not None
+    assert mismatches(_checked(with_results(reference, pod_resources=_live(state)))) == []
+    moved = with_results(reference, pod_resources=_live(state, **{VLLM.name: frozenset({1, 2})}))
+    assert [f["pod"] for f in mismatches(_checked(moved))] == [VLLM.name]
+
+
+def test_a_v1_cpu_checkpoint_and_pod_level_entries_are_not_compared() -> None:
+    reference = reference_snapshot()
+    state = reference.kubelet_state
+    assert state is not None and state.cpu is not None
+    live = _live(state, **{VLLM.name: frozenset({1, 2})})
+    v1 = replace(state, cpu=replace(state.cpu, version=1))
+    assert mismatches(_checked(with_results(reference, kubelet_state=v1, pod_resources=live))) == []
+    pod_level = replace(state, cpu=replace(state.cpu, pod_entries=frozen_map({VLLM.uid: frozenset({1, 2})})))
+    assert mismatches(_checked(with_results(reference, kubelet_state=pod_level, pod_resources=live))) == []
+
+
+def test_a_pod_whose_uid_the_runtime_does_not_name_or_names_twice_is_not_compared() -> None:
+    reference = reference_snapshot()
+    state, names = reference.kubelet_state, reference.names
+    assert state is not None and names is not None
+    live = _live(state, **{VLLM.name: frozenset({1, 2})})
+    twin = "00000000-0000-4000-8000-000000000001"
+    doubled = replace(names, pods=frozen_map({**names.pods, twin: replace(names.pods[VLLM.uid], uid=twin)}))
+    assert mismatches(_checked(with_results(reference, names=doubled, pod_resources=live))) == []
+    evaluation = _checked(with_source_down(with_results(reference, pod_resources=live), "names"))
+    assert "needs the names source" in not_evaluated(evaluation)[CHECK]
