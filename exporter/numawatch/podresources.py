@@ -113,7 +113,7 @@ def encode_get_request(pod_name: str, pod_namespace: str) -> bytes:
     return _string_field(1, pod_name) + _string_field(2, pod_namespace)
 
 
-def encode_empty(_: object = None) -> bytes:
+def encode_empty() -> bytes:
     """``ListPodResourcesRequest`` and ``AllocatableResourcesRequest``: no fields."""
     return b""
 
