@@ -40,6 +40,7 @@
       NumawatchKubeletPolicyMismatch: '15m',
       NumawatchKubeletReservedCPUsMismatch: '15m',
       NumawatchKubeletStateStale: '5m',
+      NumawatchKubeletCheckpointMismatch: '15m',
       NumawatchPodNotGuaranteed: '15m',
       NumawatchContainerNotExclusive: '15m',
       NumawatchContainerCPUSetDrift: { critical: '10m', warning: '15m' },

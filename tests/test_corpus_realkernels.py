@@ -132,9 +132,10 @@ RT = Capture(
             "gpu_process_remote",
             "gpu_process_memlock",
             "gpu_holder_mismatch",
+            "kubelet_podresources_checkpoint_mismatch",  # no kubelet answered in the guest: no socket
         }
     ),
-    sources_down=frozenset({"intersocket", "nvml", "processes"}),
+    sources_down=frozenset({"intersocket", "nvml", "processes", "pod_resources"}),
 )
 
 # ------------------------------------------------------------------------------ Debian 6.12, cgroup v2, systemd
@@ -197,9 +198,10 @@ V2 = Capture(
             "gpu_process_remote",
             "gpu_process_memlock",
             "gpu_holder_mismatch",
+            "kubelet_podresources_checkpoint_mismatch",  # no kubelet answered in the guest: no socket
         }
     ),
-    sources_down=frozenset({"intersocket", "nvml", "processes"}),
+    sources_down=frozenset({"intersocket", "nvml", "processes", "pod_resources"}),
 )
 # ------------------------------------------------------- Debian 6.12, isolated and tuned, a whole core taken offline
 ISO_PODS = (
@@ -251,9 +253,10 @@ ISO = Capture(
             "gpu_process_remote",
             "gpu_process_memlock",
             "gpu_holder_mismatch",
+            "kubelet_podresources_checkpoint_mismatch",  # no kubelet answered in the guest: no socket
         }
     ),
-    sources_down=frozenset({"intersocket", "nvml", "processes"}),
+    sources_down=frozenset({"intersocket", "nvml", "processes", "pod_resources"}),
 )
 CAPTURES = {capture.name: capture for capture in (RT, V2, ISO)}
 

@@ -24,6 +24,7 @@ from fakehost import FakeHost
 from fakehost.reference import reference_node
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from podresources_server import Behaviour, allocatable_response, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -292,13 +293,17 @@ def reachable_tmp():
 
 @pytest.mark.parametrize(
     ("flavor", "lost_sources"),
-    [("rke2", {"kubelet_state", "names"}), ("kubeadm", {"kubelet_state", "names", "kubelet_config"})],
+    [
+        ("rke2", {"kubelet_state", "names", "pod_resources"}),
+        ("kubeadm", {"kubelet_state", "names", "kubelet_config", "pod_resources"}),
+    ],
 )
 def test_the_kubelet_and_containerd_files_need_root(reachable_tmp, flavor, lost_sources):
     """The node's files with the modes their owners create them with: the kubelet's root directory and pod log
     directory 0750 and its checkpoints 0600 (pkg/kubelet setupDataDirs, the checkpoint manager's file store),
-    containerd's task bundles 0700 (since 1.4.11/1.5.7). As nobody, kubelet_state and names go down, and on a
-    kubeadm node (config.yaml in /var/lib/kubelet) kubelet_config too; RKE2's config.yaml is the admin's file."""
+    containerd's task bundles 0700 (since 1.4.11/1.5.7). As nobody, kubelet_state, names and pod_resources (its
+    socket is in the kubelet's directory) go down, and on a kubeadm node (config.yaml in /var/lib/kubelet)
+    kubelet_config too; RKE2's config.yaml is the admin's file."""
     as_nobody_available()
     node = FakeHost(reachable_tmp / "host")
     reference_node(node, flavor=flavor)
@@ -312,7 +317,9 @@ def test_the_kubelet_and_containerd_files_need_root(reachable_tmp, flavor, lost_
     assert bundles
     for bundle in bundles:
         bundle.chmod(0o700)
-    root, nobody = check_json(node.root, nobody=False), check_json(node.root, nobody=True)
+    # The kubelet's pod-resources socket, in its 0750 directory (a kubelet with no pods to list).
+    with serving(node.root, Behaviour(allocatable_bytes=allocatable_response(range(32), {}))):
+        root, nobody = check_json(node.root, nobody=False), check_json(node.root, nobody=True)
     assert all(statuses(root)[name][0] for name in lost_sources)
     changed = {name for name, status in statuses(nobody).items() if status != statuses(root)[name]}
     assert changed == lost_sources

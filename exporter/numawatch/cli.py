@@ -120,6 +120,8 @@ def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
                        help="sysfs mount point (default: <host-root>/sys)")
     group.add_argument("--path.kubelet", dest="kubelet", default=default(None), metavar="DIR",
                        help="the kubelet's root directory (default: <host-root>/var/lib/kubelet)")
+    group.add_argument("--path.pod-resources-socket", dest="pod_resources", default=default(None), metavar="SOCKET",
+                       help="the kubelet's pod-resources socket (default: <kubelet root>/pod-resources/kubelet.sock)")
     group.add_argument("--path.rke2", dest="rke2", default=default(None), metavar="DIR",
                        help="RKE2 configuration directory (default: <host-root>/etc/rancher/rke2)")
     group.add_argument("--intent", default=default(None), metavar="FILE",
@@ -291,7 +293,10 @@ def make_paths(args: argparse.Namespace) -> Paths:
         raise UsageError(f"host root {root} is not readable") from None
     if not os.access(root, os.R_OK | os.X_OK):
         raise UsageError(f"host root {root} is not readable")
-    return Paths.from_root(root, procfs=args.procfs, sysfs=args.sysfs, kubelet=args.kubelet, rke2=args.rke2)
+    return Paths.from_root(
+        root, procfs=args.procfs, sysfs=args.sysfs, kubelet=args.kubelet, rke2=args.rke2,
+        pod_resources=args.pod_resources,
+    )
 
 
 def intent_from(path: str | None) -> Intent:
@@ -362,6 +367,7 @@ def _evaluate_bundle(args: argparse.Namespace) -> tuple[Evaluation, str]:
     moved = [flag for flag, value, default in (
         ("--host-root", args.host_root, "/"), ("--path.procfs", args.procfs, None), ("--path.sysfs", args.sysfs, None),
         ("--path.kubelet", args.kubelet, None), ("--path.rke2", args.rke2, None),
+        ("--path.pod-resources-socket", args.pod_resources, None),
     ) if value != default]
     if moved:
         raise UsageError(f"--from reads the host from the bundle; {', '.join(moved)} cannot be used with it")

@@ -556,6 +556,27 @@ def lstat(path: str | os.PathLike[str]) -> os.stat_result:
     return stat_path(path, follow_symlinks=False)
 
 
+def open_socket(path: str | os.PathLike[str]) -> int:
+    """An ``O_PATH`` descriptor of the Unix socket at ``path``, resolved under its root; the caller closes it.
+    A connection made through it (``Paths.own_fd``) reaches the socket found inside the root, never one a symlink
+    swapped in afterwards. Anything but a socket is ``NotRegularFile``-like: EINVAL naming what it is."""
+    root, rel, logical = _locate(path)
+    observer = _observer
+    if observer is not None:
+        observer(logical, "stated")
+    fd = _open(root, rel, _PATH_FLAGS, logical)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISSOCK(mode):
+        os.close(fd)
+        kind = _KINDS.get(stat.S_IFMT(mode), "a regular file" if stat.S_ISREG(mode) else "not a socket")
+        raise OSError(errno.EINVAL, f"not a socket ({kind})", logical)
+    return fd
+
+
 # What "does not exist" means for exists()/is_dir()/is_file(), as pathlib decides it: anything else (permission
 # denied above all) propagates, so a source says "Permission denied: <path>" instead of "there is nothing here".
 _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})

@@ -22,7 +22,7 @@ from numawatch.model.cluster import ClusterView, OwnPod
 from numawatch.model.gpu import GpuHolders, GpuInventory, NvmlSnapshot
 from numawatch.model.interrupts import Interrupts, Irqbalance, Irqs
 from numawatch.model.kernel import CpuIdle, InterSocketTraffic, KernelSettings, NumaCounters
-from numawatch.model.kubelet import KubeletConfig, KubeletState
+from numawatch.model.kubelet import KubeletConfig, KubeletState, PodResources
 from numawatch.model.pci import PciTopology
 from numawatch.model.topology import Topology
 from numawatch.model.workloads import Cgroups, Names, PodsUsage
@@ -430,6 +430,10 @@ class Host:
     @property
     def kubelet_state(self) -> KubeletState | None:
         return self._result("kubelet_state")
+
+    @property
+    def pod_resources(self) -> PodResources | None:
+        return self._result("pod_resources")
 
     @property
     def gpus(self) -> GpuInventory | None:

@@ -23,6 +23,9 @@ class Paths:
     sysfs: Path
     kubelet: Path
     rke2: Path
+    # The kubelet's pod-resources socket (``<kubelet>/pod-resources/kubelet.sock``, where the kubelet puts it under
+    # its root directory).
+    pod_resources: Path
 
     def __post_init__(self) -> None:
         # Every read under these bases is confined to them (confined.py) for as long as this object lives.
@@ -33,7 +36,8 @@ class Paths:
         bases = [self.root]
         root = os.path.abspath(self.root)
         root_real = os.path.realpath(self.root)
-        for part in (self.procfs, self.sysfs, self.kubelet, self.rke2):
+        # A socket given outside the root is confined to its directory.
+        for part in (self.procfs, self.sysfs, self.kubelet, self.rke2, self.pod_resources.parent):
             given = os.path.abspath(part)
             if not any(given == base or given.startswith(base.rstrip("/") + "/") for base in (root, root_real)):
                 bases.append(part)
@@ -48,14 +52,17 @@ class Paths:
         sysfs: str | os.PathLike[str] | None = None,
         kubelet: str | os.PathLike[str] | None = None,
         rke2: str | os.PathLike[str] | None = None,
+        pod_resources: str | os.PathLike[str] | None = None,
     ) -> Paths:
         base = Path(root)
+        kubelet_root = Path(kubelet) if kubelet else base / "var/lib/kubelet"
         return cls(
             root=base,
             procfs=Path(procfs) if procfs else base / "proc",
             sysfs=Path(sysfs) if sysfs else base / "sys",
-            kubelet=Path(kubelet) if kubelet else base / "var/lib/kubelet",
+            kubelet=kubelet_root,
             rke2=Path(rke2) if rke2 else base / "etc/rancher/rke2",
+            pod_resources=Path(pod_resources) if pod_resources else kubelet_root / "pod-resources/kubelet.sock",
         )
 
     # Derived locations. They are properties, not fields, so an override of sysfs moves cgroups with it; cached,
@@ -79,6 +86,12 @@ class Paths:
     @cached_property
     def etc(self) -> Path:
         return self.root / "etc"
+
+    @staticmethod
+    def own_fd(fd: int) -> str:
+        """A path naming this process's open descriptor ``fd`` (its own procfs, never the host's): how a socket
+        held open with ``O_PATH`` is connected to (``confined.open_socket``), whatever the length of its path."""
+        return f"/proc/self/fd/{fd}"
 
     def host_path(self, absolute: str) -> Path:
         """Map a path as the host names it (``/var/lib/x``) to where we read it (``<root>/var/lib/x``).

@@ -114,6 +114,13 @@ POLICIES: Mapping[str, Policy] = {
     ),
     "kubelet_config": _on_change("the kubelet's configuration changes with a kubelet restart"),
     "kubelet_state": _on_change("the checkpoint files are rewritten when the managers' state changes"),
+    "pod_resources": Policy(
+        why="two round trips to the kubelet's socket (List, GetAllocatableResources, answered from the kubelet's "
+        "memory) at every reading: the answer changes with every pod admitted or gone and nothing on disk announces "
+        "it (the checkpoints that would are what it is compared with), so no fingerprint can stand in for it; an "
+        "answer in the same bytes as the last is not decoded again and keeps the source's generation, and a changed "
+        "one decodes only the pods whose messages changed (PodResourcesMemory)",
+    ),
     "gpus_sysfs": _on_change("GPUs come and go with hotplug and driver binds"),
     "kernel": _rotating(
         GOVERNORS,

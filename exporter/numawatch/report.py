@@ -273,7 +273,7 @@ NODE_CONDITIONS: tuple[ConditionGroup, ...] = (
         healthy_reason="KubeletCheckpointCurrent",
         healthy_message="the kubelet's CPU and Memory Manager checkpoints match its settings",
         summary="the kubelet will refuse to start after its next restart (a checkpoint written under other settings)",
-        checks=("kubelet_state_stale",),
+        checks=("kubelet_state_stale", "kubelet_podresources_checkpoint_mismatch"),
     ),
     ConditionGroup(
         condition="NUMAPinningDrift",

@@ -4,9 +4,11 @@ Every container check and the per-container metrics read this join instead of re
 
 - identity: the cgroup path gives the pod UID, the QoS class and the container ID (cgroups source); the names
   source gives namespace, pod and container names (runtime bundles, with /var/log/pods as a fallback);
-- declared: exclusive CPUs from ``cpu_manager_state`` (v2+ keyed by pod UID and container name, v1 by container
-  ID), GPUs from the device-plugin checkpoint (``kubelet_internal_checkpoint``, NUMA node per device, ``-1`` when
-  the plugin gave no topology) and memory blocks from ``memory_manager_state``;
+- declared: exclusive CPUs, devices (NUMA node per device, ``-1`` when the plugin gave no topology) and Memory
+  Manager blocks, from the live kubelet's pod-resources answer (keyed by namespace, pod and container name) when
+  the pod_resources source is up and lists the container; else from the checkpoint files: ``cpu_manager_state``
+  (v2+ keyed by pod UID and container name, v1 by container ID), the device-plugin checkpoint
+  (``kubelet_internal_checkpoint``) and ``memory_manager_state``;
 - actual: the cgroup's effective cpuset and mems and its resident memory per NUMA node;
 - intent: whether the container must be exclusively pinned.
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -26,7 +28,14 @@ from numawatch.cpuset import CPUSet
 from numawatch.host import Host
 from numawatch.intent import Intent
 from numawatch.model.gpu import GpuInventory
-from numawatch.model.kubelet import DeviceAssignment, KubeletState, MemoryBlock
+from numawatch.model.kubelet import (
+    ContainerResources,
+    DeviceAssignment,
+    KubeletState,
+    MemoryBlock,
+    PodResources,
+    ResourceDevices,
+)
 from numawatch.model.topology import Topology
 from numawatch.model.workloads import ContainerCgroup, ContainerIdentity, Names, PodCgroup
 
@@ -334,16 +343,17 @@ def _versions(
     host: Host,
     pod: PodCgroup,
     names: _NamesOf,
-    state: KubeletState | None,
+    state: _Declared,
     slices: _DevicesByUid,
     names_generation: int | None,
-    state_generation: int | None,
+    state_generation: Hashable,
 ) -> tuple[Hashable, Hashable, Hashable]:
     """Tokens that change exactly when what the names say of ``pod`` (``_NamesOf``), what the kubelet state says of
     it (``_state_of``) and its layout (``_layout_of``: the pod less its containers' ``numa_bytes``) do: the
     generations at which each last changed. Small, so the keys holding them hash cheaply; each worked out again
     only when its source or the pod was read again (one ``Host.derived`` entry per pod: an unchanged reading looks
-    up one). ``names_generation`` and ``state_generation``: those sources' generations in ``host``."""
+    up one). ``names_generation`` and ``state_generation``: those sources' generations in ``host`` (the latter
+    those of the kubelet state and the pod-resources answer)."""
     key = ("workloads.versions", pod.cgroup_path)
     generation = pod.generation
     known = host.derived.get(key)
@@ -383,10 +393,15 @@ def _versions(
     return versions
 
 
-def _state_of(pod: PodCgroup, state: KubeletState | None, slices: _DevicesByUid) -> Hashable:
-    """All that a pod's join reads of the kubelet state (``_join_pod``, ``_checkpoint_fallback``): the CPU Manager's
-    entries of the pod's UID and v1 entries of its containers' IDs, the Memory Manager's entries of its UID and the
-    device checkpoint's entries of its UID, each None when that file is unknown (None when the source is down)."""
+def _state_of(pod: PodCgroup, declared: _Declared, slices: _DevicesByUid) -> Hashable:
+    """All that a pod's join reads of what the kubelet declared (``_join_pod``, ``_checkpoint_fallback``): the
+    pod-resources entries of the pod's names, and of the checkpoints the CPU Manager's entries of the pod's UID and
+    v1 entries of its containers' IDs, the Memory Manager's entries of its UID and the device checkpoint's entries of
+    its UID, each None when that file is unknown (None when the source is down)."""
+    return declared.live_of(pod), _checkpoints_of(pod, declared.state, slices)
+
+
+def _checkpoints_of(pod: PodCgroup, state: KubeletState | None, slices: _DevicesByUid) -> Hashable:
     if state is None:
         return None
     cpu, memory, devices = state.cpu, state.memory, state.devices
@@ -421,6 +436,44 @@ class _DevicesByUid:
                 grouped[entry.pod_uid].append(entry)
             self._by_uid = {key: tuple(entries) for key, entries in grouped.items()}
         return self._by_uid.get(uid, ())
+
+
+class _Declared:
+    """What the kubelet declared, as a pod's join reads it: its checkpoint files (``state``) and, first, its live
+    pod-resources answer (``live``), whose entries are found by the pod's namespace and name (``pod_keys``)."""
+
+    __slots__ = ("live", "names", "state")
+
+    def __init__(self, state: KubeletState | None, live: PodResources | None, names: Names | None) -> None:
+        self.state = state
+        self.live = live
+        self.names = names
+
+    def live_of(self, pod: PodCgroup) -> Hashable:
+        """The pod-resources entries of the pod's names, each with its name (None when the source is down): a view
+        looked at again only when the kubelet state or the answer is read again, so it names the names it looked
+        up; a rename changes the pod's names version anyway, and at the next look a view under the new names."""
+        live = self.live
+        if live is None:
+            return None
+        return tuple((key, live.pods.get(key)) for key in pod_keys(pod, self.names))
+
+
+def pod_keys(pod: PodCgroup, names: Names | None) -> tuple[tuple[str, str], ...]:
+    """The (namespace, pod name) pairs the names source gives the pod's containers, in order: one on every node
+    but one whose runtime state is inconsistent; none when the names are unknown."""
+    if names is None:
+        return ()
+    keys: list[tuple[str, str]] = []
+    for container in pod.containers:
+        namespace, pod_name = _pod_identity(pod.uid, names.containers.get(container.container_id), names)
+        if namespace is not None and pod_name is not None and (namespace, pod_name) not in keys:
+            keys.append((namespace, pod_name))
+    if not keys:
+        identity = names.pods.get(pod.uid)
+        if identity is not None:
+            keys.append((identity.namespace, identity.name))
+    return tuple(keys)
 
 
 def _layout_of(pod: PodCgroup) -> Hashable:
@@ -529,7 +582,9 @@ def _join(host: Host, intent: Intent) -> _Join:
     keys: list[Hashable | None] = []
     slices = _DevicesByUid(state)
     names_of = _NamesOf(names)
-    names_generation, state_generation = host.generation("names"), host.generation("kubelet_state")
+    declared = _Declared(state, host.pod_resources, names)
+    names_generation = host.generation("names")
+    state_generation = (host.generation("kubelet_state"), host.generation("pod_resources"))
     layout_keys: list[Hashable | None] = []
     for pod in cgroups.pods:
         key: Hashable | None = None
@@ -538,7 +593,7 @@ def _join(host: Host, intent: Intent) -> _Join:
         sources: Hashable = None
         if context is not None and pod.generation:
             names_version, state_version, layout_version = _versions(
-                host, pod, names_of, state, slices, names_generation, state_generation
+                host, pod, names_of, declared, slices, names_generation, state_generation
             )
             sources = (names_version, state_version)
             key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation, sources)
@@ -555,7 +610,7 @@ def _join(host: Host, intent: Intent) -> _Join:
                 derived.put(key, (intent, joined, key, layout_key, layout_version))
         else:
             if shared is None:
-                shared = _Shared(names, state, inventory, topology, intent)
+                shared = _Shared(names, state, host.pod_resources, inventory, topology, intent)
             joined = _join_pod(pod, shared)
             if key is not None:
                 layout_key = ("workloads.layout", id(intent), context, pod.cgroup_path, layout_version, sources)
@@ -570,18 +625,20 @@ def _join(host: Host, intent: Intent) -> _Join:
 class _Shared:
     """What every pod's join looks up, derived once per join."""
 
-    __slots__ = ("cpu_state", "devices", "intent", "inventory", "memory_state", "names", "state", "topology")
+    __slots__ = ("cpu_state", "devices", "intent", "inventory", "live", "memory_state", "names", "state", "topology")
 
     def __init__(
         self,
         names: Names | None,
         state: KubeletState | None,
+        live: PodResources | None,
         inventory: GpuInventory | None,
         topology: Topology | None,
         intent: Intent,
     ) -> None:
         self.names = names
         self.state = state
+        self.live = live
         self.cpu_state = state.cpu if state else None
         self.memory_state = state.memory if state else None
         self.devices = _devices_by_container(state.devices.entries if state and state.devices else ())
@@ -603,26 +660,30 @@ def _join_pod(pod: PodCgroup, shared: _Shared) -> tuple[Workload, ...]:
         namespace, pod_name = _pod_identity(pod.uid, identity, names)
         container_name = identity.container_name if identity and identity.container_name else fallback_name
 
+        live = _live_entry(shared.live, namespace, pod_name, container_name)
         exclusive: CPUSet | None = None
-        if cpu_state is not None:
-            if container_name is not None:
-                exclusive = cpu_state.entries.get(pod.uid, {}).get(container_name)
-            if exclusive is None:
-                exclusive = cpu_state.entries_v1.get(container.container_id)
-
         blocks: tuple[MemoryBlock, ...] = ()
-        if memory_state is not None and container_name is not None:
-            blocks = tuple(memory_state.entries.get(pod.uid, {}).get(container_name, ()))
+        assigned: Sequence[DeviceAssignment | ResourceDevices] | None = None
+        if live is not None:
+            exclusive, blocks, assigned = live.exclusive_cpus, live.memory_blocks, live.devices
+        else:
+            if cpu_state is not None:
+                if container_name is not None:
+                    exclusive = cpu_state.entries.get(pod.uid, {}).get(container_name)
+                if exclusive is None:
+                    exclusive = cpu_state.entries_v1.get(container.container_id)
+            if memory_state is not None and container_name is not None:
+                blocks = tuple(memory_state.entries.get(pod.uid, {}).get(container_name, ()))
+            if container_name is not None:
+                assigned = shared.devices.get((pod.uid, container_name))
 
         gpus: tuple[GpuAssignment, ...] = ()
-        if container_name is not None:
-            assigned = shared.devices.get((pod.uid, container_name))
-            if assigned:  # most containers hold no device: skip the work for them (~860 on a large node)
-                gpus = _gpu_assignments(
-                    [a for a in assigned if shared.intent.is_gpu_resource(a.resource_name)],
-                    shared.inventory,
-                    shared.topology,
-                )
+        if assigned:  # most containers hold no device: skip the work for them (~860 on a large node)
+            gpus = _gpu_assignments(
+                [a for a in assigned if shared.intent.is_gpu_resource(a.resource_name)],
+                shared.inventory,
+                shared.topology,
+            )
 
         must_pin = (intent.pin_gpu_containers and bool(gpus)) or (
             has_selectors and intent.must_pin(namespace, pod_name, container_name)
@@ -643,6 +704,17 @@ def _join_pod(pod: PodCgroup, shared: _Shared) -> tuple[Workload, ...]:
             )
         )
     return tuple(workloads)
+
+
+def _live_entry(
+    live: PodResources | None, namespace: str | None, pod_name: str | None, container_name: str | None
+) -> ContainerResources | None:
+    """What the live kubelet says the container holds: None when the source is down, the names are unknown, or
+    the kubelet does not list it (a pod it no longer runs, an init container): the checkpoints then stand."""
+    if live is None or namespace is None or pod_name is None or container_name is None:
+        return None
+    containers = live.pods.get((namespace, pod_name))
+    return containers.get(container_name) if containers is not None else None
 
 
 def _is_sandbox(container: ContainerCgroup, names: Names | None) -> bool:
@@ -722,7 +794,7 @@ def _repeatable(value: str) -> bool:
 
 
 def _gpu_assignments(
-    assigned: list[DeviceAssignment], inventory: GpuInventory | None, topology: Topology | None
+    assigned: Sequence[DeviceAssignment | ResourceDevices], inventory: GpuInventory | None, topology: Topology | None
 ) -> tuple[GpuAssignment, ...]:
     # A device on several NUMA nodes is listed under each of them; collect its nodes first.
     nodes_of: dict[tuple[str, str], set[int]] = {}

@@ -123,6 +123,11 @@ local q = import '../lib/promql.libsonnet';
             + 'with them: the next restart (upgrade, reboot, config change) takes the node out. Fix it before that '
             + 'happens. ' + seeCheck,
             '10m', ['kubelet_state_stale']),
+      alert('NumawatchKubeletCheckpointMismatch', perNode(['kubelet_podresources_checkpoint_mismatch']), 'warning',
+            "The live kubelet and its checkpoint files disagree on what containers hold.",
+            onNode + ': {{ $value }} container(s) hold other CPUs, memory or devices than the kubelet\'s checkpoints say. '
+            + 'At its next start the kubelet restores the checkpoints, not what the containers hold. ' + seeCheck,
+            '15m', ['kubelet_podresources_checkpoint_mismatch']),
       alert('NumawatchPodNotGuaranteed', perSubject(['pod_not_guaranteed'], node + ', namespace, pod'), 'warning',
             'A pod that should be pinned is not QoS Guaranteed, so the CPU Manager does not pin it.',
             '{{ $labels.namespace }}/{{ $labels.pod }} on ' + onNode + ' is not Guaranteed (requests must equal limits for '

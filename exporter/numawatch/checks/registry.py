@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from numawatch.checks import Check, gpu_process, gpus, host, kubelet, pinning, platform
+from numawatch.checks import Check, gpu_process, gpus, host, kubelet, kubelet_live, pinning, platform
 
 CHECKS: tuple[Check, ...] = (
     *kubelet.CHECKS,
+    *kubelet_live.CHECKS,  # issue 31
     *pinning.CHECKS,
     *gpus.CHECKS,
     *host.CHECKS,

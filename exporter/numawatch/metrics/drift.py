@@ -61,6 +61,7 @@ CONTRACT: Mapping[str, LabelContract] = {
     "kubelet_memory_manager_policy": SETTING,
     "kubelet_reserved_cpus_mismatch": LabelContract(identity=(), details=("cpus", "expected")),
     "kubelet_state_stale": LabelContract(identity=("file", "reason")),
+    "kubelet_podresources_checkpoint_mismatch": LabelContract(identity=CONTAINER),
     # pods and containers
     "pod_not_guaranteed": LabelContract(identity=POD),
     "container_not_exclusive": LabelContract(identity=CONTAINER),

@@ -178,3 +178,38 @@ class KubeletState:
     devices: DeviceCheckpoint | None
     problems: tuple[StateFileProblem, ...] = ()
     rke2_version: KubeletVersion | None = None  # from RKE2's versioned data directory (kubelet_version.py)
+
+
+# --------------------------------------------------------------------------------------------------- pod resources
+@dataclass(frozen=True)
+class ResourceDevices:
+    """Devices of one resource a container holds, by NUMA node (-1: the device plugin gave them no topology), as
+    the kubelet's pod-resources API lists them (sources/pod_resources.py)."""
+
+    resource_name: str
+    devices_per_numa: Mapping[int, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class ContainerResources:
+    """What the live kubelet says one container holds."""
+
+    exclusive_cpus: CPUSet  # empty: the shared pool
+    devices: tuple[ResourceDevices, ...] = ()
+    memory_blocks: tuple[MemoryBlock, ...] = ()  # the Memory Manager's blocks (Static policy only)
+
+
+@dataclass(frozen=True)
+class PodResources:
+    """The kubelet's pod-resources answer (``List``, ``GetAllocatableResources``, ``Get``): what it has handed out
+    now, from its own memory, where the checkpoint files say what it wrote down (``KubeletState``)."""
+
+    socket: str  # the socket's host path
+    # (namespace, pod name) -> container name -> what it holds: the API names pods, never their UIDs
+    pods: Mapping[tuple[str, str], Mapping[str, ContainerResources]]
+    # GetAllocatableResources: what the kubelet may hand out; None where it does not serve it (before 1.21)
+    allocatable_cpus: CPUSet | None = None
+    allocatable_devices: tuple[ResourceDevices, ...] = ()
+    allocatable_memory: tuple[MemoryBlock, ...] = ()
+    # Whether the kubelet serves Get (1.27+ with the KubeletPodResourcesGet gate); None: no pod to ask about
+    get_served: bool | None = None

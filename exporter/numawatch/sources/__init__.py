@@ -26,6 +26,7 @@ from numawatch.sources import (
     nvml,
     own_pod,
     pci_topology,
+    pod_resources,
     pod_usage,
     processes,
     topology,
@@ -37,6 +38,8 @@ SOURCES: tuple[SourceSpec, ...] = (
     names.SOURCE,
     kubelet_config.SOURCE,
     kubelet_state.SOURCE,
+    # the live kubelet's pod-resources API (issue 31): first source of assignments, the checkpoints its fallback
+    pod_resources.SOURCE,
     gpus_sysfs.SOURCE,
     # host layer (issue 3)
     kernel.SOURCE,
