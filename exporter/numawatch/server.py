@@ -207,6 +207,20 @@ class ReloadStatus:
     timestamp: float  # Unix time
 
 
+@dataclass
+class ReloadOutcomes:
+    """How one configuration file's reloads went since start, for ``numawatch_config_*reload*``: whether the last
+    one succeeded (start-up counts as a success) and how many failed or were refused."""
+
+    succeeded: bool = True
+    failures: int = 0
+
+    def record(self, succeeded: bool) -> None:
+        self.succeeded = succeeded
+        if not succeeded:
+            self.failures += 1
+
+
 class Sampler:
     """Evaluates the host on a fixed schedule and keeps the latest ``Snapshot``."""
 
@@ -229,6 +243,10 @@ class Sampler:
         self.intent_loader = intent_loader
         self.collectors = collectors if collectors is not None else Collectors.defaults()
         self.reload_status = ReloadStatus(True, time.time())
+        # Each configuration file's reloads by its ``file`` label: the intent's here, the web config's added by
+        # ``make_app`` when the server has one.
+        self.reload_outcomes: dict[str, ReloadOutcomes] = {"intent": ReloadOutcomes()}
+        self.started = time.time()
         self.reads = BoundedReads()
         self._reloads_started = 0
         self._reloads_applied = 0  # the generation whose result is in force
@@ -294,6 +312,8 @@ class Sampler:
         """The serve-only families: intent reloads, the server's parts (refused requests) and the process."""
         status = self.reload_status
         families = serving.intent_reload(status.success, status.timestamp)
+        outcomes = {name: (outcome.succeeded, outcome.failures) for name, outcome in self.reload_outcomes.items()}
+        families.extend(serving.config_reloads(outcomes, self.started))
         for extra in self.extra_metrics.values():
             families.extend(extra())
         families.extend(self.process.collect())
@@ -366,6 +386,7 @@ class Sampler:
             self.intent = intent
             log.info("intent reloaded from %s", intent.source)
         self.reload_status = ReloadStatus(success, time.time())
+        self.reload_outcomes["intent"].record(success)
         self.refresh_soon()
         return success
 
@@ -442,7 +463,10 @@ class Gate:
     response-write deadlines, basic auth, client certificate names and the configured security headers.
 
     ``web_config_path`` is re-read on SIGHUP or a change (``reload``): new certificates, users and headers apply to
-    the next connection; a file that is now invalid, or that turns TLS on or off, is refused and the old one kept.
+    the next connection; a file that is now invalid, that turns TLS on or off, or that would remove authentication
+    (every basic-auth user, or the requirement of a verified client certificate or of its names) is refused and the
+    old one kept: a file emptied by mistake or by someone who can write it must not open the server. Only a restart
+    takes authentication away.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -454,6 +478,7 @@ class Gate:
     ssl_context: ssl.SSLContext | None = None
     passwords: VerifierPool = field(default_factory=VerifierPool)
     reads: BoundedReads = field(default_factory=BoundedReads)
+    reload_outcomes: ReloadOutcomes = field(default_factory=ReloadOutcomes)
     _auth: BasicAuth | None = None
     _reloads_started: int = 0
     _reloads_applied: int = 0
@@ -483,20 +508,40 @@ class Gate:
             config = await self.reads.read(lambda: load_web_config(path), "the web config file")
         except Exception as error:  # WebConfigError's message is one safe line; anything else is a bug, said so
             log.error("web config reload failed, keeping the previous one: %s", " ".join(str(error).split()))
+            self.reload_outcomes.record(False)
             return False
         if generation < self._reloads_applied:
             log.info("a web config reload finished after a newer one; its result is dropped")
             return False
-        if (config.tls is None) != (self.ssl_context is None):
-            log.error("web config reload refused: turning TLS on or off needs a restart of numawatch")
+        refusal = self._refused_change(config)
+        if refusal is not None:
+            log.error("web config reload refused, keeping the previous one: %s needs a restart of numawatch", refusal)
+            self.reload_outcomes.record(False)
             return False
         self._reloads_applied = generation
+        self.reload_outcomes.record(True)
         if config.tls is not None and self.ssl_context is not None:
             _update_ssl_context(self.ssl_context, config)
         self.web_config = config
         self._auth = BasicAuth(config.users) if config.users else None
         log.info("web config reloaded from %s", self.web_config_path)
         return True
+
+    def _refused_change(self, config: WebConfig) -> str | None:
+        """What a reloaded ``config`` would change that only a restart may (None: nothing)."""
+        if (config.tls is None) != (self.ssl_context is None):
+            return "turning TLS on or off"
+        if self._auth is not None and not config.users:
+            return "removing basic auth (every user)"
+        before = self.web_config.tls if self.web_config is not None else None
+        after = config.tls
+        if before is not None and after is not None:
+            # CERT_NONE < CERT_OPTIONAL < CERT_REQUIRED: what a client must show.
+            if CLIENT_AUTH_TYPES[after.client_auth_type] < CLIENT_AUTH_TYPES[before.client_auth_type]:
+                return f"weakening client certificates from {before.client_auth_type} to {after.client_auth_type}"
+            if before.client_allowed_sans and not after.client_allowed_sans:
+                return "removing client_allowed_sans"
+        return None
 
     def count_read_timeout(self) -> None:
         self.refused["read_timeout"] += 1
@@ -658,6 +703,8 @@ def make_app(
     app[SAMPLER] = sampler
     app[GATE] = gate
     sampler.extra_metrics["http"] = gate.metrics_families
+    if gate.web_config_path is not None:
+        sampler.reload_outcomes["web"] = gate.reload_outcomes
     app.cleanup_ctx.extend(contexts)
     if run_sampler:
         app.cleanup_ctx.append(_run_sampler)
