@@ -64,6 +64,7 @@ from numawatch.background import in_daemon_thread
 from numawatch.checks import Check, Evaluation, evaluate
 from numawatch.collectors import Collectors
 from numawatch.connection import Connection
+from numawatch.descriptors import AcceptErrors, Connections, ReservingSocket, open_descriptors
 from numawatch.filewatch import FileWatch
 from numawatch.host import HostReader
 from numawatch.intent import Intent
@@ -261,6 +262,8 @@ class Sampler:
         self._asked_lock = threading.Lock()
         self._last_written: dict[BodyFormat, bytes] = {}  # for a body that cannot be written (write_body)
         self.latest: Snapshot | None = None
+        # Why the last evaluation was not served (sources short of descriptors), None when it was.
+        self.not_served: str | None = None
         self.failures = 0
         self._wake: asyncio.Event | None = None
 
@@ -331,6 +334,16 @@ class Sampler:
             self.failures += 1
             log.exception("evaluation failed; still serving the previous one")
             return None
+        starved = [status for status in snapshot.evaluation.host.statuses.values() if status.starved]
+        if starved:
+            # Sources down for want of a descriptor say nothing about the host: their findings would be missing,
+            # and the node would look cleaner than it is.
+            self.failures += 1
+            self.not_served = (f"the evaluation at {timestamp(snapshot.finished)} was not served: source "
+                               + "; ".join(f"{status.name}: {status.reason}" for status in starved))
+            log.warning("%s; still serving the previous one", self.not_served)
+            return None
+        self.not_served = None
         previous = self.latest
         self.latest = snapshot
         _log_change(previous, snapshot)
@@ -394,7 +407,7 @@ class Sampler:
         return max(STALE_INTERVALS * self.interval, STALE_MIN_SECONDS)
 
 
-REFUSAL_REASONS = ("max_requests", "read_timeout", "write_timeout", "password_checks")
+REFUSAL_REASONS = ("max_requests", "read_timeout", "write_timeout", "password_checks", "descriptors")
 
 
 class ReadTimedOut(Exception):
@@ -479,6 +492,9 @@ class Gate:
     passwords: VerifierPool = field(default_factory=VerifierPool)
     reads: BoundedReads = field(default_factory=BoundedReads)
     reload_outcomes: ReloadOutcomes = field(default_factory=ReloadOutcomes)
+    # The connections and the descriptors they may take (descriptors.Connections), and accept errors.
+    connections: Connections = field(default_factory=Connections.of_this_process)
+    accept_errors: AcceptErrors = field(default_factory=lambda: AcceptErrors(DEFAULT_INTERVAL))
     _auth: BasicAuth | None = None
     _reloads_started: int = 0
     _reloads_applied: int = 0
@@ -494,7 +510,9 @@ class Gate:
         return "https" if self.ssl_context is not None else "http"
 
     def metrics_families(self) -> list[metrics.Metric]:
-        return [serving.requests_refused(self.refused, self.counting_since)]
+        refused = {**self.refused, "descriptors": self.connections.refused}
+        return [serving.requests_refused(refused, self.counting_since),
+                serving.accept_errors(self.accept_errors.count, self.counting_since)]
 
     async def reload(self) -> bool:
         """Re-read the web config file (SIGHUP); False, logged, when the new one is refused. As with
@@ -849,8 +867,9 @@ def _cell(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def render_landing_page(snapshot: Snapshot | None) -> str:
-    """The HTML at ``/``: links, then the current findings and the sources (every value escaped)."""
+def render_landing_page(snapshot: Snapshot | None, not_served: str | None = None) -> str:
+    """The HTML at ``/``: links, why the last evaluation was not served if it was not (``Sampler.not_served``),
+    then the current findings and the sources (every value escaped)."""
     head = (
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>numawatch</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.2em .8em;text-align:left;"
@@ -859,6 +878,8 @@ def render_landing_page(snapshot: Snapshot | None) -> str:
         "<p>NUMA pinning drift detector. <a href=\"metrics\">Metrics</a> &middot; "
         "<a href=\"healthz\">Health</a></p>\n"
     )
+    if not_served is not None:
+        head += f"<p><strong>{_cell(not_served)}</strong></p>\n"
     if snapshot is None:
         return head + "<p>The first evaluation has not finished yet.</p>\n</body></html>\n"
     evaluation = snapshot.evaluation
@@ -897,18 +918,24 @@ def render_landing_page(snapshot: Snapshot | None) -> str:
 
 
 async def landing_page(request: web.Request) -> web.Response:
-    body = render_landing_page(request.app[SAMPLER].latest)
+    sampler = request.app[SAMPLER]
+    body = render_landing_page(sampler.latest, sampler.not_served)
     return web.Response(text=body, content_type="text/html")
 
 
 async def serve(app: web.Application, sockets: Sequence[socket.socket], *, watch: FileWatch | None = None) -> None:
     """Listen on ``sockets`` (bound, from ``listen.bind``) until SIGTERM or SIGINT, then shut down cleanly (the cleanup
-    contexts run). SIGHUP reloads, and so does a change ``watch`` notices in the intent or web config files."""
+    contexts run). SIGHUP reloads, and so does a change ``watch`` notices in the intent or web config files.
+
+    The sockets are taken over (detached: closing them afterwards does nothing) and closed on the way out."""
     gate = app.get(GATE) or Gate()
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_SECONDS, **_HANDLER_OPTIONS)
     await runner.setup()
     listeners: list[asyncio.Server] = []
     reloads: set[asyncio.Task[None]] = set()
+    # The listening sockets' accept keeps the evaluation's descriptors from clients (descriptors.ReservingSocket).
+    gate.connections.baseline(open_descriptors())
+    reserving = [ReservingSocket.adopt(sock, gate.connections) for sock in sockets]
     try:
         loop = asyncio.get_running_loop()
         manager = runner.server
@@ -916,10 +943,12 @@ async def serve(app: web.Application, sockets: Sequence[socket.socket], *, watch
 
         def protocol() -> asyncio.Protocol:
             return Connection(manager, loop=loop, read_timeout=gate.limits.read_timeout, answer=gate.apply_headers,
-                              timed_out=gate.count_read_timeout, **_HANDLER_OPTIONS)
+                              timed_out=gate.count_read_timeout, connections=gate.connections, **_HANDLER_OPTIONS)
 
+        gate.accept_errors.interval = app[SAMPLER].interval
+        loop.set_exception_handler(gate.accept_errors)
         # Our own listeners rather than web.TCPSite, to make every connection a connection.Connection.
-        for sock in sockets:
+        for sock in reserving:
             listeners.append(await loop.create_server(
                 protocol, sock=sock, ssl=gate.ssl_context, backlog=128,
                 ssl_handshake_timeout=gate.limits.read_timeout if gate.ssl_context is not None else None,
@@ -943,7 +972,7 @@ async def serve(app: web.Application, sockets: Sequence[socket.socket], *, watch
         if watch is not None:
             watch.start(changed)
         # Last, so that once it is logged SIGHUP reloads and SIGTERM stops (before, SIGHUP is ignored).
-        for sock in sockets:
+        for sock in reserving:
             address = sock.getsockname()
             log.info("Listening on", extra=fields(address=_address(address), url=_url(address, gate.scheme),
                                                   tls=gate.ssl_context is not None))
@@ -960,6 +989,8 @@ async def serve(app: web.Application, sockets: Sequence[socket.socket], *, watch
             task.cancel()  # a read stuck in the kernel stays behind in its daemon thread
         for listener in listeners:
             listener.close()  # stop accepting; open connections are closed by the runner below
+        for sock in reserving:
+            sock.close()  # closed with its listener already, unless that was never made
         await runner.cleanup()
 
 

@@ -36,7 +36,9 @@ CONFIG_RELOAD_FAILURES_HELP = (
 REQUESTS_REFUSED_HELP = (
     "HTTP requests refused since start: reason max_requests (answered 503 at once, --web.max-requests were in "
     "flight), read_timeout (request not received within --web.read-timeout), write_timeout (response not taken "
-    "within --web.write-timeout) or password_checks (answered 503 at once, too many bcrypt checks waiting)."
+    "within --web.write-timeout), password_checks (answered 503 at once, too many bcrypt checks waiting) or "
+    "descriptors (a new connection closed at once: the descriptors left are kept for the evaluation and no idle "
+    "connection could make room)."
 )
 
 
@@ -57,6 +59,18 @@ def config_reloads(outcomes: Mapping[str, tuple[bool, int]], since: float) -> li
         success.add_metric((name,), 1 if succeeded else 0)
         failures.add_metric((name,), failed, created=since)
     return [success, failures]
+
+
+ACCEPT_ERRORS_HELP = (
+    "Connections the listening sockets could not accept since start for lack of resources (descriptors, memory): "
+    "accepting is retried each second, and each interval's errors are logged once."
+)
+
+
+def accept_errors(count: int, since: float) -> Metric:
+    family = CounterMetricFamily("numawatch_http_accept_errors", ACCEPT_ERRORS_HELP)
+    family.add_metric((), count, created=since)
+    return family
 
 
 def requests_refused(refused: Mapping[str, int], since: float) -> Metric:
