@@ -67,6 +67,7 @@ from numawatch.connection import Connection
 from numawatch.descriptors import AcceptErrors, Connections, ReservingSocket, open_descriptors
 from numawatch.filewatch import FileWatch
 from numawatch.host import HostReader
+from numawatch.hosttext import escaped
 from numawatch.intent import Intent
 from numawatch.logformat import fields
 from numawatch.metrics import serving
@@ -864,7 +865,9 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 def _cell(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """A value as page text: control characters escaped (``hosttext.escaped``: a terminal may show the page's
+    source), then HTML's characters."""
+    return html.escape(escaped(str(value)), quote=True)
 
 
 def render_landing_page(snapshot: Snapshot | None, not_served: str | None = None) -> str:
