@@ -576,7 +576,7 @@ class Gate:
         # Who is asking comes first: an unauthenticated client never holds a slot, nor makes numawatch read its body.
         refusal = await self._refusal(request)
         if refusal is not None:
-            return await self._send(request, refusal)
+            return await self._send(request, refusal, close=True)
         limit = self.limits.max_requests
         if limit and self.in_flight >= limit:
             self.refused["max_requests"] += 1
@@ -653,11 +653,15 @@ class Gate:
         response.force_close()
         return response
 
-    async def _send(self, request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    async def _send(self, request: web.Request, response: web.StreamResponse, *,
+                    close: bool = False) -> web.StreamResponse:
         """Send ``response`` with the security headers, under the write deadline; the connection is closed after it
-        when the request's body was never read, or its end is not known (``connection.RequestFraming``)."""
+        when the request's body was never read, or its end is not known (``connection.RequestFraming``), and
+        with ``close`` (a refused client: 401, 403). A body left unread is never read afterwards either (aiohttp
+        would linger, reading it for up to 10 s): the connection is closed as soon as the answer is written."""
         self.apply_headers(response)
-        if (request.body_exists and not request.content.is_eof()) or "Transfer-Encoding" in request.headers:
+        unread = (request.body_exists and not request.content.is_eof()) or "Transfer-Encoding" in request.headers
+        if close or unread:
             response.force_close()
         if response.prepared:
             return response
@@ -674,6 +678,8 @@ class Gate:
                 request.transport.abort()
         except ConnectionError:  # the client went away first: nobody to answer, nothing to log but that
             log.debug("%s closed the connection before its answer", request.remote)
+        if (close or unread) and request.protocol is not None:
+            request.protocol.force_close()  # the answer is in the transport's buffer: written, then closed
         return response
 
 
