@@ -615,10 +615,16 @@ class Gate:
         user, password = credentials
         if auth.cached(user, password):
             return True
+        client = request.remote or ""
         try:
-            return await self.passwords.run(lambda: auth.verify(user, password))
+            verified = await self.passwords.run(lambda: auth.verify(user, password), client)
         except PoolBusy:
             return None
+        if verified:
+            self.passwords.succeeded(client)
+        else:
+            self.passwords.failed(client)
+        return verified
 
     async def _handle(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
         response: web.StreamResponse
