@@ -19,7 +19,14 @@ from collections.abc import Iterator
 import pytest
 from fakehost.reference import reference_node
 from numawatch import server
-from numawatch.descriptors import AcceptErrors, Connections, reserve_for, starved
+from numawatch.descriptors import (
+    EVICTION_SECONDS,
+    AcceptErrors,
+    Connections,
+    ReservingSocket,
+    reserve_for,
+    starved,
+)
 from numawatch.host import HostReader, SourceSpec
 from numawatch.intent import REFERENCE
 from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
@@ -181,6 +188,41 @@ def test_connections_below_the_line_are_admitted_and_above_it_make_room_from_the
     assert oldest.evicted and not busy.evicted
     assert not connections.admit(194)  # nothing idle left to close: refused
     assert (connections.evicted, connections.refused) == (2, 1)
+
+
+def test_accepting_waits_while_connections_are_being_closed_and_never_for_ever():
+    now = [0.0]
+    connections = Connections(16, clock=lambda: now[0])  # a reserve of 4: at most 2 being closed at a time
+    idle = [Idle() for _ in range(4)]
+    for connection in idle:
+        connections.opened(connection)
+
+    assert connections.admit(12) and connections.admit(13)
+    assert connections.waiting()
+    connections.closed(idle[0])  # its end reported: room for one more
+    assert not connections.waiting()
+    assert connections.admit(13)
+    assert connections.waiting()
+    now[0] = EVICTION_SECONDS + 1  # ends never reported: not waited for any longer
+    assert not connections.waiting()
+
+
+def test_connection_sockets_are_counted_from_accept_to_close():
+    connections = Connections(1024)
+    connections.baseline(24)
+    listener = ReservingSocket.adopt(socket.create_server(("127.0.0.1", 0)), connections)
+    try:
+        client = socket.create_connection(listener.getsockname())
+        accepted, _ = listener.accept()
+        counted = connections.sockets
+        accepted.close()
+        accepted.close()  # a second close counts nothing
+        client.close()
+    finally:
+        listener.close()
+
+    assert (counted, connections.sockets) == (1, 0)
+    assert connections.capacity == 1024 - 128 - 24
 
 
 def test_a_small_limit_keeps_a_quarter_and_a_large_one_the_reserve():

@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 # the reserve).
 RESERVE = 128
 EVICTING = 32
+# A connection closed to make room is counted as closing until it is gone, or at most this long: accepting must not
+# wait for ever on one whose end was somehow never reported.
+EVICTION_SECONDS = 5.0
 _STARVED = (errno.EMFILE, errno.ENFILE)
 
 
@@ -94,8 +97,9 @@ class Connections:
     the descriptors open when serving began (``baseline``) and the reserve are set aside.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit = limit
+        self._clock = clock
         reserve = reserve_for(limit)
         self.line = limit - reserve
         self.capacity = self.line
@@ -104,7 +108,7 @@ class Connections:
         self.refused = 0  # new connections closed at once: none idle to make room
         self.evicted = 0  # idle connections closed to make room
         self._open: dict[Evictable, None] = {}
-        self._evicting: set[Evictable] = set()
+        self._evicting: dict[Evictable, float] = {}  # connection -> when it was closed to make room
 
     @classmethod
     def of_this_process(cls) -> Connections:
@@ -128,7 +132,7 @@ class Connections:
 
     def closed(self, connection: Evictable) -> None:
         self._open.pop(connection, None)
-        self._evicting.discard(connection)
+        self._evicting.pop(connection, None)
 
     def released(self) -> None:
         """A connection socket was closed."""
@@ -136,6 +140,11 @@ class Connections:
 
     def waiting(self) -> bool:
         """Whether accepting must wait: as many connections as may be are being closed to make room."""
+        if len(self._evicting) < self.evicting_at_most:
+            return False
+        stale = self._clock() - EVICTION_SECONDS
+        for connection in [c for c, since in self._evicting.items() if since < stale]:
+            del self._evicting[connection]
         return len(self._evicting) >= self.evicting_at_most
 
     def admit(self, descriptor: int) -> bool:
@@ -147,7 +156,7 @@ class Connections:
         if len(self._evicting) < self.evicting_at_most:
             for connection in self._open:
                 if connection not in self._evicting and connection.idle():
-                    self._evicting.add(connection)
+                    self._evicting[connection] = self._clock()
                     self.evicted += 1
                     connection.evict()
                     return True
@@ -237,6 +246,7 @@ class AcceptErrors:
 __all__ = [
     "ACCEPT_OUT_OF_RESOURCES",
     "EVICTING",
+    "EVICTION_SECONDS",
     "RESERVE",
     "AcceptErrors",
     "ConnectionSocket",
