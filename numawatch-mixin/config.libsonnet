@@ -66,6 +66,7 @@
       NumawatchMissingOnGPUNode: '15m',
       NumawatchSourceDown: '15m',
       NumawatchEvaluationsStale: '10m',
+      NumawatchConfigReloadFailed: '15m',
     },
 
     // Every alert's runbook_url: the pattern with the alert name in place of %s.

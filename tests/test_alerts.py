@@ -65,7 +65,8 @@ PAGING_ALERTS = {
     "NumawatchKubeletStateStale",
     "NumawatchDriftWidespread",
 }
-META_ALERTS = {"NumawatchDown", "NumawatchMissingOnGPUNode", "NumawatchSourceDown", "NumawatchEvaluationsStale"}
+META_ALERTS = {"NumawatchDown", "NumawatchMissingOnGPUNode", "NumawatchSourceDown", "NumawatchEvaluationsStale",
+               "NumawatchConfigReloadFailed"}
 FLEET_ALERTS = {"NumawatchDriftWidespread"}
 CATCH_ALL = "NumawatchDriftDetected"
 RUNBOOK_SECTIONS = ("## Meaning", "## Impact", "## Diagnosis", "## Mitigation")

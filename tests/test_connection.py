@@ -275,3 +275,34 @@ async def test_with_the_pool_full_a_guess_is_refused_at_once_and_a_verified_scra
     assert guessed.status == 401
     assert gate.refused["password_checks"] == 1
     assert gate.in_flight == 0
+
+
+async def test_a_client_that_gave_a_wrong_password_waits_for_everyone_else_and_each_client_for_its_turn():
+    pool = VerifierPool(threads=1, max_waiting=16, per_client=3)
+    taken, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def blocking() -> None:
+        taken.set()
+        release.wait(10)
+
+    def check(name: str):
+        return lambda: order.append(name)
+
+    busy = asyncio.create_task(pool.run(blocking, "guesser"))
+    while not taken.is_set():  # the one thread is busy: what comes next waits
+        await asyncio.sleep(0.01)
+    pool.failed("guesser")
+    queued = [asyncio.create_task(pool.run(check(f"guess {n}"), "guesser")) for n in range(2)]
+    queued += [asyncio.create_task(pool.run(check(f"a {n}"), "10.0.0.1")) for n in range(2)]
+    queued += [asyncio.create_task(pool.run(check("b 0"), "10.0.0.2"))]
+    while pool.waiting < 6:
+        await asyncio.sleep(0.01)
+    with pytest.raises(PoolBusy):  # the guesser's fourth: over its share
+        await pool.run(check("guess 3"), "guesser")
+    release.set()
+    await busy
+    await asyncio.gather(*queued)
+
+    assert order == ["a 0", "b 0", "a 1", "guess 0", "guess 1"]
+    assert pool.waiting == 0

@@ -130,13 +130,21 @@ def test_a_long_bad_cpu_list_is_quoted_as_a_short_excerpt(fake_host):
 
 
 # --------------------------------------------------------------------------------------------------- interrupts
-def test_an_irq_name_with_control_characters_is_a_malformed_row(fake_host):
+def test_an_irq_name_with_control_characters_is_a_malformed_row_and_only_that_row(fake_host):
+    """Issue 35: one action name with an ESC took the whole interrupts source down; it is that row's text only."""
     layout = add_topology(fake_host, sockets=1, cores_per_socket=2, threads_per_core=1)
-    add_irqs(fake_host, sorted(layout.online), [FakeIrq(40, "eth0\x1b[31m", frozenset({0}))])
-    with pytest.raises(MalformedFile) as raised:
-        interrupts.read(fake_host.paths)
-    assert "row 40: name" in str(raised.value) and "control characters" in str(raised.value)
-    assert "\x1b" not in str(raised.value)
+    add_irqs(fake_host, sorted(layout.online), [FakeIrq(40, "eth0\x1b[31m", frozenset({0})),
+                                                FakeIrq(41, "nvme0q1", frozenset({1}))])
+    read = interrupts.read(fake_host.paths)
+
+    bad, good = read.row("40"), read.row("41")
+    assert bad is not None and good is not None
+    assert (bad.name, bad.chip, bad.kind) == ("", "", "device")
+    assert "row 40: name" in bad.problem and "control characters" in bad.problem
+    assert "\x1b" not in bad.problem
+    assert read.problems == (bad.problem,)
+    assert (good.name, good.problem) == ("nvme0q1", "")
+    assert read.row("LOC") is not None
 
 
 def test_a_row_key_that_is_not_one_the_kernel_prints_is_refused(fake_host):

@@ -220,7 +220,7 @@ def test_every_line_a_real_serve_writes_parses_even_with_a_hostile_intent_file_n
     assert len(records) == stderr.count("\n")
     assert {key for record in records for key in record} <= {"ts", "level", "caller", "logger", "msg", "err",
                                                              "version", "host_root", "intent", "address", "url",
-                                                             "tls"}
+                                                             "tls", "descriptor_limit"}
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(record["ts"])) for record in records)
     assert all(record["level"] in ("debug", "info", "warn", "error") for record in records)
     assert "forged" not in [record["msg"] for record in records]

@@ -26,6 +26,7 @@ from numawatch.intent import REFERENCE
 from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 from numawatch.webconfig import BasicAuth, WebConfigError, load_web_config, parse_basic_authorization, parse_web_config
+from prometheus_client.parser import text_string_to_metric_families
 from serving import numawatch_serve
 
 PASSWORD = "correct horse battery staple"
@@ -510,3 +511,157 @@ def test_every_bcrypt_variant_is_accepted_and_its_password_verifies(prefix):
     assert config.users["prometheus"] == hashed.encode()
     assert BasicAuth(config.users).verify("prometheus", PASSWORD.encode())
 
+
+
+# ------------------------------------------------------------------------------------------------ hostile files
+def test_deeply_nested_yaml_is_one_line_error_at_little_cost():
+    """1.9 KB of '[' ended ``serve`` with a RecursionError traceback."""
+    started = time.process_time()
+    with pytest.raises(WebConfigError) as caught:
+        parse_web_config("[" * 1900, "/etc/numawatch/web.yml")
+    spent = time.process_time() - started
+
+    assert str(caught.value) == ("web config /etc/numawatch/web.yml: not valid YAML at line 1: nested deeper than 32 "
+                                 "levels")
+    assert spent < 1.0
+
+
+def test_nesting_within_the_bound_still_parses():
+    config = parse_web_config("http_server_config:\n  headers:\n    X-Frame-Options: deny\n", "web.yml")
+
+    assert config.headers == {"X-Frame-Options": "deny"}
+
+
+def test_an_unknown_key_that_is_a_line_of_a_password_file_is_described_not_repeated():
+    line = "root:$6$Qz8cD1x9$Ld0uWqJ3kPz5Hc1oR2nV7gYbT4sE6fA8mX0iK9jU3wZ:19700:0:99999:7:::"
+    with pytest.raises(WebConfigError) as caught:
+        parse_web_config(f"{line}\nbin:*:19700:0:99999:7:::\n", "/etc/numawatch/web.yml")
+
+    message = str(caught.value)
+    assert "$6$" not in message and "Qz8cD1x9" not in message
+    assert message == (f"web config /etc/numawatch/web.yml: <a key of {len(line) - 1} characters that is not a name>: "
+                       "unknown key; expected one of tls_server_config, http_server_config, basic_auth_users, "
+                       "rate_limit")
+
+
+@pytest.mark.parametrize("cost", [17, 31])
+def test_a_bcrypt_cost_no_scrape_can_wait_for_is_refused_at_start(cost):
+    hashed = GOOD_HASH.replace("$04$", f"${cost}$", 1)
+    with pytest.raises(WebConfigError) as caught:
+        parse_web_config(f"basic_auth_users:\n  prometheus: '{hashed}'\n", "/etc/numawatch/web.yml")
+
+    assert str(caught.value).startswith(
+        f"web config /etc/numawatch/web.yml: basic_auth_users.prometheus: bcrypt cost {cost} is outside 4..16")
+    assert hashed not in str(caught.value)
+
+
+def test_serve_refuses_to_start_with_a_bcrypt_cost_of_31(fake_host, tmp_path):
+    hashed = GOOD_HASH.replace("$04$", "$31$", 1)
+    config = write_config(tmp_path, f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    completed = subprocess.run(
+        [sys.executable, "-m", "numawatch", "--host-root", str(fake_host.root), "serve", "--web.listen-address",
+         "127.0.0.1:0", "--web.config.file", str(config)],
+        capture_output=True, text=True, timeout=60,
+    )
+
+    assert completed.returncode != 0
+    assert "bcrypt cost 31 is outside 4..16" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def scrape_families(url: str, headers: dict[str, str]) -> dict[str, list]:
+    status, _, body = request(url, headers=headers)
+    assert status == 200
+    found: dict[str, list] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        found[family.name] = family.samples
+    return found
+
+
+def sample(found: dict[str, list], name: str, **labels: str) -> float:
+    """The value of the one sample called ``name`` with ``labels`` (a counter's family is named without _total)."""
+    [value] = [s.value for samples in found.values() for s in samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+    return value
+
+
+@pytest.mark.parametrize("emptied", ["", "basic_auth_users: {}\n", "basic_auth_users:\n"],
+                         ids=["empty-file", "empty-users", "null-users"])
+def test_a_reload_that_would_remove_basic_auth_is_refused_and_counted(fake_host, tmp_path, emptied):
+    """Emptying the web config made a reload turn authentication off: unauthenticated /metrics answered 200."""
+    config = write_config(tmp_path, f"basic_auth_users:\n  prometheus: {fast_hash(PASSWORD)}\n")
+    good = basic("prometheus", PASSWORD)
+    with serve(fake_host.root, "--web.config.file", str(config)) as (process, url):
+        wait_healthy(url)
+        before = scrape_families(url, good)
+        config.write_text(emptied)
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while sample(scrape_families(url, good), "numawatch_config_reload_failures_total", file="web") != 1:
+            assert time.monotonic() < deadline, "the refused reload was never counted"
+            time.sleep(0.05)
+        after = scrape_families(url, good)
+        anonymous = request(url)[0]
+        stderr = stop(process)
+
+    assert sample(before, "numawatch_config_last_reload_successful", file="web") == 1
+    assert sample(before, "numawatch_config_reload_failures_total", file="web") == 0
+    assert sample(after, "numawatch_config_last_reload_successful", file="web") == 0
+    assert sample(after, "numawatch_config_last_reload_successful", file="intent") == 1
+    assert anonymous == 401
+    assert "web config reload refused, keeping the previous one: removing basic auth (every user) needs a restart" in (
+        stderr)
+
+
+def test_every_failed_web_config_reload_shows_in_its_metric_until_one_succeeds(fake_host, tmp_path):
+    """A broken certificate rotation (a missing file, a directory in its place) was only logged: nothing to alert on."""
+    config = write_config(tmp_path, f"basic_auth_users:\n  prometheus: {fast_hash(PASSWORD)}\n")
+    good = basic("prometheus", PASSWORD)
+    text = config.read_text()
+    with serve(fake_host.root, "--web.config.file", str(config)) as (process, url):
+        wait_healthy(url)
+        failures = []
+        for breakage in ("missing", "directory"):
+            if breakage == "missing":
+                config.unlink()
+            else:
+                config.mkdir()
+            process.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 20
+            while (found := scrape_families(url, good)) and sample(
+                    found, "numawatch_config_reload_failures_total", file="web") != len(failures) + 1:
+                assert time.monotonic() < deadline, f"the {breakage} file's reload was never counted"
+                time.sleep(0.05)
+            failures.append(sample(found, "numawatch_config_last_reload_successful", file="web"))
+            if breakage == "directory":
+                config.rmdir()
+        config.write_text(text)
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while sample(scrape_families(url, good), "numawatch_config_last_reload_successful", file="web") != 1:
+            assert time.monotonic() < deadline, "the good reload never showed"
+            time.sleep(0.05)
+        final = scrape_families(url, good)
+        stop(process)
+
+    assert failures == [0, 0]
+    assert sample(final, "numawatch_config_reload_failures_total", file="web") == 2
+
+
+def test_a_failed_intent_reload_is_counted_by_file(fake_host, tmp_path):
+    intent = tmp_path / "intent.yaml"
+    intent.write_text("kubelet:\n  topologyManagerPolicy: best-effort\n")
+    with numawatch_serve(fake_host.root, "--intent", str(intent)) as (process, url):
+        wait_healthy(url)
+        intent.write_text("[" * 1900)
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while sample(found := scrape_families(url, {}), "numawatch_config_reload_failures_total", file="intent") != 1:
+            assert time.monotonic() < deadline, "the failed intent reload was never counted"
+            time.sleep(0.05)
+        stderr = stop(process)
+
+    assert sample(found, "numawatch_config_last_reload_successful", file="intent") == 0
+    assert {s.labels["file"] for s in found["numawatch_config_last_reload_successful"]} == {"intent"}
+    assert "nested deeper than 32 levels" in stderr
+    assert "RecursionError" not in stderr and "Traceback" not in stderr

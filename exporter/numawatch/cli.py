@@ -512,6 +512,7 @@ def tune_gc_for_serve() -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from numawatch import server
+    from numawatch.descriptors import raise_soft_limit
     from numawatch.filewatch import FileWatch
     from numawatch.host import HostReader
     from numawatch.intent import load_intent
@@ -520,6 +521,8 @@ def run_serve(args: argparse.Namespace) -> int:
     paths = make_paths(args)
     gate: server.Gate | None = None
     web_config: WebConfig | None = None
+    # Before anything holds descriptors; the Gate below keeps a reserve of this limit from clients.
+    descriptor_limit = raise_soft_limit()
 
     def watched() -> list[str]:
         """The files a change of which is a reload: the intent, the web config and the certificates it names."""
@@ -542,7 +545,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except OSError as error:
         raise UsageError(f"cannot listen on {listen}: {error.strerror or error}") from None
     log.info("Starting numawatch", extra=fields(version=__version__, host_root=str(paths.root),
-                                                intent=intent.source))
+                                                intent=intent.source, descriptor_limit=descriptor_limit))
     intent_path = args.intent
     loader = (lambda: load_intent(intent_path)) if intent_path is not None else None
     # Before the event loop's executor and NVML's worker start, so they inherit the affinity. The topology read runs

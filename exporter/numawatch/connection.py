@@ -27,6 +27,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 
+from numawatch.descriptors import Connections
+
 log = logging.getLogger(__name__)
 
 # aiohttp's limits on a request's head (its defaults, spelled out): a line of the request line or of one header, and
@@ -119,7 +121,8 @@ class Connection(web.RequestHandler):
     """aiohttp's protocol for one connection, with the request-read deadline and the error answers above.
 
     ``answer`` completes any response this class makes (the configured security headers); ``timed_out`` is called
-    once for each connection closed by the deadline (the refused-requests counter).
+    once for each connection closed by the deadline (the refused-requests counter). ``connections`` is told when it
+    opens, starts a request and closes, and may close it (``evict``) to make room for a new one while it is ``idle``.
     """
 
     def __init__(
@@ -130,6 +133,7 @@ class Connection(web.RequestHandler):
         read_timeout: float,
         answer: Callable[[web.StreamResponse], None],
         timed_out: Callable[[], None],
+        connections: Connections | None = None,
         **options: Any,
     ) -> None:
         super().__init__(manager, loop=loop, max_line_size=MAX_LINE_BYTES, max_field_size=MAX_LINE_BYTES,
@@ -140,6 +144,7 @@ class Connection(web.RequestHandler):
         self._framing = RequestFraming()
         self._timer: asyncio.TimerHandle | None = None
         self._first = True  # the first request's clock started at the connection
+        self._connections = connections
 
     # ----------------------------------------------------------------------------------------- the deadline
     def _arm(self) -> None:
@@ -162,10 +167,14 @@ class Connection(web.RequestHandler):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        if self._connections is not None:
+            self._connections.opened(self)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
         started, incomplete = self._framing.feed(data)
+        if started and self._connections is not None:
+            self._connections.active(self)
         if started and not self._first:
             self._arm()
         self._first = False
@@ -177,7 +186,18 @@ class Connection(web.RequestHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
+        if self._connections is not None:
+            self._connections.closed(self)
         super().connection_lost(exc)
+
+    # ----------------------------------------------------------------------------------------- making room
+    def idle(self) -> bool:
+        return not self._request_in_progress
+
+    def evict(self) -> None:
+        log.debug("closing the idle connection from %s: its descriptor is needed",
+                  self.transport.get_extra_info("peername") if self.transport is not None else None)
+        self.force_close()
 
     # ----------------------------------------------------------------------------------------- errors
     def handle_error(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from numawatch.descriptors import starved
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.model.cluster import ClusterView, OwnPod
 from numawatch.model.gpu import GpuHolders, GpuInventory, NvmlSnapshot
@@ -202,6 +203,7 @@ class SourceStatus:
     duration_seconds: float
     reason: str = ""  # why it is down (one line), empty when up
     cached: bool = False  # result reused: its fingerprint did not change, or the source found nothing changed
+    starved: bool = False  # down for lack of file descriptors (EMFILE, ENFILE): says nothing about the host
 
 
 class Derived:
@@ -513,10 +515,12 @@ def _read_one(spec: SourceSpec, read: Callable[[Paths], Any], paths: Paths) -> t
     try:
         result = read(paths)
     except (SourceUnavailable, MalformedFile) as error:
-        return None, SourceStatus(spec.name, False, time.perf_counter() - start, _one_line(str(error)))
+        return None, SourceStatus(spec.name, False, time.perf_counter() - start, _one_line(str(error)),
+                                  starved=starved(error))
     except OSError as error:
         reason = f"{error.strerror or error}: {error.filename}" if error.filename else str(error)
-        return None, SourceStatus(spec.name, False, time.perf_counter() - start, _one_line(reason))
+        return None, SourceStatus(spec.name, False, time.perf_counter() - start, _one_line(reason),
+                                  starved=starved(error))
     except Exception as error:  # a bug in one source must not take the others down
         log.exception("source %s failed", spec.name)
         reason = f"internal error: {type(error).__name__}: {error}"

@@ -20,6 +20,12 @@ Before any of that, a value is taken off what real kernels print around it (``st
   ``driver_override`` reads ``(null)`` when none is set (``is_null``).
 
 Padding is taken off both ends of a value, never its inside: ``0-3\\0,5`` stays malformed.
+
+Where a value is repeated although it was not checked (a checkpoint's pod UIDs and container names are decoded
+as the kubelet decodes them: any string, for the checksum), it is named by ``pod_uid_shown``, ``k8s_label_shown``
+or ``k8s_subdomain_shown``: the value when it fits its Kubernetes grammar, else its excerpt. And whatever reaches a
+terminal or a page passes ``escaped`` last (``report``'s table, ``server``'s landing page; the log has
+``logformat``'s escaping): no control character (ESC, BEL, a newline that would forge a line) is ever written raw.
 """
 
 from __future__ import annotations
@@ -31,19 +37,26 @@ __all__ = [
     "EXCERPT_CHARS",
     "NULL_VALUE",
     "PADDING",
+    "SHOWN_CHARS",
     "checked",
+    "escaped",
     "excerpt",
     "is_null",
     "k8s_label",
+    "k8s_label_shown",
     "k8s_subdomain",
+    "k8s_subdomain_shown",
     "one_of",
     "pod_uid",
+    "pod_uid_shown",
     "printable",
     "shown",
     "strip_value",
 ]
 
 EXCERPT_CHARS = 40  # of the value itself; repr() escapes and quotes on top of that
+# What a terminal line or a page cell takes of one text (a finding's message, a source's reason).
+SHOWN_CHARS = 4096
 PADDING = " \t\n\r\x0b\x0c\x00"
 NULL_VALUE = "(null)"
 
@@ -72,6 +85,17 @@ def shown(value: str, limit: int = 2 * EXCERPT_CHARS) -> str:
     """``value`` as it is when it is short printable text, else its ``excerpt()``: for messages that name a value
     the way the file spells it (``write cpu-manager-policy=static``)."""
     return value if len(value) <= limit and value.isprintable() else excerpt(value, limit)
+
+
+def escaped(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` for a terminal or a page: every character Python does not call printable (control characters such as
+    ESC, BEL, newline and tab; bidirectional overrides; line separators) written as its ``\\x``/``\\u`` escape, and at
+    most ``limit`` characters of it (``...`` after a cut)."""
+    if len(text) <= limit and text.isprintable():
+        return text
+    cut = text[:limit]
+    shown = "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in cut)
+    return shown + "..." if len(text) > limit else shown
 
 
 def checked(value: str, pattern: re.Pattern[str], what: str) -> str:
@@ -117,3 +141,18 @@ def k8s_subdomain(value: str, what: str) -> str:
 
 def pod_uid(value: str, what: str = "pod UID") -> str:
     return checked(value, _UID, what)
+
+
+def pod_uid_shown(value: str) -> str:
+    """A pod UID as a message may name it: as it is when it is one, else its excerpt (escaped, quoted, short)."""
+    return value if _UID.fullmatch(value) else excerpt(value)
+
+
+def k8s_label_shown(value: str) -> str:
+    """A namespace or container name as a message may name it (``pod_uid_shown``)."""
+    return value if _LABEL.fullmatch(value) else excerpt(value)
+
+
+def k8s_subdomain_shown(value: str) -> str:
+    """A pod name as a message may name it (``pod_uid_shown``)."""
+    return value if _SUBDOMAIN.fullmatch(value) else excerpt(value)

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from numawatch.boundedyaml import BoundedLoader
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.kubelet_version import parse_version
 from numawatch.model import frozen_map
@@ -251,8 +252,9 @@ _NAMESPACE_PREFIX = re.compile(r"[a-z0-9][a-z0-9-]{0,61}", re.ASCII)  # the star
 _MAX_INTENT_BYTES = 1 << 20
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """safe_load that refuses duplicate keys: the second one would silently win and the first do nothing."""
+class _StrictLoader(BoundedLoader):
+    """safe_load that refuses duplicate keys (the second one would silently win and the first do nothing) and
+    nesting deeper than ``boundedyaml.MAX_DEPTH``."""
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -296,9 +298,9 @@ def parse_intent(text: str, source: str = "<intent>") -> Intent:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error)
         raise IntentError(_one_line(f"{source}: not valid YAML{where}: {problem}")) from None
-    except (ValueError, RecursionError) as error:
-        # The YAML constructors raise these, not YAMLError: a date no calendar has (2024-13-45), an integer longer
-        # than int() converts, nesting deeper than the recursion limit.
+    except ValueError as error:
+        # The YAML constructors raise it, not YAMLError: a date no calendar has (2024-13-45), an integer longer
+        # than int() converts. (Nesting is bounded by the loader, far below the recursion limit.)
         raise IntentError(_one_line(f"{source}: not valid YAML: {type(error).__name__}: {error}"[:300])) from None
     return _IntentReader(source).intent(data)
 

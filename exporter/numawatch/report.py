@@ -19,6 +19,7 @@ from typing import Any
 from numawatch import __version__
 from numawatch.checks import SEVERITIES, SUBJECT_LABELS, Evaluation, Finding
 from numawatch.host import window_seconds
+from numawatch.hosttext import escaped
 
 _WORKLOAD_KEYS = ("namespace", "pod", "container")
 
@@ -165,13 +166,15 @@ def _grouped(findings: tuple[Finding, ...]) -> dict[str, list[Finding]]:
     return {severity: items for severity, items in groups.items() if items}
 
 
-def _indented(text: str, prefix: str) -> list[str]:
-    lines = text.splitlines() or [""]
-    return [prefix + lines[0], *(prefix + "  " + line for line in lines[1:])]
-
-
 def render_table(evaluation: Evaluation, host_root: str) -> str:
-    """The human report: findings by severity, then not-evaluated checks, then sources, then a summary line."""
+    """The human report: findings by severity, then not-evaluated checks, then sources, then a summary line.
+
+    Every text in it passes ``hosttext.escaped``: messages and reasons quote what host files hold, and a terminal
+    must never receive a control character from them (an escape sequence, a newline that forges a line)."""
+    return "\n".join(escaped(line) for line in _table_lines(evaluation, host_root)) + "\n"
+
+
+def _table_lines(evaluation: Evaluation, host_root: str) -> list[str]:
     host = evaluation.host
     window = window_seconds(host)
     over = f" over a {window:.1f}s window" if window is not None else ""
@@ -188,8 +191,8 @@ def render_table(evaluation: Evaluation, host_root: str) -> str:
         width = max(len(finding.check) for finding in findings)
         for finding in findings:
             out.append(f"  {finding.check:<{width}}  {subject(finding.labels)}")
-            out += _indented(finding.message, "      ")
-            out += _indented(f"fix: {finding.remediation}", "      ")
+            out.append(f"      {finding.message}")
+            out.append(f"      fix: {finding.remediation}")
         out.append("")
 
     if evaluation.not_evaluated:
@@ -213,7 +216,7 @@ def render_table(evaluation: Evaluation, host_root: str) -> str:
         line = f"  {status.name:<{width}}  {state:<4}  {status.duration_seconds:8.4f}s  {detail}"
         out.append(line.rstrip())
     out += ["", verdict_line(verdict(evaluation)), summary(evaluation)]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def verdict_line(outcome: Verdict) -> str:

@@ -64,8 +64,10 @@ from numawatch.background import in_daemon_thread
 from numawatch.checks import Check, Evaluation, evaluate
 from numawatch.collectors import Collectors
 from numawatch.connection import Connection
+from numawatch.descriptors import AcceptErrors, Connections, ReservingSocket, open_descriptors
 from numawatch.filewatch import FileWatch
 from numawatch.host import HostReader
+from numawatch.hosttext import escaped
 from numawatch.intent import Intent
 from numawatch.logformat import fields
 from numawatch.metrics import serving
@@ -207,6 +209,20 @@ class ReloadStatus:
     timestamp: float  # Unix time
 
 
+@dataclass
+class ReloadOutcomes:
+    """How one configuration file's reloads went since start, for ``numawatch_config_*reload*``: whether the last
+    one succeeded (start-up counts as a success) and how many failed or were refused."""
+
+    succeeded: bool = True
+    failures: int = 0
+
+    def record(self, succeeded: bool) -> None:
+        self.succeeded = succeeded
+        if not succeeded:
+            self.failures += 1
+
+
 class Sampler:
     """Evaluates the host on a fixed schedule and keeps the latest ``Snapshot``."""
 
@@ -229,6 +245,10 @@ class Sampler:
         self.intent_loader = intent_loader
         self.collectors = collectors if collectors is not None else Collectors.defaults()
         self.reload_status = ReloadStatus(True, time.time())
+        # Each configuration file's reloads by its ``file`` label: the intent's here, the web config's added by
+        # ``make_app`` when the server has one.
+        self.reload_outcomes: dict[str, ReloadOutcomes] = {"intent": ReloadOutcomes()}
+        self.started = time.time()
         self.reads = BoundedReads()
         self._reloads_started = 0
         self._reloads_applied = 0  # the generation whose result is in force
@@ -243,6 +263,8 @@ class Sampler:
         self._asked_lock = threading.Lock()
         self._last_written: dict[BodyFormat, bytes] = {}  # for a body that cannot be written (write_body)
         self.latest: Snapshot | None = None
+        # Why the last evaluation was not served (sources short of descriptors), None when it was.
+        self.not_served: str | None = None
         self.failures = 0
         self._wake: asyncio.Event | None = None
 
@@ -294,6 +316,8 @@ class Sampler:
         """The serve-only families: intent reloads, the server's parts (refused requests) and the process."""
         status = self.reload_status
         families = serving.intent_reload(status.success, status.timestamp)
+        outcomes = {name: (outcome.succeeded, outcome.failures) for name, outcome in self.reload_outcomes.items()}
+        families.extend(serving.config_reloads(outcomes, self.started))
         for extra in self.extra_metrics.values():
             families.extend(extra())
         families.extend(self.process.collect())
@@ -311,6 +335,16 @@ class Sampler:
             self.failures += 1
             log.exception("evaluation failed; still serving the previous one")
             return None
+        starved = [status for status in snapshot.evaluation.host.statuses.values() if status.starved]
+        if starved:
+            # Sources down for want of a descriptor say nothing about the host: their findings would be missing,
+            # and the node would look cleaner than it is.
+            self.failures += 1
+            self.not_served = (f"the evaluation at {timestamp(snapshot.finished)} was not served: source "
+                               + "; ".join(f"{status.name}: {status.reason}" for status in starved))
+            log.warning("%s; still serving the previous one", self.not_served)
+            return None
+        self.not_served = None
         previous = self.latest
         self.latest = snapshot
         _log_change(previous, snapshot)
@@ -366,6 +400,7 @@ class Sampler:
             self.intent = intent
             log.info("intent reloaded from %s", intent.source)
         self.reload_status = ReloadStatus(success, time.time())
+        self.reload_outcomes["intent"].record(success)
         self.refresh_soon()
         return success
 
@@ -373,7 +408,7 @@ class Sampler:
         return max(STALE_INTERVALS * self.interval, STALE_MIN_SECONDS)
 
 
-REFUSAL_REASONS = ("max_requests", "read_timeout", "write_timeout", "password_checks")
+REFUSAL_REASONS = ("max_requests", "read_timeout", "write_timeout", "password_checks", "descriptors")
 
 
 class ReadTimedOut(Exception):
@@ -442,7 +477,10 @@ class Gate:
     response-write deadlines, basic auth, client certificate names and the configured security headers.
 
     ``web_config_path`` is re-read on SIGHUP or a change (``reload``): new certificates, users and headers apply to
-    the next connection; a file that is now invalid, or that turns TLS on or off, is refused and the old one kept.
+    the next connection; a file that is now invalid, that turns TLS on or off, or that would remove authentication
+    (every basic-auth user, or the requirement of a verified client certificate or of its names) is refused and the
+    old one kept: a file emptied by mistake or by someone who can write it must not open the server. Only a restart
+    takes authentication away.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -454,6 +492,10 @@ class Gate:
     ssl_context: ssl.SSLContext | None = None
     passwords: VerifierPool = field(default_factory=VerifierPool)
     reads: BoundedReads = field(default_factory=BoundedReads)
+    reload_outcomes: ReloadOutcomes = field(default_factory=ReloadOutcomes)
+    # The connections and the descriptors they may take (descriptors.Connections), and accept errors.
+    connections: Connections = field(default_factory=Connections.of_this_process)
+    accept_errors: AcceptErrors = field(default_factory=lambda: AcceptErrors(DEFAULT_INTERVAL))
     _auth: BasicAuth | None = None
     _reloads_started: int = 0
     _reloads_applied: int = 0
@@ -469,7 +511,9 @@ class Gate:
         return "https" if self.ssl_context is not None else "http"
 
     def metrics_families(self) -> list[metrics.Metric]:
-        return [serving.requests_refused(self.refused, self.counting_since)]
+        refused = {**self.refused, "descriptors": self.connections.refused}
+        return [serving.requests_refused(refused, self.counting_since),
+                serving.accept_errors(self.accept_errors.count, self.counting_since)]
 
     async def reload(self) -> bool:
         """Re-read the web config file (SIGHUP); False, logged, when the new one is refused. As with
@@ -483,20 +527,40 @@ class Gate:
             config = await self.reads.read(lambda: load_web_config(path), "the web config file")
         except Exception as error:  # WebConfigError's message is one safe line; anything else is a bug, said so
             log.error("web config reload failed, keeping the previous one: %s", " ".join(str(error).split()))
+            self.reload_outcomes.record(False)
             return False
         if generation < self._reloads_applied:
             log.info("a web config reload finished after a newer one; its result is dropped")
             return False
-        if (config.tls is None) != (self.ssl_context is None):
-            log.error("web config reload refused: turning TLS on or off needs a restart of numawatch")
+        refusal = self._refused_change(config)
+        if refusal is not None:
+            log.error("web config reload refused, keeping the previous one: %s needs a restart of numawatch", refusal)
+            self.reload_outcomes.record(False)
             return False
         self._reloads_applied = generation
+        self.reload_outcomes.record(True)
         if config.tls is not None and self.ssl_context is not None:
             _update_ssl_context(self.ssl_context, config)
         self.web_config = config
         self._auth = BasicAuth(config.users) if config.users else None
         log.info("web config reloaded from %s", self.web_config_path)
         return True
+
+    def _refused_change(self, config: WebConfig) -> str | None:
+        """What a reloaded ``config`` would change that only a restart may (None: nothing)."""
+        if (config.tls is None) != (self.ssl_context is None):
+            return "turning TLS on or off"
+        if self._auth is not None and not config.users:
+            return "removing basic auth (every user)"
+        before = self.web_config.tls if self.web_config is not None else None
+        after = config.tls
+        if before is not None and after is not None:
+            # CERT_NONE < CERT_OPTIONAL < CERT_REQUIRED: what a client must show.
+            if CLIENT_AUTH_TYPES[after.client_auth_type] < CLIENT_AUTH_TYPES[before.client_auth_type]:
+                return f"weakening client certificates from {before.client_auth_type} to {after.client_auth_type}"
+            if before.client_allowed_sans and not after.client_allowed_sans:
+                return "removing client_allowed_sans"
+        return None
 
     def count_read_timeout(self) -> None:
         self.refused["read_timeout"] += 1
@@ -512,7 +576,7 @@ class Gate:
         # Who is asking comes first: an unauthenticated client never holds a slot, nor makes numawatch read its body.
         refusal = await self._refusal(request)
         if refusal is not None:
-            return await self._send(request, refusal)
+            return await self._send(request, refusal, close=True)
         limit = self.limits.max_requests
         if limit and self.in_flight >= limit:
             self.refused["max_requests"] += 1
@@ -551,10 +615,16 @@ class Gate:
         user, password = credentials
         if auth.cached(user, password):
             return True
+        client = request.remote or ""
         try:
-            return await self.passwords.run(lambda: auth.verify(user, password))
+            verified = await self.passwords.run(lambda: auth.verify(user, password), client)
         except PoolBusy:
             return None
+        if verified:
+            self.passwords.succeeded(client)
+        else:
+            self.passwords.failed(client)
+        return verified
 
     async def _handle(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
         response: web.StreamResponse
@@ -589,11 +659,15 @@ class Gate:
         response.force_close()
         return response
 
-    async def _send(self, request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    async def _send(self, request: web.Request, response: web.StreamResponse, *,
+                    close: bool = False) -> web.StreamResponse:
         """Send ``response`` with the security headers, under the write deadline; the connection is closed after it
-        when the request's body was never read, or its end is not known (``connection.RequestFraming``)."""
+        when the request's body was never read, or its end is not known (``connection.RequestFraming``), and
+        with ``close`` (a refused client: 401, 403). A body left unread is never read afterwards either (aiohttp
+        would linger, reading it for up to 10 s): the connection is closed as soon as the answer is written."""
         self.apply_headers(response)
-        if (request.body_exists and not request.content.is_eof()) or "Transfer-Encoding" in request.headers:
+        unread = (request.body_exists and not request.content.is_eof()) or "Transfer-Encoding" in request.headers
+        if close or unread:
             response.force_close()
         if response.prepared:
             return response
@@ -610,6 +684,8 @@ class Gate:
                 request.transport.abort()
         except ConnectionError:  # the client went away first: nobody to answer, nothing to log but that
             log.debug("%s closed the connection before its answer", request.remote)
+        if (close or unread) and request.protocol is not None:
+            request.protocol.force_close()  # the answer is in the transport's buffer: written, then closed
         return response
 
 
@@ -658,6 +734,8 @@ def make_app(
     app[SAMPLER] = sampler
     app[GATE] = gate
     sampler.extra_metrics["http"] = gate.metrics_families
+    if gate.web_config_path is not None:
+        sampler.reload_outcomes["web"] = gate.reload_outcomes
     app.cleanup_ctx.extend(contexts)
     if run_sampler:
         app.cleanup_ctx.append(_run_sampler)
@@ -799,11 +877,14 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 def _cell(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """A value as page text: control characters escaped (``hosttext.escaped``: a terminal may show the page's
+    source), then HTML's characters."""
+    return html.escape(escaped(str(value)), quote=True)
 
 
-def render_landing_page(snapshot: Snapshot | None) -> str:
-    """The HTML at ``/``: links, then the current findings and the sources (every value escaped)."""
+def render_landing_page(snapshot: Snapshot | None, not_served: str | None = None) -> str:
+    """The HTML at ``/``: links, why the last evaluation was not served if it was not (``Sampler.not_served``),
+    then the current findings and the sources (every value escaped)."""
     head = (
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>numawatch</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.2em .8em;text-align:left;"
@@ -812,6 +893,8 @@ def render_landing_page(snapshot: Snapshot | None) -> str:
         "<p>NUMA pinning drift detector. <a href=\"metrics\">Metrics</a> &middot; "
         "<a href=\"healthz\">Health</a></p>\n"
     )
+    if not_served is not None:
+        head += f"<p><strong>{_cell(not_served)}</strong></p>\n"
     if snapshot is None:
         return head + "<p>The first evaluation has not finished yet.</p>\n</body></html>\n"
     evaluation = snapshot.evaluation
@@ -850,18 +933,24 @@ def render_landing_page(snapshot: Snapshot | None) -> str:
 
 
 async def landing_page(request: web.Request) -> web.Response:
-    body = render_landing_page(request.app[SAMPLER].latest)
+    sampler = request.app[SAMPLER]
+    body = render_landing_page(sampler.latest, sampler.not_served)
     return web.Response(text=body, content_type="text/html")
 
 
 async def serve(app: web.Application, sockets: Sequence[socket.socket], *, watch: FileWatch | None = None) -> None:
     """Listen on ``sockets`` (bound, from ``listen.bind``) until SIGTERM or SIGINT, then shut down cleanly (the cleanup
-    contexts run). SIGHUP reloads, and so does a change ``watch`` notices in the intent or web config files."""
+    contexts run). SIGHUP reloads, and so does a change ``watch`` notices in the intent or web config files.
+
+    The sockets are taken over (detached: closing them afterwards does nothing) and closed on the way out."""
     gate = app.get(GATE) or Gate()
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_SECONDS, **_HANDLER_OPTIONS)
     await runner.setup()
     listeners: list[asyncio.Server] = []
     reloads: set[asyncio.Task[None]] = set()
+    # The listening sockets' accept keeps the evaluation's descriptors from clients (descriptors.ReservingSocket).
+    gate.connections.baseline(open_descriptors())
+    reserving = [ReservingSocket.adopt(sock, gate.connections) for sock in sockets]
     try:
         loop = asyncio.get_running_loop()
         manager = runner.server
@@ -869,10 +958,12 @@ async def serve(app: web.Application, sockets: Sequence[socket.socket], *, watch
 
         def protocol() -> asyncio.Protocol:
             return Connection(manager, loop=loop, read_timeout=gate.limits.read_timeout, answer=gate.apply_headers,
-                              timed_out=gate.count_read_timeout, **_HANDLER_OPTIONS)
+                              timed_out=gate.count_read_timeout, connections=gate.connections, **_HANDLER_OPTIONS)
 
+        gate.accept_errors.interval = app[SAMPLER].interval
+        loop.set_exception_handler(gate.accept_errors)
         # Our own listeners rather than web.TCPSite, to make every connection a connection.Connection.
-        for sock in sockets:
+        for sock in reserving:
             listeners.append(await loop.create_server(
                 protocol, sock=sock, ssl=gate.ssl_context, backlog=128,
                 ssl_handshake_timeout=gate.limits.read_timeout if gate.ssl_context is not None else None,
@@ -896,7 +987,7 @@ async def serve(app: web.Application, sockets: Sequence[socket.socket], *, watch
         if watch is not None:
             watch.start(changed)
         # Last, so that once it is logged SIGHUP reloads and SIGTERM stops (before, SIGHUP is ignored).
-        for sock in sockets:
+        for sock in reserving:
             address = sock.getsockname()
             log.info("Listening on", extra=fields(address=_address(address), url=_url(address, gate.scheme),
                                                   tls=gate.ssl_context is not None))
@@ -913,6 +1004,8 @@ async def serve(app: web.Application, sockets: Sequence[socket.socket], *, watch
             task.cancel()  # a read stuck in the kernel stays behind in its daemon thread
         for listener in listeners:
             listener.close()  # stop accepting; open connections are closed by the runner below
+        for sock in reserving:
+            sock.close()  # closed with its listener already, unless that was never made
         await runner.cleanup()
 
 

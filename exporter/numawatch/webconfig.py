@@ -46,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from numawatch.boundedyaml import BoundedLoader, NestingTooDeep
 from numawatch.model import frozen_map
 
 # Config files are a few hundred bytes; anything near this is not a web config.
@@ -91,7 +92,15 @@ _UNSUPPORTED = {
 
 # $2a$/$2b$/$2y$, two-digit cost, 22 characters of salt and 31 of hash in bcrypt's base64 alphabet; nothing else
 # (matched whole: "$" alone would let a trailing newline through, and bcrypt would then never match the password).
-_BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
+_BCRYPT = re.compile(r"\$2[aby]\$(?P<cost>[0-9]{2})\$[./A-Za-z0-9]{53}")
+# The costs bcrypt itself accepts (golang.org/x/crypto/bcrypt's MinCost and MaxCost, which exporter-toolkit checks),
+# of which numawatch takes those a scrape can wait for: each step doubles the time, cost 10 is about 50 ms, and a
+# check at 17 would take seconds of a verifier thread (31: days), so one scraper's first request would time out.
+MIN_BCRYPT_COST = 4
+MAX_BCRYPT_COST = 16
+# A key is repeated in a message only when it has the shape of one: anything else (a line of a password file that
+# ended up here) is described, never quoted.
+_KEY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # User names end up in messages and in the cache key: printable, no ':' (basic auth's separator).
 _USER = re.compile(r"[^\x00-\x1f\x7f:]+")
 
@@ -149,11 +158,15 @@ def parse_web_config(text: str, source: str = "<web config>", base: Path | None 
     """Validate the YAML text; file paths are resolved against ``base`` (the config file's directory)."""
     reader = _Reader(source, base or Path.cwd())
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=BoundedLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as error:
+        # The problem is not repeated (it may quote the file: a secret), except for what the depth bound says.
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise WebConfigError(f"web config {source}: not valid YAML{where}") from None
+        why = f": {error.problem}" if isinstance(error, NestingTooDeep) else ""
+        raise WebConfigError(f"web config {source}: not valid YAML{where}{why}") from None
+    except ValueError:  # a constructor's: a date no calendar has, an integer longer than int() converts
+        raise WebConfigError(f"web config {source}: not valid YAML (a value no type can hold)") from None
     return reader.config(data)
 
 
@@ -171,9 +184,9 @@ class _Reader:
         if not isinstance(value, dict):
             raise self.fail(key, f"expected a mapping, found {_kind(value)}")
         for name in value:
-            qualified = f"{key}.{name}" if key else str(name)
             if name not in allowed:
-                raise self.fail(qualified, f"unknown key; expected one of {', '.join(allowed)}")
+                raise self.fail(_qualified(key, name), f"unknown key; expected one of {', '.join(allowed)}")
+            qualified = f"{key}.{name}" if key else str(name)
             if qualified in _UNSUPPORTED:
                 raise self.fail(qualified, _UNSUPPORTED[qualified])
         return value
@@ -261,7 +274,7 @@ class _Reader:
         canonical = {name.lower(): name for name in ALLOWED_HEADERS}
         headers: dict[str, str] = {}
         for name, text in value.items():
-            key = f"http_server_config.headers.{name}"
+            key = _qualified("http_server_config.headers", name)
             proper = canonical.get(str(name).lower())
             if proper is None:
                 raise self.fail(key, f"not a header numawatch sets; expected one of {', '.join(ALLOWED_HEADERS)}")
@@ -283,15 +296,32 @@ class _Reader:
                 raise self.fail("basic_auth_users", "user names are non-empty strings without ':' or control "
                                                     "characters")
             # Never echo the value: someone may have pasted the password itself.
+            key = _qualified("basic_auth_users", user)
             if isinstance(hashed, str) and hashed != hashed.strip() and _BCRYPT.fullmatch(hashed.strip()):
-                raise self.fail(f"basic_auth_users.{user}",
+                raise self.fail(key,
                                 "the bcrypt hash has a line break or spaces around it (a YAML '|' block keeps its "
                                 "newline); write it on the key's line, quoted")
-            if not isinstance(hashed, str) or not _BCRYPT.fullmatch(hashed):
-                raise self.fail(f"basic_auth_users.{user}",
+            matched = _BCRYPT.fullmatch(hashed) if isinstance(hashed, str) else None
+            if matched is None:
+                raise self.fail(key,
                                 "expected a bcrypt hash ($2y$10$..., e.g. from htpasswd -nBC 10); the value is not one")
-            users[user] = hashed.encode("ascii")
+            cost = int(matched["cost"])
+            if not MIN_BCRYPT_COST <= cost <= MAX_BCRYPT_COST:
+                raise self.fail(key, f"bcrypt cost {cost} is outside {MIN_BCRYPT_COST}..{MAX_BCRYPT_COST} (each step "
+                                     "doubles the time of a check; htpasswd -nBC 10 makes one of 10)")
+            users[user] = matched.group().encode("ascii")
         return users
+
+
+def _qualified(parent: str, name: Any) -> str:
+    """``parent.name`` for a message; a ``name`` that does not look like a key is described, not quoted."""
+    if not isinstance(name, str):
+        shown = f"<a key that is {_kind(name)}>"
+    elif _KEY_NAME.fullmatch(name):
+        shown = name
+    else:
+        shown = f"<a key of {len(name)} characters that is not a name>"
+    return f"{parent}.{shown}" if parent else shown
 
 
 def _kind(value: Any) -> str:

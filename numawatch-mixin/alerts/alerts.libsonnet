@@ -253,6 +253,14 @@ local q = import '../lib/promql.libsonnet';
             'The numawatch exporter answers scrapes but has stopped evaluating.',
             'numawatch on ' + onNode + ' last finished an evaluation {{ $value | humanizeDuration }} ago: its findings are '
             + 'stale.'),
+      alert('NumawatchConfigReloadFailed',
+            'max by (%s, file) (%s) == 0'
+            % [node, q.metric(c, 'numawatch_config_last_reload_successful')],
+            'warning',
+            'The numawatch exporter could not reload a configuration file.',
+            'numawatch on ' + onNode + ' has failed to reload its {{ $labels.file }} configuration for '
+            + heldFor('NumawatchConfigReloadFailed', 'warning') + ': the previous one is still in force (for the web '
+            + 'config: certificates not rotated, users not changed). The reason is in its log.'),
     ],
 
     groups+: [

@@ -24,6 +24,7 @@ from numawatch import telemetry
 from numawatch.checks import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
+from numawatch.hosttext import k8s_label_shown, pod_uid_shown
 from numawatch.intent import Intent
 from numawatch.model.gpu import GpuHolders, GpuInventory, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
 from numawatch.model.kubelet import KubeletState
@@ -274,7 +275,10 @@ def _owner_text(host: Host, owners: Iterable[tuple[str, str]], workloads: Mappin
         display = by_name.get((pod_uid, container))
         if display is None:
             pod = names.pods.get(pod_uid) if names is not None else None
-            display = f"{pod.namespace}/{pod.name}/{container}" if pod is not None else f"?/{pod_uid}/{container}"
+            # The device checkpoint's names, decoded as the kubelet decodes them: repeated only in their grammar.
+            owner = k8s_label_shown(container)
+            display = (f"{pod.namespace}/{pod.name}/{owner}" if pod is not None
+                       else f"?/{pod_uid_shown(pod_uid)}/{owner}")
         shown.append(display)
     return ", ".join(shown) if shown else "none"
 

@@ -14,6 +14,7 @@ from typing import Any
 from numawatch.checks import Check, Finding, NotEvaluated, require, require_known
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
+from numawatch.hosttext import k8s_label_shown, pod_uid_shown, shown
 from numawatch.intent import REFERENCE, Intent
 from numawatch.kubelet_version import era_of, era_text, running_kubelet_version
 from numawatch.model.kubelet import (
@@ -383,7 +384,8 @@ def cpu_state_problems(state: CpuManagerState, config: KubeletConfig, topology: 
                     StaleState(
                         state.file,
                         "assignment_overlaps_default",
-                        f'pod {pod_uid}, container {container} cpuset "{format_cpulist(cpus)}" overlaps with '
+                        f"pod {pod_uid_shown(pod_uid)}, container {k8s_label_shown(container)} cpuset "
+                        f'"{format_cpulist(cpus)}" overlaps with '
                         f'default cpuset "{format_cpulist(state.default_cpuset)}"',
                     )
                 )
@@ -559,14 +561,16 @@ def machine_state_difference(
                     node = expected.get(node_id)
                     if node is None:
                         return (
-                            f"pod {pod_uid} container {container} is assigned NUMA node {node_id}, which does not exist"
+                            f"pod {pod_uid_shown(pod_uid)} container {k8s_label_shown(container)} is assigned NUMA "
+                            f"node {node_id}, which does not exist"
                         )
                     node.assignments += 1
                     node.cells = tuple(block.numa_affinity)
                     table = node.tables.get(block.type)
                     if table is None:
                         return (
-                            f"pod {pod_uid} container {container} is assigned {block.type} on NUMA node {node_id}, "
+                            f"pod {pod_uid_shown(pod_uid)} container {k8s_label_shown(container)} is assigned "
+                            f"{shown(block.type)} on NUMA node {node_id}, "
                             "which the node does not have"
                         )
                     if remaining == 0 or table.free == 0:

@@ -1,4 +1,4 @@
-"""The families only ``numawatch serve`` has: intent reloads, refused requests, and the process itself.
+"""The families only ``numawatch serve`` has: configuration reloads, refused requests, and the process itself.
 
 The process families are the standard ones every Prometheus client library exposes (client_python's
 ``ProcessCollector``, ``PlatformCollector`` and ``GCCollector``: ``process_cpu_seconds_total``,
@@ -24,10 +24,21 @@ INTENT_RELOAD_TIMESTAMP_HELP = (
     "Unix time of the last intent reload attempt (SIGHUP, or the intent or web config file changed), or of start-up "
     "before any."
 )
+CONFIG_RELOAD_SUCCESS_HELP = (
+    "1 when the last reload of the configuration file named by file (intent or web: SIGHUP, or the file changed) "
+    "succeeded or none was asked for, 0 when it failed or was refused and the previous configuration is still in "
+    "force."
+)
+CONFIG_RELOAD_FAILURES_HELP = (
+    "Reloads of the configuration file named by file (intent or web) that failed or were refused since start: an "
+    "invalid, unreadable or stuck file, or a web config that would turn TLS on or off or remove authentication."
+)
 REQUESTS_REFUSED_HELP = (
     "HTTP requests refused since start: reason max_requests (answered 503 at once, --web.max-requests were in "
     "flight), read_timeout (request not received within --web.read-timeout), write_timeout (response not taken "
-    "within --web.write-timeout) or password_checks (answered 503 at once, too many bcrypt checks waiting)."
+    "within --web.write-timeout), password_checks (answered 503 at once, too many bcrypt checks waiting) or "
+    "descriptors (a new connection closed at once: the descriptors left are kept for the evaluation and no idle "
+    "connection could make room)."
 )
 
 
@@ -36,6 +47,30 @@ def intent_reload(success: bool, timestamp: float) -> list[Metric]:
         GaugeMetricFamily("numawatch_intent_reload_success", INTENT_RELOAD_SUCCESS_HELP, value=1 if success else 0),
         GaugeMetricFamily("numawatch_intent_reload_timestamp_seconds", INTENT_RELOAD_TIMESTAMP_HELP, value=timestamp),
     ]
+
+
+def config_reloads(outcomes: Mapping[str, tuple[bool, int]], since: float) -> list[Metric]:
+    """``numawatch_config_last_reload_successful`` and ``numawatch_config_reload_failures_total`` per configuration
+    file: ``outcomes`` maps the file's label value to (last reload succeeded, failures since ``since``)."""
+    success = GaugeMetricFamily("numawatch_config_last_reload_successful", CONFIG_RELOAD_SUCCESS_HELP,
+                                labels=("file",))
+    failures = CounterMetricFamily("numawatch_config_reload_failures", CONFIG_RELOAD_FAILURES_HELP, labels=("file",))
+    for name, (succeeded, failed) in outcomes.items():
+        success.add_metric((name,), 1 if succeeded else 0)
+        failures.add_metric((name,), failed, created=since)
+    return [success, failures]
+
+
+ACCEPT_ERRORS_HELP = (
+    "Connections the listening sockets could not accept since start for lack of resources (descriptors, memory): "
+    "accepting is retried each second, and each interval's errors are logged once."
+)
+
+
+def accept_errors(count: int, since: float) -> Metric:
+    family = CounterMetricFamily("numawatch_http_accept_errors", ACCEPT_ERRORS_HELP)
+    family.add_metric((), count, created=since)
+    return family
 
 
 def requests_refused(refused: Mapping[str, int], since: float) -> Metric:

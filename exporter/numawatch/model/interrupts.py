@@ -40,6 +40,9 @@ class InterruptRow:
     # while it is unchanged, so what was derived from it may be reused while the number is the same (Host.derived).
     # 0: unknown (a one-off reading), never reused. Not part of equality.
     generation: int = field(default=0, compare=False)
+    # Why the row's text was not kept (a name or chip with control characters: name and chip are then ""), one
+    # line naming the file; "" when it was. The counts stand either way: one odd row is not the file's fault.
+    problem: str = ""
 
     @property
     def irq(self) -> int | None:
@@ -61,6 +64,11 @@ class Interrupts:
     # that reads the file one evaluation in several (refresh.Policy.every) hands this snapshot out again in between,
     # so the Host before this one may hold this very reading. None: the first reading. Not part of equality.
     before: Interrupts | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """The rows whose text was malformed, one line each (``InterruptRow.problem``)."""
+        return tuple(row.problem for row in self.rows if row.problem)
 
     def row(self, key: str) -> InterruptRow | None:
         for row in self.rows:

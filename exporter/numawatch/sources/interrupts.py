@@ -446,11 +446,12 @@ class _RowParser:
                     )
             else:
                 chip, name = split_tail(tail, key.isdigit())
-                try:  # both become label values and message text
+                problem = ""
+                try:  # both become label values and message text: a row whose text is not printable keeps neither
                     printable(name, f"row {key}: name", _NAME_LIMIT)
                     printable(chip, f"row {key}: chip", _CHIP_LIMIT)
                 except ValueError as error:
-                    raise MalformedFile(path, str(error)) from None
+                    problem, chip, name = f"{path}: {error}", "", ""
                 row = InterruptRow(
                     key=key,
                     kind=classify(key, name),
@@ -458,6 +459,7 @@ class _RowParser:
                     chip=chip,
                     counts=frozen_map(counts) if counts else _NO_COUNTS,
                     generation=generation,
+                    problem=problem,
                 )
             if known is not None:
                 now[label] = (tail, row, digest, whole)
