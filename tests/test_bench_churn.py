@@ -461,7 +461,7 @@ def test_numawatch_reads_the_moving_tree_with_every_tree_source_up_and_sees_the_
     second = reader.read()
     for host in (first, second):
         down = {name: status.reason for name, status in host.statuses.items() if not status.up}
-        assert set(down) <= {"intersocket", "nvml", "processes", "pod_resources"}, down  # what a file tree cannot feed
+        assert set(down) <= {"intersocket", "nvml", "processes", "pod_resources", "kubernetes_api"}, down  # what a file tree cannot feed
     fired = {finding.check for finding in evaluate(second, REFERENCE).findings}
     assert set(generated.planted) <= fired
     assert "irq_activity_on_isolated_cpu" in fired  # the planted misrouted NIC vector is busy on its isolated CPU

@@ -135,7 +135,7 @@ RT = Capture(
             "kubelet_podresources_checkpoint_mismatch",  # no kubelet answered in the guest: no socket
         }
     ),
-    sources_down=frozenset({"intersocket", "nvml", "processes", "pod_resources"}),
+    sources_down=frozenset({"intersocket", "nvml", "processes", "pod_resources", "kubernetes_api"}),
 )
 
 # ------------------------------------------------------------------------------ Debian 6.12, cgroup v2, systemd
@@ -201,7 +201,7 @@ V2 = Capture(
             "kubelet_podresources_checkpoint_mismatch",  # no kubelet answered in the guest: no socket
         }
     ),
-    sources_down=frozenset({"intersocket", "nvml", "processes", "pod_resources"}),
+    sources_down=frozenset({"intersocket", "nvml", "processes", "pod_resources", "kubernetes_api"}),
 )
 # ------------------------------------------------------- Debian 6.12, isolated and tuned, a whole core taken offline
 ISO_PODS = (
@@ -256,7 +256,7 @@ ISO = Capture(
             "kubelet_podresources_checkpoint_mismatch",  # no kubelet answered in the guest: no socket
         }
     ),
-    sources_down=frozenset({"intersocket", "nvml", "processes", "pod_resources"}),
+    sources_down=frozenset({"intersocket", "nvml", "processes", "pod_resources", "kubernetes_api"}),
 )
 CAPTURES = {capture.name: capture for capture in (RT, V2, ISO)}
 
