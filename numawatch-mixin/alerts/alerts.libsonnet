@@ -39,6 +39,7 @@ local q = import '../lib/promql.libsonnet';
 
     // One alert per node and check; the value is the number of findings (IRQs, GPUs, settings...).
     local perNode(checks) = 'count by (%s, check) (%s)\n%s' % [node, q.drift(c, checks), exclude],
+    local perNodeOf(checks, matchers) = 'count by (%s, check) (%s)\n%s' % [node, q.drift(c, checks, matchers), exclude],
     // One alert per subject (pod or container) and check. `max` folds duplicate scrapes of one target.
     local perSubject(checks, by) = 'max by (%s, check) (%s)\n%s' % [by, q.drift(c, checks), exclude],
 
@@ -117,11 +118,20 @@ local q = import '../lib/promql.libsonnet';
             onNode + ": reserved-cpus and the kernel's isolcpus disagree, so isolated cores idle or housekeeping cores are "
             + 'handed out as exclusive CPUs. ' + seeCheck,
             '15m', ['kubelet_reserved_cpus_mismatch']),
-      alert('NumawatchKubeletStateStale', perNode(['kubelet_state_stale']), 'critical',
+      // Two rules under one name, by the finding's own severity: critical where the kubelet will refuse to start,
+      // warning where only some kubelet versions would (version unknown) or where it starts and forgets its device
+      // allocations (the device checkpoint).
+      alert('NumawatchKubeletStateStale', perNodeOf(['kubelet_state_stale'], 'severity="critical"'), 'critical',
             "A kubelet checkpoint file no longer matches the kubelet's policy; the next kubelet start fails.",
             onNode + ': {{ $value }} kubelet state file(s) were written under another policy. The kubelet refuses to start '
             + 'with them: the next restart (upgrade, reboot, config change) takes the node out. Fix it before that '
             + 'happens. ' + seeCheck,
+            '10m', ['kubelet_state_stale']),
+      alert('NumawatchKubeletStateStale', perNodeOf(['kubelet_state_stale'], 'severity!="critical"'), 'warning',
+            "A kubelet checkpoint file may not be read back at the kubelet's next start.",
+            onNode + ': {{ $value }} kubelet state file(s) the kubelet may not read back at its next start: the device '
+            + "checkpoint (the kubelet starts and forgets the devices its pods hold) or a file only some kubelet "
+            + 'versions refuse, the version being unknown (set kubelet.version in the intent). ' + seeCheck,
             '10m', ['kubelet_state_stale']),
       alert('NumawatchKubeletCheckpointMismatch', perNode(['kubelet_podresources_checkpoint_mismatch']), 'warning',
             "The live kubelet and its checkpoint files disagree on what containers hold.",
