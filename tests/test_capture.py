@@ -465,3 +465,22 @@ def test_check_from_names_paths_as_the_node_did_in_labels_and_remediations_too(t
     assert dict(fixed.labels) == {"file": "/etc/default/irqbalance", "cpus": "2-3"}
     assert fixed.message == "see /etc/default/irqbalance"
     assert fixed.remediation == "edit /etc/default/irqbalance"
+
+
+def test_check_from_warnings_name_the_nodes_paths_not_the_temporary_directory(fake_host, tmp_path):
+    reference_node(fake_host)
+    broken = max(fake_host.root.glob("sys/fs/cgroup/kubepods.slice/**/memory.numa_stat"),
+                 key=lambda path: len(path.parts))
+    broken.write_text("garbage\n")
+    bundle = tmp_path / "node.tar.gz"
+    assert numawatch("--host-root", str(fake_host.root), "capture", "-o", str(bundle)).returncode == 0
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+
+    offline = subprocess.run([sys.executable, "-m", "numawatch", "check", "--from", str(bundle)], capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "TMPDIR": str(scratch)})
+
+    [warning] = [line for line in offline.stderr.splitlines() if "memory.numa_stat" in line]
+    assert "level=warn" in warning
+    assert str(broken) in warning
+    assert str(scratch) not in offline.stderr

@@ -591,7 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _npd_cannot_run(arguments, str(error))
         return EXIT_ERROR
     except KeyboardInterrupt as stopped:
-        # Ctrl-C, or SIGTERM/SIGINT during check --from (capture.Interrupted, which says which): the shell's code.
+        # Ctrl-C, or a stopping signal during check --from (capture.Interrupted, which says which): the shell's code.
         return 128 + getattr(stopped, "signum", signal.SIGINT)
 
 
