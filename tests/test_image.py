@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+import unprivileged
 from fakehost import FakeHost
 from fakehost.reference import reference_node
 from packaging.requirements import Requirement
@@ -31,7 +31,6 @@ CONTAINERFILE = DEPLOY / "Containerfile"
 NPD_CONTAINERFILE = DEPLOY / "npd/Containerfile"
 LOCK = DEPLOY / "requirements.lock"
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
 
 
 def instructions(path: Path) -> list[tuple[str, str]]:
@@ -205,15 +204,16 @@ def test_the_lock_names_its_refresh_command_and_that_command_exists():
 
 
 def as_nobody_available() -> None:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and util-linux's setpriv to run numawatch as UID 65534")
+    why = unprivileged.available()
+    if why is not None:
+        pytest.skip(why)
 
 
 def check_json(host_root: Path | str, *, nobody: bool) -> dict:
-    command = [sys.executable, "-m", "numawatch", "--host-root", str(host_root), "--no-nvml", "check",
-               "--format", "json", "--window", "0"]
-    completed = subprocess.run([*(NOBODY if nobody else []), *command], capture_output=True, text=True,
-                               timeout=120, cwd="/")
+    args = ["-m", "numawatch", "--host-root", str(host_root), "--no-nvml", "check", "--format", "json", "--window",
+            "0"]
+    command = unprivileged.as_nobody(*args) if nobody else [sys.executable, *args]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
     assert completed.returncode in (0, 1, 2), completed.stderr
     assert "Traceback" not in completed.stderr
     return json.loads(completed.stdout)
@@ -272,8 +272,8 @@ def test_another_users_process_environment_needs_root():
         assert daemon.stdout is not None and daemon.stdout.readline() == "ready\n"
         read = [sys.executable, "-c", READ_IRQBALANCE]
         as_root = json.loads(subprocess.run(read, capture_output=True, text=True, timeout=60, check=True).stdout)
-        as_nobody = json.loads(subprocess.run([*NOBODY, *read], capture_output=True, text=True, timeout=60,
-                                              check=True, cwd="/").stdout)
+        as_nobody = json.loads(subprocess.run(unprivileged.as_nobody(*read[1:]), capture_output=True, text=True,
+                                              timeout=60, check=True, cwd="/").stdout)
     finally:
         daemon.communicate("done\n", timeout=30)
     assert daemon.pid in as_root["pids"] and daemon.pid in as_nobody["pids"]
