@@ -434,8 +434,9 @@ def test_check_with_every_check_disabled_by_intent_exits_2(tmp_path, recorder, t
 def test_check_help_documents_the_exit_codes():
     help_text = " ".join(numawatch("check", "--help").stdout.split())
 
-    assert "Exit 0: clean; 1: findings; 2: unknown" in help_text
+    assert "Exit 0: clean; 1: findings (of --fail-on's severity or worse); 2: unknown" in help_text
     assert "the topology source is down" in help_text
+    assert "(default: warning; info under --format npd" in help_text
 
 
 # ------------------------------------------------------------------------------------------------ --fit and --window
@@ -488,3 +489,49 @@ def test_serve_freezes_what_it_started_with_and_collects_young_objects_less_ofte
     before, after, thresholds = json.loads(subprocess.check_output([sys.executable, "-c", code], text=True))
     assert before == 0 and after > 1000  # the modules and tables imported so far
     assert tuple(thresholds) == cli.SERVE_GC_THRESHOLDS != (700, 10, 10)
+
+
+# ------------------------------------------------------------------------------------------------ --fail-on
+@pytest.fixture
+def debian_swappiness(fake_host: FakeHost) -> FakeHost:
+    """The clean reference node but for Debian's default vm.swappiness (60): one info finding, nothing else."""
+    reference_node(fake_host)
+    fake_host.write("proc/sys/vm/swappiness", "60")
+    return fake_host
+
+
+def run_check(host: FakeHost, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "numawatch", "--host-root", str(host.root), "--no-nvml", "check",
+                           "--window", "0", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_an_info_finding_alone_leaves_check_at_exit_0_and_is_still_shown(debian_swappiness):
+    table = run_check(debian_swappiness)
+    document = json.loads(run_check(debian_swappiness, "--format", "json").stdout)
+
+    assert table.returncode == 0, table.stdout + table.stderr
+    assert "INFO (1)" in table.stdout and "vm_swappiness" in table.stdout
+    assert "Result: clean (exit 0; 1 finding below --fail-on warning)" in table.stdout
+    assert [(f["check"], f["severity"]) for f in document["findings"]] == [("vm_swappiness", "info")]
+    assert (document["status"], document["exit_code"], document["fail_on"]) == ("clean", 0, "warning")
+
+
+@pytest.mark.parametrize(("fail_on", "expected"), [("info", 1), ("warning", 0), ("critical", 0)])
+def test_fail_on_names_the_least_severe_finding_that_makes_exit_1(debian_swappiness, fail_on, expected):
+    done = run_check(debian_swappiness, "--fail-on", fail_on, "--format", "json")
+
+    assert done.returncode == expected, done.stderr
+    assert json.loads(done.stdout)["exit_code"] == expected
+
+
+def test_fail_on_critical_leaves_a_warning_at_exit_0_but_not_a_critical(debian_swappiness):
+    debian_swappiness.write("proc/sys/kernel/numa_balancing", "1")  # kernel_numa_balancing: warning
+    assert run_check(debian_swappiness, "--fail-on", "critical").returncode == 0
+    assert run_check(debian_swappiness).returncode == 1
+
+
+def test_npd_still_sets_the_condition_on_an_info_finding(debian_swappiness):
+    done = run_check(debian_swappiness, "--format", "npd", "--group", "HostTuningDrift")
+
+    assert done.returncode == 1
+    assert done.stdout == "1 finding: vm_swappiness setting=vm.swappiness value=60 expected=0\n"
