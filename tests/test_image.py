@@ -10,14 +10,17 @@ give them.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import dockerignore
 import pytest
 import unprivileged
 from fakehost import FakeHost
@@ -120,17 +123,105 @@ def test_containerfile_entrypoint_is_the_numawatch_console_script():
     assert ("EXPOSE", "10914") in ops
 
 
-def test_containerfile_copies_everything_the_package_build_needs_and_the_ignore_file_lets_it_through():
-    copied = [word for op, args in instructions(CONTAINERFILE) if op == "COPY" and "--from" not in args
-              for word in args.split()[:-1]]
-    for needed in ("pyproject.toml", "README.md", "exporter", "deploy/requirements.lock"):
+def test_containerfile_copies_everything_the_package_build_needs():
+    copied = [source for op, sources in copies(CONTAINERFILE) if op == "COPY" for source in sources]
+    for needed in ("pyproject.toml", "setup.py", "README.md", "exporter", "deploy/requirements.lock"):
         assert needed in copied
-    patterns = [line for line in (DEPLOY / "Containerfile.dockerignore").read_text().splitlines()
-                if line and not line.startswith("#")]
-    assert patterns[0] == "*"  # everything else is left out of the build context
-    ignore = set(patterns)
-    for needed in ("pyproject.toml", "README.md", "exporter/", "deploy/requirements.lock"):
-        assert f"!{needed}" in ignore
+    patterns = dockerignore.parse(ignore_file(CONTAINERFILE).read_text())
+    assert patterns[0].text == "*" and not patterns[0].exception  # an allow-list: nothing else reaches the context
+
+
+def repository_files() -> list[str]:
+    """What a fresh clone holds: git's tracked files (without git, every file but caches and environments)."""
+    if (ROOT / ".git").exists() and shutil.which("git"):
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True)
+        return [name for name in listed.stdout.decode().split("\0") if name and (ROOT / name).is_file()]
+    skipped = {".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+    found = []
+    for directory, dirs, files in os.walk(ROOT):
+        dirs[:] = [name for name in dirs if name not in skipped]
+        found += [os.path.relpath(os.path.join(directory, name), ROOT) for name in files]
+    return found
+
+
+def ignore_file(containerfile: Path) -> Path:
+    """The ignore file a build of ``containerfile`` from the repository root reads: ``<Containerfile>.dockerignore``
+    beside it (BuildKit; podman and buildah are given it with --ignorefile, as the README says), else the root's."""
+    beside = containerfile.with_name(containerfile.name + ".dockerignore")
+    return beside if beside.exists() else ROOT / ".dockerignore"
+
+
+def copies(containerfile: Path) -> list[tuple[str, list[str]]]:
+    """(COPY or ADD, sources) of every instruction that reads the build context (not ``--from`` a stage)."""
+    found = []
+    for op, args in instructions(containerfile):
+        if op not in ("COPY", "ADD"):
+            continue
+        words = args.split()
+        while words and words[0].startswith("--"):
+            if words[0].startswith("--from"):
+                break
+            words.pop(0)
+        if words and words[0].startswith("--from"):
+            continue
+        if words and words[0].startswith("["):
+            words = json.loads(" ".join(words))
+        found.append((op, words[:-1]))
+    return found
+
+
+@pytest.mark.parametrize("containerfile", [CONTAINERFILE, NPD_CONTAINERFILE], ids=["numawatch", "npd"])
+def test_every_copy_source_is_in_the_build_context_the_ignore_file_leaves(containerfile):
+    """The context built exactly as the ignore file filters it (tests/dockerignore.py: the rules of moby's
+    patternmatcher, exceptions included): every COPY and ADD source is in it, a file as itself, a directory with
+    its files."""
+    ignore = ignore_file(containerfile)
+    context = dockerignore.context(repository_files(), ignore.read_text() if ignore.exists() else "")
+    missing = []
+    for _, sources in copies(containerfile):
+        for source in sources:
+            source = source.rstrip("/").removeprefix("./")
+            if any(char in source for char in "*?["):
+                present = any(fnmatch.fnmatchcase(path, source) for path in context)
+            else:
+                present = source in context or any(path.startswith(source + "/") for path in context)
+            if not present:
+                missing.append(source)
+    assert not missing, f"{containerfile.relative_to(ROOT)} copies {missing}, which {ignore.name} leaves out"
+
+
+def test_the_build_context_carries_the_whole_package_and_no_byte_code():
+    context = dockerignore.context(repository_files(), ignore_file(CONTAINERFILE).read_text())
+    package = {path for path in repository_files() if path.startswith("exporter/numawatch/")}
+    assert package and package <= context
+    assert not any("__pycache__" in path or path.startswith((".venv/", ".git/", "tests/")) for path in context)
+
+
+@pytest.mark.parametrize(
+    ("ignore", "path", "left_out"),
+    [
+        ("*\n!exporter/\n", "exporter/numawatch/cli.py", False),  # an exception for a directory covers its files
+        ("*\n!exporter/\n", "setup.py", True),
+        ("*\n!exporter/\n**/__pycache__\n", "exporter/numawatch/__pycache__/cli.pyc", True),
+        ("*\n!exporter/\n**/__pycache__\n!exporter/numawatch/__pycache__/keep.pyc\n",
+         "exporter/numawatch/__pycache__/keep.pyc", False),  # the last pattern that matches decides
+        ("!setup.py\n*\n", "setup.py", True),  # an exception before the pattern it would undo does nothing
+        ("/setup.py\n", "setup.py", True),  # a leading / is the context's root
+        ("./docs//x.md\n", "docs/x.md", True),  # cleaned as a path
+        ("docs\n", "docs/capture.md", True),  # a directory leaves out what it holds
+        ("*.md\n", "docs/capture.md", False),  # "*" never crosses a "/"
+        ("**/*.md\n", "docs/capture.md", True),
+        ("**/*.md\n", "README.md", True),  # "**/" matches no directory too
+        ("docs/**\n", "docs/a/b/c.md", True),
+        ("docs/?.md\n", "docs/x.md", True),
+        ("docs/?.md\n", "docs/xy.md", False),
+        ("docs/[a-c].md\n", "docs/b.md", True),
+        ("# *\n", "setup.py", False),  # a comment
+        ("  setup.py  \n", "setup.py", True),  # trimmed
+    ],
+)
+def test_the_ignore_file_is_read_by_the_rules_docker_and_buildkit_use(ignore, path, left_out):
+    assert dockerignore.excluded(path, dockerignore.parse(ignore)) is left_out
 
 
 def test_numawatch_lands_where_the_npd_rules_run_it():
@@ -252,6 +343,7 @@ print("ready", flush=True)
 sys.stdin.readline()
 """
 READ_IRQBALANCE = """
+import fnmatch
 import json
 from numawatch.paths import Paths
 from numawatch.sources import irqbalance
