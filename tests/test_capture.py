@@ -423,7 +423,9 @@ def test_a_bundle_captured_on_a_real_h200_evaluates_offline_as_it_did_there():
     # the bundle format or to the NVML reading's shape shows up here, not on an SRE's ticket (docs/gpu.md).
     offline = numawatch("check", "--from", str(H200_BUNDLE), "--format", "json")
 
-    assert offline.returncode == 1, offline.stderr
+    # Its one finding is Debian's default vm.swappiness, an info finding: below the default --fail-on (warning).
+    assert offline.returncode == 0, offline.stderr
+    assert numawatch("check", "--from", str(H200_BUNDLE), "--fail-on", "info").returncode == 1
     document = report(offline)
     on_node = json.loads(member_bytes(H200_BUNDLE, "check.json"))
     # Checks and sources added after the capture could not record their files on the node: compare what it knew.
