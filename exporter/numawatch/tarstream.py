@@ -26,7 +26,7 @@ does not grow with the global headers before it.
 Where ``tarfile`` quietly treats a damaged header after the first member as the end, this reader refuses it: a bundle
 that is cut short or tampered with is not evaluated half-read.
 
-Members come out as ``tarfile.TarInfo`` (so the caller's policy and ``tarfile.data_filter`` apply unchanged); the
+Members come out as ``tarfile.TarInfo`` (the caller's policy applies to them as to tarfile's own); the
 member's data is read with ``data()`` before asking for the next member, or skipped.
 """
 
