@@ -72,6 +72,7 @@ def run_measured(*args: str, env: dict[str, str] | None = None) -> tuple[int, st
     return process.returncode, stderr, usage.ru_maxrss * 1024  # Linux reports kilobytes
 
 
+@pytest.mark.slow
 def test_a_long_name_header_claiming_gigabytes_is_refused_in_little_memory(long_name_bomb):
     returncode, stderr, peak = run_measured("check", "--from", str(long_name_bomb))
 
@@ -85,6 +86,7 @@ def test_a_long_name_header_claiming_gigabytes_is_refused_in_little_memory(long_
 
 
 @pytest.mark.parametrize("kind", [b"x", b"g", b"K"], ids=["pax", "pax-global", "long-link"])
+@pytest.mark.slow
 def test_other_extended_headers_over_their_limit_are_refused_before_they_are_read(tmp_path, kind):
     bundle = write_gzip_stream(tmp_path / "big-header.tar.gz", raw_header(b"././@PaxHeader", kind, 1 << 30), 1 << 20)
 
@@ -224,6 +226,7 @@ def trickled(fifo: Path, data: bytes) -> Iterator[Trickle]:
         trickle.close()
 
 
+@pytest.mark.slow
 def test_an_extraction_that_takes_longer_than_its_time_limit_is_refused(tmp_path):
     destination = tmp_path / "out"
     destination.mkdir()
@@ -249,6 +252,7 @@ def many_members(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT],
                          ids=["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"])
+@pytest.mark.slow
 def test_a_signal_during_check_from_removes_the_temporary_directory(tmp_path, many_members, signum):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -295,6 +299,7 @@ def bundle_with(path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Pat
     return path
 
 
+@pytest.mark.slow
 def test_a_member_a_thousand_directories_deep_is_extracted_and_removed_without_recursion(tmp_path):
     deep = tarfile.TarInfo("host/" + "/".join(["d"] * 1000))
     deep.type = tarfile.DIRTYPE
@@ -309,6 +314,7 @@ def test_a_member_a_thousand_directories_deep_is_extracted_and_removed_without_r
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_chain_of_a_thousand_symlinks_is_refused_in_one_line_and_removed(tmp_path):
     links = []
     for number in range(1000):
@@ -416,6 +422,7 @@ def test_global_pax_records_are_bounded_in_total():
     assert "global pax headers keeping more than" in caught.value.what
 
 
+@pytest.mark.slow
 def test_global_pax_headers_do_not_make_every_member_cost_more():
     """20 global headers of 60 KB of small keys, then 300 members: the reproducer (100 and 2,000) burnt 300 s of CPU
     merging every global record into every member; only known records are kept, so a member costs the same."""

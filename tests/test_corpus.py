@@ -54,6 +54,7 @@ def test_the_corpus_stays_small():
         (REALKERNEL_4NODE, "root"),
     ],
 )
+@pytest.mark.slow
 def test_a_tree_is_the_top_directory_whatever_the_tarball_is_called(name, directory):
     root = corpus_root(name)
 

@@ -105,6 +105,7 @@ def kustomizations() -> list[Path]:
 
 
 @pytest.mark.parametrize("rendering", sorted(RENDERED_KINDS))
+@pytest.mark.slow
 def test_each_kustomization_renders_the_documented_objects(rendering):
     assert Counter(doc["kind"] for doc in render(rendering)) == RENDERED_KINDS[rendering]
 
@@ -147,6 +148,7 @@ def test_every_object_is_namespaced_to_numawatch_and_labelled(rendering):
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("rendering", ALL_RENDERINGS)
+@pytest.mark.slow
 def test_core_objects_validate_strictly_against_the_kubernetes_schemas(rendering, version):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     if version not in kubernetes_validate.utils.all_versions():
@@ -166,6 +168,7 @@ def test_kubernetes_validate_rejects_a_misspelt_security_field():
         kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[-1], strict=True)
 
 
+@pytest.mark.slow
 def test_prometheus_operator_objects_validate_against_their_crd_schemas():
     seen = set()
     for rendering in ALL_RENDERINGS:
@@ -241,6 +244,7 @@ def test_dashboards_configmap_holds_every_dashboard_for_the_grafana_sidecar():
 # --- which Prometheus picks it up: a setting, not a hard-coded label ----------------------------------------
 
 
+@pytest.mark.slow
 def test_no_base_or_component_hard_codes_a_prometheus_selector_label():
     for path in [*(DEPLOY / "base").glob("*.yaml"), *(DEPLOY / "components").rglob("*.yaml"),
                  *(DEPLOY / "npd").glob("*.yaml")]:
@@ -259,6 +263,7 @@ def release_setting(overlay_text: str) -> str:
     return operation["value"]
 
 
+@pytest.mark.slow
 def test_the_kube_prometheus_stack_overlay_labels_every_monitoring_object_from_one_setting():
     overlay = OVERLAYS["kube-prometheus-stack"] / "kustomization.yaml"
     value = release_setting(overlay.read_text())
@@ -653,6 +658,7 @@ def test_kernel_uevents_never_reach_a_network_namespace_of_another_user_namespac
 
 
 
+@pytest.mark.slow
 def test_the_custom_overlay_in_deploy_readme_renders():
     """deploy/README.md's example of an overlay of one's own: every node, kube-prometheus-stack, node conditions."""
     text = (DEPLOY / "README.md").read_text()

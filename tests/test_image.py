@@ -319,6 +319,7 @@ KERNEL_SOURCES = ("topology", "kernel", "numastat", "interrupts", "irqs", "gpus_
 
 
 @pytest.mark.realhost
+@pytest.mark.slow
 def test_the_kernel_files_read_the_same_without_root():
     as_nobody_available()
     root, nobody = check_json("/", nobody=False), check_json("/", nobody=True)
@@ -353,6 +354,7 @@ print(json.dumps({"pids": list(state.pids), "origin": state.config.origin if sta
 
 
 @pytest.mark.realhost
+@pytest.mark.slow
 def test_another_users_process_environment_needs_root():
     """/proc/<pid>/environ is the owner's (or CAP_SYS_PTRACE's) alone: as nobody numawatch still finds a root
     irqbalance but cannot read the ban list it runs with, and falls back to the environment files."""
@@ -386,6 +388,7 @@ def reachable_tmp():
     ("flavor", "lost_sources"),
     [("rke2", {"kubelet_state", "names"}), ("kubeadm", {"kubelet_state", "names", "kubelet_config"})],
 )
+@pytest.mark.slow
 def test_the_kubelet_and_containerd_files_need_root(reachable_tmp, flavor, lost_sources):
     """The node's files with the modes their owners create them with: the kubelet's root directory and pod log
     directory 0750 and its checkpoints 0600 (pkg/kubelet setupDataDirs, the checkpoint manager's file store),
