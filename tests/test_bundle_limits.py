@@ -256,9 +256,12 @@ def many_members(tmp_path_factory) -> Path:
 def test_a_signal_during_check_from_removes_the_temporary_directory(tmp_path, many_members, signum):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
+    # The signal's default disposition in the child, whatever this process inherited: a shell's background job
+    # ignores SIGINT and SIGQUIT and nohup SIGHUP, and numawatch rightly leaves an ignored signal ignored.
     process = subprocess.Popen([sys.executable, "-m", "numawatch", "check", "--from", str(many_members)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "TMPDIR": str(scratch)})
+                               env={**os.environ, "TMPDIR": str(scratch)},
+                               preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not any(scratch.glob("numawatch-bundle-*/host/proc/irq")):
