@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import ttar
 
@@ -117,11 +118,13 @@ def tree(name: str) -> CorpusTree:
     raise KeyError(f"no corpus tree {name!r}; there are {', '.join(tree_names())}")
 
 
-def _member_filter(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
-    """Refuse what could land outside ``destination`` (an absolute or ``..`` name, a link pointing out of the tree)
+def _member_filter(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Refuse what could land outside the destination (an absolute or ``..`` name, a link pointing out of the tree)
     and anything but files, directories and links; keep the permission bits as stored (a capture's read-only
-    files are part of what it shows), drop owners. tarfile's own ``data`` filter does the same checks but resolves
-    every path on disk, which makes unpacking a 10,000-file tree several times slower."""
+    files are part of what it shows), drop owners. Written out rather than passed as ``extractall(filter=...)``:
+    extraction filters came in Python 3.11.4, and Debian 12's Python, the project's floor, is 3.11.2. (tarfile's own
+    ``data`` filter also resolves every path on disk, which makes unpacking a 10,000-file tree several times
+    slower.)"""
     name = PurePosixPath(member.name)
     if name.is_absolute() or ".." in name.parts:
         raise ValueError(f"tar member {member.name!r} would land outside the tree")
@@ -135,9 +138,14 @@ def _member_filter(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo
             raise ValueError(f"tar member {member.name!r} links outside the tree ({member.linkname!r})")
     elif not (member.isfile() or member.isdir()):
         raise ValueError(f"tar member {member.name!r} is a device, FIFO or other special file")
-    kept = copy.copy(member)  # TarInfo.replace and extractall's filter= are newer than Python 3.11.2, the floor
+    kept = copy.copy(member)
     kept.mode, kept.uid, kept.gid, kept.uname, kept.gname = member.mode & 0o777, 0, 0, "", ""
     return kept
+
+
+# Where a Python has extraction filters, the members are already checked above: say so, or 3.12 and 3.13 warn and
+# 3.14 applies the slow ``data`` filter on top.
+_TRUSTED: dict[str, Any] = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
 
 
 def extract(corpus_tree: CorpusTree, destination: Path) -> Path:
@@ -150,8 +158,8 @@ def extract(corpus_tree: CorpusTree, destination: Path) -> Path:
                 ttar.extract(part, root)
             else:
                 with tarfile.open(part) as archive:
-                    members = [_member_filter(member, str(root)) for member in archive.getmembers()]
-                    archive.extractall(root, members=members, numeric_owner=True)
+                    members = [_member_filter(member) for member in archive]
+                    archive.extractall(root, members=members, numeric_owner=True, **_TRUSTED)
         return root / corpus_tree.top if corpus_tree.top else root
     if corpus_tree.directory is not None:
         root = destination / corpus_tree.name
@@ -159,8 +167,8 @@ def extract(corpus_tree: CorpusTree, destination: Path) -> Path:
         return root
     assert corpus_tree.archive is not None
     with tarfile.open(corpus_tree.archive) as archive:
-        members = [_member_filter(member, str(destination)) for member in archive.getmembers()]
-        archive.extractall(destination, members=members, numeric_owner=True)
+        members = [_member_filter(member) for member in archive]
+        archive.extractall(destination, members=members, numeric_owner=True, **_TRUSTED)
     tops = [path for path in destination.iterdir() if path.is_dir() and not path.is_symlink()]
     if len(tops) != 1:
         raise ValueError(f"{corpus_tree.archive} must hold one top directory, found {sorted(p.name for p in tops)}")
@@ -197,10 +205,22 @@ def _base_dir() -> Path:
 
 
 def corpus_root(name: str) -> Path:
-    """The host root of the corpus tree ``name``, extracted once per process (read it, never write it)."""
+    """The host root of the corpus tree ``name``, extracted once per process (read it, never write it).
+
+    Extracted into a temporary directory beside its place and renamed into place once complete: a failed extraction
+    leaves nothing under the name (it is removed, and the next test asking for the tree tries again), so one failure
+    never turns into every later test's ``FileExistsError``."""
     with _lock:
         if name not in _extracted:
-            destination = _base_dir() / name
-            destination.mkdir()
-            _extracted[name] = extract(tree(name), destination)
+            base = _base_dir()
+            staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=base))
+            try:
+                staging.chmod(0o755)  # as a plain mkdir would make it
+                root = extract(tree(name), staging)
+                destination = base / name
+                staging.rename(destination)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            _extracted[name] = destination / root.relative_to(staging)
         return _extracted[name]

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs on a fresh Debian machine (as root) and runs it.
+# Installs everything the test suite needs on a fresh Debian machine (as root) and runs it: the whole suite, as CI
+# does (arguments go to pytest; developers run the fast tier before every commit: -m "not slow").
 # README.md names this script as the test command and .ci/run runs exactly that command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Debian's own interpreter, the floor numawatch supports (Debian 12: 3.11.2), named by its path: a newer python3
+# earlier on PATH (pyenv, a build machine's own) would hide what breaks on the platform the README names.
+python=/usr/bin/python3
+
 need_apt=()
-command -v python3 >/dev/null || need_apt+=(python3)
-python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+[ -x "$python" ] || need_apt+=(python3)
+{ [ -x "$python" ] && "$python" -c 'import venv, ensurepip' 2>/dev/null; } || need_apt+=(python3-venv)
 command -v promtool >/dev/null || need_apt+=(prometheus)
 command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
 command -v lstopo-no-graphics >/dev/null || need_apt+=(hwloc)  # the independent oracle of tests/hwloc_oracle.py
@@ -19,7 +24,15 @@ if ((${#need_apt[@]})); then
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
 fi
 
-[ -x .venv/bin/python ] || python3 -m venv .venv
+# A .venv made by another interpreter is made again.
+if [ -x .venv/bin/python ] && ! grep -qx "home = $(dirname "$python")" .venv/pyvenv.cfg 2>/dev/null; then
+    rm -rf .venv
+fi
+if [ -x .venv/bin/python ] && [ "$(.venv/bin/python -c 'import sys; print(sys.version)')" != \
+        "$("$python" -c 'import sys; print(sys.version)')" ]; then
+    rm -rf .venv
+fi
+[ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
 # deploy/'s overlays use kustomize components (kustomize >= 3.7, in kubectl >= 1.21). Debian 12's kubernetes-client

@@ -127,6 +127,7 @@ def run(*argv: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]
 # --- the generated files -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_committed_rule_files_are_what_generate_py_writes():
     generator = load_generator()
     for path, text in generator.outputs().items():
@@ -140,6 +141,7 @@ def test_rule_files_pass_promtool_check_rules():
     assert "SUCCESS" in result.stdout
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_pass():
     promtool = require("promtool")
     assert PROMTOOL_TESTS, "no promtool tests under alerts/tests"
@@ -243,6 +245,7 @@ def test_every_alert_is_unit_tested_firing_and_not_firing():
         assert cases.get(name, {}).get("silent"), f"no promtool test where {name} stays silent"
 
 
+@pytest.mark.slow
 def test_unit_tests_assert_the_exact_runbook_url():
     pattern = runbook_url_pattern()
     for path in PROMTOOL_TESTS:
@@ -270,6 +273,7 @@ def documented_metric_names() -> set[str]:
     return set(re.findall(r"`(numawatch_[a-z0-9_]+)`", (ROOT / "docs" / "metrics.md").read_text()))
 
 
+@pytest.mark.slow
 def test_generate_py_writes_every_rule_file_in_alerts():
     assert set(load_generator().outputs()) == set(RULE_FILES)
 
@@ -424,6 +428,7 @@ def test_amtool_route_test_fails_on_a_wrong_receiver():
     assert result.returncode != 0
 
 
+@pytest.mark.slow
 def test_every_alert_severity_is_routed_to_a_receiver_with_its_policy():
     amtool = require("amtool")
     expected = {"critical": "numawatch-pager", "warning": "numawatch-ticket", "info": "null"}

@@ -74,6 +74,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 
 
 # --------------------------------------------------------------------------------------------------- /proc/interrupts
+@pytest.mark.slow
 def test_interrupts_still_parse_with_the_same_rows_and_cpus(tree):
     before = _interrupts(tree)
     churn.Churn(tree).advance()
@@ -84,6 +85,7 @@ def test_interrupts_still_parse_with_the_same_rows_and_cpus(tree):
     ]
 
 
+@pytest.mark.slow
 def test_every_line_keeps_its_length_so_every_cell_stays_11_bytes_wide(tree):
     before = (tree / "proc/interrupts").read_bytes().split(b"\n")
     churn.Churn(tree).advance()
@@ -92,6 +94,7 @@ def test_every_line_keeps_its_length_so_every_cell_stays_11_bytes_wide(tree):
     assert after != before
 
 
+@pytest.mark.slow
 def test_loc_grows_on_every_cpu_and_more_on_housekeeping_cpus(tree):
     before = _counts(tree)["LOC"]
     churn.Churn(tree).advance()
@@ -104,6 +107,7 @@ def test_loc_grows_on_every_cpu_and_more_on_housekeeping_cpus(tree):
     )
 
 
+@pytest.mark.slow
 def test_ipi_rows_grow_everywhere_and_quiet_rows_stay_quiet(tree):
     before = _counts(tree)
     churn.Churn(tree).advance()
@@ -114,6 +118,7 @@ def test_ipi_rows_grow_everywhere_and_quiet_rows_stay_quiet(tree):
         assert after[key] == before[key] == {}, key
 
 
+@pytest.mark.slow
 def test_nic_vectors_grow_on_their_target_cpu_only_without_stray(tree):
     before = _counts(tree)
     churn.Churn(tree, stray=0.0).advance()
@@ -132,6 +137,7 @@ def test_nic_vectors_grow_on_their_target_cpu_only_without_stray(tree):
     assert checked >= len(nic_rows) - 1
 
 
+@pytest.mark.slow
 def test_no_device_row_counts_on_an_isolated_cpu_unless_routed_there(tree):
     before = _counts(tree)
     churn.Churn(tree, stray=0.0).advance()
@@ -144,6 +150,7 @@ def test_no_device_row_counts_on_an_isolated_cpu_unless_routed_there(tree):
         assert moved == set(), row.key
 
 
+@pytest.mark.slow
 def test_gpu_vectors_all_fire_and_a_quarter_of_the_nvme_queues_do(tree):
     before = _counts(tree)
     churn.Churn(tree).advance()
@@ -157,6 +164,7 @@ def test_gpu_vectors_all_fire_and_a_quarter_of_the_nvme_queues_do(tree):
     assert fired == round(len(nvme) * churn.NVME_BUSY_SHARE)
 
 
+@pytest.mark.slow
 def test_stray_puts_device_counts_on_isolated_cpus(tree):
     before = _counts(tree)
     churn.Churn(tree, stray=1.0).advance()
@@ -167,6 +175,7 @@ def test_stray_puts_device_counts_on_isolated_cpus(tree):
     assert len(strays) == 80  # every device row
 
 
+@pytest.mark.slow
 def test_counts_never_decrease_across_two_advances(tree):
     mover = churn.Churn(tree, stray=0.5)
     readings = [_counts(tree)]
@@ -178,6 +187,7 @@ def test_counts_never_decrease_across_two_advances(tree):
             assert all(newer[key].get(cpu, 0) >= count for cpu, count in counts.items()), key
 
 
+@pytest.mark.slow
 def test_a_count_wider_than_10_digits_is_left_as_it_is_and_the_rest_of_its_row_moves(tree):
     path = tree / "proc/interrupts"
     lines = path.read_bytes().split(b"\n")
@@ -195,6 +205,7 @@ def test_a_count_wider_than_10_digits_is_left_as_it_is_and_the_rest_of_its_row_m
     assert all(after[cpu] > before[cpu] for cpu in range(1, 32))
 
 
+@pytest.mark.slow
 def test_a_count_stops_at_2_to_the_32_instead_of_widening(tree):
     path = tree / "proc/interrupts"
     lines = path.read_bytes().split(b"\n")
@@ -234,6 +245,7 @@ def test_interrupt_cells_are_found_in_both_kernel_layouts(old_layout):
     ],
     ids=["empty", "bad-header", "short-row", "letters-in-a-row", "no-colon"],
 )
+@pytest.mark.slow
 def test_a_malformed_interrupts_file_is_refused_naming_the_file_and_the_row(tree, text, what):
     (tree / "proc/interrupts").write_bytes(text)
     with pytest.raises(churn.ChurnError, match=re.escape(f"{tree}/proc/interrupts: {what}")):
@@ -241,6 +253,7 @@ def test_a_malformed_interrupts_file_is_refused_naming_the_file_and_the_row(tree
 
 
 # --------------------------------------------------------------------------------------------------- memory.numa_stat
+@pytest.mark.slow
 def test_every_numa_stat_still_parses_with_the_same_nodes_and_moved_by_a_few_percent(generated, tree):
     before = _numa_stats(tree)
     assert len(before) == generated.container_cgroups  # the pause sandboxes' included
@@ -260,6 +273,7 @@ def test_every_numa_stat_still_parses_with_the_same_nodes_and_moved_by_a_few_per
     assert moved == len(after)
 
 
+@pytest.mark.slow
 def test_numa_stat_stays_near_its_starting_value_over_many_advances(tree):
     before = {path: parse_numa_stat_v2(text.encode()) for path, text in _numa_stats(tree).items()}
     mover = churn.Churn(tree)
@@ -270,6 +284,7 @@ def test_numa_stat_stays_near_its_starting_value_over_many_advances(tree):
             assert abs(value - before[path][node]) <= before[path][node] * churn.NUMA_STAT_DRIFT + 2
 
 
+@pytest.mark.slow
 def test_cgroup_v1_numa_stat_keeps_each_total_the_sum_of_its_nodes(tmp_path):
     found = gen.generate(tmp_path / "v1", gen.HostSpec(cpus=16, gpus=2, pods=5, irqs=30, processes=60,
                                                        cgroup_version=1))  # fmt: skip
@@ -286,6 +301,7 @@ def test_cgroup_v1_numa_stat_keeps_each_total_the_sum_of_its_nodes(tmp_path):
             assert int(head.split("=")[1]) == sum(int(node.split("=")[1]) for node in nodes), (path, line)
 
 
+@pytest.mark.slow
 def test_a_malformed_numa_stat_is_refused_naming_the_file(tree):
     path = next(tree.rglob("memory.numa_stat"))
     path.write_text("anon N0=12 N1=x\n")
@@ -299,6 +315,7 @@ def _proc_stat(root: Path) -> dict[str, list[int]]:
             for line in (root / "proc/stat").read_text().splitlines()}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_proc_stat_grows_as_the_kernel_counts(tree):
     before, interrupts_before = _proc_stat(tree), _counts(tree)
     mover = churn.Churn(tree)
@@ -340,6 +357,7 @@ def _node_meminfo(root: Path, node: int) -> dict[str, int]:
     return {line.split()[2].rstrip(":"): int(line.split()[3]) for line in lines}
 
 
+@pytest.mark.slow
 def test_numastat_vmstat_and_meminfo_move_and_still_add_up(tree):
     vmstat_before = _vmstat(tree)
     numastat_before = {node: _numastat(tree, node) for node in (0, 1)}
@@ -368,6 +386,7 @@ def test_numastat_vmstat_and_meminfo_move_and_still_add_up(tree):
     assert vmstat["nr_dirty"] == sum(values["Dirty"] for values in meminfo) // nefiles.PAGE_KB
 
 
+@pytest.mark.slow
 def test_meminfo_lines_keep_their_layout(tree):
     paths = [tree / "proc/meminfo", *(tree / f"sys/devices/system/node/node{node}/meminfo" for node in (0, 1))]
     before = {path: path.read_text() for path in paths}
@@ -379,6 +398,7 @@ def test_meminfo_lines_keep_their_layout(tree):
         assert [re.sub(r"\d+", "", line) for line in new] == [re.sub(r"\d+", "", line) for line in old]
 
 
+@pytest.mark.slow
 def test_scaling_cur_freq_moves_between_min_and_max(tree):
     policy = tree / "sys/devices/system/cpu/cpufreq/policy5"
     before = int((policy / "scaling_cur_freq").read_text())
@@ -393,6 +413,7 @@ def test_scaling_cur_freq_moves_between_min_and_max(tree):
     assert seen != {before}
 
 
+@pytest.mark.slow
 def test_a_malformed_meminfo_line_is_refused_naming_the_file(tree):
     path = tree / "sys/devices/system/node/node1/meminfo"
     path.write_text("Node 1 MemFree: lots\n")
@@ -401,6 +422,7 @@ def test_a_malformed_meminfo_line_is_refused_naming_the_file(tree):
 
 
 # --------------------------------------------------------------------------------------------------- the tree
+@pytest.mark.slow
 def test_the_set_of_files_and_every_files_lines_are_unchanged(tree):
     before = _snapshot(tree)
     churn.Churn(tree, stray=0.2).advance()
@@ -422,6 +444,7 @@ def test_the_set_of_files_and_every_files_lines_are_unchanged(tree):
         assert skeleton(after[name]) == skeleton(before[name]), name
 
 
+@pytest.mark.slow
 def test_the_same_seed_moves_two_copies_alike(generated, tmp_path):
     roots = []
     for name in ("a", "b"):
@@ -431,6 +454,7 @@ def test_the_same_seed_moves_two_copies_alike(generated, tmp_path):
     assert _snapshot(roots[0]) == _snapshot(roots[1])
 
 
+@pytest.mark.slow
 def test_missing_parts_are_left_out_and_the_rest_moves(tree):
     (tree / "proc/vmstat").unlink()
     for path in tree.glob("sys/devices/system/cpu/cpufreq/policy*/scaling_cur_freq"):
@@ -453,6 +477,7 @@ def test_stray_must_be_a_fraction(tree):
         churn.Churn(tree, stray=1.5)
 
 
+@pytest.mark.slow
 def test_numawatch_reads_the_moving_tree_with_every_tree_source_up_and_sees_the_planted_vector_fire(generated, tree):
     mover = churn.Churn(tree, seconds=1.0)
     reader = HostReader(Paths.from_root(tree))
@@ -461,7 +486,8 @@ def test_numawatch_reads_the_moving_tree_with_every_tree_source_up_and_sees_the_
     second = reader.read()
     for host in (first, second):
         down = {name: status.reason for name, status in host.statuses.items() if not status.up}
-        assert set(down) <= {"intersocket", "nvml", "processes", "pod_resources", "kubernetes_api"}, down  # what a file tree cannot feed
+        # what a file tree cannot feed
+        assert set(down) <= {"intersocket", "nvml", "processes", "pod_resources", "kubernetes_api"}, down
     fired = {finding.check for finding in evaluate(second, REFERENCE).findings}
     assert set(generated.planted) <= fired
     assert "irq_activity_on_isolated_cpu" in fired  # the planted misrouted NIC vector is busy on its isolated CPU

@@ -52,6 +52,7 @@ TREE_SOURCES = ("topology", "cgroups", "names", "kubelet_config", "kubelet_state
                 "interrupts", "irqs", "irqbalance")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_every_source_a_file_tree_can_feed_reads_the_generated_host(drifted_host):
     down = {name: drifted_host.statuses[name].reason for name in TREE_SOURCES if not drifted_host.statuses[name].up}
     assert down == {}
@@ -127,6 +128,7 @@ def test_the_clean_host_has_no_findings(tmp_path):
     assert [f"{f.check}: {f.message}" for f in evaluation.findings] == []
 
 
+@pytest.mark.slow
 def test_the_same_seed_writes_the_same_tree(tmp_path):
     small = gen.HostSpec(cpus=16, gpus=2, pods=5, irqs=30, processes=60)
     first, second = gen.generate(tmp_path / "a", small), gen.generate(tmp_path / "b", small)

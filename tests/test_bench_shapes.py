@@ -87,6 +87,7 @@ def test_the_default_spec_is_still_issue_7s_tree():
 
 # --------------------------------------------------------------------------------------------------- the trees
 @pytest.mark.parametrize("name", list(gen.SHAPES))
+@pytest.mark.slow
 def test_every_tree_source_reads_each_shape(trees, name):
     _spec, _found, host = trees[name]
     down = {source: host.statuses[source].reason for source in TREE_SOURCES if not host.statuses[source].up}
@@ -189,6 +190,7 @@ def test_managed_irqs_show_the_mode_of_their_kernel(trees, name):
 
 
 @pytest.mark.parametrize("name", list(gen.SHAPES))
+@pytest.mark.slow
 def test_each_layout_clean_has_no_findings(tmp_path, name):
     found = gen.generate(tmp_path / "clean", small(name, drift=False, pods=8, processes=160))
     findings = evaluate(read_host(Paths.from_root(found.root)), REFERENCE).findings
@@ -212,6 +214,7 @@ def test_a_spec_no_node_could_have_is_refused_before_anything_is_written(tmp_pat
         assert not (tmp_path / "refused").exists()
 
 
+@pytest.mark.slow
 def test_the_command_line_writes_a_shape_with_overrides(tmp_path, capsys):
     out = tmp_path / "cli"
     assert gen.main(["--shape", "c768", "--cpus", "64", "--gpus", "4", "--pods", "10", "--irqs", "60",
@@ -250,6 +253,7 @@ def _pod_uids(root: str) -> dict[str, str]:
     return {pod.uid: pod.qos for pod in read_host(Paths.from_root(root)).cgroups.pods}
 
 
+@pytest.mark.slow
 def test_pods_are_replaced_and_their_count_stays(churned):
     before = _pod_uids(churned.root)
     mover = pod_churn.PodChurn(churned.root, per_advance=1.5, pinned_every=0)
@@ -322,6 +326,7 @@ def test_churning_pods_and_counters_keeps_the_planted_findings_and_nothing_else_
     assert all(os.path.exists(path) for path, _lines in mover.numa_stats.files)  # gone pods' files forgotten
 
 
+@pytest.mark.slow
 def test_the_churn_command_line_takes_pods(churned, capsys):
     assert churn.main(["--root", churned.root, "--every", "0", "--count", "2", "--pods", "1", "--pinned-every",
                        "2"]) == 0  # fmt: skip
@@ -390,6 +395,7 @@ def test_an_unknown_sweep_is_refused_before_anything_is_measured(tmp_path, capsy
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_a_tree_is_kept_while_its_spec_is_the_same(tmp_path):
     spec = gen.HostSpec(cpus=16, gpus=2, pods=5, irqs=30, processes=60)
     first = shapes.ensure_tree(tmp_path, "t", spec)
@@ -401,6 +407,7 @@ def test_a_tree_is_kept_while_its_spec_is_the_same(tmp_path):
     assert kept.summary == first.summary and other.summary["pods"] == 6
 
 
+@pytest.mark.slow
 def test_the_profile_names_every_source_check_and_phase(trees):
     from numawatch.checks import all_checks
 

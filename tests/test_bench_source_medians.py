@@ -10,6 +10,7 @@ from fakehost.reference import reference_node
 
 
 @pytest.mark.parametrize("cold", [False, True])
+@pytest.mark.slow
 def test_it_prints_the_phases_every_source_and_the_checks_asked_for(fake_host, capsys, cold):
     reference_node(fake_host)
     medians = load_bench("bench_source_medians", "source_medians.py")

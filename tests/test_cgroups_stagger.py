@@ -388,6 +388,7 @@ def test_a_container_whose_only_change_is_its_memory_placement_has_nothing_else_
 
 
 @pytest.mark.parametrize("seed", range(4))
+@pytest.mark.slow
 def test_containers_started_and_removed_in_carried_pods_settle_within_the_stagger(fake_host, seed):
     """Containers come and go inside pods (with pods, cpusets and placement changing too), then a round of quiet
     readings: the reader's answer is the one-off reading's."""

@@ -3,6 +3,7 @@ files (fakehost.reference) plus the fake pynvml, read by the real sources and ju
 
 from __future__ import annotations
 
+import pytest
 from fake_pynvml import (
     FakeGpu,
     FakeNvml,
@@ -55,6 +56,7 @@ def test_the_three_checks_are_registered_in_order():
     assert set(IDS) <= {c.id for c in REGISTERED}
 
 
+@pytest.mark.slow
 def test_the_reference_node_with_its_gpu_processes_is_clean(fake_host):
     evaluation = run(fake_host, gpu_node(fake_host))
 
@@ -86,6 +88,7 @@ def test_remote_fires_for_an_early_thread_left_on_every_cpu_by_late_pinning(fake
     assert finding.message.startswith("1 of 4 threads of inference/vllm-llama-0/vllm (PID 4100), which uses GPU")
 
 
+@pytest.mark.slow
 def test_remote_fires_when_the_whole_process_is_pinned_to_the_other_node(fake_host):
     fake = gpu_node(fake_host)
     pid = reference_pid(TRTLLM)
@@ -102,6 +105,7 @@ def test_remote_fires_when_the_whole_process_is_pinned_to_the_other_node(fake_ho
     assert "4 of 4 threads" in findings[0].message
 
 
+@pytest.mark.slow
 def test_remote_judges_a_process_on_gpus_of_both_nodes_against_both_nodes(fake_host):
     fake = gpu_node(fake_host)
     pid = reference_pid(VLLM)
@@ -111,6 +115,7 @@ def test_remote_judges_a_process_on_gpus_of_both_nodes_against_both_nodes(fake_h
     assert found(run(fake_host, fake), "gpu_process_remote") == []
 
 
+@pytest.mark.slow
 def test_remote_ignores_offline_cpus_in_an_affinity_mask(fake_host):
     fake = gpu_node(fake_host)
     pid = reference_pid(VLLM)
@@ -119,6 +124,7 @@ def test_remote_ignores_offline_cpus_in_an_affinity_mask(fake_host):
     assert found(run(fake_host, fake), "gpu_process_remote") == []
 
 
+@pytest.mark.slow
 def test_remote_leaves_a_gpu_without_numa_node_to_gpu_numa_unknown(fake_host):
     fake = gpu_node(fake_host)
     fake.gpus[0].numa_nodes = frozenset()
@@ -132,6 +138,7 @@ def test_remote_leaves_a_gpu_without_numa_node_to_gpu_numa_unknown(fake_host):
     assert [f.labels["gpu"] for f in found(evaluation, "gpu_numa_unknown")] == [GPUS[0].pci_address]
 
 
+@pytest.mark.slow
 def test_remote_names_a_host_process_by_its_command(fake_host):
     fake = gpu_node(fake_host)
     fake_host.write("proc/900/cgroup", "0::/system.slice/batch.service")
@@ -160,6 +167,7 @@ def test_memlock_fires_per_container_with_the_soft_limit(fake_host):
     assert findings[0].severity == "warning"
 
 
+@pytest.mark.slow
 def test_memlock_is_clean_when_unlimited(fake_host):
     assert found(run(fake_host, gpu_node(fake_host, memlock=None)), "gpu_process_memlock") == []
 
@@ -175,6 +183,7 @@ def test_memlock_is_not_evaluated_when_no_limits_can_be_read(fake_host):
 
 
 # --------------------------------------------------------------------------------------------- gpu_holder_mismatch
+@pytest.mark.slow
 def test_mismatch_fires_when_another_container_uses_an_assigned_gpu(fake_host):
     fake = gpu_node(fake_host)
     fake.gpus[0].processes.append((reference_pid(TRTLLM), 1 << 30))
@@ -201,6 +210,7 @@ def test_mismatch_fires_for_a_container_with_no_gpu_at_all(fake_host):
     assert (finding.labels["pod"], finding.labels["gpu"]) == (NODE_EXPORTER.name, GPUS[1].pci_address)
 
 
+@pytest.mark.slow
 def test_mismatch_fires_on_a_gpu_the_plugin_assigned_to_nobody(fake_host):
     fake = gpu_node(fake_host)
     spare = "0000:bb:00.0"
@@ -253,6 +263,7 @@ def test_mismatch_treats_replica_ids_as_their_gpu():
     assert mig == {("pod-b", "app")}
 
 
+@pytest.mark.slow
 def test_mismatch_is_not_evaluated_without_the_device_checkpoint(fake_host):
     fake = gpu_node(fake_host)
     fake_host.remove(DEVICE_CHECKPOINT)
@@ -261,6 +272,7 @@ def test_mismatch_is_not_evaluated_without_the_device_checkpoint(fake_host):
 
 
 # --------------------------------------------------------------------------------------------- inputs missing
+@pytest.mark.slow
 def test_every_check_is_not_evaluated_when_nvml_is_down(fake_host):
     reference_node(fake_host)
 

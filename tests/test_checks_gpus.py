@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from fakehost.reference import (
     GPU_RESOURCE,
     GPUS,
@@ -115,6 +116,7 @@ def test_gpu_numa_unknown_is_not_evaluated_without_topology():
 
 
 # --------------------------------------------------------------------------------------------- end to end, from files
+@pytest.mark.slow
 def test_gpus_registered_without_topology_are_caught_reading_the_checkpoint(fake_host):
     node = reference_node(fake_host)
     node.register_gpus_without_topology()
@@ -127,6 +129,7 @@ def test_gpus_registered_without_topology_are_caught_reading_the_checkpoint(fake
     ]
 
 
+@pytest.mark.slow
 def test_gpu_without_a_numa_node_in_sysfs_is_caught_reading_sysfs(fake_host):
     node = reference_node(fake_host)
     node.hide_gpu_numa_node(3)

@@ -527,6 +527,7 @@ def fired(found, check_id):
 @pytest.mark.parametrize(
     "variant", [pytest.param({}, id="rke2"), pytest.param({"flavor": "kubeadm", "cgroup_version": 1}, id="kubeadm")]
 )
+@pytest.mark.slow
 def test_planted_kubelet_drift_is_caught_reading_the_files(fake_host, drift, check_id, labels, variant):
     found = fired(planted(fake_host, drift, **variant), check_id)
 

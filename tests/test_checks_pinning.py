@@ -409,6 +409,7 @@ def test_outside_isolated_is_not_evaluated_without_isolcpus():
         pytest.param({"runtime": "crio"}, id="cgroup2-systemd-crio"),
     ],
 )
+@pytest.mark.slow
 def test_planted_pinning_drift_is_caught_reading_the_files(fake_host, drift, check_id, labels, variant):
     node = reference_node(fake_host, **variant)
     getattr(node, drift)()

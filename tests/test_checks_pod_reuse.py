@@ -239,6 +239,7 @@ def judge_a_changing_node(
 
 
 @pytest.mark.parametrize(("seed", "cgroup_version"), [(1, 2), (2, 2), (3, 1), (4, 2)])
+@pytest.mark.slow
 def test_every_reading_of_a_changing_node_finds_what_judging_it_from_scratch_does(fake_host, seed, cgroup_version):
     seen, reused = judge_a_changing_node(fake_host, seed, cgroup_version, CHANGES, REUSING)
     assert reused > 0
@@ -251,6 +252,7 @@ SPREADING: tuple[Callable[[Node], None], ...] = (*CHANGES, Node.spread_vllm, Nod
 
 
 @pytest.mark.parametrize(("seed", "cgroup_version"), [(5, 2), (7, 1), (9, 2)])
+@pytest.mark.slow
 def test_the_numa_alignment_checks_judged_pod_by_pod_find_what_judging_from_scratch_does(
     fake_host, seed, cgroup_version
 ):
@@ -278,6 +280,7 @@ def findings_by_pod(host: Host, check_id: str, intent: Intent = REFERENCE) -> di
 
 
 @pytest.mark.parametrize("check_id", REUSING)
+@pytest.mark.slow
 def test_an_unchanged_reading_gives_back_the_previous_readings_findings(fake_host, check_id):
     node = Node(reference_node(fake_host), random.Random(0))
     node.node.make_burstable(TRTLLM)

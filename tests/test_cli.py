@@ -111,6 +111,7 @@ def test_check_exits_1_when_there_are_findings(recorder, fake_host, capsys):
         (["serve", "--web.max-requests", "-1"], ["must be 0 or more, got '-1'"]),
     ],
 )
+@pytest.mark.slow
 def test_a_bad_flag_exits_2_with_a_one_line_reason(args, fragments):
     result = numawatch(*args)
 
@@ -250,6 +251,7 @@ def test_log_flags_have_promslogs_names_and_values_and_the_earlier_spelling(args
 
 
 # ------------------------------------------------------------------------------------------------ serve refusals
+@pytest.mark.slow
 def test_serve_refuses_to_start_on_an_invalid_intent_file(tmp_path, fake_host):
     intent = tmp_path / "intent.yaml"
     intent.write_text(INVALID_INTENT)
@@ -262,6 +264,7 @@ def test_serve_refuses_to_start_on_an_invalid_intent_file(tmp_path, fake_host):
     assert_one_line_error(result.stderr, str(intent))
 
 
+@pytest.mark.slow
 def test_serve_exits_2_when_the_port_is_taken(fake_host):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -293,6 +296,7 @@ def test_check_json_has_findings_not_evaluated_and_sources(recorder, fake_host, 
     assert {"name", "up", "reason", "duration_seconds"} <= set(document["sources"][0])
 
 
+@pytest.mark.slow
 def test_check_on_the_clean_reference_node_exits_0(fake_host):
     reference_node(fake_host)
 
@@ -303,6 +307,7 @@ def test_check_on_the_clean_reference_node_exits_0(fake_host):
     assert result.stdout.splitlines()[-1].startswith("No findings; ")
 
 
+@pytest.mark.slow
 def test_check_on_a_reference_node_with_planted_drift_exits_1_and_reports_it(fake_host):
     node = reference_node(fake_host)
     node.split_across_nodes()
@@ -321,6 +326,7 @@ def test_check_on_a_reference_node_with_planted_drift_exits_1_and_reports_it(fak
     assert policy["remediation"]
 
 
+@pytest.mark.slow
 def test_check_with_a_window_reads_twice_so_rate_checks_are_evaluated(fake_host):
     reference_node(fake_host)
 
@@ -335,6 +341,7 @@ def test_check_with_a_window_reads_twice_so_rate_checks_are_evaluated(fake_host)
     assert twice["window_seconds"] >= 0.2
 
 
+@pytest.mark.slow
 def test_check_reads_the_kubelet_from_where_path_kubelet_points(fake_host, tmp_path):
     """The checkpoint files moved elsewhere (a DaemonSet mounting the kubelet dir apart): --path.kubelet finds them."""
     node = reference_node(fake_host)
@@ -372,6 +379,7 @@ def test_check_on_this_machine_reports_sources_down_with_reasons_and_does_not_cr
 
 
 @pytest.mark.realhost
+@pytest.mark.slow
 def test_check_table_on_this_machine_ends_with_a_summary():
     result = numawatch("check")
 
@@ -389,6 +397,7 @@ def test_python_dash_m_numawatch_is_the_console_script():
 
 # ------------------------------------------------------------------------------------------------ could not look
 @pytest.mark.parametrize("where", ["empty", "/tmp"])
+@pytest.mark.slow
 def test_check_where_nothing_can_be_read_exits_2_with_one_line_on_stderr(tmp_path, where):
     root = tmp_path / "empty" if where == "empty" else Path(where)
     root.mkdir(exist_ok=True)
@@ -408,6 +417,7 @@ def test_check_where_nothing_can_be_read_exits_2_with_one_line_on_stderr(tmp_pat
     assert parsed["findings"] == [] and parsed["not_evaluated"]  # the existing fields stay
 
 
+@pytest.mark.slow
 def test_check_with_the_topology_down_exits_2_unless_something_was_found(fake_host):
     node = reference_node(fake_host)
     fake_host.remove("sys/devices/system/cpu")
@@ -434,11 +444,13 @@ def test_check_with_every_check_disabled_by_intent_exits_2(tmp_path, recorder, t
 def test_check_help_documents_the_exit_codes():
     help_text = " ".join(numawatch("check", "--help").stdout.split())
 
-    assert "Exit 0: clean; 1: findings; 2: unknown" in help_text
+    assert "Exit 0: clean; 1: findings (of --fail-on's severity or worse); 2: unknown" in help_text
     assert "the topology source is down" in help_text
+    assert "(default: warning; info under --format npd" in help_text
 
 
 # ------------------------------------------------------------------------------------------------ --fit and --window
+@pytest.mark.slow
 def test_check_fit_says_which_numa_node_would_seat_a_small_pod(fake_host):
     reference_node(fake_host)
     result = numawatch("--host-root", str(fake_host.root), "check", "--fit", "cpu=2,memory=1Gi", "--format", "json")
@@ -451,6 +463,7 @@ def test_check_fit_says_which_numa_node_would_seat_a_small_pod(fake_host):
     assert {entry["numa_node"] for entry in answer["per_node"]} == {0, 1}
 
 
+@pytest.mark.slow
 def test_check_fit_rejects_a_pod_larger_than_any_numa_node(fake_host):
     reference_node(fake_host)
     result = numawatch("--host-root", str(fake_host.root), "check", "--fit", "cpu=64,memory=1Gi")
@@ -459,6 +472,7 @@ def test_check_fit_rejects_a_pod_larger_than_any_numa_node(fake_host):
     assert "cpu" in result.stdout
 
 
+@pytest.mark.slow
 def test_check_fit_with_a_malformed_shape_exits_2_with_one_line(fake_host):
     reference_node(fake_host)
     result = numawatch("--host-root", str(fake_host.root), "check", "--fit", "cpu=lots")
@@ -479,6 +493,7 @@ def test_check_watches_three_seconds_by_default_unless_the_environment_says_othe
         cli._window(args)
 
 
+@pytest.mark.slow
 def test_serve_freezes_what_it_started_with_and_collects_young_objects_less_often():
     # In a child process: gc.freeze() in the test runner would keep every test's objects from the collector.
     code = (
@@ -488,3 +503,53 @@ def test_serve_freezes_what_it_started_with_and_collects_young_objects_less_ofte
     before, after, thresholds = json.loads(subprocess.check_output([sys.executable, "-c", code], text=True))
     assert before == 0 and after > 1000  # the modules and tables imported so far
     assert tuple(thresholds) == cli.SERVE_GC_THRESHOLDS != (700, 10, 10)
+
+
+# ------------------------------------------------------------------------------------------------ --fail-on
+@pytest.fixture
+def debian_swappiness(fake_host: FakeHost) -> FakeHost:
+    """The clean reference node but for Debian's default vm.swappiness (60): one info finding, nothing else."""
+    reference_node(fake_host)
+    fake_host.write("proc/sys/vm/swappiness", "60")
+    return fake_host
+
+
+def run_check(host: FakeHost, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "numawatch", "--host-root", str(host.root), "--no-nvml", "check",
+                           "--window", "0", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_an_info_finding_alone_leaves_check_at_exit_0_and_is_still_shown(debian_swappiness):
+    table = run_check(debian_swappiness)
+    document = json.loads(run_check(debian_swappiness, "--format", "json").stdout)
+
+    assert table.returncode == 0, table.stdout + table.stderr
+    assert "INFO (1)" in table.stdout and "vm_swappiness" in table.stdout
+    assert "Result: clean (exit 0; 1 finding below --fail-on warning)" in table.stdout
+    assert [(f["check"], f["severity"]) for f in document["findings"]] == [("vm_swappiness", "info")]
+    assert (document["status"], document["exit_code"], document["fail_on"]) == ("clean", 0, "warning")
+
+
+@pytest.mark.parametrize(("fail_on", "expected"), [("info", 1), ("warning", 0), ("critical", 0)])
+@pytest.mark.slow
+def test_fail_on_names_the_least_severe_finding_that_makes_exit_1(debian_swappiness, fail_on, expected):
+    done = run_check(debian_swappiness, "--fail-on", fail_on, "--format", "json")
+
+    assert done.returncode == expected, done.stderr
+    assert json.loads(done.stdout)["exit_code"] == expected
+
+
+@pytest.mark.slow
+def test_fail_on_critical_leaves_a_warning_at_exit_0_but_not_a_critical(debian_swappiness):
+    debian_swappiness.write("proc/sys/kernel/numa_balancing", "1")  # kernel_numa_balancing: warning
+    assert run_check(debian_swappiness, "--fail-on", "critical").returncode == 0
+    assert run_check(debian_swappiness).returncode == 1
+
+
+@pytest.mark.slow
+def test_npd_still_sets_the_condition_on_an_info_finding(debian_swappiness):
+    done = run_check(debian_swappiness, "--format", "npd", "--group", "HostTuningDrift")
+
+    assert done.returncode == 1
+    assert done.stdout == "1 finding: vm_swappiness setting=vm.swappiness value=60 expected=0\n"

@@ -42,6 +42,7 @@ def as_exposed(family: str) -> set[str]:
     return {family, family + "_total"}
 
 
+@pytest.mark.slow
 def test_every_collector_names_families_the_reference_node_exposes_and_the_docs_list(exposition):  # noqa: F811
     families = exposed_families(exposition)
     docs = documented()
@@ -75,6 +76,7 @@ def test_an_unknown_collector_is_refused_by_the_parser(capsys):
     assert "unrecognized arguments: --collector.bogus" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_sampler_drops_exactly_the_families_of_the_collectors_turned_off(fake_host):
     from fakehost.reference import reference_node
     from numawatch.host import HostReader
@@ -92,6 +94,7 @@ def test_the_sampler_drops_exactly_the_families_of_the_collectors_turned_off(fak
     assert series(full, but=turned_off) == series(trimmed)
 
 
+@pytest.mark.slow
 def test_serve_takes_the_flags_and_drops_the_families_it_is_told_to(fake_host):
     from fakehost.reference import reference_node
 
@@ -153,6 +156,7 @@ def test_the_reference_node_has_series_in_every_collectors_families(reference_ev
         assert any(family.samples for family in built), f"{collector.name} has no series on the reference node"
 
 
+@pytest.mark.slow
 def test_turned_off_collectors_leave_the_exposition_byte_for_byte_what_dropping_their_families_left(
     reference_evaluation: Evaluation,  # noqa: F811
 ):

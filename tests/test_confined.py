@@ -297,6 +297,7 @@ def test_the_observer_and_the_audit_hook_see_every_use(tree, mode):
     assert str(paths.procfs / "sys/vm/swappiness") in audited
 
 
+@pytest.mark.slow
 def test_a_root_is_released_with_the_last_paths_that_holds_it(tree, tmp_path):
     """Its descriptor is closed by the next hold after the garbage collector finalised the last holder (a finalizer
     may run anywhere, so it only queues the release)."""

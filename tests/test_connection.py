@@ -99,6 +99,7 @@ requests = st.builds(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(requests, min_size=1, max_size=5), st.data())
+@pytest.mark.slow
 def test_framing_follows_any_split_of_any_sequence_of_requests(chosen, data):
     stream, heads = positions(chosen)
     cuts = [*sorted(set(data.draw(st.lists(st.integers(0, len(stream)), max_size=12)))), len(stream)]
@@ -162,6 +163,7 @@ async def test_a_check_whose_requester_left_is_not_run():
     assert ran == ["after"]
 
 
+@pytest.mark.slow
 def test_the_cache_keeps_recent_successes_only_and_guesses_cannot_evict_them():
     hashed = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=4))
     auth = BasicAuth({"prometheus": hashed})

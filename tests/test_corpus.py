@@ -54,6 +54,7 @@ def test_the_corpus_stays_small():
         (REALKERNEL_4NODE, "root"),
     ],
 )
+@pytest.mark.slow
 def test_a_tree_is_the_top_directory_whatever_the_tarball_is_called(name, directory):
     root = corpus_root(name)
 
@@ -139,3 +140,30 @@ def test_extraction_refuses_what_could_leave_the_tree(tmp_path, name, kind, link
     with pytest.raises(ValueError, match=r"outside the tree|special file"):
         extract(CorpusTree("evil", "realkernel", archive, None, tmp_path / "README.md", None), destination)
     assert not (tmp_path / "escaped").exists()
+
+
+def test_a_failed_extraction_leaves_nothing_behind_and_the_next_one_succeeds(tmp_path, monkeypatch):
+    import corpus
+
+    smallest = min(corpus.trees(), key=lambda found: found.source.stat().st_size)
+    base = tmp_path / "base"
+    base.mkdir()
+    monkeypatch.setattr(corpus, "_base", [base])
+    monkeypatch.setattr(corpus, "_extracted", {})
+    real_extract = corpus.extract
+
+    def half_then_fail(corpus_tree, destination):
+        (destination / "half-written").write_text("x")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(corpus, "extract", half_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        corpus.corpus_root(smallest.name)
+    assert list(base.iterdir()) == []
+
+    monkeypatch.setattr(corpus, "extract", real_extract)
+    root = corpus.corpus_root(smallest.name)
+
+    assert root.is_relative_to(base / smallest.name)
+    assert (root / "sys").is_dir() or (root / "proc").is_dir()
+    assert [path.name for path in base.iterdir()] == [smallest.name]

@@ -100,6 +100,7 @@ def _check(name_of_field: str, ours: Reading, theirs: Reading, expected: Expecte
 @pytest.mark.parametrize(
     ("tree", "name_of_field"), _cases(lambda name: CORPUS.get(name, Expected()), oracle_tree_names())
 )
+@pytest.mark.slow
 def test_corpus_tree_reads_as_hwloc_reads_it(lstopo, tree, name_of_field):
     ours, theirs = readings(corpus_root(tree))
 
@@ -116,6 +117,7 @@ SHAPES_BY_NAME = {shape.name: shape for shape in (*SHAPES, FIRMWARE_OVERLAP)}
         tuple(SHAPES_BY_NAME),
     ),
 )
+@pytest.mark.slow
 def test_fake_tree_reads_as_hwloc_reads_it(lstopo, fake_roots, shape, name_of_field):
     ours, theirs = readings(fake_roots(SHAPES_BY_NAME[shape]))
 
@@ -123,6 +125,7 @@ def test_fake_tree_reads_as_hwloc_reads_it(lstopo, fake_roots, shape, name_of_fi
     _check(name_of_field, ours, theirs, expected)
 
 
+@pytest.mark.slow
 def test_the_comparison_finds_a_planted_difference(lstopo, fake_roots, tmp_path):
     """The oracle is not vacuous. hwloc numbers a core by the core_id of its first CPU, so giving both threads of
     core 5 (CPUs 5 and 21) core_id 7 changes both readings alike; giving the second thread alone another core_id
@@ -143,6 +146,7 @@ def test_the_comparison_finds_a_planted_difference(lstopo, fake_roots, tmp_path)
 
 # --------------------------------------------------------------------------------------------------- numawatch check
 @pytest.mark.parametrize("tree", tree_names())
+@pytest.mark.slow
 def test_check_never_crashes_and_topology_is_up(tree):
     """``numawatch check --format json`` on every corpus tree: no traceback, an exit code the CLI documents, JSON
     that parses, and the topology source up (every corpus tree has a CPU topology)."""

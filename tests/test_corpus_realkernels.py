@@ -424,6 +424,7 @@ def test_the_stale_cpu_state_quotes_what_the_kubelet_will_say(completed):
 
 
 @pytest.mark.parametrize("name", list(CAPTURES))
+@pytest.mark.slow
 def test_numawatch_check_on_the_tree_reports_the_same_findings_and_exits_1(completed, name):
     done = completed(name)
 

@@ -220,6 +220,7 @@ def test_the_reference_node_with_c6_disabled_on_isolated_cpus_is_clean(fake_host
     assert evaluation.findings == () and evaluation.not_evaluated == () and evaluation.not_applicable == ()
 
 
+@pytest.mark.slow
 def test_c6_enabled_on_isolated_cpus_fires_once_for_the_group_with_the_fix(fake_host):
     node = reference_node(fake_host)
     add_cpuidle(fake_host, sorted(ONLINE))  # cpupower idle-set -E: every state enabled again
@@ -233,6 +234,7 @@ def test_c6_enabled_on_isolated_cpus_fires_once_for_the_group_with_the_fix(fake_
     assert "intel_idle.max_cstate=2" in finding.remediation
 
 
+@pytest.mark.slow
 def test_housekeeping_cpus_may_sleep_deep(fake_host):
     node = reference_node(fake_host)
     add_cpuidle(fake_host, sorted(ONLINE), disabled={cpu: {"C6"} for cpu in ISOLATED})  # the reference, again
@@ -241,6 +243,7 @@ def test_housekeeping_cpus_may_sleep_deep(fake_host):
     assert HOUSEKEEPING and not HOUSEKEEPING & ISOLATED
 
 
+@pytest.mark.slow
 def test_a_pm_qos_limit_within_the_intent_keeps_c6_out(fake_host):
     node = reference_node(fake_host)
     add_cpuidle(fake_host, sorted(ONLINE), resume_latency={cpu: "10" for cpu in ISOLATED})
@@ -261,6 +264,7 @@ def test_the_intents_limit_decides_and_zero_asks_for_polling(fake_host):
     assert only_poll.labels["name"] == "C1,C1E" and "idle=poll" in only_poll.remediation
 
 
+@pytest.mark.slow
 def test_exclusive_cpus_are_judged_without_isolcpus(fake_host):
     node = reference_node(fake_host)
     cmdline = fake_host.path("proc/cmdline").read_text().split()
@@ -282,6 +286,7 @@ def test_exclusive_cpus_are_judged_without_isolcpus(fake_host):
          "idle=poll"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_no_idle_driver_or_idle_poll_is_not_applicable(fake_host, setup, reason):
     node = reference_node(fake_host)
     setup(fake_host)
@@ -324,6 +329,7 @@ def test_the_metric_has_one_series_per_role_and_latency_never_per_cpu(fake_host)
     assert info == [{"driver": "intel_idle", "governor": "menu"}]
 
 
+@pytest.mark.slow
 def test_the_metric_follows_what_a_staggered_serve_reads(fake_host):
     node = reference_node(fake_host)
     reader = HostReader(node.paths, stagger=1)
@@ -369,6 +375,7 @@ def test_corpus_idle_states_read_as_their_files_say(name):
     assert all(state.disabled is False for states in idle.states.values() for state in states)  # no disable file
 
 
+@pytest.mark.slow
 def test_the_nehalem_capture_with_isolated_cpus_fires_and_a_looser_intent_is_clean(tmp_path):
     import shutil
 
@@ -387,6 +394,7 @@ def test_the_nehalem_capture_with_isolated_cpus_fires_and_a_looser_intent_is_cle
     assert clean.findings == () and clean.not_evaluated == ()
 
 
+@pytest.mark.slow
 def test_serves_reader_takes_the_idle_parameters_over_only_while_the_command_line_is_the_same(fake_host, monkeypatch):
     node = reference_node(fake_host)
     add_cpuidle(fake_host, sorted(ONLINE))  # firing: C6 enabled on the isolated CPUs

@@ -124,6 +124,7 @@ def test_the_three_dashboards_exist_with_stable_uids():
         assert document["uid"] == EXPECTED_UIDS[name]
 
 
+@pytest.mark.slow
 def test_committed_dashboards_are_what_generate_py_writes():
     for path, text in load_generator().outputs().items():
         assert path.read_text() == text, f"{path.name} is stale: run python dashboards/generate.py"
@@ -136,6 +137,7 @@ def test_dashboard_validates_against_the_schema_of_its_declared_version(path):
     jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
 
 
+@pytest.mark.slow
 def test_schema_rejects_a_dashboard_of_another_version_or_with_a_bad_panel():
     """Guards the test above: the schema must actually constrain what it claims to."""
     document = load(FILES[0])
@@ -542,6 +544,7 @@ def test_dashboards_pass_the_template_datasource_job_and_instance_rules():
 
 
 @pytest.mark.parametrize("label", ["job", "instance"])
+@pytest.mark.slow
 def test_dashboards_pass_the_target_job_and_instance_rules(label):
     for name, document in dashboards():
         assert target_problems(document, label) == [], name

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import unprivileged
 import yaml
 from kustomize import ALL_RENDERINGS, DEPLOY, OVERLAYS, find, kustomize, render
 from numawatch.intent import REFERENCE, load_intent
@@ -104,6 +105,7 @@ def kustomizations() -> list[Path]:
 
 
 @pytest.mark.parametrize("rendering", sorted(RENDERED_KINDS))
+@pytest.mark.slow
 def test_each_kustomization_renders_the_documented_objects(rendering):
     assert Counter(doc["kind"] for doc in render(rendering)) == RENDERED_KINDS[rendering]
 
@@ -146,6 +148,7 @@ def test_every_object_is_namespaced_to_numawatch_and_labelled(rendering):
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("rendering", ALL_RENDERINGS)
+@pytest.mark.slow
 def test_core_objects_validate_strictly_against_the_kubernetes_schemas(rendering, version):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     if version not in kubernetes_validate.utils.all_versions():
@@ -165,6 +168,7 @@ def test_kubernetes_validate_rejects_a_misspelt_security_field():
         kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[-1], strict=True)
 
 
+@pytest.mark.slow
 def test_prometheus_operator_objects_validate_against_their_crd_schemas():
     seen = set()
     for rendering in ALL_RENDERINGS:
@@ -240,6 +244,7 @@ def test_dashboards_configmap_holds_every_dashboard_for_the_grafana_sidecar():
 # --- which Prometheus picks it up: a setting, not a hard-coded label ----------------------------------------
 
 
+@pytest.mark.slow
 def test_no_base_or_component_hard_codes_a_prometheus_selector_label():
     for path in [*(DEPLOY / "base").glob("*.yaml"), *(DEPLOY / "components").rglob("*.yaml"),
                  *(DEPLOY / "npd").glob("*.yaml")]:
@@ -258,6 +263,7 @@ def release_setting(overlay_text: str) -> str:
     return operation["value"]
 
 
+@pytest.mark.slow
 def test_the_kube_prometheus_stack_overlay_labels_every_monitoring_object_from_one_setting():
     overlay = OVERLAYS["kube-prometheus-stack"] / "kustomization.yaml"
     value = release_setting(overlay.read_text())
@@ -637,17 +643,16 @@ def uevent_heard(namespaces: list[str], mode: str) -> str:
     """Run the listener under ``unshare <namespaces>``, send one synthetic uevent tagged with a fresh UUID, and return
     what the listener heard ("received" or "nothing"). Outside a new user namespace the listener runs as UID 65534
     without capabilities; inside one it is that namespace's root, which has none in the initial namespace."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
-        pytest.skip("needs root and util-linux's unshare and setpriv to create namespaces")
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux's unshare to create namespaces")
+    if unprivileged.available() is not None:
+        pytest.skip(unprivileged.available())
     if not os.access(UEVENT_FILE, os.W_OK):
         pytest.skip(f"{UEVENT_FILE} is not writable here: cannot send a synthetic uevent")
     token = str(uuid.uuid4())
-    drop = (
-        []
-        if "--user" in namespaces
-        else ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
-    )
-    argv = ["unshare", *namespaces, *drop, sys.executable, "-c", UEVENT_LISTENER, mode, token]
+    listener_args = ("-c", UEVENT_LISTENER, mode, token)
+    python = [sys.executable, *listener_args] if "--user" in namespaces else unprivileged.as_nobody(*listener_args)
+    argv = ["unshare", *namespaces, *python]
     listener = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert listener.stdout is not None
@@ -679,6 +684,7 @@ def test_kernel_uevents_never_reach_a_network_namespace_of_another_user_namespac
 
 
 
+@pytest.mark.slow
 def test_the_custom_overlay_in_deploy_readme_renders():
     """deploy/README.md's example of an overlay of one's own: every node, kube-prometheus-stack, node conditions."""
     text = (DEPLOY / "README.md").read_text()

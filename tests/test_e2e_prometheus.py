@@ -350,6 +350,7 @@ def wait_for_alert(stack: Stack, receiver: str, status: str, **labels: str) -> t
 # --- the tests -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_prometheus_scrapes_numawatch_and_sees_the_planted_drift(stack):
     drift = wait_for(
         lambda: stack.query(f'numawatch_drift{{instance="{NODE}", check="container_cpuset_drift"}}'),
@@ -362,6 +363,7 @@ def test_prometheus_scrapes_numawatch_and_sees_the_planted_drift(stack):
     assert (labels["namespace"], labels["pod"], labels["container"]) == ("inference", "vllm-llama-0", "vllm")
 
 
+@pytest.mark.slow
 def test_cpuset_drift_of_a_gpu_holder_pages_with_its_labels_and_runbook(stack):
     payload, alert = wait_for_alert(
         stack, "numawatch-pager", "firing", alertname="NumawatchContainerCPUSetDrift", check="container_cpuset_drift"
@@ -499,6 +501,7 @@ def test_numawatch_serves_the_fake_nvml_gpus_and_their_holders(stack):
     }
 
 
+@pytest.mark.slow
 def test_gpu_bubble_rules_put_each_gpus_idle_while_held_next_to_its_holders_run_queue_wait(stack):
     from fake_pynvml import FakeThread, reference_pid, write_threads
     from fakehost.reference import VLLM
@@ -554,6 +557,7 @@ def test_capacity_rules_answer_how_many_more_replicas_of_each_shape_fit(stack):
     assert {row["metric"]["shape"] for row in nodes} == {"tokenizer"}
 
 
+@pytest.mark.slow
 def test_widespread_drift_inhibits_the_per_node_alerts_of_the_same_check(stack):
     now = datetime.now(UTC)
     window = {"startsAt": now.isoformat(), "endsAt": (now + timedelta(minutes=5)).isoformat()}
@@ -584,6 +588,7 @@ def test_widespread_drift_inhibits_the_per_node_alerts_of_the_same_check(stack):
     assert not stack.webhook.find("numawatch-ticket", "firing", cluster=cluster, check="thp_enabled")
 
 
+@pytest.mark.slow
 def test_alerts_resolve_after_the_fixture_is_repaired(stack):
     from fakehost.reference import VLLM
 

@@ -136,6 +136,7 @@ def _load_generator():
     return module
 
 
+@pytest.mark.slow
 def test_the_generated_benchmark_node_is_written_byte_for_byte_as_generate_latest(tmp_path):
     generator = _load_generator()
     generated = generator.generate(tmp_path / "bench", generator.HostSpec.scaled(32))

@@ -170,6 +170,7 @@ def app_containers(host: Host) -> set[str]:
 # --------------------------------------------------------------------------------------------------- cgroups vanishing
 @pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("at", ["cgroup.procs", "cpus", "memory.numa_stat"])
+@pytest.mark.slow
 def test_a_container_cgroup_removed_between_listing_and_reading_is_skipped_without_a_finding(
     fake_host, monkeypatch, version, at
 ):
@@ -375,6 +376,7 @@ def test_an_unreadable_cmdline_degrades_only_what_reads_the_command_line(node, c
         ("sys/devices/system/node/node1/numastat", "numastat"),
     ],
 )
+@pytest.mark.slow
 def test_permission_denied_takes_down_only_the_source_that_reads_the_file(node, clean, monkeypatch, rel, source):
     path = node.host.path(rel)
     deny(monkeypatch, path)
@@ -407,6 +409,7 @@ STATE_FILES = (
 
 @pytest.mark.parametrize("rel", STATE_FILES)
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
+@pytest.mark.slow
 def test_a_damaged_checkpoint_is_reported_as_the_file_the_kubelet_will_refuse_and_nothing_else(
     node, clean, rel, damage
 ):
@@ -647,6 +650,7 @@ def test_an_exception_inside_a_fingerprint_reads_the_source_for_real(node, clean
 
 
 # ---------------------------------------------------------------------------------------------------------------- NVML
+@pytest.mark.slow
 def test_nvml_hanging_takes_down_nvml_and_processes_and_no_gpu_finding_is_made(gpu_node):
     fake, gpu, reader, clean = gpu_node.fake, gpu_node.gpu, gpu_node.reader, gpu_node.clean
     fake.hang("nvmlDeviceGetComputeRunningProcesses")

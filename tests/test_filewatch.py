@@ -238,6 +238,7 @@ def best_effort_node(fake_host):
     return fake_host
 
 
+@pytest.mark.slow
 def test_a_configmap_update_of_the_intent_takes_effect_without_sighup(best_effort_node, tmp_path):
     volume = ConfigMapVolume(tmp_path / "config")
     volume.write({"intent.yaml": BEST_EFFORT})
@@ -262,6 +263,7 @@ def test_a_configmap_update_of_the_intent_takes_effect_without_sighup(best_effor
     assert "SIGHUP: reloading" not in messages
 
 
+@pytest.mark.slow
 def test_a_broken_configmap_update_keeps_the_old_intent_and_sets_the_failure_metric(best_effort_node, tmp_path):
     volume = ConfigMapVolume(tmp_path / "config")
     volume.write({"intent.yaml": REFERENCE})
@@ -286,6 +288,7 @@ def test_a_broken_configmap_update_keeps_the_old_intent_and_sets_the_failure_met
     assert "topologyManagerPolicy" in failed["msg"]
 
 
+@pytest.mark.slow
 def test_a_hung_file_in_a_configmap_update_does_not_block_serving(best_effort_node, tmp_path):
     """The update's intent.yaml is a FIFO nobody writes: its read blocks as on a hung mount. Scrapes are answered
     meanwhile, the reload is given up at its time limit, and the next update applies."""
@@ -338,6 +341,7 @@ def status(url: str, headers: dict[str, str], context: ssl.SSLContext | None = N
         return error.code
 
 
+@pytest.mark.slow
 def test_a_secret_update_of_the_web_config_takes_effect_without_sighup(fake_host, tmp_path):
     fake_host.mkdir("proc")
     volume = ConfigMapVolume(tmp_path / "web")
@@ -371,6 +375,7 @@ def digest(issued: trustme.LeafCert) -> str:
     return hashlib.sha256(ssl.PEM_cert_to_DER_cert(issued.cert_chain_pems[0].bytes().decode())).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_renewed_certificate_in_a_secret_is_served_without_sighup(fake_host, tmp_path):
     """cert-manager renews the Secret the web config's cert_file and key_file are in; the web config file itself
     does not change, and the next connection is shown the new certificate."""

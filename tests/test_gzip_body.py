@@ -327,6 +327,7 @@ def evaluated_at(body: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("accept", [OPENMETRICS, "text/plain"], ids=["openmetrics", "text"])
+@pytest.mark.slow
 def test_a_running_serve_answers_gzip_that_decompresses_to_its_plain_body_evaluation_after_evaluation(
     fake_host, accept
 ):
@@ -349,6 +350,7 @@ def test_a_running_serve_answers_gzip_that_decompresses_to_its_plain_body_evalua
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (tests/install-and-run.sh installs it)")
+@pytest.mark.slow
 def test_curl_compressed_reads_the_gzip_body_of_a_running_serve(fake_host):
     reference_node(fake_host)
     with serve(fake_host.root, interval="0.3") as (_process, url):

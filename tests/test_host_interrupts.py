@@ -170,6 +170,7 @@ def test_malformed_lines_name_the_file_and_the_problem(text, what):
     old_layout=st.booleans(),
     data=st.data(),
 )
+@pytest.mark.slow
 def test_fast_parse_equals_the_naive_reading(cpu_ids, rows, old_layout, data):
     """Any CPU numbering (gaps, offline CPUs), counts of any width, either cell layout, any watched subset."""
     watched = set(data.draw(st.lists(st.sampled_from(cpu_ids), unique=True)))

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import bcrypt
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from serving import numawatch_serve
 
@@ -208,6 +209,7 @@ def describe(seconds: list[float]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ reproducer 5
+@pytest.mark.slow
 def test_a_flood_of_wrong_passwords_does_not_delay_a_valid_scrape(fake_host, tmp_path):
     fake_host.mkdir("proc")
     config = write_config(tmp_path, rounds=10)
@@ -228,6 +230,7 @@ def test_a_flood_of_wrong_passwords_does_not_delay_a_valid_scrape(fake_host, tmp
     assert authorization("prometheus", WRONG).split()[1] not in stderr
 
 
+@pytest.mark.slow
 def test_clients_trickling_a_body_do_not_take_the_request_slots(fake_host, tmp_path):
     fake_host.mkdir("proc")
     config = write_config(tmp_path)
@@ -246,6 +249,7 @@ def test_clients_trickling_a_body_do_not_take_the_request_slots(fake_host, tmp_p
 
 
 # ------------------------------------------------------------------------------------------------ reproducer 8
+@pytest.mark.slow
 def test_a_pipelined_half_request_is_cut_off_after_the_read_timeout(fake_host):
     """One full request and the start of a second in one packet, then silence: the second request's clock runs
     from its first byte, and the connection is closed after --web.read-timeout, not after the keep-alive time."""
@@ -270,6 +274,7 @@ def test_a_pipelined_half_request_is_cut_off_after_the_read_timeout(fake_host):
     assert after["read_timeout"] == before["read_timeout"] + 1
 
 
+@pytest.mark.slow
 def test_a_second_request_trickled_on_a_kept_alive_connection_is_cut_off_too(fake_host):
     fake_host.mkdir("proc")
     with numawatch_serve(fake_host.root, "--web.read-timeout", "0.5") as (process, url):
@@ -298,6 +303,7 @@ def refused_counts(url: str) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------------------------------------ reproducer 10
+@pytest.mark.slow
 def test_every_refusal_carries_the_security_headers_and_logs_no_header_value(fake_host, tmp_path):
     fake_host.mkdir("proc")
     config = write_config(tmp_path)

@@ -86,6 +86,7 @@ def opener(request, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------ reproducer 1
+@pytest.mark.slow
 def test_issue15_reproducer_1_a_link_out_of_the_root_is_not_read(fake_host, tmp_path, opener):
     """``proc/sys/vm/swappiness -> ../../../../tmp/x/secret`` and an absolute link at a governor: on main the
     secret came back in a check reason (``expected an integer, got 'root:$6$...'``) and as a governor label."""
@@ -118,6 +119,7 @@ def test_issue15_reproducer_1_a_link_out_of_the_root_is_not_read(fake_host, tmp_
 
 # ------------------------------------------------------------------------------------------------ reproducer 2
 @pytest.mark.parametrize("flag", ["config", "config-dir"])
+@pytest.mark.slow
 def test_issue15_reproducer_2_a_bundle_cannot_name_the_analysts_files(fake_host, tmp_path, opener, flag):
     """A bundle without a single link: its RKE2 config's ``kubelet-arg`` names ``/../../../..<analyst's file>``.
     On main ``check --from`` read it and reported ``CPU Manager policy is "<its content>"``."""
@@ -164,6 +166,7 @@ def fifo_everywhere(host: FakeHost) -> None:
         os.mkfifo(path)
 
 
+@pytest.mark.slow
 def test_issue15_reproducer_3_a_fifo_does_not_hang_check(fake_host, opener):
     """On main ``check`` blocked forever in open() of the first FIFO (the subprocess timeout is the assertion)."""
     reference_node(fake_host)
@@ -177,6 +180,7 @@ def test_issue15_reproducer_3_a_fifo_does_not_hang_check(fake_host, opener):
     assert "Traceback" not in checked.stderr
 
 
+@pytest.mark.slow
 def test_issue15_reproducer_3_a_fifo_does_not_keep_serve_starting(fake_host, opener):
     """On main serve answered 503 "starting" for ever: its first evaluation never finished."""
     reference_node(fake_host)
@@ -339,6 +343,7 @@ def plant_canaries(host: FakeHost, outside: Path, files: set[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("variant", ["rke2", "kubeadm"])
+@pytest.mark.slow
 def test_no_canary_behind_any_link_reaches_any_output(fake_host, tmp_path, opener, variant):
     complete_host(fake_host, variant)
     root = str(fake_host.root)
@@ -425,6 +430,7 @@ def test_no_canary_reaches_the_gpu_process_readings(fake_host, tmp_path):
     assert linked == baseline
 
 
+@pytest.mark.slow
 def test_a_fifo_at_every_kind_of_file_is_never_waited_for(fake_host, opener):
     """Not one FIFO: every file an evaluation reads is one; check finishes, each source down names its FIFO."""
     complete_host(fake_host)
@@ -486,6 +492,7 @@ def template(tmp_path_factory) -> tuple[Path, list[str]]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), fallback=st.booleans())
+@pytest.mark.slow
 def test_random_links_fifos_and_sizes_never_leak_or_hang(template, data, fallback):
     template, files = template
     work = Path(tempfile.mkdtemp(prefix="numawatch-hostile-"))

@@ -10,6 +10,7 @@ give them.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -19,7 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import dockerignore
 import pytest
+import unprivileged
 from fakehost import FakeHost
 from fakehost.reference import reference_node
 from packaging.requirements import Requirement
@@ -32,7 +35,6 @@ CONTAINERFILE = DEPLOY / "Containerfile"
 NPD_CONTAINERFILE = DEPLOY / "npd/Containerfile"
 LOCK = DEPLOY / "requirements.lock"
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
 
 
 def instructions(path: Path) -> list[tuple[str, str]]:
@@ -122,17 +124,105 @@ def test_containerfile_entrypoint_is_the_numawatch_console_script():
     assert ("EXPOSE", "10914") in ops
 
 
-def test_containerfile_copies_everything_the_package_build_needs_and_the_ignore_file_lets_it_through():
-    copied = [word for op, args in instructions(CONTAINERFILE) if op == "COPY" and "--from" not in args
-              for word in args.split()[:-1]]
-    for needed in ("pyproject.toml", "README.md", "exporter", "deploy/requirements.lock"):
+def test_containerfile_copies_everything_the_package_build_needs():
+    copied = [source for op, sources in copies(CONTAINERFILE) if op == "COPY" for source in sources]
+    for needed in ("pyproject.toml", "setup.py", "README.md", "exporter", "deploy/requirements.lock"):
         assert needed in copied
-    patterns = [line for line in (DEPLOY / "Containerfile.dockerignore").read_text().splitlines()
-                if line and not line.startswith("#")]
-    assert patterns[0] == "*"  # everything else is left out of the build context
-    ignore = set(patterns)
-    for needed in ("pyproject.toml", "README.md", "exporter/", "deploy/requirements.lock"):
-        assert f"!{needed}" in ignore
+    patterns = dockerignore.parse(ignore_file(CONTAINERFILE).read_text())
+    assert patterns[0].text == "*" and not patterns[0].exception  # an allow-list: nothing else reaches the context
+
+
+def repository_files() -> list[str]:
+    """What a fresh clone holds: git's tracked files (without git, every file but caches and environments)."""
+    if (ROOT / ".git").exists() and shutil.which("git"):
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True)
+        return [name for name in listed.stdout.decode().split("\0") if name and (ROOT / name).is_file()]
+    skipped = {".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+    found = []
+    for directory, dirs, files in os.walk(ROOT):
+        dirs[:] = [name for name in dirs if name not in skipped]
+        found += [os.path.relpath(os.path.join(directory, name), ROOT) for name in files]
+    return found
+
+
+def ignore_file(containerfile: Path) -> Path:
+    """The ignore file a build of ``containerfile`` from the repository root reads: ``<Containerfile>.dockerignore``
+    beside it (BuildKit; podman and buildah are given it with --ignorefile, as the README says), else the root's."""
+    beside = containerfile.with_name(containerfile.name + ".dockerignore")
+    return beside if beside.exists() else ROOT / ".dockerignore"
+
+
+def copies(containerfile: Path) -> list[tuple[str, list[str]]]:
+    """(COPY or ADD, sources) of every instruction that reads the build context (not ``--from`` a stage)."""
+    found = []
+    for op, args in instructions(containerfile):
+        if op not in ("COPY", "ADD"):
+            continue
+        words = args.split()
+        while words and words[0].startswith("--"):
+            if words[0].startswith("--from"):
+                break
+            words.pop(0)
+        if words and words[0].startswith("--from"):
+            continue
+        if words and words[0].startswith("["):
+            words = json.loads(" ".join(words))
+        found.append((op, words[:-1]))
+    return found
+
+
+@pytest.mark.parametrize("containerfile", [CONTAINERFILE, NPD_CONTAINERFILE], ids=["numawatch", "npd"])
+def test_every_copy_source_is_in_the_build_context_the_ignore_file_leaves(containerfile):
+    """The context built exactly as the ignore file filters it (tests/dockerignore.py: the rules of moby's
+    patternmatcher, exceptions included): every COPY and ADD source is in it, a file as itself, a directory with
+    its files."""
+    ignore = ignore_file(containerfile)
+    context = dockerignore.context(repository_files(), ignore.read_text() if ignore.exists() else "")
+    missing = []
+    for _, sources in copies(containerfile):
+        for source in sources:
+            source = source.rstrip("/").removeprefix("./")
+            if any(char in source for char in "*?["):
+                present = any(fnmatch.fnmatchcase(path, source) for path in context)
+            else:
+                present = source in context or any(path.startswith(source + "/") for path in context)
+            if not present:
+                missing.append(source)
+    assert not missing, f"{containerfile.relative_to(ROOT)} copies {missing}, which {ignore.name} leaves out"
+
+
+def test_the_build_context_carries_the_whole_package_and_no_byte_code():
+    context = dockerignore.context(repository_files(), ignore_file(CONTAINERFILE).read_text())
+    package = {path for path in repository_files() if path.startswith("exporter/numawatch/")}
+    assert package and package <= context
+    assert not any("__pycache__" in path or path.startswith((".venv/", ".git/", "tests/")) for path in context)
+
+
+@pytest.mark.parametrize(
+    ("ignore", "path", "left_out"),
+    [
+        ("*\n!exporter/\n", "exporter/numawatch/cli.py", False),  # an exception for a directory covers its files
+        ("*\n!exporter/\n", "setup.py", True),
+        ("*\n!exporter/\n**/__pycache__\n", "exporter/numawatch/__pycache__/cli.pyc", True),
+        ("*\n!exporter/\n**/__pycache__\n!exporter/numawatch/__pycache__/keep.pyc\n",
+         "exporter/numawatch/__pycache__/keep.pyc", False),  # the last pattern that matches decides
+        ("!setup.py\n*\n", "setup.py", True),  # an exception before the pattern it would undo does nothing
+        ("/setup.py\n", "setup.py", True),  # a leading / is the context's root
+        ("./docs//x.md\n", "docs/x.md", True),  # cleaned as a path
+        ("docs\n", "docs/capture.md", True),  # a directory leaves out what it holds
+        ("*.md\n", "docs/capture.md", False),  # "*" never crosses a "/"
+        ("**/*.md\n", "docs/capture.md", True),
+        ("**/*.md\n", "README.md", True),  # "**/" matches no directory too
+        ("docs/**\n", "docs/a/b/c.md", True),
+        ("docs/?.md\n", "docs/x.md", True),
+        ("docs/?.md\n", "docs/xy.md", False),
+        ("docs/[a-c].md\n", "docs/b.md", True),
+        ("# *\n", "setup.py", False),  # a comment
+        ("  setup.py  \n", "setup.py", True),  # trimmed
+    ],
+)
+def test_the_ignore_file_is_read_by_the_rules_docker_and_buildkit_use(ignore, path, left_out):
+    assert dockerignore.excluded(path, dockerignore.parse(ignore)) is left_out
 
 
 def test_numawatch_lands_where_the_npd_rules_run_it():
@@ -206,15 +296,16 @@ def test_the_lock_names_its_refresh_command_and_that_command_exists():
 
 
 def as_nobody_available() -> None:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and util-linux's setpriv to run numawatch as UID 65534")
+    why = unprivileged.available()
+    if why is not None:
+        pytest.skip(why)
 
 
 def check_json(host_root: Path | str, *, nobody: bool) -> dict:
-    command = [sys.executable, "-m", "numawatch", "--host-root", str(host_root), "--no-nvml", "check",
-               "--format", "json", "--window", "0"]
-    completed = subprocess.run([*(NOBODY if nobody else []), *command], capture_output=True, text=True,
-                               timeout=120, cwd="/")
+    args = ["-m", "numawatch", "--host-root", str(host_root), "--no-nvml", "check", "--format", "json", "--window",
+            "0"]
+    command = unprivileged.as_nobody(*args) if nobody else [sys.executable, *args]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
     assert completed.returncode in (0, 1, 2), completed.stderr
     assert "Traceback" not in completed.stderr
     return json.loads(completed.stdout)
@@ -229,6 +320,7 @@ KERNEL_SOURCES = ("topology", "kernel", "numastat", "interrupts", "irqs", "gpus_
 
 
 @pytest.mark.realhost
+@pytest.mark.slow
 def test_the_kernel_files_read_the_same_without_root():
     as_nobody_available()
     root, nobody = check_json("/", nobody=False), check_json("/", nobody=True)
@@ -253,6 +345,7 @@ print("ready", flush=True)
 sys.stdin.readline()
 """
 READ_IRQBALANCE = """
+import fnmatch
 import json
 from numawatch.paths import Paths
 from numawatch.sources import irqbalance
@@ -262,6 +355,7 @@ print(json.dumps({"pids": list(state.pids), "origin": state.config.origin if sta
 
 
 @pytest.mark.realhost
+@pytest.mark.slow
 def test_another_users_process_environment_needs_root():
     """/proc/<pid>/environ is the owner's (or CAP_SYS_PTRACE's) alone: as nobody numawatch still finds a root
     irqbalance but cannot read the ban list it runs with, and falls back to the environment files."""
@@ -273,8 +367,8 @@ def test_another_users_process_environment_needs_root():
         assert daemon.stdout is not None and daemon.stdout.readline() == "ready\n"
         read = [sys.executable, "-c", READ_IRQBALANCE]
         as_root = json.loads(subprocess.run(read, capture_output=True, text=True, timeout=60, check=True).stdout)
-        as_nobody = json.loads(subprocess.run([*NOBODY, *read], capture_output=True, text=True, timeout=60,
-                                              check=True, cwd="/").stdout)
+        as_nobody = json.loads(subprocess.run(unprivileged.as_nobody(*read[1:]), capture_output=True, text=True,
+                                              timeout=60, check=True, cwd="/").stdout)
     finally:
         daemon.communicate("done\n", timeout=30)
     assert daemon.pid in as_root["pids"] and daemon.pid in as_nobody["pids"]
@@ -298,6 +392,7 @@ def reachable_tmp():
         ("kubeadm", {"kubelet_state", "names", "kubelet_config", "pod_resources"}),
     ],
 )
+@pytest.mark.slow
 def test_the_kubelet_and_containerd_files_need_root(reachable_tmp, flavor, lost_sources):
     """The node's files with the modes their owners create them with: the kubelet's root directory and pod log
     directory 0750 and its checkpoints 0600 (pkg/kubelet setupDataDirs, the checkpoint manager's file store),

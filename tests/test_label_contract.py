@@ -96,6 +96,7 @@ def test_a_checkpoint_read_from_a_kubelet_directory_mounted_elsewhere_is_named_a
     assert str(tmp_path) not in stale.message
 
 
+@pytest.mark.slow
 def test_rate_findings_keep_one_drift_series_per_irq_while_the_cpus_they_hit_change(tmp_path):
     """The benchmark's node with device IRQs straying onto isolated CPUs at random: each evaluation sees them hit
     other CPUs, which the findings say (JSON), while each IRQ's drift series stays the one series."""

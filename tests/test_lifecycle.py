@@ -80,6 +80,7 @@ def read_until_closed(sock: socket.socket, seconds: float = 20) -> bytes:
 
 
 # ------------------------------------------------------------------------------------------------ SIGHUP
+@pytest.mark.slow
 def test_sighup_reloads_the_intent_and_an_invalid_file_keeps_the_previous_one(fake_host, tmp_path):
     node = reference_node(fake_host)
     node.set_topology_manager_policy("best-effort")
@@ -120,6 +121,7 @@ def test_sighup_reloads_the_intent_and_an_invalid_file_keeps_the_previous_one(fa
 
 
 # ------------------------------------------------------------------------------------------------ SIGTERM
+@pytest.mark.slow
 def test_sigterm_stops_at_once_while_an_evaluation_is_stuck_in_a_read(fake_host):
     """A FIFO nobody writes to blocks open() for ever, as a hung mount would; the stuck reader thread is left
     behind rather than waited for."""
@@ -142,6 +144,7 @@ def test_sigterm_stops_at_once_while_an_evaluation_is_stuck_in_a_read(fake_host)
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_sigterm_stops_at_once_with_a_stalled_client_connected(fake_host):
     fake_host.mkdir("proc")
     with serve(fake_host.root, "--web.read-timeout", "60") as (process, url):
@@ -158,6 +161,7 @@ def test_sigterm_stops_at_once_with_a_stalled_client_connected(fake_host):
 
 
 # ------------------------------------------------------------------------------------------------ slots and deadlines
+@pytest.mark.slow
 def test_requests_over_the_limit_get_503_at_once_until_the_stalled_one_times_out(fake_host):
     fake_host.mkdir("proc")
     with serve(fake_host.root, "--web.max-requests", "1", "--web.read-timeout", "2") as (process, url):
@@ -179,6 +183,7 @@ def test_requests_over_the_limit_get_503_at_once_until_the_stalled_one_times_out
     assert value(counted, "numawatch_http_requests_refused", reason="max_requests") >= 1
 
 
+@pytest.mark.slow
 def test_a_client_sending_half_its_headers_is_cut_off_after_the_read_timeout(fake_host):
     fake_host.mkdir("proc")
     with serve(fake_host.root, "--web.read-timeout", "0.5", "--web.max-requests", "1") as (process, url):
@@ -197,6 +202,7 @@ def test_a_client_sending_half_its_headers_is_cut_off_after_the_read_timeout(fak
     assert answer == b""  # closed without an answer
 
 
+@pytest.mark.slow
 def test_a_client_that_connects_and_says_nothing_is_cut_off_too(fake_host):
     fake_host.mkdir("proc")
     with serve(fake_host.root, "--web.read-timeout", "0.5") as (process, url):

@@ -201,6 +201,7 @@ HOSTILE_NAME = 'intent\nts=2026-12-01T22:00:00.000Z level=error msg="forged" key
 
 
 @pytest.mark.parametrize("style", ["logfmt", "json"])
+@pytest.mark.slow
 def test_every_line_a_real_serve_writes_parses_even_with_a_hostile_intent_file_name(fake_host, tmp_path, style):
     node = reference_node(fake_host)
     node.set_topology_manager_policy("best-effort")
@@ -271,6 +272,7 @@ def test_the_parser_used_here_refuses_what_a_strict_reader_refuses():
     assert strict_logfmt.parse('a= b="" c="\\/\\b\\f"') == {"a": "", "b": "", "c": "/\b\f"}
 
 
+@pytest.mark.slow
 def test_logs_are_written_to_stderr_only(tmp_path):
     result = subprocess.run([sys.executable, "-m", "numawatch", "--host-root", str(tmp_path / "nope"), "serve"],
                             capture_output=True, text=True, timeout=60)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from fake_pynvml import FakeMig, reference_nvml, reference_pid, write_reference_threads
 from fakehost.reference import GPUS, TRTLLM, VLLM, reference_node, reference_snapshot, replace_state, with_results
 from gpu_readers import GpuReaders
@@ -32,6 +33,7 @@ def mig_nvml():
     return fake
 
 
+@pytest.mark.slow
 def test_a_gpu_in_mig_mode_lists_its_slices_and_places_each_process_on_its_slice(fake_host):
     reference_node(fake_host)
     write_reference_threads(fake_host)

@@ -78,6 +78,7 @@ def test_checks_json_is_what_checks_py_writes():
         assert path.read_text() == text, "numawatch-mixin/checks.json is stale: run python numawatch-mixin/checks.py"
 
 
+@pytest.mark.slow
 def test_committed_rule_files_are_the_mixins_rules_parsed_equal():
     alerts = strip_block_newlines({g["name"]: g for g in rendered("prometheusAlerts")["groups"]})
     rules = strip_block_newlines({g["name"]: g for g in rendered("prometheusRules")["groups"]})
@@ -86,6 +87,7 @@ def test_committed_rule_files_are_the_mixins_rules_parsed_equal():
     assert committed == rules
 
 
+@pytest.mark.slow
 def test_committed_dashboards_are_the_mixins_dashboards_parsed_equal():
     dashboards = rendered("grafanaDashboards")
     assert set(dashboards) == {path.name for path in (ROOT / "dashboards").glob("*.json")}
@@ -136,6 +138,7 @@ def test_duration_words_reads_prometheus_durations():
     assert duration_words("1d") == "1 day"
 
 
+@pytest.mark.slow
 def test_every_alert_text_says_the_for_it_is_configured_with():
     """An alert whose description says how long its condition has held says its `for:`: rendered with other
     durations (a different one per alert and severity), every duration in every alert's text is its own."""
@@ -188,6 +191,7 @@ def every_expression(config: dict) -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_numawatch_selector_carries_the_configured_job_selector():
     expressions = every_expression(CUSTOM)
     seen = 0

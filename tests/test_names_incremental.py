@@ -269,6 +269,7 @@ class Scenario:
 
 
 @pytest.mark.parametrize("seed", range(6))
+@pytest.mark.slow
 def test_an_incremental_reading_equals_a_full_read_through_random_changes(fake_host, clock, seed):
     scenario = Scenario(fake_host, clock, seed)
     fake_host.mkdir("var/log/pods")

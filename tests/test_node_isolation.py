@@ -121,6 +121,7 @@ def taint_check(node):
     return evaluation.findings, evaluation.not_evaluated, evaluation.not_applicable
 
 
+@pytest.mark.slow
 def test_the_reference_node_declares_the_seeds_taint_and_label(fake_host):
     assert taint_check(reference_node(fake_host)) == ((), (), ())
 
@@ -172,6 +173,7 @@ def test_a_kubeadm_node_with_register_with_taints_is_judged(fake_host):
     assert (finding.labels["setting"], finding.labels["file"]) == ("registerWithTaints", "/var/lib/kubelet/config.yaml")
 
 
+@pytest.mark.slow
 def test_a_malformed_node_taint_is_not_evaluated_naming_its_file(fake_host):
     node = reference_node(fake_host)
     fake_host.write("etc/rancher/rke2/config.yaml.d/90-gpu.yaml", "node-taint: ['nvidia.com/gpu=present']\n")
@@ -210,6 +212,7 @@ def add_clickhouse(node, qos: str = QOS_BURSTABLE, namespace: str = "analytics",
     )
 
 
+@pytest.mark.slow
 def test_the_reference_node_has_no_foreign_pod(fake_host):
     evaluation = evaluate(reference_node(fake_host).read(), REFERENCE, [NODE_WORKLOAD_NOT_ISOLATED])
     assert (evaluation.findings, evaluation.not_evaluated, evaluation.not_applicable) == ((), (), ())
@@ -250,6 +253,7 @@ def test_one_reading_says_the_cpu_time_since_the_pod_started(fake_host):
     [("inference", ""), ("kube-system", ""), ("gpu-operator", ""),
      ("analytics", "node: {systemNamespaces: [analytics]}")],
 )
+@pytest.mark.slow
 def test_system_namespaces_and_the_gpu_pods_own_are_not_foreign(fake_host, namespace, intent):
     node = reference_node(fake_host)
     add_clickhouse(node, namespace=namespace, name="tokenizer-0")
@@ -282,6 +286,7 @@ def test_usage_files_parse_as_the_kernel_prints_them():
 
 
 @pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.slow
 def test_the_source_reads_each_pod_cgroup_on_both_cgroup_versions(fake_host, version):
     node = reference_node(fake_host, cgroup_version=version)
     set_pod_usage(fake_host, node.pod(NODE_EXPORTER), cpu_seconds=42.5, memory_bytes=123456789)
@@ -294,6 +299,7 @@ def test_the_source_reads_each_pod_cgroup_on_both_cgroup_versions(fake_host, ver
 
 
 @pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.slow
 def test_handed_the_cgroups_reading_the_source_lists_no_directory_and_reads_the_same(fake_host, version):
     node = reference_node(fake_host, cgroup_version=version)
     set_pod_usage(fake_host, node.pod(NODE_EXPORTER), cpu_seconds=42.5, memory_bytes=123456789)

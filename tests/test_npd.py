@@ -12,7 +12,6 @@ the real ``numawatch check`` process on fake hosts that are clean, drifted and u
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import unprivileged
 from fakehost import FakeHost
 from fakehost.kernel import add_kernel_settings
 from fakehost.reference import GPU_IRQ_BASE, ONLINE, reference_node
@@ -207,6 +207,7 @@ RULES = {rule["condition"]: rule for rule in npd_config()["rules"]}
 
 
 @pytest.mark.parametrize("condition", list(RULES))
+@pytest.mark.slow
 def test_on_a_clean_node_every_condition_is_false(hosts, condition):
     completed = run_rule(RULES[condition], hosts["clean"])
     result = assert_npd_line(completed, npd_config()["pluginConfig"]["max_output_length"])
@@ -215,6 +216,7 @@ def test_on_a_clean_node_every_condition_is_false(hosts, condition):
 
 
 @pytest.mark.parametrize("condition", list(RULES))
+@pytest.mark.slow
 def test_on_a_drifted_node_every_condition_is_true_and_names_a_check_of_its_group(hosts, condition):
     completed = run_rule(RULES[condition], hosts["drifted"])
     result = assert_npd_line(completed, npd_config()["pluginConfig"]["max_output_length"])
@@ -227,6 +229,7 @@ def test_on_a_drifted_node_every_condition_is_true_and_names_a_check_of_its_grou
 
 
 @pytest.mark.parametrize("condition", list(RULES))
+@pytest.mark.slow
 def test_where_the_topology_cannot_be_read_every_condition_is_unknown_and_says_why(hosts, condition):
     completed = run_rule(RULES[condition], hosts["unreadable"])
     result = assert_npd_line(completed, npd_config()["pluginConfig"]["max_output_length"])
@@ -237,6 +240,7 @@ def test_where_the_topology_cannot_be_read_every_condition_is_unknown_and_says_w
     assert line.startswith("numawatch: unknown: ")
 
 
+@pytest.mark.slow
 def test_a_condition_whose_inputs_are_missing_is_unknown_naming_the_source(hosts, tmp_path):
     node = FakeHost(tmp_path / "host")
     reference_node(node)
@@ -247,18 +251,18 @@ def test_a_condition_whose_inputs_are_missing_is_unknown_naming_the_source(hosts
     assert result.message == "unknown: kubelet_state source down: no kubelet directory at /var/lib/kubelet"
 
 
+@pytest.mark.slow
 def test_a_host_root_numawatch_may_not_read_is_unknown_with_the_reason_on_stdout(hosts, tmp_path):
     """The unreadable host as NPD would meet it: numawatch runs as a user who may not enter the host root."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and util-linux's setpriv to run numawatch as another user")
+    if unprivileged.available() is not None:
+        pytest.skip(unprivileged.available())
     # The host root is not even reachable: the test's temporary directories are 0700 root.
     locked = tmp_path / "locked"
     shutil.copytree(hosts["clean"], locked, symlinks=True)
     rule = RULES["HostTuningDrift"]
     args = [a if not a.startswith("--host-root=") else f"--host-root={locked}" for a in rule["args"]]
     args = [a for a in args if not a.startswith("--intent=")]
-    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
-    completed = subprocess.run([*drop, *numawatch_command(), *args], capture_output=True, timeout=120)
+    completed = subprocess.run(unprivileged.as_nobody("-m", "numawatch", *args), capture_output=True, timeout=120)
     result = assert_npd_line(completed, NPD_DEFAULT_MAX_OUTPUT)
     assert result.condition_status == "Unknown"
     assert result.message == report.npd_line(f"unknown: numawatch cannot run: host root {locked} is not readable")
@@ -268,6 +272,7 @@ def test_a_host_root_numawatch_may_not_read_is_unknown_with_the_reason_on_stdout
 # --- the command line ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_usage_error_under_format_npd_still_prints_one_line_on_stdout():
     completed = subprocess.run([*numawatch_command(), "check", "--format=npd", "--group", "NoSuchCondition"],
                                capture_output=True, timeout=60)

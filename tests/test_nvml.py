@@ -457,6 +457,7 @@ def test_a_malformed_recorded_reading_is_rejected_naming_the_field(data, what):
         recording.load(data)
 
 
+@pytest.mark.slow
 def test_a_capture_bundle_replays_nvml_and_processes_without_a_gpu(fake_host, clock, tmp_path):
     from numawatch.capture import capture, evaluate_bundle
 

@@ -138,6 +138,7 @@ def clean(tmp_path_factory) -> Evaluation:
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda fault: fault.name)
+@pytest.mark.slow
 def test_a_broken_optional_file_degrades_only_the_checks_that_need_it(fault, clean, fake_host):
     node = reference_node(fake_host)
     if fault.setup is not None:

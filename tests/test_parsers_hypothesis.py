@@ -822,6 +822,7 @@ def _check_error(case: Case, error: BaseException) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+@pytest.mark.slow
 def test_every_parser_accepts_its_unmutated_samples(case: Case) -> None:
     for sample in samples()[case.sample]:
         result = case.call(sample)
@@ -831,6 +832,7 @@ def test_every_parser_accepts_its_unmutated_samples(case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 @SETTINGS
 @given(data=st.data())
+@pytest.mark.slow
 def test_parser_returns_its_type_or_raises_only_its_documented_errors(case: Case, data: st.DataObject) -> None:
     raw = data.draw(inputs(case.sample), label="input")
     try:
@@ -855,6 +857,7 @@ TRAILING_PADDING = (b"\0", b"\n", b" ", b"\t")
 @pytest.mark.parametrize("case", [case for case in CASES if case.sample in PADDED_KINDS], ids=lambda case: case.name)
 @SETTINGS
 @given(data=st.data())
+@pytest.mark.slow
 def test_the_padding_kernels_print_around_a_value_changes_nothing(case: Case, data: st.DataObject) -> None:
     sample = data.draw(st.sampled_from(samples()[case.sample]), label="sample")
     before = b"".join(data.draw(st.lists(st.sampled_from(LEADING_PADDING), max_size=3), label="before"))
@@ -901,6 +904,7 @@ def test_byte_counts_survive_binary_formatting(value: int) -> None:
     st.booleans(),
     st.frozensets(st.integers(0, 130), max_size=40),
 )
+@pytest.mark.slow
 def test_interrupt_counts_of_the_fast_path_equal_a_plain_split(
     cpus: list[int], counts: list[int], old_layout: bool, watched: frozenset[int]
 ) -> None:

@@ -94,6 +94,7 @@ def hang_in_a_read(path: Path, process) -> tuple[Path, int]:
 
 
 # ------------------------------------------------------------------------------------------------ reproducer 6
+@pytest.mark.slow
 def test_sigterm_stops_the_process_while_a_reload_hangs_in_a_read(fake_host, tmp_path):
     reference_node(fake_host)
     intent = tmp_path / "intent.yaml"
@@ -114,6 +115,7 @@ def test_sigterm_stops_the_process_while_a_reload_hangs_in_a_read(fake_host, tmp
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_a_reload_that_hangs_is_given_up_after_its_time_limit_and_the_next_one_works(fake_host, tmp_path):
     node = reference_node(fake_host)
     node.set_topology_manager_policy("best-effort")
@@ -148,6 +150,7 @@ def test_a_reload_that_hangs_is_given_up_after_its_time_limit_and_the_next_one_w
 # ------------------------------------------------------------------------------------------------ reproducer 7
 @pytest.mark.parametrize(("stale", "stale_valid"), [(BEST_EFFORT, True), (INVALID, False)],
                          ids=["stale-valid-intent", "stale-invalid-intent"])
+@pytest.mark.slow
 def test_of_two_overlapping_reloads_the_newer_file_wins(fake_host, tmp_path, stale, stale_valid):
     """The first SIGHUP's read is slow (a FIFO), the second's file is fresh. Whenever the slow read finishes, the
     intent in force at the end is the fresh one and numawatch_intent_reload_success is 1: the slow, older reload

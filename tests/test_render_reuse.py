@@ -104,6 +104,7 @@ CHANGES = [
 
 
 @pytest.mark.parametrize("cgroup_version", [2, 1])
+@pytest.mark.slow
 def test_every_reading_of_a_changing_node_renders_and_finds_what_a_from_scratch_evaluation_does(
     fake_host, cgroup_version
 ):
@@ -124,6 +125,7 @@ def test_every_reading_of_a_changing_node_renders_and_finds_what_a_from_scratch_
     assert len(bodies) > len(CHANGES) // 2  # the changes did change the exposition
 
 
+@pytest.mark.slow
 def test_the_node_above_fires_what_its_changes_plant(fake_host):
     node = reference_node(fake_host)
     reader = HostReader(node.paths, stagger=2)

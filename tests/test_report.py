@@ -249,3 +249,28 @@ def test_every_check_disabled_by_intent_is_unknown_and_says_so():
     assert report.verdict(evaluation).reason == (
         "no check could be evaluated (1 of 1 not evaluated, 1 disabled by intent; 0 of 2 sources down)"
     )
+
+
+def test_findings_less_severe_than_fail_on_are_shown_and_leave_the_verdict_to_the_rest():
+    checks = (fixed_check("vm_swappiness", {"setting": "vm.swappiness"}, severity="info"),)
+    up, down = evaluate(make_host(True), REFERENCE, checks), evaluate(make_host(False), REFERENCE, checks)
+
+    assert report.verdict(up, "warning") == report.Verdict("clean", 0, below=1, fail_on="warning")
+    assert report.verdict(up, "info").exit_code == 1
+    assert report.verdict(down, "warning").status == "unknown"
+    document = json.loads(report.render_json(up, "/h", "warning"))
+    assert (document["status"], document["exit_code"], document["fail_on"], len(document["findings"])) == (
+        "clean", 0, "warning", 1)
+    table = report.render_table(up, "/h", "warning")
+    assert "INFO (1)" in table
+    assert table.splitlines()[-2] == "Result: clean (exit 0; 1 finding below --fail-on warning)"
+
+
+def test_the_default_fail_on_is_warning_for_people_and_info_for_node_problem_detector():
+    assert report.FAIL_ON_DEFAULT == {"table": "warning", "json": "warning", "npd": "info"}
+    checks = (fixed_check("vm_swappiness", {"setting": "vm.swappiness"}, severity="info"),)
+    evaluation = evaluate(make_host(True), REFERENCE, checks)
+
+    assert json.loads(report.render_json(evaluation, "/h"))["exit_code"] == 0
+    assert report.npd_message(evaluation, "/h") == "1 finding: vm_swappiness setting=vm.swappiness"
+    assert report.npd_message(evaluation, "/h", "warning").startswith("clean: 1 below --fail-on warning, ")

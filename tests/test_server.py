@@ -443,6 +443,7 @@ def wait_until_healthy(url: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_serve_process_answers_metrics_healthz_and_landing_page_then_stops_on_sigterm(fake_host):
     fake_host.mkdir("proc")
     with numawatch_serve(fake_host.root) as (process, url):
@@ -491,6 +492,7 @@ def drifting_checks(families: dict[str, list]) -> set[str]:
     return {sample.labels["check"] for sample in families["numawatch_drift"]}
 
 
+@pytest.mark.slow
 def test_serve_process_exports_planted_drift_and_drops_it_once_the_tree_is_repaired(fake_host):
     node = reference_node(fake_host)
     node.split_across_nodes()
@@ -524,6 +526,7 @@ def test_serve_process_exports_planted_drift_and_drops_it_once_the_tree_is_repai
     assert "No findings" in landing
 
 
+@pytest.mark.slow
 def test_serve_process_stops_cleanly_on_sigint(fake_host):
     with numawatch_serve(fake_host.root) as (process, url):
         wait_until_healthy(url)
@@ -556,6 +559,7 @@ def _cpus_allowed_task(pid: int, tid: str) -> frozenset[int]:
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to tell pinned from unpinned")
+@pytest.mark.slow
 def test_serve_pins_every_thread_to_the_housekeeping_cpus_of_the_host_it_reads(fake_host):
     # The reference node isolates all but the first core of each socket: housekeeping CPUs 0, 8, 16 and 24. Of
     # those, this machine has CPU 0, so that is where every thread of numawatch must end up.
@@ -571,6 +575,7 @@ def test_serve_pins_every_thread_to_the_housekeeping_cpus_of_the_host_it_reads(f
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to tell pinned from unpinned")
+@pytest.mark.slow
 def test_serve_with_no_self_pin_keeps_the_affinity_it_was_started_with(fake_host):
     reference_node(fake_host)
     with numawatch_serve(fake_host.root, "--no-self-pin") as (process, url):

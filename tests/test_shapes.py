@@ -151,6 +151,7 @@ _ATOMS = st.sampled_from(
 
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(), st.lists(_ATOMS, max_size=12).map("".join)))
+@pytest.mark.slow
 def test_any_command_line_text_gives_a_shape_or_a_one_line_shape_error(text):
     try:
         shape = parse_shape(text)
@@ -171,6 +172,7 @@ _YAML_VALUES = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(_YAML_VALUES)
+@pytest.mark.slow
 def test_any_parsed_yaml_value_gives_shapes_or_a_shape_error(value):
     try:
         shapes = shapes_from_intent(value)

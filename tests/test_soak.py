@@ -58,6 +58,7 @@ def series(exposition: bytes) -> list[bytes]:
 
 
 @pytest.mark.skipif(ITERATIONS < 2 * CHECKPOINT, reason="NUMAWATCH_SOAK_ITERATIONS is below two checkpoints")
+@pytest.mark.slow
 def test_pods_coming_and_going_leave_series_and_memory_flat(fake_host):
     node = reference_node(fake_host)
     reader = HostReader(node.paths)

@@ -321,6 +321,7 @@ def test_a_header_without_rows_or_newline_is_an_empty_reading(tmp_path):
 
 
 @pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 3 * 65536 + 17])
+@pytest.mark.slow
 def test_read_bytes_reads_a_file_whole_across_its_chunks(tmp_path, size):
     """read_bytes asks the kernel for a bounded chunk at a time, never the whole limit: every size reads back
     byte for byte, around the chunk's edges too, and exactly the limit is still allowed."""
@@ -563,6 +564,7 @@ def test_a_row_repeated_in_the_next_reading_is_refused_even_when_unchanged(tmp_p
     block=st.sampled_from([13, 97, 1 << 20]),
     rename=st.booleans(),
 )
+@pytest.mark.slow
 def test_a_readers_second_reading_equals_a_one_off_parse(tmp_path_factory, counts, moves, watched, block, rename):
     """Whatever moved between two readings (counts anywhere, widths, names), the reader's second reading is what
     parsing the second file alone gives."""
@@ -726,6 +728,7 @@ def test_a_row_checked_run_by_run_sees_its_watched_count_move_and_is_checked_by_
     watched=st.sets(st.integers(0, 7)),
     block=st.sampled_from([13, 97, 1 << 20]),
 )
+@pytest.mark.slow
 def test_a_readers_every_reading_equals_a_one_off_parse(tmp_path_factory, start, moves, watched, block):
     """Over several readings (rows taken by their span, by their runs, searched, dense or not, counts widening past
     ten digits), each of a reader's readings is what parsing that file alone gives."""

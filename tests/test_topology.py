@@ -424,6 +424,7 @@ def test_a_missing_cmdline_gives_empty_isolation_parameters(fake_host):
     assert iso.isolcpus is None
 
 
+@pytest.mark.slow
 def test_a_384_cpu_host_reads_completely(fake_host):
     layout = add_topology(fake_host, sockets=2, cores_per_socket=96, threads_per_core=2, nodes_per_socket=2)
     topo = topology.read(fake_host.paths)

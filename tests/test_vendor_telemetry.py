@@ -172,6 +172,7 @@ def test_threads_of_an_amd_gpu_process_off_the_gpus_node_are_remote(amd_node):
     assert {f["gpu"] for f in found} == {gpu.pci_address for gpu in GPUS[:2]}
 
 
+@pytest.mark.slow
 def test_old_amd_smi_process_handles_are_described_one_by_one(fake_host):
     reference_node(fake_host, vendor="amd")
     fake = reference_amdsmi(process_handles=True)
@@ -224,6 +225,7 @@ def test_without_the_amdgpu_driver_amd_smi_init_fails_and_is_retried_later(fake_
     assert third.statuses["amdsmi"].up
 
 
+@pytest.mark.slow
 def test_a_hung_amd_smi_call_makes_the_source_down_without_blocking_the_evaluation(amd_node):
     _, fake, reader, _ = amd_node
     session = reader.context.libraries["amdsmi"]
@@ -281,6 +283,7 @@ def test_an_amd_smi_address_that_is_no_pci_address_is_a_problem_and_never_a_labe
     assert gpu.problems[0].startswith("amdsmi_get_gpu_device_bdf: BDF ")
 
 
+@pytest.mark.slow
 def test_a_new_amd_gpu_on_the_bus_makes_amd_smi_enumerate_again(amd_node):
     node, fake, reader, _ = amd_node
     reader.read()
@@ -375,6 +378,7 @@ def test_a_lost_gaudi_is_down_and_not_called_again_while_the_others_report(gaudi
     assert by_gpu(text, "numawatch_gpu_telemetry_up")[GPUS[1].pci_address] == 0
 
 
+@pytest.mark.slow
 def test_without_libhlml_the_hlml_source_is_down_with_the_reason(fake_host):
     reference_node(fake_host, vendor="habana")
     reader = hlml_reader(fake_host, reference_hlml(library=False), Clock())
@@ -389,6 +393,7 @@ def test_without_libhlml_the_hlml_source_is_down_with_the_reason(fake_host):
     assert host.statuses["gpus_sysfs"].up
 
 
+@pytest.mark.slow
 def test_an_hlml_error_on_one_call_is_a_problem_of_that_gaudi(gaudi_node):
     _, fake, reader, _ = gaudi_node
     fake.devices[0].errors["hlmlDeviceGetMemoryInfo"] = UNKNOWN
@@ -402,6 +407,7 @@ def test_an_hlml_error_on_one_call_is_a_problem_of_that_gaudi(gaudi_node):
 
 
 # --------------------------------------------------------------------------------------------------- capture
+@pytest.mark.slow
 def test_a_captured_amd_node_is_judged_the_same_offline(amd_node, tmp_path):
     _, _, reader, _ = amd_node
     bundle = tmp_path / "node.tar.gz"
@@ -416,6 +422,7 @@ def test_a_captured_amd_node_is_judged_the_same_offline(amd_node, tmp_path):
 
 # --------------------------------------------------------------------------------------------------- serve
 @pytest.mark.parametrize(("vendor", "library"), [("amd", "amdsmi"), ("habana", "hlml")])
+@pytest.mark.slow
 def test_numawatch_serve_exposes_the_vendor_telemetry_from_its_library(fake_host, vendor, library):
     reference_node(fake_host, vendor=vendor)
     write_reference_threads(fake_host)

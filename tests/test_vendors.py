@@ -219,6 +219,7 @@ def test_kfd_properties_parse_with_odd_lines_and_cpu_nodes_have_no_pci_address()
     assert kfd_pci_address({"simd_count": 4, "location_id": 1 << 20, "domain": 0}) is None  # not a bus/devfn
 
 
+@pytest.mark.slow
 def test_rewriting_an_amd_gpus_numa_node_changes_the_fingerprint(fake_host):
     node = reference_node(fake_host, vendor="amd")
     before = gpus_sysfs.fingerprint(fake_host.paths)
@@ -238,6 +239,7 @@ def test_hotplug_of_an_amd_or_gaudi_accelerator_refreshes_the_gpu_sources(pci_id
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.slow
 def test_hwloc_places_each_accelerator_on_the_numa_node_numawatch_reads(tmp_path, vendor):
     if not lstopo_available():
         pytest.fail("lstopo-no-graphics is not installed: apt-get install hwloc (tests/install-and-run.sh does)")
@@ -252,6 +254,7 @@ def test_hwloc_places_each_accelerator_on_the_numa_node_numawatch_reads(tmp_path
 
 # --------------------------------------------------------------------------------------------------- the joins
 @pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.slow
 def test_the_clean_node_joins_every_pods_accelerators_and_finds_nothing_about_them(fake_host, vendor):
     node = reference_node(fake_host, vendor=vendor)
     host = node.read()
@@ -268,6 +271,7 @@ def test_the_clean_node_joins_every_pods_accelerators_and_finds_nothing_about_th
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.slow
 def test_a_pod_pinned_away_from_its_accelerators_mismatches(fake_host, vendor):
     node = reference_node(fake_host, vendor=vendor)
     node.pin_away_from_gpus()
@@ -280,6 +284,7 @@ def test_a_pod_pinned_away_from_its_accelerators_mismatches(fake_host, vendor):
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.slow
 def test_accelerators_the_plugin_registers_without_topology_name_that_vendors_plugin(fake_host, vendor):
     node = reference_node(fake_host, vendor=vendor)
     node.register_gpus_without_topology()
@@ -291,6 +296,7 @@ def test_accelerators_the_plugin_registers_without_topology_name_that_vendors_pl
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.slow
 def test_accelerators_the_plugin_registers_without_topology_are_numa_unknown(fake_host, vendor):
     node = reference_node(fake_host, vendor=vendor)
     node.register_gpus_without_topology()
@@ -304,6 +310,7 @@ def test_accelerators_the_plugin_registers_without_topology_are_numa_unknown(fak
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.slow
 def test_an_accelerator_whose_function_reports_numa_node_minus_one_is_unknown_from_sysfs(fake_host, vendor):
     node = reference_node(fake_host, vendor=vendor)
     node.hide_gpu_numa_node(3)
@@ -406,6 +413,7 @@ def numawatch_fit(root, shape: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.slow
 def test_check_fit_counts_the_vendors_free_accelerators_per_numa_node(fake_host, vendor):
     node = reference_node(fake_host, vendor=vendor)
     remove_pod(fake_host, node.pod(TRTLLM))  # its two accelerators on node 1 are free again
@@ -491,6 +499,7 @@ def test_a_gpu_holder_allowed_the_gpu_memory_nodes_is_not_a_memory_mismatch(fake
     assert finding["numa_node"] == "0,1,2"
 
 
+@pytest.mark.slow
 def test_check_fit_never_seats_cpus_on_a_cpu_less_node(fake_host):
     node = grace_like(fake_host)
     remove_pod(fake_host, node.pod(TRTLLM))
@@ -521,6 +530,7 @@ def test_cpu_node_keeps_numa_node_unless_it_is_cpu_less_and_the_local_cpus_name_
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.slow
 def test_capacity_families_count_free_accelerators_per_numa_node_for_the_vendors_resource(fake_host, vendor):
     node = reference_node(fake_host, vendor=vendor)
     remove_pod(fake_host, node.pod(VLLM))  # the two on node 0 are free again

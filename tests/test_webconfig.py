@@ -280,6 +280,7 @@ def wait_healthy(url: str, **kwargs) -> None:
 REFUSED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine, OSError)
 
 
+@pytest.mark.slow
 def test_mutual_tls_serves_a_client_with_a_certificate_and_refuses_the_rest(fake_host, pki, tmp_path):
     config = write_config(tmp_path, f"""
 tls_server_config:
@@ -310,6 +311,7 @@ tls_server_config:
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_min_version_tls13_refuses_a_tls12_client(fake_host, pki, tmp_path):
     config = write_config(tmp_path, f"tls_server_config:\n  cert_file: {pki['server.crt']}\n"
                                     f"  key_file: {pki['server.key']}\n  min_version: TLS13\n")
@@ -324,6 +326,7 @@ def basic(user: str, password: str) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
+@pytest.mark.slow
 def test_basic_auth_over_tls_admits_the_right_password_only_and_never_logs_credentials(fake_host, pki, tmp_path):
     config = write_config(tmp_path, f"""
 tls_server_config:
@@ -369,6 +372,7 @@ basic_auth_users:
         assert basic(user, password)["Authorization"].split()[1] not in stderr
 
 
+@pytest.mark.slow
 def test_serve_refuses_to_start_on_an_invalid_web_config_naming_the_file_and_key(fake_host, tmp_path):
     config = write_config(tmp_path, "tls_server_config:\n  cert_file: s.crt\n  key_file: s.key\n"
                                     "  client_auth_type: RequireAnyClientCert\n")
@@ -384,6 +388,7 @@ def test_serve_refuses_to_start_on_an_invalid_web_config_naming_the_file_and_key
     assert record["msg"].startswith(f"web config {config}: tls_server_config.client_auth_type: ")
 
 
+@pytest.mark.slow
 def test_sighup_reloads_the_web_config_and_a_broken_one_is_refused(fake_host, pki, tmp_path):
     config = write_config(tmp_path, f"basic_auth_users:\n  prometheus: {fast_hash(PASSWORD)}\n")
     with serve(fake_host.root, "--web.config.file", str(config)) as (process, url):
@@ -425,6 +430,7 @@ def plant_secrets(node) -> int:
     return pid
 
 
+@pytest.mark.slow
 def test_command_lines_and_environments_never_reach_the_exposition_the_page_or_the_report(fake_host):
     node = reference_node(fake_host)
     node.split_across_nodes()  # findings name the workload: the secret must not come along

@@ -229,6 +229,7 @@ CORE_SOURCES = ("topology", "cgroups", "names", "kubelet_config", "kubelet_state
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.slow
 def test_reference_node_read_from_its_files_is_clean_end_to_end(fake_host, variant):
     node = reference_node(fake_host, **variant)
 
@@ -260,6 +261,7 @@ def essentials(workload):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.slow
 def test_reference_files_and_reference_snapshot_describe_the_same_node(fake_host, variant):
     from_files = reference_node(fake_host, **variant).read()
     snapshot = reference_snapshot()
@@ -490,6 +492,7 @@ def test_a_previous_reading_that_was_not_joined_or_had_no_cgroups_gives_nothing_
         assert workloads == from_scratch(second)
 
 
+@pytest.mark.slow
 def test_a_staggered_reader_hands_unchanged_pods_the_previous_readings_workloads(fake_host):
     node = reference_node(fake_host)
     reader = HostReader(node.paths, stagger=4)

@@ -27,11 +27,12 @@ Capture evaluates the host once while recording what the sources touch, then cop
 ``check --from`` treats the bundle as hostile input: only directories, regular files and relative symlinks that stay
 inside are accepted; absolute names, ``..``, hard links, devices, FIFOs and sparse files, duplicate names, paths
 through a symlink, members over ``MAX_MEMBER_BYTES`` and archives over ``MAX_TOTAL_BYTES`` or ``MAX_MEMBERS`` are
-refused with one line; directories and symlinks go through ``tarfile``'s ``data`` filter as well, and every symlink
-is checked again once all are in place. The archive is read as a stream, by ``tarstream.TarReader`` rather than
-``tarfile`` (which reads an extended header whole before anyone can look at its size), with its decompressed size
-capped and the whole extraction under ``EXTRACT_SECONDS``, into a temporary directory that SIGTERM and SIGINT remove
-too (``_scratch_directory``).
+refused with one line, and every symlink is resolved again once all are in place (a chain may escape that no single
+link did). The archive is read as a stream, by ``tarstream.TarReader`` rather than ``tarfile`` (which reads an
+extended header whole before anyone can look at its size), so nothing depends on the interpreter's patch level
+(``tarfile.data_filter`` came in 3.11.4); its decompressed size is capped and the whole extraction runs under
+``EXTRACT_SECONDS``, into a temporary directory that every signal ending the process (SIGTERM, SIGINT, SIGHUP,
+SIGQUIT) removes too (``_scratch_directory``). Nothing in extraction or clean-up recurses (``treewalk``).
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ import dataclasses
 import gzip
 import io
 import json
+import logging
 import os
 import re
 import select
-import shutil
 import signal
 import socket
 import stat
@@ -59,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from numawatch import __version__, confined
+from numawatch import __version__, confined, tarstream, treewalk
 from numawatch.checks import Evaluation, NotEvaluatedCheck, evaluate
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Host, ReaderContext, SourceSpec, read_host
@@ -737,8 +738,6 @@ def extract_bundle(
 ) -> Manifest:
     """Check and extract ``bundle`` into ``destination`` (an empty directory) within ``time_limit`` seconds; its
     manifest."""
-    if not hasattr(tarfile, "data_filter"):
-        raise BundleError(f"bundle {bundle}: reading bundles safely needs Python 3.11.4 or later (tarfile filters)")
     dest = os.path.realpath(destination)
     deadline = _Deadline(bundle, time_limit)
     raw = _open_bundle(bundle, deadline)
@@ -802,14 +801,6 @@ def _extract_members(reader: TarReader, bundle: str, dest: str, deadline: _Deadl
         total += member.size
         if total > MAX_TOTAL_BYTES:
             raise BundleError(f"bundle {bundle}: members add up to more than {MAX_TOTAL_BYTES} bytes")
-        if not member.isreg():
-            # tarfile's own policy as a second opinion where a member points somewhere (a symlink) or shapes the
-            # tree (a directory). A regular file needs none: its name passed _refusal, every directory above it
-            # was made here (none is a symlink), and it is created with O_EXCL | O_NOFOLLOW.
-            try:
-                tarfile.data_filter(member, dest)
-            except tarfile.FilterError as error:
-                raise BundleError(f"bundle {bundle}: member {name[:200]!r}: refused ({_one_line(error)})") from None
         clean = _clean_name(name)
         path = os.path.join(dest, clean)
         try:
@@ -884,7 +875,7 @@ def _refusal(member: tarfile.TarInfo, seen: set[str], links: set[str]) -> str | 
             return "a path through a symlink"
     if member.islnk():
         return "a hard link"
-    if member.type == tarfile.GNUTYPE_SPARSE or any(key.startswith("GNU.sparse.") for key in member.pax_headers):
+    if member.type == tarfile.GNUTYPE_SPARSE or tarstream.SPARSE_RECORD in member.pax_headers:
         return "a sparse file"
     if member.ischr() or member.isblk():
         return "a device node"
@@ -915,16 +906,21 @@ def _lexical_escapes(link_dir: list[str], target: str) -> bool:
 
 
 def _check_links(bundle: str, dest: str) -> None:
-    """Once everything is in place, no symlink may resolve outside: a chain can escape that no single link did."""
-    for directory, dirs, files in os.walk(dest):
-        for name in dirs + files:
-            path = os.path.join(directory, name)
-            if os.path.islink(path):
-                real = os.path.realpath(path)
-                if real != dest and not real.startswith(dest + "/"):
-                    member = os.path.relpath(path, dest)
-                    raise BundleError(f"bundle {bundle}: member {member!r}: a symlink chain resolving outside the "
-                                      "bundle")
+    """Once everything is in place, no symlink may resolve outside: a chain can escape that no single link did.
+    Walked and resolved without recursion (``treewalk``): a bundle chooses its depth and its chains."""
+    for path in treewalk.symlinks(dest):
+        member = os.path.relpath(path, dest)
+        try:
+            inside = treewalk.resolve_inside(dest, member, MAX_SYMLINKS)
+        except treewalk.LinkLoop:
+            raise BundleError(f"bundle {bundle}: member {member[:200]!r}: a chain of more than {MAX_SYMLINKS} "
+                              "symlinks") from None
+        except OSError as error:
+            raise BundleError(f"bundle {bundle}: member {member[:200]!r}: cannot resolve it: "
+                              f"{error.strerror or error}") from None
+        if inside is None:
+            raise BundleError(f"bundle {bundle}: member {member[:200]!r}: a symlink chain resolving outside the "
+                              "bundle")
 
 
 def _read_manifest(bundle: str, dest: Path) -> Manifest:
@@ -1088,20 +1084,44 @@ def evaluate_bundle(
             intent = _bundled_intent(bundle, manifest)
         extracted_root = os.path.join(os.path.realpath(scratch), manifest.layout["root"])
         specs = _replayed(sources if sources is not None else SOURCES, manifest, extracted_root)
-        evaluation = evaluate(read_host(manifest.paths(), specs), intent)
+        with _logged_as_on_the_node(_Translator(extracted_root, manifest.host_root)):
+            evaluation = evaluate(read_host(manifest.paths(), specs), intent)
         return _as_on_the_node(evaluation, extracted_root, manifest.host_root)
 
 
+@contextlib.contextmanager
+def _logged_as_on_the_node(translate: _Translator) -> Iterator[None]:
+    """Log records made meanwhile (a source's warning about a malformed file) name the node's paths, not the
+    extraction directory: records are rewritten as they are made, whatever logger or handler they go to."""
+    make = logging.getLogRecordFactory()
+
+    def translated(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed call: logging reports it where it formats the record, as it would anyway
+            return record
+        if translate.extracted in message:
+            record.msg, record.args = translate.text(message), None
+        return record
+
+    logging.setLogRecordFactory(translated)
+    try:
+        yield
+    finally:
+        logging.setLogRecordFactory(make)
+
+
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGINT arrived while a bundle was being read: raised in the main thread so that the temporary
-    directory is removed on the way out. The CLI exits 128 + ``signum``."""
+    """SIGTERM, SIGINT, SIGHUP (a closed ssh session) or SIGQUIT arrived while a bundle was being read: raised in the
+    main thread so that the temporary directory is removed on the way out. The CLI exits 128 + ``signum``."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
         self.signum = signum
 
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 def _raise_interrupted(signum: int, frame: object) -> None:
@@ -1110,7 +1130,7 @@ def _raise_interrupted(signum: int, frame: object) -> None:
 
 @contextlib.contextmanager
 def _scratch_directory() -> Iterator[str]:
-    """A temporary directory removed on every way out: return, error, SIGTERM or SIGINT (which raise
+    """A temporary directory removed on every way out: return, error, or a signal of ``_STOP_SIGNALS`` (which raise
     ``Interrupted`` meanwhile, where their handlers are still the default ones and this is the main thread)."""
     scratch = tempfile.mkdtemp(prefix="numawatch-bundle-")
     installed: dict[signal.Signals, Any] = {}
@@ -1127,7 +1147,7 @@ def _scratch_directory() -> Iterator[str]:
         if installed:
             signal.pthread_sigmask(signal.SIG_BLOCK, installed)
         try:
-            shutil.rmtree(scratch, ignore_errors=True)
+            treewalk.remove_tree(scratch)
         finally:
             for stopping, handler in installed.items():
                 signal.signal(stopping, handler)

@@ -1,8 +1,9 @@
 """The ``numawatch`` command: argument parsing, exit codes and wiring; the work happens elsewhere.
 
-Exit codes (``check``), node-problem-detector's plugin protocol (0 OK, 1 NonOK, 2 Unknown): 0 clean, 1 findings,
-2 unknown: numawatch could not run, or ran but could not look (no check could be evaluated, or an essential source,
-the topology, is down; ``report.verdict``), with one line on stderr saying why. Findings win over unknown: what was
+Exit codes (``check``), node-problem-detector's plugin protocol (0 OK, 1 NonOK, 2 Unknown): 0 clean, 1 findings
+of ``--fail-on``'s severity or worse (``report.FAIL_ON_DEFAULT``: warning, info under ``--format npd``), 2 unknown:
+numawatch could not run, or ran but could not look (no check could be evaluated, or an essential source, the
+topology, is down; ``report.verdict``), with one line on stderr saying why. Findings win over unknown: what was
 seen is true whatever could not be read. Anything that stops numawatch from running (a bad flag, a host root that
 is not there, an invalid intent or web config file, a port already taken, a hostile or broken capture bundle) is one
 line on stderr and exit 2, never a traceback. ``check --fit``: 0 fits, 1 rejected, 2 cannot tell (with its line on
@@ -162,13 +163,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser(
         "check", help="evaluate the host once and report drift (exit 0: clean, 1: findings, 2: unknown)",
-        description="Evaluate the host once and report drift. Exit 0: clean; 1: findings; 2: unknown: numawatch "
-                    "could not run, no check could be evaluated, or the topology source is down (one line on "
-                    "stderr says why). Findings win over unknown.",
+        description="Evaluate the host once and report drift. Exit 0: clean; 1: findings (of --fail-on's "
+                    "severity or worse); 2: unknown: numawatch could not run, no check could be evaluated, or the "
+                    "topology source is down (one line on stderr says why). Findings win over unknown.",
     )
     check.add_argument("--format", choices=("table", "json", "npd"), default="table",
                        help="output format (default: table); npd: one line of at most 80 characters for "
                             "node-problem-detector's custom plugins, with the same exit status (docs/checks.md)")
+    check.add_argument("--fail-on", choices=("info", "warning", "critical"), default=None,
+                       help="the least severe finding that makes the exit status 1; less severe ones are shown and "
+                            "leave it 0 or 2 (default: warning; info under --format npd, whose node conditions are "
+                            "set by every finding of their group, as the alerts are)")
     check.add_argument("--group", dest="groups", action="append", choices=tuple(CONDITION_BY_NAME), default=None,
                        metavar="CONDITION",
                        help="judge only the checks of this node condition (repeatable): "
@@ -351,10 +356,11 @@ def run_check(args: argparse.Namespace) -> int:
         evaluation = report.restrict(
             evaluation, {check for name in args.groups for check in CONDITION_BY_NAME[name].checks}
         )
+    fail_on = args.fail_on or report.FAIL_ON_DEFAULT[args.format]
     renderers = {"json": report.render_json, "npd": report.render_npd, "table": report.render_table}
-    sys.stdout.write(renderers[args.format](evaluation, shown_root))
+    sys.stdout.write(renderers[args.format](evaluation, shown_root, fail_on))
     sys.stdout.flush()
-    outcome = report.verdict(evaluation)
+    outcome = report.verdict(evaluation, fail_on)
     if outcome.reason:
         print(f"numawatch: unknown: {outcome.reason}", file=sys.stderr)
     return outcome.exit_code
@@ -631,7 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _npd_cannot_run(arguments, str(error))
         return EXIT_ERROR
     except KeyboardInterrupt as stopped:
-        # Ctrl-C, or SIGTERM/SIGINT during check --from (capture.Interrupted, which says which): the shell's code.
+        # Ctrl-C, or a stopping signal during check --from (capture.Interrupted, which says which): the shell's code.
         return 128 + getattr(stopped, "signum", signal.SIGINT)
 
 

@@ -4,7 +4,8 @@ node-problem-detector (``--format npd``, one node condition per group of checks:
 The table and JSON show the same three parts, because "no findings" means nothing without the other two: the
 findings (grouped by severity), the checks that could not be evaluated and why, and how reading each source went.
 All three end with the same verdict, which is also the exit status (``verdict``): findings (1), clean (0), or
-unknown (2) when numawatch could not look.
+unknown (2) when numawatch could not look. Which findings count is ``check --fail-on``'s: those of that severity or
+worse (``FAIL_ON_DEFAULT``); the others are shown but leave the verdict to the rest.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ EXIT_UNKNOWN = 2
 # "unknown", not "clean"; findings are still findings (what was seen is true whatever could not be read).
 ESSENTIAL_SOURCES = ("topology",)
 
+# The least severe finding that makes ``check`` exit 1, per format. A person's report (table, JSON) fails on warning
+# and critical: an info finding is "worth knowing, nothing is wrong by itself" (docs/checks.md), such as Debian's
+# default vm.swappiness. node-problem-detector's conditions are set by every finding of their group, info included,
+# as the alerts count every numawatch_drift series (NumawatchHostTuningDrift fires on vm_swappiness too).
+FAIL_ON_DEFAULT: Mapping[str, str] = {"table": "warning", "json": "warning", "npd": "info"}
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -42,13 +49,22 @@ class Verdict:
     status: str
     exit_code: int
     reason: str | None = None
+    below: int = 0  # findings less severe than --fail-on: shown, not counted
+    fail_on: str = "info"
 
 
-def verdict(evaluation: Evaluation) -> Verdict:
-    """Findings win (exit 1); else unknown (exit 2) when no check could be evaluated or an essential source is down;
-    else clean (exit 0)."""
-    if evaluation.findings:
-        return Verdict("findings", EXIT_FINDINGS)
+def verdict(evaluation: Evaluation, fail_on: str = "info") -> Verdict:
+    """Findings of severity ``fail_on`` or worse win (exit 1); else unknown (exit 2) when no check could be evaluated
+    or an essential source is down; else clean (exit 0)."""
+    worst = SEVERITIES.index(fail_on)
+    failing = sum(1 for finding in evaluation.findings if SEVERITIES.index(finding.severity) <= worst)
+    if failing:
+        return Verdict("findings", EXIT_FINDINGS, below=len(evaluation.findings) - failing, fail_on=fail_on)
+    outcome = _without_findings(evaluation)
+    return replace(outcome, below=len(evaluation.findings), fail_on=fail_on)
+
+
+def _without_findings(evaluation: Evaluation) -> Verdict:
     host = evaluation.host
     total = len(evaluation.checks)
     if total == len(evaluation.not_evaluated):
@@ -101,11 +117,11 @@ def timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def as_dict(evaluation: Evaluation, host_root: str) -> dict[str, Any]:
+def as_dict(evaluation: Evaluation, host_root: str, fail_on: str = FAIL_ON_DEFAULT["json"]) -> dict[str, Any]:
     """The JSON document of ``check --format json``. The first two keys are a contract; the rest are additions."""
     host = evaluation.host
     window = window_seconds(host)
-    outcome = verdict(evaluation)
+    outcome = verdict(evaluation, fail_on)
     return {
         "findings": [finding.as_dict() for finding in evaluation.findings],
         "not_evaluated": [{"check": item.check, "reason": item.reason} for item in evaluation.not_evaluated],
@@ -130,11 +146,12 @@ def as_dict(evaluation: Evaluation, host_root: str) -> dict[str, Any]:
         "status": outcome.status,
         "exit_code": outcome.exit_code,
         "status_reason": outcome.reason,
+        "fail_on": outcome.fail_on,
     }
 
 
-def render_json(evaluation: Evaluation, host_root: str) -> str:
-    return json.dumps(as_dict(evaluation, host_root), indent=2) + "\n"
+def render_json(evaluation: Evaluation, host_root: str, fail_on: str = FAIL_ON_DEFAULT["json"]) -> str:
+    return json.dumps(as_dict(evaluation, host_root, fail_on), indent=2) + "\n"
 
 
 def summary(evaluation: Evaluation) -> str:
@@ -166,15 +183,15 @@ def _grouped(findings: tuple[Finding, ...]) -> dict[str, list[Finding]]:
     return {severity: items for severity, items in groups.items() if items}
 
 
-def render_table(evaluation: Evaluation, host_root: str) -> str:
+def render_table(evaluation: Evaluation, host_root: str, fail_on: str = FAIL_ON_DEFAULT["table"]) -> str:
     """The human report: findings by severity, then not-evaluated checks, then sources, then a summary line.
 
     Every text in it passes ``hosttext.escaped``: messages and reasons quote what host files hold, and a terminal
     must never receive a control character from them (an escape sequence, a newline that forges a line)."""
-    return "\n".join(escaped(line) for line in _table_lines(evaluation, host_root)) + "\n"
+    return "\n".join(escaped(line) for line in _table_lines(evaluation, host_root, fail_on)) + "\n"
 
 
-def _table_lines(evaluation: Evaluation, host_root: str) -> list[str]:
+def _table_lines(evaluation: Evaluation, host_root: str, fail_on: str) -> list[str]:
     host = evaluation.host
     window = window_seconds(host)
     over = f" over a {window:.1f}s window" if window is not None else ""
@@ -215,15 +232,17 @@ def _table_lines(evaluation: Evaluation, host_root: str) -> list[str]:
         detail = status.reason if not status.up else ("cached" if status.cached else "")
         line = f"  {status.name:<{width}}  {state:<4}  {status.duration_seconds:8.4f}s  {detail}"
         out.append(line.rstrip())
-    out += ["", verdict_line(verdict(evaluation)), summary(evaluation)]
+    out += ["", verdict_line(verdict(evaluation, fail_on)), summary(evaluation)]
     return out
 
 
 def verdict_line(outcome: Verdict) -> str:
-    """The table's verdict, above its summary line: ``Result: unknown (exit 2): <why>``, ``Result: clean (exit 0)``."""
+    """The table's verdict, above its summary line: ``Result: unknown (exit 2): <why>``, ``Result: clean (exit 0)``,
+    ``Result: clean (exit 0; 1 finding below --fail-on warning)``."""
+    below = f"; {outcome.below} finding{_s(outcome.below)} below --fail-on {outcome.fail_on}" if outcome.below else ""
     if outcome.reason:
-        return f"Result: {outcome.status} (exit {outcome.exit_code}): {outcome.reason}"
-    return f"Result: {outcome.status} (exit {outcome.exit_code})"
+        return f"Result: {outcome.status} (exit {outcome.exit_code}{below}): {outcome.reason}"
+    return f"Result: {outcome.status} (exit {outcome.exit_code}{below})"
 
 
 # --------------------------------------------------------------------------------------- node-problem-detector
@@ -378,20 +397,23 @@ def npd_line(text: str, host_root: str = "/") -> str:
     return text
 
 
-def npd_message(evaluation: Evaluation, host_root: str) -> str:
+def npd_message(evaluation: Evaluation, host_root: str, fail_on: str = FAIL_ON_DEFAULT["npd"]) -> str:
     """The condition's message for ``check --format npd`` (the exit status is ``verdict``'s)."""
-    outcome = verdict(evaluation)
+    outcome = verdict(evaluation, fail_on)
     if outcome.status == "findings":
-        return _npd_findings(evaluation.findings, host_root)
+        worst = SEVERITIES.index(fail_on)
+        return _npd_findings(tuple(f for f in evaluation.findings if SEVERITIES.index(f.severity) <= worst),
+                             host_root)
     if outcome.status == "unknown":
         return npd_line(f"unknown: {_npd_unknown_reason(evaluation, outcome)}", host_root)
     evaluated = len(evaluation.checks) - len(evaluation.not_evaluated)
     total = len(evaluation.checks)
-    return npd_line(f"clean: no findings, {evaluated} of {total} check{_s(total)} evaluated", host_root)
+    found = f"{outcome.below} below --fail-on {fail_on}" if outcome.below else "no findings"
+    return npd_line(f"clean: {found}, {evaluated} of {total} check{_s(total)} evaluated", host_root)
 
 
-def render_npd(evaluation: Evaluation, host_root: str) -> str:
-    return npd_message(evaluation, host_root) + "\n"
+def render_npd(evaluation: Evaluation, host_root: str, fail_on: str = FAIL_ON_DEFAULT["npd"]) -> str:
+    return npd_message(evaluation, host_root, fail_on) + "\n"
 
 
 def _npd_findings(findings: tuple[Finding, ...], host_root: str) -> str:

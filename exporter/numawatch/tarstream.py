@@ -13,14 +13,20 @@ What it understands, as ``tarfile`` does (Python's ``Lib/tarfile.py`` and POSIX.
 - GNU ``L`` and ``K`` (the next member's long name and link name), pax ``x`` (the next member's records) and ``g``
   (records for every following member); the first of several extended headers for one member wins, like
   ``tarfile``'s recursion.
-- pax records ``path``, ``linkpath``, ``size``, ``mtime``, ``uid``, ``gid``, ``uname``, ``gname``; every record
-  is kept in ``TarInfo.pax_headers`` (a ``GNU.sparse.*`` one marks a sparse member, for the caller to refuse).
+- pax records ``path``, ``linkpath``, ``size``, ``mtime``, ``uid``, ``gid``, ``uname``, ``gname``, kept in
+  ``TarInfo.pax_headers``; any ``GNU.sparse.*`` record is kept as ``GNU.sparse`` (it marks a sparse member, for the
+  caller to refuse). Every other record is parsed and dropped.
 - the archive ends at the first all-zero block or at the end of the stream between members.
+
+What is kept between header blocks is bounded too, whatever their number: the records kept for the next member
+(from every ``x``, ``L`` and ``K`` header before it) and the global records (from every ``g`` header so far) may
+each add up to ``max_pax_bytes``, or the archive is refused. Only known keys are kept, so what each member costs
+does not grow with the global headers before it.
 
 Where ``tarfile`` quietly treats a damaged header after the first member as the end, this reader refuses it: a bundle
 that is cut short or tampered with is not evaluated half-read.
 
-Members come out as ``tarfile.TarInfo`` (so the caller's policy and ``tarfile.data_filter`` apply unchanged); the
+Members come out as ``tarfile.TarInfo`` (the caller's policy applies to them as to tarfile's own); the
 member's data is read with ``data()`` before asking for the next member, or skipped.
 """
 
@@ -36,6 +42,9 @@ _POSIX_MAGIC = b"ustar\x00"
 _EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
              tarfile.SOLARIS_XHDTYPE)
 _CHUNK = 1 << 16
+# The pax records applied to a member; every other one is dropped as it is parsed.
+_KEPT = frozenset({b"path", b"linkpath", b"size", b"mtime", b"uid", b"gid", b"uname", b"gname"})
+SPARSE_RECORD = "GNU.sparse"
 
 
 class Readable(Protocol):
@@ -54,8 +63,9 @@ class TarFormatError(Exception):
 
 class TarReader:
     """Iterates over a tar stream's members; an extended header over ``max_name_bytes`` (``L``, ``K``) or
-    ``max_pax_bytes`` (``x``, ``g``) is refused from its header block, and more than ``max_headers`` header blocks
-    in all (extended ones included) are refused too."""
+    ``max_pax_bytes`` (``x``, ``g``) is refused from its header block, more than ``max_headers`` header blocks in all
+    (extended ones included) are refused too, and so are records kept over ``max_pax_bytes`` (for one member, or
+    global)."""
 
     def __init__(self, stream: Readable, *, max_name_bytes: int, max_pax_bytes: int, max_headers: int) -> None:
         self._stream = stream
@@ -166,16 +176,21 @@ class TarReader:
 
     def _extended(self, header: tarfile.TarInfo, data: bytes, local: dict[str, str]) -> None:
         if header.type == tarfile.GNUTYPE_LONGNAME:
-            local.setdefault("path", _text(data.split(b"\0", 1)[0]))
+            records = {"path": _text(data.split(b"\0", 1)[0])}
         elif header.type == tarfile.GNUTYPE_LONGLINK:
-            local.setdefault("linkpath", _text(data.split(b"\0", 1)[0]))
+            records = {"linkpath": _text(data.split(b"\0", 1)[0])}
         else:
             records = _pax_records(data, header.name)
-            if header.type == tarfile.XGLTYPE:
-                self._global.update(records)
-            else:
-                for key, value in records.items():
-                    local.setdefault(key, value)
+        if header.type == tarfile.XGLTYPE:
+            self._global.update(records)
+            if _kept_bytes(self._global) > self._max_pax:
+                raise TarFormatError(f"global pax headers keeping more than {self._max_pax} bytes", header.name)
+            return
+        for key, value in records.items():
+            local.setdefault(key, value)
+        if _kept_bytes(local) > self._max_pax:
+            raise TarFormatError(f"extended headers for one member keeping more than {self._max_pax} bytes",
+                                 header.name)
 
 
 # --------------------------------------------------------------------------------------------------- fields
@@ -238,7 +253,8 @@ def _signed_checksum(block: bytes, unsigned: int) -> int:
 
 
 def _pax_records(data: bytes, member: str) -> dict[str, str]:
-    """``"<length> <key>=<value>\\n"`` records; the length counts the whole record, its own digits included."""
+    """``"<length> <key>=<value>\\n"`` records; the length counts the whole record, its own digits included. Only
+    the keys this reader applies are returned (and ``GNU.sparse`` for any sparse record)."""
     records: dict[str, str] = {}
     position = 0
     while position < len(data):
@@ -255,9 +271,16 @@ def _pax_records(data: bytes, member: str) -> dict[str, str]:
         key, equals, value = record[len(digits) + 1:-1].partition(b"=")
         if not equals or not key:
             raise TarFormatError("a pax header with a malformed record", member)
-        records[_text(key)] = _text(value)
+        if key in _KEPT:
+            records[_text(key)] = _text(value)
+        elif key.startswith(b"GNU.sparse."):
+            records[SPARSE_RECORD] = ""
         position += length
     return records
+
+
+def _kept_bytes(records: dict[str, str]) -> int:
+    return sum(len(key) + len(value) for key, value in records.items())
 
 
 def _apply(member: tarfile.TarInfo, records: dict[str, str]) -> None:
@@ -283,4 +306,4 @@ def _apply(member: tarfile.TarInfo, records: dict[str, str]) -> None:
     member.pax_headers = dict(records)
 
 
-__all__ = ["BLOCK", "TarFormatError", "TarReader"]
+__all__ = ["BLOCK", "SPARSE_RECORD", "TarFormatError", "TarReader"]
