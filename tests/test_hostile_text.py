@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tarfile
 import urllib.request
 
 import pytest
@@ -53,7 +52,6 @@ def test_check_shows_a_hostile_checkpoint_escaped_in_its_table_and_json(fake_hos
     assert expected in table.stdout
 
 
-@pytest.mark.skipif(not hasattr(tarfile, "data_filter"), reason="check --from needs Python 3.11.4 (tarfile filters)")
 def test_check_from_a_bundle_of_a_hostile_checkpoint_shows_it_escaped(fake_host, tmp_path):
     hostile_node(fake_host)
     bundle = tmp_path / "node.tar.gz"

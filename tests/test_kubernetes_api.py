@@ -546,3 +546,45 @@ def test_the_node_objects_kubelet_version_decides_how_checkpoints_are_judged(api
              if f.labels["reason"] in ("checksum_mismatch", "unparsable")]
     assert found == expected
     assert all(node_version in f.message for f in findings if f.labels["reason"] == "checksum_mismatch")
+
+
+# --------------------------------------------------------------------------------------------------- capture bundles
+def test_the_recording_gives_back_what_the_api_answered_and_refuses_what_the_api_would_not():
+    from numawatch.errors import MalformedFile
+    from numawatch.sources.kubernetes_api import Recording, cluster_view
+
+    pods = reference_pods()
+    pods[0]["spec"]["tolerations"].append({"operator": "Exists"})
+    view = cluster_view(node_object(NODE, labels={"fibercli.local/numa-pinned": "true"}),
+                        {"kind": "PodList", "items": pods})  # fmt: skip
+    recording = Recording()
+
+    assert recording.load(recording.dump(view)) == view
+
+    tampered = json.loads(recording.dump(view))
+    tampered["node"]["metadata"]["name"] = "x\x1b]0;pwned\x07"
+    with pytest.raises(MalformedFile, match=r"metadata\.name"):
+        recording.load(json.dumps(tampered).encode())
+    with pytest.raises(MalformedFile, match="version 1 recording"):
+        recording.load(b'{"version": 2}')
+
+
+def test_a_capture_keeps_the_api_answer_and_check_from_judges_the_node_with_it(api, fake_host, tmp_path):
+    node = kubeadm_node(fake_host)
+    add_foreign(node, AGENT_UID, "acme-agents", "log-shipper-q8w4z")
+    api.pods.append(pod_object(AGENT_UID, "acme-agents", "log-shipper-q8w4z", owner=("DaemonSet", "log-shipper")))
+    bundle = tmp_path / "node.tar.gz"
+    common = ("--host-root", str(fake_host.root), "--no-nvml", "--no-self-pin")
+    kubeconfig = ("--kubeconfig", str(api.kubeconfig()))
+
+    on_node = json.loads(numawatch(*common, "check", "--format", "json", "--window", "0", *kubeconfig,
+                                   env={"NODE_NAME": NODE}).stdout)  # fmt: skip
+    captured = numawatch(*common, "capture", "-o", str(bundle), *kubeconfig, env={"NODE_NAME": NODE})
+    offline = json.loads(numawatch("check", "--from", str(bundle), "--format", "json").stdout)
+
+    assert captured.returncode == 0, captured.stderr
+    sources = {source["name"]: source for source in offline["sources"]}
+    assert sources["kubernetes_api"]["up"], sources["kubernetes_api"]
+    assert {f["check"] for f in offline["findings"]} == {f["check"] for f in on_node["findings"]}
+    assert "node_workload_not_isolated" not in {f["check"] for f in offline["findings"]}  # the DaemonSet, from the API
+    assert "node_taint_missing" not in {item["check"] for item in offline.get("not_evaluated", [])}

@@ -257,7 +257,7 @@ def test_the_custom_rendering_selects_its_own_job_and_groups_by_its_cluster_labe
     """A promtool unit test on the custom rendering: the nw-prod job's drift fires with its k8s_cluster label and
     is rolled up per k8s_cluster; the same series from a job named numawatch (another team's) is never selected."""
     rules = write_rules(tmp_path, CUSTOM)
-    labels = 'check="kubelet_state_stale",k8s_cluster="prod-eu",node="gpu-1",instance="gpu-1"'
+    labels = 'check="kubelet_state_stale",severity="critical",k8s_cluster="prod-eu",node="gpu-1",instance="gpu-1"'
     other = labels.replace("gpu-1", "gpu-2")
     test = {
         "rule_files": [rules.name],

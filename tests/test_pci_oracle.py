@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from corpus import corpus_root, tree_names
+from corpus import corpus_root, oracle_tree_names
 from fakehost import FakeHost
 from fakehost.gpus import CLASS_ETHERNET, CLASS_PCI_BRIDGE, add_gpu, add_pci_device, add_rdma_nic
 from fakehost.reference import reference_node
@@ -45,7 +45,8 @@ def has_pci(root: Path) -> bool:
 
 
 def test_the_trees_with_pci_devices_are_the_ones_listed():
-    assert {name for name in tree_names() if has_pci(corpus_root(name))} == set(PCI_TREES)
+    # hwloc cannot read the peer trees (no CPU topology files), so they are no oracle for their PCI devices either
+    assert {name for name in oracle_tree_names() if has_pci(corpus_root(name))} == set(PCI_TREES)
 
 
 @pytest.mark.parametrize("name", sorted(PCI_TREES))

@@ -220,11 +220,12 @@ def record_evaluation(
     *,
     nvml: NvmlSession | None = None,
     libraries: Mapping[str, Any] | None = None,
+    kubernetes_api: Any = None,
 ) -> tuple[Evaluation, Recorded]:
-    """Read and judge the host once (NVML through ``nvml``, AMD SMI and HLML through ``libraries``), recording what
-    was touched (blocking; on the calling thread)."""
+    """Read and judge the host once (NVML through ``nvml``, AMD SMI and HLML through ``libraries``, the API through
+    ``kubernetes_api``), recording what was touched (blocking; on the calling thread)."""
     with _RECORDER.recording() as recorded:
-        host = read_host(paths, sources, nvml=nvml, libraries=libraries)
+        host = read_host(paths, sources, nvml=nvml, libraries=libraries, kubernetes_api=kubernetes_api)
         evaluation = evaluate(host, intent)
     return evaluation, recorded
 
@@ -524,14 +525,17 @@ def capture(
     sources: Iterable[SourceSpec] | None = None,
     nvml: NvmlSession | None = None,
     libraries: Mapping[str, Any] | None = None,
+    kubernetes_api: Any = None,
 ) -> CaptureResult:
-    """Evaluate the host once (NVML through ``nvml``, AMD SMI and HLML through ``libraries``), recording what it
-    reads, and write the bundle to ``output``."""
+    """Evaluate the host once (NVML through ``nvml``, AMD SMI and HLML through ``libraries``, the Kubernetes API
+    through ``kubernetes_api``: a session that has read once), recording what it reads, and write the bundle to
+    ``output``."""
     from numawatch import report
     from numawatch.sources import SOURCES
 
     specs = tuple(sources if sources is not None else SOURCES)
-    evaluation, recorded = record_evaluation(paths, intent, specs, nvml=nvml, libraries=libraries)
+    evaluation, recorded = record_evaluation(paths, intent, specs, nvml=nvml, libraries=libraries,
+                                             kubernetes_api=kubernetes_api)
     bases, layout = _bases(paths)
     procfs_prefix = layout["procfs"] + "/"
     rke2_prefix = layout["rke2"] + "/"

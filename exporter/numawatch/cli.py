@@ -394,10 +394,12 @@ def run_capture(args: argparse.Namespace) -> int:
     paths = make_paths(args)
     intent = intent_from(args.intent)
     _pin_if_live(args, paths)
+    api = kubernetes_api(args)
+    api.read_once()
     try:
         with _nvml_session(args) as session, _gpu_libraries() as libraries:
             result = capture.capture(paths, intent, args.output, intent_file=args.intent, nvml=session,
-                                     libraries=libraries)  # fmt: skip
+                                     libraries=libraries, kubernetes_api=api)  # fmt: skip
     except capture.CaptureError as error:
         raise UsageError(_one_line(str(error))) from None
     print(f"numawatch: captured {result.files} files ({result.bytes} bytes, {result.redacted} redacted) from "

@@ -183,6 +183,11 @@ def _grouped(findings: tuple[Finding, ...]) -> dict[str, list[Finding]]:
     return {severity: items for severity, items in groups.items() if items}
 
 
+def _indented(text: str, prefix: str) -> list[str]:
+    lines = text.splitlines() or [""]
+    return [prefix + lines[0], *(prefix + "  " + line for line in lines[1:])]
+
+
 def render_table(evaluation: Evaluation, host_root: str, fail_on: str = FAIL_ON_DEFAULT["table"]) -> str:
     """The human report: findings by severity, then not-evaluated checks, then sources, then a summary line.
 
@@ -208,8 +213,10 @@ def _table_lines(evaluation: Evaluation, host_root: str, fail_on: str) -> list[s
         width = max(len(finding.check) for finding in findings)
         for finding in findings:
             out.append(f"  {finding.check:<{width}}  {subject(finding.labels)}")
-            out.append(f"      {finding.message}")
-            out.append(f"      fix: {finding.remediation}")
+            # A message of numawatch's own may span lines: its later lines are indented under the first, so no
+            # line of it starts where a finding, a heading or the verdict does.
+            out += _indented(finding.message, "      ")
+            out += _indented(f"fix: {finding.remediation}", "      ")
         out.append("")
 
     if evaluation.not_evaluated:

@@ -290,10 +290,92 @@ def _reader(context: ReaderContext) -> _SessionReader | None:
     return _SessionReader(context.kubernetes_api) if context.kubernetes_api is not None else None
 
 
+def node_document(node: NodeObject) -> dict[str, Any]:
+    """A NodeObject as the API server returns a ``v1.Node`` (the fields numawatch reads): parse_node's inverse."""
+    taints = [
+        {"key": taint.key, **({"value": taint.value} if taint.value else {}), "effect": taint.effect}
+        for taint in node.taints
+    ]
+    info = {"kubeletVersion": node.kubelet_version} if node.kubelet_version is not None else {}
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": node.name, "labels": dict(node.labels)},
+        "spec": {"taints": taints, **({"unschedulable": True} if node.unschedulable else {})},
+        "status": {"nodeInfo": info},
+    }
+
+
+def pod_document(pod: ApiPod) -> dict[str, Any]:
+    """An ApiPod as a ``v1.Pod`` of a PodList (the fields numawatch reads): parse_pod's inverse."""
+    names = list(dict.fromkeys([*pod.requests, *pod.limits]))
+    containers = [
+        {"name": name, "resources": {
+            **({"requests": dict(pod.requests[name])} if name in pod.requests else {}),
+            **({"limits": dict(pod.limits[name])} if name in pod.limits else {}),
+        }}
+        for name in names
+    ]  # fmt: skip
+    status = {
+        **({"qosClass": pod.qos_class} if pod.qos_class is not None else {}),
+        **({"phase": pod.phase} if pod.phase is not None else {}),
+    }
+    return {
+        "metadata": {
+            "uid": pod.uid, "namespace": pod.namespace, "name": pod.name,
+            "ownerReferences": [{"kind": o.kind, "name": o.name, "controller": o.controller} for o in pod.owners],
+        },
+        "spec": {
+            "containers": containers,
+            "tolerations": [
+                {key: value for key, value in
+                 (("key", t.key), ("operator", t.operator), ("value", t.value), ("effect", t.effect)) if value}
+                for t in pod.tolerations
+            ],
+        },
+        "status": status,
+    }  # fmt: skip
+
+
+class Recording:
+    """``numawatch capture`` keeps the API's answer (it is no file of the node): the Node and the pod list in the
+    API's own shape, which ``check --from`` reads back through the same parsers as a live answer (a bundle is
+    hostile too). A bundle captured without API access records why instead, and replays that reason."""
+
+    VERSION = 1
+
+    def dump(self, result: ClusterView) -> bytes:
+        document = {
+            "version": self.VERSION,
+            "node": node_document(result.node),
+            "pods": {"kind": "PodList", "apiVersion": "v1", "items": [pod_document(p) for p in result.pods.values()]},
+            "problems": list(result.problems),
+        }
+        return json.dumps(document, sort_keys=True).encode()
+
+    def load(self, data: bytes) -> ClusterView:
+        where = "recorded kubernetes_api reading"
+        try:
+            document = parse_json(data, where)
+            if not isinstance(document, dict) or document.get("version") != self.VERSION:
+                raise ApiShapeError(f"expected a version {self.VERSION} recording")
+            view = cluster_view(document.get("node"), document.get("pods"))
+            problems = _list(document.get("problems"), "problems")
+        except ApiShapeError as error:
+            raise MalformedFile(where, str(error)) from None
+        # The recorded problem lines are shown as they are only when they are short printable text.
+        recorded = tuple(
+            item if isinstance(item, str) and item.isprintable() and len(item) <= 300 else excerpt(item, 200)
+            for item in problems[:8]
+        )
+        return ClusterView(node=view.node, pods=view.pods, problems=(recorded + view.problems)[:8])
+
+
 SOURCE = SourceSpec(
     name="kubernetes_api",
     read=read,
     factory=_reader,
+    recording=Recording(),
     description="this node's Node object (taints, labels, kubelet version) and the pods bound to it, from the "
     "Kubernetes API where numawatch has access (service account or --kubeconfig)",
 )
