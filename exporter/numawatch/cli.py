@@ -434,7 +434,7 @@ def _nvml_session(args: argparse.Namespace) -> Iterator[NvmlSession | None]:
 
 
 def _library_sessions() -> dict[str, LibrarySession]:
-    """AMD SMI's and HLML's sessions for the amdsmi and hlml sources (issue 19). Nothing is imported until a source
+    """AMD SMI's and HLML's sessions for the amdsmi and hlml sources. Nothing is imported until a source
     calls its library, which it does only where sysfs lists that vendor's accelerators."""
     from numawatch.sources.amdsmi import amdsmi_session
     from numawatch.sources.hlml import hlml_session

@@ -64,7 +64,7 @@ class ReaderContext:
 
     nvml: NvmlSession | None = None  # this process's NVML session; None: NVML is not enabled
     # The other vendors' library sessions by source name ("amdsmi", "hlml": library_session.LibrarySession); a
-    # source without one reads without its library (issue 19)
+    # source without one reads without its library
     libraries: Mapping[str, Any] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic  # for readers that integrate over time (NVML's busy seconds)
     # Whether the GPU holders' per-thread scheduling counters (schedstat, sched) are read: only the holder families

@@ -52,7 +52,7 @@ class PodSelector:
 
 @dataclass(frozen=True)
 class KernelIntent:
-    """Host-layer expectations (issue 3): kernel knobs, isolation, IRQs, jitter thresholds."""
+    """Host-layer expectations: kernel knobs, isolation, IRQs, jitter thresholds."""
 
     numa_balancing: int = 0
     thp_enabled: frozenset[str] = frozenset({"madvise", "never"})

@@ -6,10 +6,10 @@ from numawatch.checks import Check, gpu_process, gpus, host, kubelet, kubelet_li
 
 CHECKS: tuple[Check, ...] = (
     *kubelet.CHECKS,
-    *kubelet_live.CHECKS,  # issue 31
+    *kubelet_live.CHECKS,
     *pinning.CHECKS,
     *gpus.CHECKS,
     *host.CHECKS,
     *gpu_process.CHECKS,
-    *platform.CHECKS,  # issue 17
+    *platform.CHECKS,
 )

@@ -1,4 +1,4 @@
-"""What the AMD SMI and HLML sources share (issue 19): a reader of a vendor's GPU library through a LibrarySession
+"""What the AMD SMI and HLML sources share: a reader of a vendor's GPU library through a LibrarySession
 that gives the telemetry NVML gives (``NvmlSnapshot``, each GPU with its ``vendor``).
 
 Neither library keeps a buffer of timestamped samples like NVML's ``nvmlDeviceGetSamples``: each answers a current

@@ -1,4 +1,4 @@
-"""The amdsmi source: AMD Instinct GPUs as AMD SMI sees them (issue 19): utilisation, VRAM in use, and the processes
+"""The amdsmi source: AMD Instinct GPUs as AMD SMI sees them: utilisation, VRAM in use, and the processes
 on each GPU with their containers.
 
 AMD SMI's Python bindings (module ``amdsmi``, shipped with ROCm and on PyPI; not a dependency of numawatch, imported

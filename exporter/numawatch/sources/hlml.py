@@ -1,4 +1,4 @@
-"""The hlml source: Intel Gaudi accelerators as HLML sees them (issue 19): utilisation and device memory in use.
+"""The hlml source: Intel Gaudi accelerators as HLML sees them: utilisation and device memory in use.
 
 Habana's HLML through its Python bindings (module ``pyhlml``, package habana-pyhlml, HabanaAI/pyhlml; not a
 dependency of numawatch, imported only on a node whose sysfs inventory lists Gaudi accelerators), through a
