@@ -307,10 +307,6 @@ class Sampler:
         families.extend(self.process.collect())
         return families
 
-    def self_metrics_text(self) -> str:
-        """The serve-only families in the text format."""
-        return metrics.exposition.write(self.self_families()).decode()
-
     async def refresh(self) -> Snapshot | None:
         """One evaluation off the event loop; on failure keep serving the previous snapshot."""
         try:
