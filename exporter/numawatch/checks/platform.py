@@ -4,7 +4,8 @@ taints, labels and foreign pods (node_isolation), and the CPU reservation stated
 
 from __future__ import annotations
 
-from numawatch.checks import Check, cpuidle, gpu_nic, gpu_peers, kubelet_reserved, node_isolation
+from numawatch.checks import cpuidle, gpu_nic, gpu_peers, kubelet_reserved, node_isolation
+from numawatch.checks.check import Check
 
 CHECKS: tuple[Check, ...] = (
     *kubelet_reserved.CHECKS,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from numawatch.checks import Check, gpu_process, gpus, host, kubelet, kubelet_live, pinning, platform
+from numawatch.checks import gpu_process, gpus, host, kubelet, kubelet_live, pinning, platform
+from numawatch.checks.check import Check
 
 CHECKS: tuple[Check, ...] = (
     *kubelet.CHECKS,

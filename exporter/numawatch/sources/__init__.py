@@ -7,7 +7,7 @@ sources that need each other are an error before anything is read).
 
 from __future__ import annotations
 
-from numawatch.host import SourceSpec, dependency_order
+from numawatch.source import SourceSpec, dependency_order
 from numawatch.sources import (
     amdsmi,
     cgroups,

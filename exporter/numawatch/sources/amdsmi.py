@@ -26,11 +26,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from numawatch.host import ReaderContext, SourceSpec
 from numawatch.hosttext import excerpt
 from numawatch.library_session import Library, LibrarySession, describe_class
 from numawatch.model.gpu import GpuProcess, JsonRecording, NvmlSnapshot
 from numawatch.paths import Paths
+from numawatch.source import ReaderContext, SourceSpec
 from numawatch.sources._telemetry import (
     Device,
     DeviceLost,

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from numawatch.host import ReaderContext, SourceSpec
 from numawatch.hosttext import excerpt
 from numawatch.library_session import Library, LibrarySession, describe_class
 from numawatch.model.gpu import JsonRecording, NvmlSnapshot
 from numawatch.paths import Paths
+from numawatch.source import ReaderContext, SourceSpec
 from numawatch.sources._telemetry import (
     Device,
     DeviceLost,

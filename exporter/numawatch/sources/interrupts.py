@@ -58,7 +58,6 @@ from typing import NamedTuple
 from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import excerpt, printable
 from numawatch.model import frozen_map
 from numawatch.model.interrupts import KIND_DEVICE, KIND_IPI, KIND_LOCAL_TIMER, KIND_OTHER, InterruptRow, Interrupts
@@ -66,6 +65,7 @@ from numawatch.model.kubelet import KubeletState
 from numawatch.model.topology import Topology
 from numawatch.paths import Paths
 from numawatch.refresh import Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import DEFAULT_READ_LIMIT
 
 # Bytes read (and digit-marked) at a time: the whole file is never held, nor its marked copy. Small enough that

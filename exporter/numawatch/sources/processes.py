@@ -39,12 +39,12 @@ from dataclasses import dataclass
 from numawatch import confined, telemetry
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, ReaderContext, SourceSpec
 from numawatch.hosttext import printable
 from numawatch.model import frozen_map
 from numawatch.model.gpu import GpuHolders, HolderContainer, HolderProcess, JsonRecording, Limit
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
+from numawatch.source import Inputs, ReaderContext, SourceSpec
 from numawatch.sources._files import line_after
 from numawatch.sources.cgroups import MAX_PIDS, parse_container_dir, parse_pod_dir, parse_procs
 
