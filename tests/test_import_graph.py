@@ -154,3 +154,38 @@ def test_a_cycle_is_found_and_named(tmp_path):
     assert sorted(cycle[1:]) == ["numawatch.checks", "numawatch.checks.registry"]
     (package / "checks" / "registry.py").write_text("NAME = 1\n")
     assert find_cycle(import_graph(package)) is None
+
+
+def private_names_of_checks(graph: dict[str, dict[str, set[str]]]) -> set[str]:
+    """One line ("M takes numawatch.checks.x._name") per private name a metric module M imports from the checks."""
+    return {
+        f"{module} takes {imported}.{name}"
+        for module, edges in graph.items()
+        if module.startswith("numawatch.metrics")
+        for imported, names in edges.items()
+        if imported.startswith("numawatch.checks")
+        for name in names
+        if name.startswith("_")
+    }
+
+
+def test_metric_families_take_no_private_name_of_a_check(graph):
+    # A check module's "_" names are its own to change; what metrics share with checks is public there, or lives in
+    # a module of its domain.
+    assert set() == private_names_of_checks(graph)
+    assert any(imported.startswith("numawatch.checks.") for imported in graph["numawatch.metrics.host"])  # looked
+
+
+def test_a_private_name_taken_from_a_check_is_named(tmp_path):
+    package = tmp_path / "numawatch"
+    (package / "checks").mkdir(parents=True)
+    (package / "metrics").mkdir()
+    for init in (package, package / "checks", package / "metrics"):
+        (init / "__init__.py").write_text("")
+    (package / "checks" / "host_irq.py").write_text("def _watched():\n    pass\n\ndef device_irqs():\n    pass\n")
+    (package / "metrics" / "host.py").write_text("from ..checks.host_irq import _watched, device_irqs\n")
+    (package / "metrics" / "gpu.py").write_text("from numawatch.checks.host_irq import device_irqs\n")
+
+    assert private_names_of_checks(import_graph(package)) == {
+        "numawatch.metrics.host takes numawatch.checks.host_irq._watched"
+    }
