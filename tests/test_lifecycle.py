@@ -20,7 +20,8 @@ import pytest
 from fakehost.reference import reference_node
 from numawatch import metrics, server
 from numawatch.host import HostReader, SourceSpec
-from numawatch.intent import REFERENCE, parse_intent
+from numawatch.intent import REFERENCE
+from numawatch.intentfile import parse_intent
 from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 from prometheus_client.parser import text_string_to_metric_families

@@ -303,7 +303,7 @@ def intent_from(path: str | None) -> Intent:
     """The intent file's profile, or the reference profile when no file is given."""
     if path is None:
         return REFERENCE
-    from numawatch.intent import load_intent as load
+    from numawatch.intentfile import load_intent as load
 
     try:
         return load(path)
@@ -515,7 +515,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from numawatch.descriptors import raise_soft_limit
     from numawatch.filewatch import FileWatch
     from numawatch.host import HostReader
-    from numawatch.intent import load_intent
+    from numawatch.intentfile import load_intent
     from numawatch.listen import bind
 
     paths = make_paths(args)
