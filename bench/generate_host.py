@@ -73,7 +73,7 @@ for _directory in (_TESTS, _BENCH):  # the fake-host builders live with the test
 
 import node_exporter_files as nefiles  # noqa: E402
 from fakehost import FakeHost  # noqa: E402
-from fakehost.gpus import CLASS_ETHERNET, add_gpu, add_pci_device, add_rdma_device  # noqa: E402
+from fakehost.gpus import CLASS_ETHERNET, FakeGpu, add_gpu, add_pci_device, add_rdma_device  # noqa: E402
 from fakehost.kernel import FakeIrq, add_cpuidle, add_irqs, add_kernel_settings, add_numastat  # noqa: E402
 from fakehost.kubelet import (  # noqa: E402
     kubelet_memory_machine_state,
@@ -679,6 +679,40 @@ def housekeeping_cpus(spec: HostSpec) -> CPUSet:
     )
 
 
+def _add_pci_devices(
+    host: FakeHost,
+    layout: TopologyLayout,
+    vectors: dict[str, list[int]],
+    gpu_pci: list[tuple[str, int]],
+    nic_pci: list[tuple[str, int]],
+    nvme_pci: list[tuple[str, int]],
+) -> list[FakeGpu]:
+    """Write the GPUs, the NICs (an RDMA device on each rail NIC) and the NVMe drives, each with its MSI vectors."""
+    gpu_handles = []
+    for index, (address, node) in enumerate(gpu_pci):
+        gpu_handles.append(
+            add_gpu(host, address, numa_node=node, local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()),
+                    minor=index)
+        )  # fmt: skip
+    for index, (address, node) in enumerate(nic_pci):
+        directory = add_pci_device(host, address, vendor_id=MELLANOX, device_id=CX7, class_code=CLASS_ETHERNET,
+                                   numa_node=node, local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))
+        if index < len(gpu_pci):  # the rail NICs run RoCE; the management NIC has no RDMA device
+            add_rdma_device(host, directory, f"mlx5_{index}")
+    for address, node in nvme_pci:
+        add_pci_device(host, address, vendor_id=SAMSUNG, device_id=PM1743, class_code=CLASS_NVME, numa_node=node,
+                       local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))  # fmt: skip
+    return gpu_handles
+
+
+def _make_managed_writable(host: FakeHost, irq_rows: list[FakeIrq]) -> None:
+    """Show every managed IRQ's smp_affinity files writable, as kernels before 6.12 do."""
+    for irq_row in irq_rows:
+        if irq_row.managed:
+            for name in ("smp_affinity", "smp_affinity_list"):
+                os.chmod(host.path(f"proc/irq/{irq_row.irq}/{name}"), 0o644)
+
+
 def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
     """Write the node described by ``spec`` under ``out`` (which must be empty or absent) and say what was written."""
     started = time.perf_counter()
@@ -748,27 +782,11 @@ def generate(out: str | os.PathLike[str], spec: HostSpec) -> GeneratedHost:
                 hwirq=row.hwirq, node=row.node,
             )  # planted: irq_on_isolated_cpu (a tuning script wrote an isolated CPU into smp_affinity)
             planted.append("irq_on_isolated_cpu")
-    gpu_handles = []
-    for index, (address, node) in enumerate(gpu_pci):
-        gpu_handles.append(
-            add_gpu(host, address, numa_node=node, local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()),
-                    minor=index)
-        )  # fmt: skip
-    for index, (address, node) in enumerate(nic_pci):
-        directory = add_pci_device(host, address, vendor_id=MELLANOX, device_id=CX7, class_code=CLASS_ETHERNET,
-                                   numa_node=node, local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))
-        if index < len(gpu_pci):  # the rail NICs run RoCE; the management NIC has no RDMA device
-            add_rdma_device(host, directory, f"mlx5_{index}")
-    for address, node in nvme_pci:
-        add_pci_device(host, address, vendor_id=SAMSUNG, device_id=PM1743, class_code=CLASS_NVME, numa_node=node,
-                       local_cpus=layout.node_cpus(node), msi_irqs=vectors.get(address, ()))  # fmt: skip
+    gpu_handles = _add_pci_devices(host, layout, vectors, gpu_pci, nic_pci, nvme_pci)
     named_rows = _named_rows(rng, online, housekeeping)
     add_irqs(host, online, irq_rows, named_rows, default_affinity=housekeeping, nr_cpu_ids=spec.cpus)
     if spec.managed_modes == "writable":  # a kernel before 6.12 shows every smp_affinity writable
-        for irq_row in irq_rows:
-            if irq_row.managed:
-                for name in ("smp_affinity", "smp_affinity_list"):
-                    os.chmod(host.path(f"proc/irq/{irq_row.irq}/{name}"), 0o644)
+        _make_managed_writable(host, irq_rows)
     interrupts_bytes = host.path("proc/interrupts").stat().st_size
 
     # -- kernel knobs, NUMA counters

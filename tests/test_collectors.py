@@ -17,7 +17,7 @@ from numawatch.metrics import capacity, core, gpu, platform
 from numawatch.metrics import exposition as writer
 from numawatch.metrics import host as host_metrics
 from numawatch.model.interrupts import Interrupts
-from numawatch.server import Sampler
+from numawatch.server import BodyFormat, Sampler
 from serving import numawatch_serve
 
 # the fixtures: the reference node with NVML and planted drift, its evaluation and exposition
@@ -82,9 +82,10 @@ def test_the_sampler_drops_exactly_the_families_of_the_collectors_turned_off(fak
     from numawatch.host import HostReader
 
     node = reference_node(fake_host)
+    TEXT = BodyFormat(openmetrics=False, gzip=False)
     off = parsed("--no-collector.cpu_info", "--no-collector.container_cpus", "--no-collector.gpu_nic_paths")
-    full = Sampler(HostReader(node.paths), REFERENCE).evaluate_once().body.decode()
-    trimmed = Sampler(HostReader(node.paths), REFERENCE, collectors=off).evaluate_once().body.decode()
+    full = Sampler(HostReader(node.paths), REFERENCE).evaluate_once().bodies.get(TEXT).decode()
+    trimmed = Sampler(HostReader(node.paths), REFERENCE, collectors=off).evaluate_once().bodies.get(TEXT).decode()
 
     dropped = exposed_families(full) - exposed_families(trimmed)
     assert dropped == {"numawatch_cpu_info", "numawatch_container_cpus", "numawatch_gpu_nic_path_info"}

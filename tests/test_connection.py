@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from numawatch import server
 from numawatch.connection import RequestFraming
 from numawatch.host import HostReader, SourceSpec
-from numawatch.intent import REFERENCE, parse_intent
+from numawatch.intent import REFERENCE
+from numawatch.intentfile import parse_intent
 from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.passwords import PoolBusy, VerifierPool
 from numawatch.paths import Paths

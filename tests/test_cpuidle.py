@@ -16,7 +16,8 @@ from numawatch.checks import evaluate
 from numawatch.checks.cpuidle import CPUIDLE_DEEP_STATE, idle_parameters
 from numawatch.cpuset import format_cpulist
 from numawatch.host import HostReader, read_host
-from numawatch.intent import REFERENCE, parse_intent
+from numawatch.intent import REFERENCE
+from numawatch.intentfile import parse_intent
 from numawatch.paths import Paths
 from numawatch.refresh import IDLE_STATES
 from numawatch.sources import cpuidle

@@ -28,7 +28,8 @@ import pytest
 import unprivileged
 import yaml
 from kustomize import ALL_RENDERINGS, DEPLOY, OVERLAYS, find, kustomize, render
-from numawatch.intent import REFERENCE, load_intent
+from numawatch.intent import REFERENCE
+from numawatch.intentfile import load_intent
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = DEPLOY / "schemas"

@@ -14,7 +14,7 @@ from fakehost import FakeHost
 from fakehost.reference import reference_node
 from gpu_readers import GpuReaders
 from numawatch import metrics
-from numawatch.checks import Evaluation, evaluate
+from numawatch.checks import SUBJECT_LABELS, Evaluation, evaluate
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
 from numawatch.metrics import drift
@@ -124,7 +124,17 @@ def test_every_documented_metric_is_exposed(exposition):
 
 # The drift families' series carry the labels of their check's contract, so one exposition shows only the labels of
 # the checks that fired; what they may carry is the contract's union (metrics/drift.py).
-CONTRACT_LABELS = {"numawatch_drift": drift.DRIFT_LABELS, "numawatch_drift_info": drift.DRIFT_INFO_LABELS}
+_CONTRACTS = (*drift.CONTRACT.values(), drift.FALLBACK)
+CONTRACT_LABELS = {
+    "numawatch_drift": (
+        "check", "severity", *(label for label in SUBJECT_LABELS if any(label in c.identity for c in _CONTRACTS))
+    ),
+    "numawatch_drift_info": (
+        "check",
+        "severity",
+        *(label for label in SUBJECT_LABELS if any(label in (*c.identity, *c.details) for c in _CONTRACTS)),
+    ),
+}
 
 
 def test_documented_labels_are_the_labels_the_series_carry(exposition):

@@ -19,7 +19,8 @@ from numawatch import metrics
 from numawatch.checks import evaluate
 from numawatch.checks.gpu_nic import GPU_NIC_PATH, pcie_level
 from numawatch.host import HostReader
-from numawatch.intent import REFERENCE, parse_intent
+from numawatch.intent import REFERENCE
+from numawatch.intentfile import parse_intent
 from numawatch.model.pci import PciFunction
 from numawatch.sources import pci_topology
 from prometheus_client.parser import text_string_to_metric_families

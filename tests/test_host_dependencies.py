@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 from numawatch.errors import SourceUnavailable
-from numawatch.host import DependencyCycle, Host, HostReader, Inputs, SourceSpec, dependency_order
+from numawatch.host import Host, HostReader, Inputs, SourceSpec, dependency_order
 from numawatch.paths import Paths
+from numawatch.source import DependencyCycle
 from numawatch.sources import SOURCES
 
 PATHS = Paths.from_root("/nonexistent")

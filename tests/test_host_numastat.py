@@ -14,8 +14,6 @@ from numawatch.sources import numastat
 from numawatch.sources.numastat import (
     CAP_PERFMON,
     CAP_SYS_ADMIN,
-    PERF_COUNT_SW_TASK_CLOCK,
-    PERF_TYPE_SOFTWARE,
     UncoreLinkCounters,
     encode_event,
     find_link_pmus,
@@ -26,6 +24,10 @@ from numawatch.sources.numastat import (
     perf_event_open,
     read_counter,
 )
+
+# perf_event_open(2)'s software event that any process may count on itself: the call works without a PMU.
+PERF_TYPE_SOFTWARE = 1
+PERF_COUNT_SW_TASK_CLOCK = 1
 
 
 # --------------------------------------------------------------------------------------------------- numastat

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from fakehost.reference import reference_snapshot, replace_config
 from numawatch.checks import evaluate
-from numawatch.intent import REFERENCE, REFERENCE_PROFILE, Intent, IntentError, KernelIntent, load_intent, parse_intent
+from numawatch.intent import REFERENCE, REFERENCE_PROFILE, Intent, IntentError, KernelIntent
+from numawatch.intentfile import load_intent, parse_intent
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 EXAMPLE = DOCS / "intent.example.yaml"

@@ -22,7 +22,8 @@ from kube_apiserver import TOKEN, ApiServer, node_object, pod_object, wait_for
 from numawatch.checks import all_checks, evaluate
 from numawatch.checks.node_isolation import NODE_TAINT_MISSING, NODE_WORKLOAD_NOT_ISOLATED
 from numawatch.host import HostReader
-from numawatch.intent import REFERENCE, IntentError, parse_intent
+from numawatch.intent import REFERENCE, IntentError
+from numawatch.intentfile import parse_intent
 from numawatch.kubeapi import KubernetesApi, access_from
 from numawatch.model.workloads import QOS_BURSTABLE
 from numawatch.sources.kubernetes_api import ApiShapeError, parse_node, parse_pod, parse_pod_list

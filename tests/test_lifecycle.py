@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 from fakehost.reference import reference_node
-from numawatch import server
+from numawatch import metrics, server
 from numawatch.host import HostReader, SourceSpec
-from numawatch.intent import REFERENCE, parse_intent
+from numawatch.intent import REFERENCE
+from numawatch.intentfile import parse_intent
 from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 from prometheus_client.parser import text_string_to_metric_families
@@ -327,7 +328,7 @@ async def test_a_reload_whose_loader_fails_keeps_the_intent_and_says_so(caplog):
     assert sampler.intent is REFERENCE
     assert not sampler.reload_status.success
     assert "/etc/numawatch/intent.yaml" in caplog.text
-    assert "numawatch_intent_reload_success 0.0" in sampler.self_metrics_text()
+    assert "numawatch_intent_reload_success 0.0" in metrics.exposition.write(sampler.self_families()).decode()
 
 
 # ------------------------------------------------------------------------------------------------ docs
@@ -341,7 +342,7 @@ def test_the_serve_only_families_are_documented_with_their_type_and_help():
                                           re.MULTILINE)}
     sampler = OneCpuHost().sampler()
     server.make_app(sampler, run_sampler=False)
-    exposed = sampler.self_metrics_text()
+    exposed = metrics.exposition.write(sampler.self_families()).decode()
     helps = dict(re.findall(r"^# HELP (\S+) (.*)$", exposed, re.MULTILINE))
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", exposed, re.MULTILINE))
     own = {name for name in helps if name.startswith("numawatch_")}

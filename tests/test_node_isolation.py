@@ -15,7 +15,8 @@ from numawatch.checks import evaluate
 from numawatch.checks.node_isolation import NODE_TAINT_MISSING, NODE_WORKLOAD_NOT_ISOLATED
 from numawatch.errors import SourceUnavailable
 from numawatch.host import HostReader, Inputs, read_host
-from numawatch.intent import REFERENCE, parse_intent
+from numawatch.intent import REFERENCE
+from numawatch.intentfile import parse_intent
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE
 from numawatch.refresh import POD_USAGE
 from numawatch.sources import cgroups, kubelet_config, pod_usage

@@ -46,7 +46,8 @@ from hypothesis import strategies as st
 from numawatch import checkpoint_checksum, cpuset, quantity
 from numawatch.cpuset import MAX_CPU_ID, CPUListError
 from numawatch.errors import MalformedFile
-from numawatch.intent import Intent, IntentError, parse_intent
+from numawatch.intent import Intent, IntentError
+from numawatch.intentfile import parse_intent
 from numawatch.model.gpu import Limit
 from numawatch.model.interrupts import Interrupts, IrqbalanceConfig
 from numawatch.model.kubelet import (

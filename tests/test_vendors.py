@@ -43,7 +43,8 @@ from hwloc_oracle import hwloc_reading, lstopo_available
 from numawatch import metrics
 from numawatch.checks import evaluate
 from numawatch.hotplug import GPU_SOURCES, sources_to_refresh
-from numawatch.intent import REFERENCE, IntentError, parse_intent
+from numawatch.intent import REFERENCE, IntentError
+from numawatch.intentfile import parse_intent
 from numawatch.model import frozen_map
 from numawatch.model.gpu import GpuInventory
 from numawatch.model.kubelet import DeviceAssignment

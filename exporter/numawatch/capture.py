@@ -64,7 +64,8 @@ from numawatch import __version__, confined, tarstream, treewalk
 from numawatch.checks import Evaluation, NotEvaluatedCheck, evaluate
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import Host, ReaderContext, SourceSpec, read_host
-from numawatch.intent import REFERENCE, Intent, IntentError, parse_intent
+from numawatch.intent import REFERENCE, Intent, IntentError
+from numawatch.intentfile import parse_intent
 from numawatch.model import frozen_map
 from numawatch.paths import Paths
 from numawatch.tarstream import TarFormatError, TarReader

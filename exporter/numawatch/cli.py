@@ -308,7 +308,7 @@ def intent_from(path: str | None) -> Intent:
     """The intent file's profile, or the reference profile when no file is given."""
     if path is None:
         return REFERENCE
-    from numawatch.intent import load_intent as load
+    from numawatch.intentfile import load_intent as load
 
     try:
         return load(path)
@@ -442,7 +442,7 @@ def _nvml_session(args: argparse.Namespace) -> Iterator[NvmlSession | None]:
 
 
 def _library_sessions() -> dict[str, LibrarySession]:
-    """AMD SMI's and HLML's sessions for the amdsmi and hlml sources (issue 19). Nothing is imported until a source
+    """AMD SMI's and HLML's sessions for the amdsmi and hlml sources. Nothing is imported until a source
     calls its library, which it does only where sysfs lists that vendor's accelerators."""
     from numawatch.sources.amdsmi import amdsmi_session
     from numawatch.sources.hlml import hlml_session
@@ -523,7 +523,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from numawatch.descriptors import raise_soft_limit
     from numawatch.filewatch import FileWatch
     from numawatch.host import HostReader
-    from numawatch.intent import load_intent
+    from numawatch.intentfile import load_intent
     from numawatch.listen import bind
 
     paths = make_paths(args)

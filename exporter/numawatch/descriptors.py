@@ -1,7 +1,7 @@
 """File descriptors of ``numawatch serve``: clients must never take the ones the evaluation needs to read the host.
 
 Each client connection holds a descriptor, and so does each host file while the evaluation reads it. Under the common
-soft limit of 1024, a client holding a thousand connections used to leave the evaluation none: every source down,
+soft limit of 1024, a client holding a thousand connections would leave the evaluation none: every source down,
 no findings, the node looking clean. So:
 
 - at start the soft ``RLIMIT_NOFILE`` is raised to the hard one (``raise_soft_limit``): what the administrator

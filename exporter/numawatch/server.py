@@ -184,22 +184,6 @@ class Snapshot:
         self.finished = finished
         self.duration_seconds = duration_seconds
 
-    @property
-    def body(self) -> bytes:  # the text format 0.0.4
-        return self.bodies.get(BodyFormat(False, False))
-
-    @property
-    def body_gzip(self) -> bytes:
-        return self.bodies.get(BodyFormat(False, True))
-
-    @property
-    def openmetrics(self) -> bytes:  # OpenMetrics 1.0.0, the same families
-        return self.bodies.get(BodyFormat(True, False))
-
-    @property
-    def openmetrics_gzip(self) -> bytes:
-        return self.bodies.get(BodyFormat(True, True))
-
 
 @dataclass(frozen=True)
 class ReloadStatus:
@@ -322,10 +306,6 @@ class Sampler:
             families.extend(extra())
         families.extend(self.process.collect())
         return families
-
-    def self_metrics_text(self) -> str:
-        """The serve-only families in the text format."""
-        return metrics.exposition.write(self.self_families()).decode()
 
     async def refresh(self) -> Snapshot | None:
         """One evaluation off the event loop; on failure keep serving the previous snapshot."""

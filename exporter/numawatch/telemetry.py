@@ -1,4 +1,4 @@
-"""GPU telemetry of every vendor as one reading (issue 19): NVML's (``nvml``), AMD SMI's (``amdsmi``) and HLML's
+"""GPU telemetry of every vendor as one reading: NVML's (``nvml``), AMD SMI's (``amdsmi``) and HLML's
 (``hlml``) GPUs side by side, each with its ``vendor``, for the holders, the checks and the metrics that are the same
 whatever library read the GPU.
 

@@ -345,9 +345,7 @@ def host_layer_results(topology: Topology, *, irq_on_cpu: int | None = None) -> 
         numa_balancing=0,
         swappiness=0,
         thp_enabled="madvise",
-        thp_enabled_modes=THP_ENABLED_MODES,
         thp_defrag="madvise",
-        thp_defrag_modes=THP_DEFRAG_MODES,
         governors=frozen_map(dict.fromkeys(sorted(online), "performance")),
         hugepages=frozen_map(
             {size: HugePageCounts(total=pages, free=pages, surplus=0, reserved=0) for size, pages in asked.items()}

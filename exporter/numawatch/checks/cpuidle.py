@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
-from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated
+from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.host_irq import describe_cpus, protected_cpus, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host

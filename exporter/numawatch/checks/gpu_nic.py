@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated
+from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.kubelet import require
 from numawatch.host import Host
 from numawatch.intent import PCI_PATH_LEVELS, Intent

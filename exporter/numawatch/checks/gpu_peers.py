@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated
+from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.kubelet import require
 from numawatch.checks.pinning import workloads
 from numawatch.host import Host

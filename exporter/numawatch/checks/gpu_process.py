@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from numawatch import telemetry
-from numawatch.checks import Check, Finding, NotEvaluated, require
+from numawatch.checks.check import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.hosttext import k8s_label_shown, pod_uid_shown

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from numawatch import telemetry
-from numawatch.checks import Check, Finding, NotEvaluated, require
+from numawatch.checks.check import Check, Finding, NotEvaluated, require
 from numawatch.host import Host
 from numawatch.intent import Intent
 from numawatch.model.gpu import GpuInventory

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import eq, ne
 
-from numawatch.checks import Check, Finding, NotEvaluated, require, require_known
+from numawatch.checks.check import Check, Finding, NotEvaluated, require, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, partial_topology, require, require_known
+from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated, partial_topology, require, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent

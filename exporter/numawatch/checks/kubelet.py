@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numawatch.checks import Check, Finding, NotEvaluated, require, require_known
+from numawatch.checks.check import Check, Finding, NotEvaluated, require, require_known
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.hosttext import k8s_label_shown, pod_uid_shown, shown

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 
-from numawatch.checks import Check, Finding, NotEvaluated, require
+from numawatch.checks.check import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from numawatch.checks import Check, Finding
+from numawatch.checks.check import Check, Finding
 from numawatch.checks.kubelet import kubelet_root, require, restart_steps, set_setting
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping
 
-from numawatch.checks import Check, Finding, NotApplicable, NotEvaluated, pod_findings
+from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated, pod_findings
 from numawatch.checks.kubelet import RKE2_CONFIG, require
 from numawatch.host import Host
 from numawatch.intent import Intent

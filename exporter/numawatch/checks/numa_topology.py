@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from numawatch.checks import Check, Finding, NotEvaluated, partial_topology
+from numawatch.checks.check import Check, Finding, NotEvaluated, partial_topology
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
 from numawatch.intent import Intent

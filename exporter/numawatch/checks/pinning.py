@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 
-from numawatch.checks import Check, Finding, NotEvaluated, pod_findings, require, require_known
+from numawatch.checks.check import Check, Finding, NotEvaluated, pod_findings, require, require_known
 from numawatch.checks.kubelet import kubelet_root, restart_steps, set_setting
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from numawatch.checks import Check, gpu_process, gpus, host, kubelet, kubelet_live, pinning, platform
+from numawatch.checks import gpu_process, gpus, host, kubelet, kubelet_live, pinning, platform
+from numawatch.checks.check import Check
 
 CHECKS: tuple[Check, ...] = (
     *kubelet.CHECKS,
-    *kubelet_live.CHECKS,  # issue 31
+    *kubelet_live.CHECKS,
     *pinning.CHECKS,
     *gpus.CHECKS,
     *host.CHECKS,
     *gpu_process.CHECKS,
-    *platform.CHECKS,  # issue 17
+    *platform.CHECKS,
 )

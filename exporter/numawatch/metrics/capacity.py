@@ -1,4 +1,4 @@
-"""Capacity metric families (issue 5): what each NUMA node can still hand out, and how many more replicas of each
+"""Capacity metric families: what each NUMA node can still hand out, and how many more replicas of each
 named pod shape this node would admit under its Topology Manager policy and scope.
 
 Each quantity is split by unit, one family per unit (Prometheus' naming rule: never two units in one family):

@@ -112,12 +112,6 @@ FALLBACK = LabelContract(
     details=("cpus", "value", "expected", "uuid", "managed"),
 )
 
-# Every label numawatch_drift / numawatch_drift_info may carry (docs/metrics.md lists them).
-DRIFT_LABELS = ("check", "severity", *(label for label in SUBJECT_LABELS if any(
-    label in contract.identity for contract in (*CONTRACT.values(), FALLBACK))))
-DRIFT_INFO_LABELS = ("check", "severity", *(label for label in SUBJECT_LABELS if any(
-    label in (*contract.identity, *contract.details) for contract in (*CONTRACT.values(), FALLBACK))))
-
 
 def contract_of(check: str) -> LabelContract:
     return CONTRACT.get(check, FALLBACK)

@@ -1,4 +1,4 @@
-"""GPU metric families (issue 4): NVML busy time, who holds each GPU, and the host-side delays of the holders.
+"""GPU metric families: NVML busy time, who holds each GPU, and the host-side delays of the holders.
 
 The "bubble" inputs are exported side by side and never combined here: per GPU, busy seconds and idle seconds while a
 compute process holds it (NVML utilisation, coarse: a kernel running for any part of a 1/6-1 s sample period makes
@@ -27,7 +27,8 @@ from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts
 from numawatch.workloads import Workload
 
 GPU_LABELS = ("gpu", "uuid")
-# The telemetry families of every vendor (issue 19) carry the vendor of the GPU and so of the library that read it
+# The telemetry families of every vendor carry the vendor of the GPU and so of the library that read it, so that a query
+# can tell NVML's numbers from AMD SMI's and HLML's
 TELEMETRY_LABELS = ("gpu", "uuid", "vendor")
 GPU_HOLDER_LABELS = ("gpu", "uuid", "vendor", "namespace", "pod", "container")
 HOLDER_LABELS = ("namespace", "pod", "pod_uid", "container")

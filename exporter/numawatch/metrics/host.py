@@ -1,4 +1,4 @@
-"""Host-layer metric families (issue 3): kernel knobs, isolation, huge pages, NUMA counters, interrupts, IRQ
+"""Host-layer metric families: kernel knobs, isolation, huge pages, NUMA counters, interrupts, IRQ
 placement, inter-socket traffic, per-container memory per NUMA node, and where numawatch itself runs.
 
 Cardinality follows the CPUs that matter, never IRQs x CPUs: interrupt counters exist only for watched CPUs

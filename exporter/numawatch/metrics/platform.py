@@ -1,4 +1,4 @@
-"""Metric families of the platform around pinned CPUs and GPUs (issue 17): idle states, GPU-NIC paths, NVLink.
+"""Metric families of the platform around pinned CPUs and GPUs: idle states, GPU-NIC paths, NVLink.
 
 Cardinality: the idle-state family has one series per group of CPUs with the same role and deepest idle state (a
 handful), never one per CPU; the path family one per GPU and physical RDMA NIC (64 on an 8-GPU, 8-NIC node); the

@@ -157,7 +157,7 @@ class NvmlGpu:
     held_idle_seconds: float = 0.0  # (1 - utilisation) x interval, over intervals ending with a compute process on it
     processes: tuple[GpuProcess, ...] | None = ()  # None: NVML could not list them (see problems)
     problems: tuple[str, ...] = ()  # calls that failed on this GPU without taking it down, one line each
-    # NVLink, read once per enumeration (issue 17): the UUIDs of the other GPUs this one reaches peer-to-peer over
+    # NVLink, read once per enumeration: the UUIDs of the other GPUs this one reaches peer-to-peer over
     # NVLink or NVSwitch (nvmlDeviceGetP2PStatus with the NVLink index, else its active links' far ends); None when
     # NVML could not say. ``nvlink_links`` counts its active links (0: none, a PCIe-only GPU), ``nvlink_switch``
     # whether they lead to NVSwitches. ``pcie_paths``: other GPU's UUID -> NVML's common-ancestor level on PCIe
@@ -166,7 +166,7 @@ class NvmlGpu:
     nvlink_links: int | None = None
     nvlink_switch: bool | None = None
     pcie_paths: Mapping[str, str] = field(default_factory=frozen_map)
-    # Whose library read it (issue 19): "nvidia" (NVML), "amd" (AMD SMI, sources/amdsmi.py) or "habana" (HLML,
+    # Whose library read it: "nvidia" (NVML), "amd" (AMD SMI, sources/amdsmi.py) or "habana" (HLML,
     # sources/hlml.py). The same record serves every vendor: what a library cannot say stays None.
     vendor: str = "nvidia"
     # Device memory in use and in all (bytes), where the library reports it (AMD SMI's and HLML's memory calls;
@@ -376,6 +376,7 @@ def _decode(kind: Any, raw: Any, where: str, depth: int = 0) -> Any:
     if kind is str:
         if not isinstance(raw, str):
             raise ValueError(f"{where}: expected a string")
-        # Names and UUIDs of a reading become label values and message text: printable, bounded (issue 15).
+        # Names and UUIDs of a reading become label values and message text, and come from a driver numawatch does
+        # not control: printable, bounded.
         return printable(raw, f"{where}: text", _RECORDED_TEXT_LIMIT)
     raise ValueError(f"{where}: cannot decode {kind!r}")

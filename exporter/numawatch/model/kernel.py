@@ -29,9 +29,7 @@ class KernelSettings:
     numa_balancing: int | None = None  # /proc/sys/kernel/numa_balancing; None: absent (kernel without it)
     swappiness: int | None = None  # /proc/sys/vm/swappiness
     thp_enabled: str | None = None  # the bracketed mode of transparent_hugepage/enabled
-    thp_enabled_modes: tuple[str, ...] = ()  # every mode the file offers
     thp_defrag: str | None = None
-    thp_defrag_modes: tuple[str, ...] = ()
     # online CPU -> cpufreq scaling_governor; None: no cpufreq on this host at all (VMs); CPUs without a
     # cpufreq directory are simply absent.
     governors: Mapping[int, str] | None = None

@@ -45,7 +45,6 @@ class KubeletConfig:
     system_reserved: Mapping[str, str] = field(default_factory=frozen_map)
     kube_reserved: Mapping[str, str] = field(default_factory=frozen_map)
     cgroup_driver: str | None = None
-    cgroup_root: str | None = None
     root_dir: str | None = None
     files: tuple[str, ...] = ()  # every file that contributed, in the order applied (host paths)
     explicit: frozenset[str] = frozenset()  # KubeletConfiguration field names set by a file or flag

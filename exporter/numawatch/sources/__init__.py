@@ -7,7 +7,7 @@ sources that need each other are an error before anything is read).
 
 from __future__ import annotations
 
-from numawatch.host import SourceSpec, dependency_order
+from numawatch.source import SourceSpec, dependency_order
 from numawatch.sources import (
     amdsmi,
     cgroups,
@@ -38,27 +38,27 @@ SOURCES: tuple[SourceSpec, ...] = (
     names.SOURCE,
     kubelet_config.SOURCE,
     kubelet_state.SOURCE,
-    # the live kubelet's pod-resources API (issue 31): first source of assignments, the checkpoints its fallback
+    # the live kubelet's pod-resources API: first source of assignments, the checkpoints its fallback
     pod_resources.SOURCE,
     gpus_sysfs.SOURCE,
-    # host layer (issue 3)
+    # host layer
     kernel.SOURCE,
     numastat.SOURCE,
     numastat.INTERSOCKET,
     interrupts.SOURCE,
     irqs.SOURCE,
     irqbalance.SOURCE,
-    # GPUs (issue 4): read through the HostReader's NVML session (HostReader(paths, nvml=session)); down without one
+    # GPUs: read through the HostReader's NVML session (HostReader(paths, nvml=session)); down without one
     nvml.SOURCE,
-    # the other vendors' libraries (issue 19): up with no GPUs where sysfs lists none of their accelerators
+    # the other vendors' libraries: up with no GPUs where sysfs lists none of their accelerators
     amdsmi.SOURCE,
     hlml.SOURCE,
     processes.SOURCE,
-    # the platform around pinned CPUs and GPUs (issue 17)
+    # the platform around pinned CPUs and GPUs
     cpuidle.SOURCE,
     pci_topology.SOURCE,
     pod_usage.SOURCE,
-    # the node's own objects (issue 31): the API where numawatch has access, and the pod numawatch runs in
+    # the node's own objects: the API where numawatch has access, and the pod numawatch runs in
     kubernetes_api.SOURCE,
     own_pod.SOURCE,
 )

@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 from numawatch import confined
-from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 
 __all__ = ["MalformedFile", "SourceUnavailable"]
@@ -94,22 +93,6 @@ def read_attribute_text(path: Path | str, limit: int) -> str | None:
     if len(data) > limit:
         raise MalformedFile(path, f"larger than the {limit}-byte limit")
     return data.decode("utf-8", errors="replace")
-
-
-def read_int(path: Path | str) -> int:
-    text = read_text(path, 4096).strip()
-    try:
-        return int(text)
-    except ValueError:
-        raise MalformedFile(path, f"expected an integer, got {text[:60]!r}") from None
-
-
-def read_cpulist(path: Path | str) -> CPUSet:
-    text = read_text(path, 1 << 20)
-    try:
-        return parse_cpulist(text)
-    except CPUListError as error:
-        raise MalformedFile(path, str(error)) from None
 
 
 def list_dir(path: Path | str) -> list[str]:

@@ -1,4 +1,4 @@
-"""What the AMD SMI and HLML sources share (issue 19): a reader of a vendor's GPU library through a LibrarySession
+"""What the AMD SMI and HLML sources share: a reader of a vendor's GPU library through a LibrarySession
 that gives the telemetry NVML gives (``NvmlSnapshot``, each GPU with its ``vendor``).
 
 Neither library keeps a buffer of timestamped samples like NVML's ``nvmlDeviceGetSamples``: each answers a current
@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs
 from numawatch.hosttext import excerpt, printable
 from numawatch.library_session import LibrarySession, LibraryUnavailable
 from numawatch.model.gpu import UTILIZATION_RATES, GpuInventory, GpuProcess, NvmlGpu, NvmlSnapshot
 from numawatch.paths import Paths
+from numawatch.source import Inputs
 from numawatch.sources.nvml import normalise_bus_id, process_cgroup
 from numawatch.sources.processes import cgroup_identity
 

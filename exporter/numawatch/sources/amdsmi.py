@@ -1,4 +1,4 @@
-"""The amdsmi source: AMD Instinct GPUs as AMD SMI sees them (issue 19): utilisation, VRAM in use, and the processes
+"""The amdsmi source: AMD Instinct GPUs as AMD SMI sees them: utilisation, VRAM in use, and the processes
 on each GPU with their containers.
 
 AMD SMI's Python bindings (module ``amdsmi``, shipped with ROCm and on PyPI; not a dependency of numawatch, imported
@@ -26,11 +26,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from numawatch.host import ReaderContext, SourceSpec
 from numawatch.hosttext import excerpt
 from numawatch.library_session import Library, LibrarySession, describe_class
 from numawatch.model.gpu import GpuProcess, JsonRecording, NvmlSnapshot
 from numawatch.paths import Paths
+from numawatch.source import ReaderContext, SourceSpec
 from numawatch.sources._telemetry import (
     Device,
     DeviceLost,

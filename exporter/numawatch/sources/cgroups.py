@@ -64,12 +64,12 @@ from typing import NamedTuple
 from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, SourceSpec
 from numawatch.model import frozen_map
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, ContainerCgroup, PodCgroup
 from numawatch.paths import Paths
 from numawatch.refresh import FULL, GUARANTEED_PODS, PLACEMENT, SHARED_PODS, Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import line_after
 
 log = logging.getLogger(__name__)

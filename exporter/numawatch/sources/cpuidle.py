@@ -38,12 +38,12 @@ from typing import NamedTuple
 
 from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import strip_value
 from numawatch.model import frozen_map
 from numawatch.model.kernel import CpuIdle, IdleState
 from numawatch.paths import Paths
 from numawatch.refresh import IDLE_STATES, Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import list_dir, read_attribute_text
 
 _SMALL = 256  # every file here is one short line

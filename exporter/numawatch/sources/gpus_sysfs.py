@@ -67,11 +67,11 @@ from typing import TypeVar
 from numawatch import confined
 from numawatch.cpuset import parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
 from numawatch.hosttext import checked, printable, strip_value
 from numawatch.model import frozen_map
 from numawatch.model.gpu import GpuDevice, GpuInventory
 from numawatch.paths import Paths
+from numawatch.source import SourceSpec
 from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text
 
 NVIDIA_VENDOR = "0x10de"

@@ -1,4 +1,4 @@
-"""The hlml source: Intel Gaudi accelerators as HLML sees them (issue 19): utilisation and device memory in use.
+"""The hlml source: Intel Gaudi accelerators as HLML sees them: utilisation and device memory in use.
 
 Habana's HLML through its Python bindings (module ``pyhlml``, package habana-pyhlml, HabanaAI/pyhlml; not a
 dependency of numawatch, imported only on a node whose sysfs inventory lists Gaudi accelerators), through a
@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from numawatch.host import ReaderContext, SourceSpec
 from numawatch.hosttext import excerpt
 from numawatch.library_session import Library, LibrarySession, describe_class
 from numawatch.model.gpu import JsonRecording, NvmlSnapshot
 from numawatch.paths import Paths
+from numawatch.source import ReaderContext, SourceSpec
 from numawatch.sources._telemetry import (
     Device,
     DeviceLost,

@@ -58,7 +58,6 @@ from typing import NamedTuple
 from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import excerpt, printable
 from numawatch.model import frozen_map
 from numawatch.model.interrupts import KIND_DEVICE, KIND_IPI, KIND_LOCAL_TIMER, KIND_OTHER, InterruptRow, Interrupts
@@ -66,6 +65,7 @@ from numawatch.model.kubelet import KubeletState
 from numawatch.model.topology import Topology
 from numawatch.paths import Paths
 from numawatch.refresh import Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import DEFAULT_READ_LIMIT
 
 # Bytes read (and digit-marked) at a time: the whole file is never held, nor its marked copy. Small enough that
@@ -420,21 +420,11 @@ class _RowParser:
                 tail = data[end:eol]
             else:
                 digest = whole = None  # a row split the slow way keeps no digest: the next reading searches it again
-                parts = data[base:eol].split(None, ncols)
-                leading = 0
-                while leading < min(len(parts), ncols) and parts[leading].isdigit() and len(parts[leading]) <= 20:
-                    leading += 1
-                if leading < ncols:
-                    if leading <= 1 and not key.isdigit():
-                        pos = eol + 1  # ERR:/MIS: carry one global count, not one per CPU
-                        continue
-                    # A device row always has a count per CPU: one cut short is a damaged file, not a row to drop.
-                    raise MalformedFile(path, f"row {key}: {leading} counts for {ncols} CPUs")
-                for column in columns:
-                    value = int(parts[column])
-                    if value:
-                        counts[cpus[column]] = value
-                tail = parts[ncols] if len(parts) > ncols else b""
+                split = _split_row(data[base:eol], ncols, columns, cpus, key, path, counts)
+                if split is None:
+                    pos = eol + 1
+                    continue
+                tail = split
             if key in seen or label in now:
                 raise MalformedFile(path, f"row {key} appears twice")
             seen.add(key)
@@ -445,22 +435,7 @@ class _RowParser:
                         key, row.kind, row.name, row.chip, frozen_map(counts) if counts else _NO_COUNTS, generation
                     )
             else:
-                chip, name = split_tail(tail, key.isdigit())
-                problem = ""
-                try:  # both become label values and message text: a row whose text is not printable keeps neither
-                    printable(name, f"row {key}: name", _NAME_LIMIT)
-                    printable(chip, f"row {key}: chip", _CHIP_LIMIT)
-                except ValueError as error:
-                    problem, chip, name = f"{path}: {error}", "", ""
-                row = InterruptRow(
-                    key=key,
-                    kind=classify(key, name),
-                    name=name,
-                    chip=chip,
-                    counts=frozen_map(counts) if counts else _NO_COUNTS,
-                    generation=generation,
-                    problem=problem,
-                )
+                row = _new_row(key, tail, counts, generation, path)
             if known is not None:
                 now[label] = (tail, row, digest, whole)
             rows.append(row)
@@ -556,6 +531,47 @@ def size_limit(header: bytes) -> int:
 
 
 _NO_COUNTS = frozen_map()  # shared by every row without a non-zero watched count
+
+
+def _split_row(
+    text: bytes, ncols: int, columns: list[int], cpus: tuple[int, ...], key: str, path: str, counts: dict[int, int]
+) -> bytes | None:
+    """Split a row's ``text`` after its ``:`` the slow, safe way: its watched non-zero counts go into ``counts``, and
+    the text after the counts is returned; None for a row with one global count (``ERR``/``MIS``), which is dropped."""
+    parts = text.split(None, ncols)
+    leading = 0
+    while leading < min(len(parts), ncols) and parts[leading].isdigit() and len(parts[leading]) <= 20:
+        leading += 1
+    if leading < ncols:
+        if leading <= 1 and not key.isdigit():
+            return None
+        # A device row always has a count per CPU: one cut short is a damaged file, not a row to drop.
+        raise MalformedFile(path, f"row {key}: {leading} counts for {ncols} CPUs")
+    for column in columns:
+        value = int(parts[column])
+        if value:
+            counts[cpus[column]] = value
+    return parts[ncols] if len(parts) > ncols else b""
+
+
+def _new_row(key: str, tail: bytes, counts: dict[int, int], generation: int, path: str) -> InterruptRow:
+    """The row ``key`` whose text after the counts is ``tail``, its chip and name split out and checked."""
+    chip, name = split_tail(tail, key.isdigit())
+    problem = ""
+    try:  # both become label values and message text: a row whose text is not printable keeps neither
+        printable(name, f"row {key}: name", _NAME_LIMIT)
+        printable(chip, f"row {key}: chip", _CHIP_LIMIT)
+    except ValueError as error:
+        problem, chip, name = f"{path}: {error}", "", ""
+    return InterruptRow(
+        key=key,
+        kind=classify(key, name),
+        name=name,
+        chip=chip,
+        counts=frozen_map(counts) if counts else _NO_COUNTS,
+        generation=generation,
+        problem=problem,
+    )
 
 
 def _count(cell: bytes, key: str, path: str) -> int:

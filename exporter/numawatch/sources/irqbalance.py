@@ -38,11 +38,11 @@ from typing import NamedTuple
 from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist, parse_cpumask
 from numawatch.errors import SourceUnavailable
-from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import excerpt
 from numawatch.model.interrupts import Irqbalance, IrqbalanceConfig
 from numawatch.paths import Paths
 from numawatch.refresh import FULL, Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import parse_env_file, read_optional_text
 
 COMM = "irqbalance"

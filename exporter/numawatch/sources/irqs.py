@@ -48,10 +48,10 @@ from typing import NamedTuple
 from numawatch import confined
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, SourceSpec
 from numawatch.model.interrupts import Interrupts, IrqAffinity, Irqs
 from numawatch.paths import Paths
 from numawatch.refresh import AFFINITIES, Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import read_small
 
 _READ_SIZE = 1 << 16  # a CPU list of 8,192 CPUs in the worst (every other CPU) shape fits easily

@@ -38,12 +38,12 @@ from typing import NamedTuple
 from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import checked, excerpt, strip_value
 from numawatch.model import frozen_map
 from numawatch.model.kernel import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
 from numawatch.refresh import GOVERNORS, Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text, read_small_text
 from numawatch.sources.topology import hugepage_requests, hugepage_size_kb, parse_cmdline
 
@@ -386,9 +386,7 @@ def _read_settings(
         numa_balancing=numa_balancing,
         swappiness=swappiness,
         thp_enabled=enabled[0] if enabled else None,
-        thp_enabled_modes=enabled[1] if enabled else (),
         thp_defrag=defrag[0] if defrag else None,
-        thp_defrag_modes=defrag[1] if defrag else (),
         governors=frozen_map(governors) if governors is not None else None,
         hugepages=frozen_map(hugepages),
         cmdline_hugepages_per_node=per_node,

@@ -36,12 +36,12 @@ import yaml
 from numawatch import confined
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
 from numawatch.hosttext import excerpt, one_of, printable, shown
 from numawatch.model import frozen_map
 from numawatch.model.kubelet import KubeletConfig
 from numawatch.paths import Paths
 from numawatch.quantity import QuantityError, quantity_bytes
+from numawatch.source import SourceSpec
 from numawatch.sources import node_registration
 from numawatch.sources._files import list_dir, parse_env_file, read_optional_text
 from numawatch.sources.kubelet_state import host_name
@@ -578,7 +578,6 @@ def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
         system_reserved=frozen_map(config.get("systemReserved")),
         kube_reserved=frozen_map(config.get("kubeReserved")),
         cgroup_driver=config.get("cgroupDriver") or None,
-        cgroup_root=config.get("cgroupRoot") or None,
         root_dir=root_dir.value if root_dir and root_dir.value else None,
         files=tuple(files),
         explicit=frozenset(explicit | flag_fields),

@@ -47,7 +47,6 @@ from numawatch.checkpoint_checksum import (
 )
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import SourceUnavailable
-from numawatch.host import SourceSpec
 from numawatch.hosttext import checked, excerpt
 from numawatch.kubelet_version import parse_version
 from numawatch.model import frozen_map
@@ -66,6 +65,7 @@ from numawatch.model.kubelet import (
     StateFileProblem,
 )
 from numawatch.paths import Paths
+from numawatch.source import SourceSpec
 from numawatch.sources._files import list_dir, read_bytes
 
 CPU_STATE = "cpu_manager_state"

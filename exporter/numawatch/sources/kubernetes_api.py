@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import ReaderContext, SourceSpec
 from numawatch.hosttext import excerpt, k8s_label, k8s_subdomain, one_of, pod_uid, printable
 from numawatch.model import frozen_map
 from numawatch.model.cluster import ApiPod, ClusterView, NodeObject, Owner, Toleration
 from numawatch.paths import Paths
+from numawatch.source import ReaderContext, SourceSpec
 from numawatch.taints import TAINT_EFFECTS, Taint, TaintError, parse_label, parse_taint
 
 QOS_CLASSES = frozenset({"Guaranteed", "Burstable", "BestEffort"})

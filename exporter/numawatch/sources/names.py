@@ -37,12 +37,12 @@ from pathlib import Path
 
 from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import k8s_label, k8s_subdomain, one_of, pod_uid
 from numawatch.model import frozen_map
 from numawatch.model.workloads import ContainerIdentity, Names, PodIdentity
 from numawatch.paths import Paths
 from numawatch.refresh import BUNDLE_CONFIGS, POD_LOG_DIRS, Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import list_dir, read_bytes
 
 log = logging.getLogger(__name__)

@@ -72,10 +72,10 @@ from pathlib import Path
 from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
 from numawatch.model import frozen_map
 from numawatch.model.kernel import InterSocketTraffic, LinkTraffic, NodeCounters, NumaCounters
 from numawatch.paths import Paths
+from numawatch.source import SourceSpec
 from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text
 from numawatch.sources.kernel import read_hugepage_pool
 
@@ -372,8 +372,6 @@ _PERF_SYSCALL = {"x86_64": 298, "aarch64": 241}
 PERF_FLAG_FD_CLOEXEC = 1 << 3
 PERF_FORMAT_TOTAL_TIME_ENABLED = 1 << 0
 PERF_FORMAT_TOTAL_TIME_RUNNING = 1 << 1
-PERF_TYPE_SOFTWARE = 1
-PERF_COUNT_SW_TASK_CLOCK = 1
 
 
 class PerfEventAttr(ctypes.Structure):

@@ -44,12 +44,12 @@ from typing import Any
 
 from numawatch.cpuset import CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import ReaderContext, SourceSpec
 from numawatch.hosttext import printable
 from numawatch.model import frozen_map
 from numawatch.model.gpu import UTILIZATION_RATES, UTILIZATION_SAMPLES, GpuProcess, JsonRecording, NvmlGpu, NvmlSnapshot
 from numawatch.nvml_session import NvmlSession, NvmlUnavailable, describe, error_name, is_empty_answer
 from numawatch.paths import Paths
+from numawatch.source import ReaderContext, SourceSpec
 from numawatch.sources._files import read_optional_text
 from numawatch.sources.processes import cgroup_identity, parse_proc_cgroup
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 
 from numawatch.errors import MalformedFile
-from numawatch.host import SourceSpec
 from numawatch.hosttext import pod_uid
 from numawatch.model.cluster import OwnPod
 from numawatch.paths import Paths
+from numawatch.source import SourceSpec
 from numawatch.sources._files import read_optional_text
 from numawatch.sources.processes import cgroup_identity, parse_proc_cgroup
 

@@ -34,10 +34,10 @@ from pathlib import Path
 
 from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
 from numawatch.model import frozen_map
 from numawatch.model.pci import PciFunction, PciTopology, RdmaNic
 from numawatch.paths import Paths
+from numawatch.source import SourceSpec
 from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text
 from numawatch.sources.gpus_sysfs import parse_class, parse_numa_node, pci_sort_key
 

@@ -27,12 +27,12 @@ from typing import Any
 
 from numawatch import confined, podresources
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import excerpt, k8s_label, k8s_subdomain
 from numawatch.model import frozen_map
 from numawatch.model.kubelet import ContainerResources, MemoryBlock, PodResources, ResourceDevices
 from numawatch.paths import Paths
 from numawatch.refresh import FULL, Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources.kubelet_state import host_name
 
 # The kernel's largest CONFIG_NR_CPUS and CONFIG_NODES_SHIFT (10): a CPU or NUMA node beyond these is no machine's.

@@ -24,12 +24,12 @@ from pathlib import Path
 
 from numawatch import confined
 from numawatch.errors import MalformedFile
-from numawatch.host import Inputs, SourceSpec
 from numawatch.hosttext import strip_value
 from numawatch.model import frozen_map
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, PodsUsage, PodUsage
 from numawatch.paths import Paths
 from numawatch.refresh import POD_USAGE, Carried, Refresh
+from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import list_dir, read_small_text
 from numawatch.sources.cgroups import _detect as detect_kubepods
 from numawatch.sources.cgroups import parse_pod_dir

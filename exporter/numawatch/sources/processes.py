@@ -1,10 +1,10 @@
 """The processes source: scheduling counters and CPU placement of the processes that hold GPUs.
 
 Which processes: the compute processes NVML lists (the nvml source's snapshot of the same evaluation; AMD SMI's
-too, the amdsmi source's, issue 19: telemetry.merge), and for each
-one that lives in a container, the other processes of that container (its ``cgroup.procs``, at most
-``MAX_PIDS``): a vLLM pod's engine-core process feeds the GPUs without holding a CUDA context itself. Nothing else is
-read: on a node with ~860 containers, only the handful that hold GPUs cost anything here.
+too, the amdsmi source's: telemetry.merge), and for each one that lives in a container, the other processes of that
+container (its ``cgroup.procs``, at most ``MAX_PIDS``): a vLLM pod's engine-core process feeds the GPUs without
+holding a CUDA context itself. Nothing else is read: on a node with ~860 containers, only the handful that hold GPUs
+cost anything here.
 
 Files read, per process (procfs; ``Documentation/filesystems/proc.rst``):
 
@@ -39,12 +39,12 @@ from dataclasses import dataclass
 from numawatch import confined, telemetry
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import Inputs, ReaderContext, SourceSpec
 from numawatch.hosttext import printable
 from numawatch.model import frozen_map
 from numawatch.model.gpu import GpuHolders, HolderContainer, HolderProcess, JsonRecording, Limit
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
+from numawatch.source import Inputs, ReaderContext, SourceSpec
 from numawatch.sources._files import line_after
 from numawatch.sources.cgroups import MAX_PIDS, parse_container_dir, parse_pod_dir, parse_procs
 

@@ -37,11 +37,11 @@ from typing import TypeVar
 from numawatch import confined
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import SourceSpec
 from numawatch.hosttext import excerpt, is_null, shown, strip_value
 from numawatch.model import frozen_map
 from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
+from numawatch.source import SourceSpec
 from numawatch.sources._files import list_dir, read_optional_text, read_small
 
 T = TypeVar("T")
