@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import os
 import socket
@@ -493,10 +494,13 @@ def test_serve_reads_the_api_on_its_event_loop_and_reports_the_source(api, fake_
         process.kill()
         process.wait(10)
         log = process.stderr.read()
-    # Logged when the reason changes, not every interval: the 403 once. (A loaded machine may first log a timeout,
-    # another reason, before the first answer.)
-    refused = [line for line in log.splitlines() if "Kubernetes API not read" in line and "HTTP 403 forbidden" in line]
-    assert len(refused) == 1, log
+    # Logged when the reason changes, not every interval. The first refused reading may fail on either request
+    # (the 403 is set between them), so the 403 shows once or twice, never once per reading, and never twice alike
+    # in a row.
+    reasons = [line.split("msg=", 1)[1] for line in log.splitlines() if "Kubernetes API not read" in line]
+    refused = [reason for reason in reasons if "HTTP 403 forbidden" in reason]
+    assert 1 <= len(refused) <= 2, log
+    assert all(one != next_one for one, next_one in itertools.pairwise(reasons)), log
     assert log.count("Kubernetes API read: node") == 1
 
 
