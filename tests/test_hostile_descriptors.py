@@ -124,12 +124,18 @@ def holding(url: str, count: int) -> Iterator[list[int]]:
             sock.close()
 
 
+# The bound, every scrape within 1 s, holds at a node's usual 1024 soft limit (raised at start). Where the
+# hard limit is as low as the soft one and the flood far past it, each accept first closes an idle connection and the
+# flooding client reconnects at once, so a scrape's connection may queue behind the flood's in the listen backlog:
+# it must still be answered with every finding, within a few seconds rather than one (a 2-core CI machine under load
+# took over 1 s once in 8 scrapes).
 @pytest.mark.parametrize(
-    ("soft", "hard", "connections"),
-    [(1024, 1 << 14, 1100), (256, 256, 400)],
+    ("soft", "hard", "connections", "within"),
+    [(1024, 1 << 14, 1100, 1.0), (256, 256, 400, 10.0)],
     ids=["soft-1024-raised", "hard-256"],
 )
-def test_a_client_holding_more_connections_than_the_limit_changes_no_scrape(fake_host, soft, hard, connections):
+def test_a_client_holding_more_connections_than_the_limit_changes_no_scrape(fake_host, soft, hard, connections,
+                                                                           within):
     node = reference_node(fake_host)
     node.split_across_nodes()
     with own_descriptors(connections), numawatch_serve(fake_host.root, wrapper=limited(soft, hard)) as (process, url):
@@ -143,15 +149,15 @@ def test_a_client_holding_more_connections_than_the_limit_changes_no_scrape(fake
             for _ in range(8):
                 time.sleep(0.5)  # several evaluations (--interval 0.2) while the connections are held
                 try:
-                    results.append(scrape(url, 1.0))
+                    results.append(scrape(url, within))
                 except (OSError, http.client.HTTPException) as error:
-                    results.append((type(error).__name__, 1.0, 0))
+                    results.append((type(error).__name__, within, 0))
         process.terminate()
         process.wait(timeout=20)
         log = process.stderr.read()
 
     assert [status for status, _, _ in results] == [200] * 8, results
-    assert max(seconds for _, seconds, _ in results) < 1.0, results
+    assert max(seconds for _, seconds, _ in results) < within, results
     assert min(drift for _, _, drift in results) >= before[2], (before, results)
     assert opened[0] >= connections
     assert "Traceback" not in log
