@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from numawatch import confined
 from numawatch.checkpoint_checksum import (
@@ -339,21 +339,38 @@ def parse_cpu_manager_state(data: bytes | str, file: str) -> tuple[CpuManagerSta
     Returns the state (None when no kubelet could read it back) and the problem (None when every kubelet version
     reads it back; its ``eras`` otherwise). The state is what the newest kubelet restores where it can.
     """
+    # v4: kubelets <= 1.35 know no ``data`` and read the legacy body (written with checksum 0 for them); 1.36+
+    # restore ``data`` alone and never fall back to the body when it is bad (state_checkpoint.go).
+    return _judged(data, file, _CPU_FIELDS, _CpuBody, _cpu_legacy, _cpu_v4)
+
+
+_State = TypeVar("_State", CpuManagerState, MemoryManagerState)
+
+
+def _judged(
+    data: bytes | str,
+    file: str,
+    field_names: tuple[str, ...],
+    body_of: Callable[[dict[str, list[Any]]], Any],
+    legacy: Callable[[Any, str, str], tuple[_State | None, _Refusal | None]],
+    with_data: Callable[[dict[str, list[Any]], str], tuple[_State | None, _Refusal | None]],
+) -> tuple[_State | None, StateFileProblem | None]:
+    """One checkpoint decoded and judged under both rule sets: kubelets <= 1.35 read its legacy body; 1.36+ read
+    its ``data`` where it has one (``dataChecksum`` too), else the legacy body by their own rules. The state is the
+    newest kubelet's where it restores one, and carries whether the checksums held (``checksum_ok``)."""
     try:
-        fields = _struct(_loads(data), "", _CPU_FIELDS)
+        fields = _struct(_loads(data), "", field_names)
     except _Invalid as error:
         return None, StateFileProblem(file, UNPARSABLE, str(error))
     try:
-        body = _CpuBody(fields)
+        body = body_of(fields)
     except _Invalid as error:  # a field every struct shares has the wrong type
         return None, StateFileProblem(file, UNPARSABLE, str(error))
-    old_state, old_refusal = _cpu_legacy(body, file, UNTIL_1_35)
+    old_state, old_refusal = legacy(body, file, UNTIL_1_35)
     if fields["data"] or fields["dataChecksum"]:
-        # v4: kubelets <= 1.35 know no ``data`` and read the legacy body (written with checksum 0 for them);
-        # 1.36+ restore ``data`` alone and never fall back to the body when it is bad (state_checkpoint.go).
-        new_state, new_refusal = _cpu_v4(fields, file)
+        new_state, new_refusal = with_data(fields, file)
     else:
-        new_state, new_refusal = _cpu_legacy(body, file, SINCE_1_36)
+        new_state, new_refusal = legacy(body, file, SINCE_1_36)
     state = new_state if new_state is not None else old_state
     ok, problem = _verdict(file, {UNTIL_1_35: old_refusal, SINCE_1_36: new_refusal})
     if state is not None:
@@ -613,24 +630,7 @@ def parse_memory_manager_state(
     data: bytes | str, file: str
 ) -> tuple[MemoryManagerState | None, StateFileProblem | None]:
     """Decode ``memory_manager_state`` (v1, v2, v3) and verify it as each kubelet rule set does (as the CPU one)."""
-    try:
-        fields = _struct(_loads(data), "", _MEMORY_FIELDS)
-    except _Invalid as error:
-        return None, StateFileProblem(file, UNPARSABLE, str(error))
-    try:
-        body = _MemoryBody(fields)
-    except _Invalid as error:
-        return None, StateFileProblem(file, UNPARSABLE, str(error))
-    old_state, old_refusal = _memory_legacy(body, file, UNTIL_1_35)
-    if fields["data"] or fields["dataChecksum"]:
-        new_state, new_refusal = _memory_v3(fields, file)
-    else:
-        new_state, new_refusal = _memory_legacy(body, file, SINCE_1_36)
-    state = new_state if new_state is not None else old_state
-    ok, problem = _verdict(file, {UNTIL_1_35: old_refusal, SINCE_1_36: new_refusal})
-    if state is not None:
-        state = dataclasses.replace(state, checksum_ok=ok)
-    return state, problem
+    return _judged(data, file, _MEMORY_FIELDS, _MemoryBody, _memory_legacy, _memory_v3)
 
 
 def _memory_v3(fields: dict[str, list[Any]], file: str) -> tuple[MemoryManagerState | None, _Refusal | None]:
