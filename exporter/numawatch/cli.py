@@ -37,6 +37,7 @@ from numawatch.intent import REFERENCE, Intent, IntentError
 from numawatch.listen import DEFAULT_LISTEN, Listen, parse_listen
 from numawatch.logformat import LEVEL_ALIASES, LOG_FORMATS, LOG_LEVELS, fields, redact
 from numawatch.paths import Paths
+from numawatch.refresh import DEFAULT_INTERVAL, DEFAULT_STAGGER
 from numawatch.report import CONDITION_BY_NAME
 from numawatch.shapes import shape_argument
 
@@ -58,13 +59,6 @@ DEFAULT_MAX_REQUESTS = 40  # node_exporter's --web.max-requests default
 # the environment variable changes the default (the test suite sets 0 to read once).
 DEFAULT_WINDOW = 3.0
 WINDOW_ENV = "NUMAWATCH_CHECK_WINDOW"
-# serve re-reads the slow-drifting files (containers' memory.numa_stat, cpuset.mems.effective and, once their sandbox
-# verdict is settled, cgroup.procs; Burstable and BestEffort pods whole; IRQ affinities, the requested masks every
-# other turn; cpufreq governors: the rotating families of the refresh table, numawatch.refresh) for a rotating share
-# of them per evaluation (HostReader's stagger K, stretched to 2K-8K per family by the table): at the 15 s interval
-# a change there shows within 1-8 minutes, inside the 10-30 minutes the alerts on them wait (docs/sources.md). check
-# and capture read everything.
-DEFAULT_STAGGER = 4
 # serve looks at the intent and web config files (and the certificates the latter names) this often and reloads them
 # when they changed: a ConfigMap or Secret update is a symlink swap that the kubelet announces to nobody. Each look is
 # a stat and a realpath per file; the kubelet itself takes up to a minute or more to project an update.
@@ -195,18 +189,14 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="run the Prometheus exporter (/metrics, /healthz, /)",
         description="Evaluate the host every --interval seconds and serve the result as Prometheus metrics.",
     )
-    serve.add_argument("--interval", default=15.0, type=_positive_seconds, metavar="SECONDS",
-                       help="seconds between evaluations (default: 15)")
+    serve.add_argument("--interval", default=DEFAULT_INTERVAL, type=_positive_seconds, metavar="SECONDS",
+                       help=f"seconds between evaluations (default: {DEFAULT_INTERVAL:g})")
     serve.add_argument("--stagger", default=DEFAULT_STAGGER, type=_whole_number(1), metavar="K",
-                       help="re-read slow-drifting files for a rotating share of their objects per evaluation, so "
-                            "a change there shows within K evaluations: Guaranteed pods (their listings and CPUs); "
-                            "within 2K: Burstable and BestEffort pods; within 4K: cpufreq governors, pods' usage, "
-                            "runtime bundles' and pod log directories' changes; within 8K: IRQs' effective "
-                            "affinities (their requested masks within 16K), idle-state settings and containers' "
-                            "memory.numa_stat, cpuset.mems.effective and cgroup.procs (read at their pod's next "
-                            "turn); new pods, IRQs and CPU policies are read at once, /proc/interrupts one time in "
-                            "four; 1: read everything "
-                            f"(default: {DEFAULT_STAGGER})")
+                       help="re-read slow-drifting files (pods' cpusets and memory placement, IRQ affinities, "
+                            "cpufreq governors, idle-state settings...) for a rotating share of their objects per "
+                            "evaluation, each family over K evaluations or a multiple of K; new pods, IRQs and CPU "
+                            "policies are read at once; 'numawatch explain' says how stale each check and metric may "
+                            f"then be; 1: read everything (default: {DEFAULT_STAGGER})")
     serve.add_argument("--kubernetes.interval", dest="api_interval", default=kubeapi.DEFAULT_INTERVAL,
                        type=_positive_seconds, metavar="SECONDS",
                        help="seconds between readings of the Node and its pods from the API server, where it is "
@@ -248,6 +238,25 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the bundle to write, e.g. node.tar.gz (replaced if it exists)")
     _global_flags(capture, suppress=True)
     capture.set_defaults(run=run_capture)
+
+    explain = commands.add_parser(
+        "explain", help="say what a check or metric reads and how stale serve's value of it may be",
+        description="Print what a check (by id) or a metric (by name) reads, how often serve reads each input and "
+                    "its worst-case staleness in evaluations and in seconds, computed from the refresh table; "
+                    "without NAME, every check and metric. An unknown NAME: one line on stderr, exit 2.",
+    )
+    explain.add_argument("name", nargs="?", default=None, metavar="NAME",
+                         help="a check id (container_cpuset_drift) or a metric name (numawatch_cpu_info)")
+    explain.add_argument("--interval", default=DEFAULT_INTERVAL, type=_positive_seconds, metavar="SECONDS",
+                         help=f"serve's --interval the seconds are counted at (default: {DEFAULT_INTERVAL:g})")
+    explain.add_argument("--stagger", default=DEFAULT_STAGGER, type=_whole_number(1), metavar="K",
+                         help=f"serve's --stagger (default: {DEFAULT_STAGGER}); 1: as check reads")
+    explain.add_argument("--kubernetes.interval", dest="api_interval", default=kubeapi.DEFAULT_INTERVAL,
+                         type=_positive_seconds, metavar="SECONDS",
+                         help=f"serve's --kubernetes.interval (default: {kubeapi.DEFAULT_INTERVAL:g})")
+    explain.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                         help="output format (default: text); markdown: the tables of docs/sources.md")
+    explain.set_defaults(run=run_explain)
     return parser
 
 
@@ -404,6 +413,27 @@ def run_capture(args: argparse.Namespace) -> int:
         raise UsageError(_one_line(str(error))) from None
     print(f"numawatch: captured {result.files} files ({result.bytes} bytes, {result.redacted} redacted) from "
           f"{paths.root} into {args.output}: {result.summary}", file=sys.stderr)
+    return EXIT_CLEAN
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    from numawatch import dataflow, explainformat
+    from numawatch.hosttext import escaped
+
+    try:
+        if args.name is None:
+            explanations = dataflow.explain_all(args.stagger, args.api_interval)
+        else:
+            explanations = [dataflow.explain(args.name, args.stagger, args.api_interval)]
+    except dataflow.UnknownName:
+        raise UsageError(f"no check or metric is named {escaped(args.name)!r} (numawatch explain lists them)") from None
+    if args.format == "json":
+        sys.stdout.write(explainformat.as_json(explanations, args.interval, args.api_interval))
+    elif args.format == "markdown":
+        sys.stdout.write(explainformat.markdown(explanations, args.interval))
+    else:
+        sys.stdout.write(explainformat.text(explanations, args.interval))
+    sys.stdout.flush()
     return EXIT_CLEAN
 
 

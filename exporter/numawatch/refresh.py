@@ -15,8 +15,13 @@ Every source is read at every evaluation unless this table says otherwise. A pol
   a family's files for a rotating 1/K of its objects and keeps the others' values of the previous reading, so a
   value may be K - 1 evaluations old. A family whose alerts wait much longer than K evaluations may be stretched
   (``Policy.stretch``: read over S x K readings, 1/(S K) of its objects per reading), so that its cost per
-  evaluation follows what its alerts need rather than the fastest family's K. With K = 1 (``check``, ``capture``,
-  ``check --from``) everything is read, stretched or not.
+  evaluation follows what its alerts need rather than the fastest family's K; one whose staleness must not grow with
+  K has a fixed round instead (``Policy.fixed``: read over N readings whatever K > 1). A family whose objects are
+  read only at the turn of another family's object (a container's placement at its pod's turn) names it
+  (``Policy.waits``). With K = 1 (``check``, ``capture``, ``check --from``) everything is read, stretched or not.
+
+How stale a value may be follows from this table alone: ``numawatch explain`` (numawatch.dataflow) computes it for
+every check and metric family from the inputs they declare, so no bound is written down anywhere else.
 
 A source that reads incrementally (``SourceSpec.incremental``) is handed a ``Refresh`` at every reading: its share
 and turn of the rotation, whether this reading must read everything (the first one, and the one after
@@ -48,6 +53,12 @@ class Policy:
     stretch: Mapping[str, int] = field(default_factory=dict, hash=False)
     # With K > 1, read at one reading in ``every`` (the others hand the last snapshot out again); 1: every reading.
     every: int = 1
+    # Rotating families read over a fixed number of readings whatever K is (with K > 1; 1/N of their objects per
+    # reading): a family whose changes must show within a bound that does not grow with serve's --stagger.
+    fixed: Mapping[str, int] = field(default_factory=dict, hash=False)
+    # Rotating families whose objects are read only at the first turn, after their own, of an object of the families
+    # named (a container's placement at its pod's): their staleness adds the longest round of those.
+    waits: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.on_change and self.rotating:
@@ -59,29 +70,62 @@ class Policy:
         for family, times in self.stretch.items():
             if family not in self.rotating or times < 1:
                 raise ValueError(f"stretch of {family!r} must be a whole number >= 1 of a rotating family")
+        for family, readings in self.fixed.items():
+            if family not in self.rotating or readings < 1 or family in self.stretch:
+                raise ValueError(f"the fixed round of {family!r} must be a whole number >= 1 of a rotating family "
+                                 "that is not stretched")
+        for family, waited in self.waits.items():
+            if family not in self.rotating or not waited or not set(waited) <= self.rotating - {family}:
+                raise ValueError(f"{family!r} may wait only on other rotating families of its source")
 
 
 EVERY = Policy(why="changes at any moment, or is cheap to read")
 
 
-def _rotating(*families: str, why: str, stretch: Mapping[str, int] | None = None) -> Policy:
-    return Policy(rotating=frozenset(families), why=why, stretch=dict(stretch or {}))
+def _rotating(
+    *families: str,
+    why: str,
+    stretch: Mapping[str, int] | None = None,
+    fixed: Mapping[str, int] | None = None,
+    waits: Mapping[str, tuple[str, ...]] | None = None,
+) -> Policy:
+    return Policy(rotating=frozenset(families), why=why, stretch=dict(stretch or {}), fixed=dict(fixed or {}),
+                  waits=dict(waits or {}))  # fmt: skip
 
 
 def _on_change(why: str) -> Policy:
     return Policy(on_change=True, why=why)
 
 
+# serve's --interval, seconds between evaluations (one reading each), and its --stagger K, the rotating families'
+# share per evaluation (``check`` and ``capture`` read with K = 1).
+DEFAULT_INTERVAL = 15.0
+DEFAULT_STAGGER = 4
+
 # Family names are what the sources ask ``Refresh.share_of`` and ``Refresh.due`` about.
-PLACEMENT = "container memory placement"  # cgroups: memory.numa_stat, cpuset.mems, settled cgroup.procs
-SHARED_PODS = "shared pods"  # cgroups: Burstable and BestEffort pods, listed and their cpusets read in their turn
-GUARANTEED_PODS = "guaranteed pods"  # cgroups: Guaranteed pods, listed and their cpusets read in their turn
-AFFINITIES = "irq affinities"  # irqs: smp_affinity_list and effective_affinity_list
-GOVERNORS = "cpufreq governors"  # kernel: one scaling_governor per policy
-IDLE_STATES = "idle state settings"  # cpuidle: the disable files and PM QoS limits per CPU
-POD_USAGE = "pod usage"  # pod_usage: cpu.stat and memory.current per pod
-BUNDLE_CONFIGS = "bundle configs"  # names: a known runtime bundle's config.json, stat'ed again in its turn
-POD_LOG_DIRS = "pod log directories"  # names: a known var/log/pods/<pod> directory, stat'ed again in its turn
+PLACEMENT = "container memory placement"
+SHARED_PODS = "shared pods"
+GUARANTEED_PODS = "guaranteed pods"
+AFFINITIES = "irq affinities"
+GOVERNORS = "cpufreq governors"
+IDLE_STATES = "idle state settings"
+POD_USAGE = "pod usage"
+BUNDLE_CONFIGS = "bundle configs"
+POD_LOG_DIRS = "pod log directories"
+
+# What each family's objects are and which of their files are read in their turn (``numawatch explain``).
+FAMILIES: Mapping[str, str] = {
+    PLACEMENT: "per container: memory.numa_stat, cpuset.mems.effective and, once its sandbox verdict is settled, "
+    "cgroup.procs",
+    SHARED_PODS: "per Burstable or BestEffort pod: its directory listed and its containers' cpusets read",
+    GUARANTEED_PODS: "per Guaranteed pod: its directory listed and its containers' cpusets read",
+    AFFINITIES: "per IRQ: effective_affinity_list (smp_affinity_list every other turn)",
+    GOVERNORS: "per cpufreq policy: scaling_governor",
+    IDLE_STATES: "per CPU: the idle states' disable files and the PM QoS resume latency limit",
+    POD_USAGE: "per pod: cpu.stat and memory.current",
+    BUNDLE_CONFIGS: "per known runtime bundle: its config.json stat'ed (parsed again when it moved)",
+    POD_LOG_DIRS: "per known var/log/pods/<pod> directory: stat'ed (listed again when it moved)",
+}
 
 POLICIES: Mapping[str, Policy] = {
     "topology": _on_change("CPUs, nodes and isolation change on hotplug and reboot only"),
@@ -90,26 +134,25 @@ POLICIES: Mapping[str, Policy] = {
         SHARED_PODS,
         GUARANTEED_PODS,
         why="memory placement drifts over minutes (its alerts wait 30 minutes): a container's is read at its pod's "
-        "first turn after its own, which comes every 8K readings: within 10K readings for a shared pod's, 9K for a "
-        "Guaranteed pod's (10 and 9 minutes at serve's defaults); shared containers' cpusets (of any pod: a "
-        "Guaranteed pod's fractional sidecar too) move with the CPU Manager's shared pool, from whose change every "
-        "pod with a container on it is listed and its cpusets read at every reading for K readings, and every pod "
-        "likewise from a change of the online CPUs (a CPU offline or back moves the cpusets that held it), "
-        "and otherwise only when someone else rewrites one: within 2K readings, while the drift alerts wait 10-15 "
-        "minutes; a Guaranteed pod's exclusive cpusets are written once, when its containers start, and change only "
-        "when someone else rewrites them: listed and read within K readings (a minute at serve's defaults), while "
-        "the pinning alerts wait 10 minutes",
+        "first turn after its own (waits); shared containers' cpusets (of any pod: a Guaranteed pod's fractional "
+        "sidecar too) move with the CPU Manager's shared pool, from whose change every pod with a container on it is "
+        "listed and its cpusets read at every reading for K readings, and every pod likewise from a change of the "
+        "online CPUs (a CPU offline or back moves the cpusets that held it), and otherwise only when someone else "
+        "rewrites one, while the drift alerts wait 10-15 minutes; a Guaranteed pod's exclusive cpusets are written "
+        "once, when its containers start, and change only when someone else rewrites them, while the pinning alerts "
+        "wait 10 minutes",
         stretch={PLACEMENT: 8, SHARED_PODS: 2},
+        waits={PLACEMENT: (SHARED_PODS, GUARANTEED_PODS)},
     ),
     "names": _rotating(
         BUNDLE_CONFIGS,
         POD_LOG_DIRS,
         why="a bundle's config.json is written when its container is created and kept until it goes: a new bundle "
         "is parsed and a gone one dropped at the reading that lists it; only a config.json rewritten in place "
-        "(nothing does that to a running container's bundle) waits for its turn, within 4K readings. var/log/pods is "
-        "listed at every reading, so a pod's log directory coming or going shows at once; one is stat'ed (and listed "
-        "again when its mtime moved) in its turn, within 4K readings: what it adds, a container's log directory, "
-        "only names a container whose bundle does not",
+        "(nothing does that to a running container's bundle) waits for its turn. var/log/pods is listed at every "
+        "reading, so a pod's log directory coming or going shows at once; one is stat'ed (and listed again when its "
+        "mtime moved) in its turn: what it adds, a container's log directory, only names a container whose bundle "
+        "does not",
         stretch={BUNDLE_CONFIGS: 4, POD_LOG_DIRS: 4},
     ),
     "kubelet_config": _on_change("the kubelet's configuration changes with a kubelet restart"),
@@ -124,8 +167,7 @@ POLICIES: Mapping[str, Policy] = {
     "gpus_sysfs": _on_change("GPUs come and go with hotplug and driver binds"),
     "kernel": _rotating(
         GOVERNORS,
-        why="a governor changes only when someone writes it; the tuning alert waits 15 minutes, and each governor is "
-        "read within 4K readings (4 minutes at serve's defaults)",
+        why="a governor changes only when someone writes it, and the tuning alert waits 15 minutes",
         stretch={GOVERNORS: 4},
     ),
     "numastat": EVERY,
@@ -134,15 +176,14 @@ POLICIES: Mapping[str, Policy] = {
         every=4,
         why="counters move at every reading, but their checks judge rates (interrupts per second on isolated CPUs, "
         "ticks on nohz_full CPUs) whose alerts wait 30 minutes, and their dashboards take rates over 5 minutes: read "
-        "at one reading in four (once a minute at serve's defaults), each rate taken between the two last readings "
+        "at one reading in every, each rate taken between the two last readings "
         "of the file (Interrupts.before); a change of the watched CPUs (topology, kubelet_state) reads it at once; "
         "unchanged rows are found from the previous reading",
     ),
     "irqs": _rotating(
         AFFINITIES,
         why="IRQ placement alerts wait 30 minutes, and an IRQ actually firing on an isolated CPU shows in the "
-        "/proc/interrupts counters, read once a minute at serve's defaults: each IRQ's affinity is read within 8K "
-        "readings (8 minutes at serve's defaults); a new IRQ is read at once",
+        "/proc/interrupts counters whatever its affinity files say; a new IRQ is read at once",
         stretch={AFFINITIES: 8},
     ),
     "irqbalance": Policy(why="the daemon's PID is remembered and verified; searched again rarely or on a hint"),
@@ -153,14 +194,14 @@ POLICIES: Mapping[str, Policy] = {
     "cpuidle": _rotating(
         IDLE_STATES,
         why="someone must write a disable file or a PM QoS limit to change them; the idle-state alert waits 30 "
-        "minutes, and each CPU's settings are read within 8K readings (8 minutes at serve's defaults)",
+        "minutes",
         stretch={IDLE_STATES: 8},
     ),
     "pci_topology": _on_change("the PCI tree changes with hotplug only"),
     "pod_usage": _rotating(
         POD_USAGE,
         why="a rate per pod over the time since its last reading, for node_workload_not_isolated's message (its alert "
-        "waits 30 minutes): each pod is read within 4K readings (4 minutes at serve's defaults), a new one at once",
+        "waits 30 minutes); a new pod is read at once",
         stretch={POD_USAGE: 4},
     ),
     # Reads no file: the session's last answer, which it keeps current on its own schedule (kubeapi.py).
@@ -185,13 +226,15 @@ class Refresh:
     # model); 0 for a one-off reading, whose objects are never reused.
     generation: int = 0
     stretch: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.stretch``)
+    fixed: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.fixed``)
     readings: int = 0  # the HostReader's readings before this one (``turn`` and ``round`` are taken from it)
 
     def share_of(self, family: str) -> int:
         """The rotation's share for ``family``: 1 (read all of it) unless the policy rotates it and K > 1; K times
-        the family's stretch when it has one."""
+        the family's stretch when it has one, its fixed round when it has one."""
         if family in self.rotating and self.share > 1:
-            return self.share * self.stretch.get(family, 1)
+            fixed = self.fixed.get(family)
+            return fixed if fixed is not None else self.share * self.stretch.get(family, 1)
         return 1
 
     def rotation(self, family: str) -> tuple[int, int]:
@@ -292,6 +335,7 @@ class Turns:
             round=self.readings // share,
             rotating=policy.rotating,
             stretch=policy.stretch,
+            fixed=policy.fixed,
             readings=self.readings,
             whole=whole,
             memory=memory,
@@ -312,4 +356,16 @@ def policy_of(name: str, has_fingerprint: bool, table: Mapping[str, Policy] = PO
     return Policy(on_change=True) if has_fingerprint else EVERY
 
 
-__all__ = ["EVERY", "FULL", "POLICIES", "Carried", "Policy", "Refresh", "Turns", "policy_of"]
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "DEFAULT_STAGGER",
+    "EVERY",
+    "FAMILIES",
+    "FULL",
+    "POLICIES",
+    "Carried",
+    "Policy",
+    "Refresh",
+    "Turns",
+    "policy_of",
+]

@@ -72,6 +72,7 @@ from numawatch.intent import Intent
 from numawatch.logformat import fields
 from numawatch.metrics import serving
 from numawatch.passwords import PoolBusy, VerifierPool
+from numawatch.refresh import DEFAULT_INTERVAL
 from numawatch.report import subject, summary, timestamp
 from numawatch.webconfig import (
     CLIENT_AUTH_TYPES,
@@ -86,7 +87,6 @@ from numawatch.webconfig import (
 
 log = logging.getLogger(__name__)
 
-DEFAULT_INTERVAL = 15.0
 # /healthz fails when the last evaluation is this many intervals old (and at least STALE_MIN_SECONDS): the sampler
 # is stuck (a read blocked in the kernel, a hung mount), and a restart by the liveness probe is the cure.
 STALE_INTERVALS = 5

@@ -15,6 +15,7 @@ from itertools import chain
 from typing import Any
 
 from numawatch.host import Host
+from numawatch.inputs import Input
 from numawatch.intent import Intent
 from numawatch.model import frozen_map
 from numawatch.model.topology import Topology
@@ -145,6 +146,9 @@ class Check:
     remediation: str  # default remediation text; findings may specialise it
     run: CheckFunction
     knob: str = ""  # the reference-profile knob (DOMAIN.md) it protects, e.g. "1" or "h8"
+    # What it reads of the Host (numawatch.inputs), besides the intent: ``numawatch explain`` computes its worst-case
+    # staleness from them, and tests/test_dataflow.py holds every registered check to them.
+    inputs: tuple[Input, ...] = ()
 
     def finding(
         self,

@@ -16,6 +16,7 @@ from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.host_irq import describe_cpus, protected_cpus, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
+from numawatch.inputs import CPUIDLE, CPUIDLE_SETTINGS, KUBELET_STATE, TOPOLOGY
 from numawatch.intent import Intent
 from numawatch.model.kernel import CpuIdle, IdleState
 from numawatch.model.topology import Topology
@@ -179,6 +180,7 @@ CPUIDLE_DEEP_STATE = Check(
     summary="Isolated or exclusively pinned CPUs may enter idle states whose exit latency exceeds the intent's limit.",
     remediation="cpupower -c <cpus> idle-set -D <limit + 1>, persisted, or intel_idle.max_cstate= at boot",
     run=check_cpuidle_deep_state,
+    inputs=(CPUIDLE, CPUIDLE_SETTINGS, KUBELET_STATE, TOPOLOGY),
     knob="h9",
 )
 

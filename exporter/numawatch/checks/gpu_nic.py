@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.kubelet import require
 from numawatch.host import Host
+from numawatch.inputs import GPUS, PCI_TOPOLOGY, TOPOLOGY
 from numawatch.intent import PCI_PATH_LEVELS, Intent
 from numawatch.model.gpu import GpuDevice, GpuInventory
 from numawatch.model.pci import PciFunction, PciTopology, RdmaNic
@@ -180,6 +181,7 @@ GPU_NIC_PATH = Check(
     summary="A GPU's PCIe path to its nearest RDMA NIC is worse than the intent's level (PXB) where it can be better.",
     remediation="put an RDMA NIC under the GPU's PCIe switch (nvidia-smi topo -m: PIX or PXB), or on its socket",
     run=check_gpu_nic_path,
+    inputs=(GPUS, PCI_TOPOLOGY, TOPOLOGY),
     knob="h1",
 )
 

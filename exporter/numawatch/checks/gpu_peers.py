@@ -14,6 +14,7 @@ from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.kubelet import require
 from numawatch.checks.pinning import workloads
 from numawatch.host import Host
+from numawatch.inputs import WORKLOADS
 from numawatch.intent import Intent
 from numawatch.model.gpu import NvmlGpu, NvmlSnapshot
 from numawatch.model.kubelet import KubeletState
@@ -103,6 +104,7 @@ CONTAINER_GPUS_NOT_PEERED = Check(
     summary="A container holds two or more GPUs that are not NVLink or NVSwitch peers (needs NVML).",
     remediation="give the pod GPUs of one NVLink domain (nvidia-smi topo -m: NV# between them)",
     run=check_container_gpus_not_peered,
+    inputs=(WORKLOADS,),
     knob="h1",
 )
 

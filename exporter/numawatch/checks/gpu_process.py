@@ -25,6 +25,7 @@ from numawatch.checks.check import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.hosttext import k8s_label_shown, pod_uid_shown
+from numawatch.inputs import GPU_TELEMETRY, PROCESSES, WORKLOADS
 from numawatch.intent import Intent
 from numawatch.model.gpu import GpuHolders, GpuInventory, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
 from numawatch.model.kubelet import KubeletState
@@ -345,6 +346,7 @@ GPU_PROCESS_REMOTE = Check(
     summary="Threads of a process using a GPU may run on CPUs outside the GPU's NUMA node.",
     remediation=REMOTE_REMEDIATION,
     run=check_gpu_process_remote,
+    inputs=(WORKLOADS, PROCESSES, GPU_TELEMETRY),
     knob="h2",
 )
 GPU_PROCESS_MEMLOCK = Check(
@@ -353,6 +355,7 @@ GPU_PROCESS_MEMLOCK = Check(
     summary="A process using a GPU has a locked-memory limit (RLIMIT_MEMLOCK) that is not unlimited.",
     remediation=MEMLOCK_REMEDIATION,
     run=check_gpu_process_memlock,
+    inputs=(WORKLOADS, PROCESSES, GPU_TELEMETRY),
     knob="h10",
 )
 GPU_HOLDER_MISMATCH = Check(
@@ -361,6 +364,7 @@ GPU_HOLDER_MISMATCH = Check(
     summary="A GPU is used by a container the device plugin did not assign it to.",
     remediation=MISMATCH_REMEDIATION,
     run=check_gpu_holder_mismatch,
+    inputs=(WORKLOADS, GPU_TELEMETRY),
     knob="7",
 )
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from numawatch import telemetry
 from numawatch.checks.check import Check, Finding, NotEvaluated, require
 from numawatch.host import Host
+from numawatch.inputs import GPUS, KUBELET_STATE, NVML, TOPOLOGY
 from numawatch.intent import Intent
 from numawatch.model.gpu import GpuInventory
 from numawatch.model.kubelet import KubeletState
@@ -112,6 +113,7 @@ GPU_NUMA_UNKNOWN = Check(
     summary="A GPU's NUMA node is unknown (sysfs numa_node -1, or registered by the device plugin under -1).",
     remediation=PLUGIN_REMEDIATION,
     run=check_gpu_numa_unknown,
+    inputs=(GPUS, NVML, KUBELET_STATE, TOPOLOGY),
     knob="7",
 )
 

@@ -30,6 +30,7 @@ from operator import eq, ne
 from numawatch.checks.check import Check, Finding, NotEvaluated, require, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
+from numawatch.inputs import INTERRUPT_RATES, INTERRUPTS, IRQ_AFFINITIES, IRQBALANCE_DAEMON, KUBELET_STATE, TOPOLOGY
 from numawatch.intent import Intent
 from numawatch.model.interrupts import (
     KIND_DEVICE,
@@ -617,6 +618,7 @@ IRQ_PLACEMENT = Check(
     summary="A device IRQ's effective affinity includes isolated CPUs or CPUs held exclusively by pinned containers.",
     remediation="move the IRQ to housekeeping CPUs (smp_affinity_list, irqaffinity=, irqbalance ban list)",
     run=check_irq_placement,
+    inputs=(IRQ_AFFINITIES, INTERRUPTS, KUBELET_STATE, TOPOLOGY),
     knob="h8",
 )
 IRQ_ACTIVITY = Check(
@@ -625,6 +627,7 @@ IRQ_ACTIVITY = Check(
     summary="Device interrupts were delivered to isolated or exclusive CPUs during the window, above the threshold.",
     remediation="move the IRQ off those CPUs (see irq_on_isolated_cpu), or exempt it by name in the intent",
     run=check_irq_activity,
+    inputs=(INTERRUPT_RATES, IRQ_AFFINITIES, KUBELET_STATE, TOPOLOGY),
     knob="h8",
 )
 TICK = Check(
@@ -633,6 +636,7 @@ TICK = Check(
     summary="nohz_full CPUs take local timer interrupts (the tick) above the threshold rate.",
     remediation="keep one runnable thread per nohz_full CPU and move timers, kworkers and RCU work to housekeeping",
     run=check_tick,
+    inputs=(INTERRUPT_RATES, TOPOLOGY),
     knob="h7",
 )
 IRQBALANCE = Check(
@@ -641,6 +645,7 @@ IRQBALANCE = Check(
     summary="irqbalance runs and its configuration does not keep it off the isolated CPUs.",
     remediation="list every isolated CPU in IRQBALANCE_BANNED_CPULIST and restart irqbalance, or stop irqbalance",
     run=check_irqbalance,
+    inputs=(IRQBALANCE_DAEMON,),
     knob="h8",
 )
 

@@ -15,6 +15,7 @@ from typing import Any
 from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated, partial_topology, require, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
+from numawatch.inputs import CPUFREQ_GOVERNORS, KERNEL, NUMASTAT, TOPOLOGY
 from numawatch.intent import Intent
 from numawatch.model.kernel import KernelSettings, NumaCounters
 from numawatch.model.topology import Topology
@@ -98,6 +99,7 @@ def _thp_check(setting: str, attr: str, allowed_attr: str, why: str) -> Check:
         summary=f"Transparent huge pages {setting} mode is not one the intent allows.",
         remediation=f"write an allowed mode to /sys/kernel/mm/transparent_hugepage/{setting} and persist it",
         run=run,
+        inputs=(KERNEL,),
         knob="h5",
     )
 
@@ -318,6 +320,7 @@ NUMA_BALANCING = Check(
     summary="Automatic NUMA balancing (kernel.numa_balancing) is not as intended (0: off).",
     remediation="sysctl -w kernel.numa_balancing=0 and persist it in /etc/sysctl.d/",
     run=check_numa_balancing,
+    inputs=(KERNEL,),
     knob="h3",
 )
 THP_ENABLED = _thp_check(
@@ -340,6 +343,7 @@ SWAPPINESS = Check(
     summary="vm.swappiness is not the intended value (0).",
     remediation="sysctl -w vm.swappiness=0 and persist it in /etc/sysctl.d/",
     run=check_swappiness,
+    inputs=(KERNEL,),
     knob="h10",
 )
 GOVERNOR = Check(
@@ -348,6 +352,7 @@ GOVERNOR = Check(
     summary="CPUs run a cpufreq governor other than the intended one (performance); silent where there is no cpufreq.",
     remediation="cpupower frequency-set -g performance on the CPUs named, and persist it",
     run=check_governor,
+    inputs=(CPUFREQ_GOVERNORS,),
     knob="h9",
 )
 ISOLATION = Check(
@@ -356,6 +361,7 @@ ISOLATION = Check(
     summary="isolcpus, nohz_full and rcu_nocbs name different CPU sets.",
     remediation="give isolcpus=, nohz_full= and rcu_nocbs= the same CPU list and reboot",
     run=check_isolation_params,
+    inputs=(TOPOLOGY,),
     knob="h7",
 )
 HUGEPAGES = Check(
@@ -364,6 +370,7 @@ HUGEPAGES = Check(
     summary="Fewer huge pages are reserved (per size, per NUMA node where asked) than the command line or intent asks.",
     remediation="reserve the huge pages at boot (hugepagesz=/hugepages= on the command line) or through sysfs",
     run=check_hugepages,
+    inputs=(KERNEL, NUMASTAT, TOPOLOGY),
     knob="h4",
 )
 

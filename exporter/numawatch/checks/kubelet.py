@@ -15,6 +15,7 @@ from numawatch.checks.check import Check, Finding, NotEvaluated, require, requir
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
 from numawatch.hosttext import k8s_label_shown, pod_uid_shown, shown
+from numawatch.inputs import KUBELET_CONFIG, KUBELET_STATE, KUBERNETES_API, TOPOLOGY
 from numawatch.intent import REFERENCE, Intent
 from numawatch.kubelet_version import era_of, era_text, running_kubelet_version
 from numawatch.model.kubelet import (
@@ -156,6 +157,7 @@ def _policy_check(setting: _Setting) -> Check:
         summary=setting.summary,
         remediation=f'set "{setting.flag}=<intended value>" in the kubelet configuration and restart the kubelet',
         run=run,
+        inputs=(KUBELET_CONFIG,),
         knob=setting.knob,
     )
 
@@ -647,6 +649,7 @@ RESERVED_CPUS = Check(
     summary="The kubelet's reserved CPUs differ from the housekeeping CPUs (online minus isolcpus) or from intent.",
     remediation='set "reserved-cpus=<housekeeping CPUs>" in the kubelet configuration and restart the kubelet',
     run=check_reserved_cpus,
+    inputs=(KUBELET_CONFIG, TOPOLOGY),
     knob="6",
 )
 
@@ -656,6 +659,7 @@ STATE_STALE = Check(
     summary="A kubelet checkpoint or reserved-cpus the kubelet will refuse at its next start (node then NotReady).",
     remediation="drain the node, stop the kubelet, rm /var/lib/kubelet/cpu_manager_state, start",
     run=check_state_stale,
+    inputs=(KUBELET_CONFIG, KUBELET_STATE, KUBERNETES_API, TOPOLOGY),
     knob="1",
 )
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from numawatch.checks.check import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
+from numawatch.inputs import POD_RESOURCES
 from numawatch.intent import Intent
 from numawatch.model.kubelet import (
     ContainerResources,
@@ -134,6 +135,7 @@ MISMATCH = Check(
     remediation="find what rewrote or restored the checkpoint (a backup, a config tool, a full disk that fails the "
     "kubelet's writes); drain the node, stop the kubelet, remove the disagreeing checkpoint, start it again",
     run=check_podresources_mismatch,
+    inputs=(POD_RESOURCES,),
     knob="1",
 )
 

@@ -19,6 +19,7 @@ from numawatch.checks.check import Check, Finding
 from numawatch.checks.kubelet import kubelet_root, require, restart_steps, set_setting
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
+from numawatch.inputs import KUBELET_CONFIG
 from numawatch.intent import Intent
 from numawatch.model.kubelet import KubeletConfig
 from numawatch.model.topology import Topology
@@ -95,6 +96,7 @@ KUBELET_RESERVED_INCOHERENT = Check(
     "under full-pcpus-only.",
     remediation="reserve CPUs with reserved-cpus alone, in whole cores when the CPU Manager allocates full cores",
     run=check_kubelet_reserved_incoherent,
+    inputs=(KUBELET_CONFIG,),
     knob="9",
 )
 

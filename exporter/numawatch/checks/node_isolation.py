@@ -25,6 +25,7 @@ from collections.abc import Hashable, Iterator, Mapping
 from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated, pod_findings
 from numawatch.checks.kubelet import RKE2_CONFIG, require
 from numawatch.host import Host
+from numawatch.inputs import GPUS, KUBELET_CONFIG, KUBELET_STATE, KUBERNETES_API, OWN_POD, POD_USAGES, WORKLOADS
 from numawatch.intent import Intent
 from numawatch.model.cluster import ClusterView, NodeObject
 from numawatch.model.kubelet import KubeletConfig, KubeletState, NodeRegistration
@@ -307,6 +308,7 @@ NODE_TAINT_MISSING = Check(
     "registerWithTaints).",
     remediation="declare the taint (nvidia.com/gpu=present:NoSchedule) and label where the node registers them",
     run=check_node_taint_missing,
+    inputs=(KUBELET_CONFIG, KUBELET_STATE, GPUS, KUBERNETES_API),
     knob="10",
 )
 NODE_WORKLOAD_NOT_ISOLATED = Check(
@@ -316,6 +318,7 @@ NODE_WORKLOAD_NOT_ISOLATED = Check(
     "on a GPU node.",
     remediation="keep the pod off the GPU node (taint and tolerations, node selectors), or list its namespace",
     run=check_node_workload_not_isolated,
+    inputs=(WORKLOADS, KUBERNETES_API, OWN_POD, POD_USAGES),
     knob="10",
 )
 

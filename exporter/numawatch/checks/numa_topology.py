@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from numawatch.checks.check import Check, Finding, NotEvaluated, partial_topology
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
+from numawatch.inputs import GPUS, TOPOLOGY
 from numawatch.intent import Intent
 from numawatch.model.gpu import GpuInventory
 from numawatch.model.topology import Topology
@@ -144,6 +145,7 @@ NUMA_TOPOLOGY_INCONSISTENT = Check(
     "a GPU's numa_node against its local_cpulist, an asymmetric distance table).",
     remediation=FIRMWARE_REMEDIATION,
     run=check_numa_topology,
+    inputs=(TOPOLOGY, GPUS),
     knob="h1",
 )
 

@@ -21,6 +21,7 @@ from numawatch.checks.check import Check, Finding, NotEvaluated, pod_findings, r
 from numawatch.checks.kubelet import kubelet_root, restart_steps, set_setting
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
+from numawatch.inputs import KUBELET_CONFIG, MEMORY_PLACEMENT, WORKLOADS
 from numawatch.intent import Intent
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.topology import Topology
@@ -535,6 +536,7 @@ POD_NOT_GUARANTEED = Check(
     summary="A pod that must be pinned is not QoS Guaranteed, so the CPU Manager never pins it.",
     remediation=GUARANTEED_HOWTO,
     run=check_pod_not_guaranteed,
+    inputs=(WORKLOADS,),
     knob="2",
 )
 CONTAINER_NOT_EXCLUSIVE = Check(
@@ -543,6 +545,7 @@ CONTAINER_NOT_EXCLUSIVE = Check(
     summary="A container that must be pinned has no exclusive CPUs.",
     remediation=GUARANTEED_HOWTO + "; keep cpu-manager-policy=static",
     run=check_container_not_exclusive,
+    inputs=(WORKLOADS, KUBELET_CONFIG),
     knob="2",
 )
 CPUSET_DRIFT = Check(
@@ -554,6 +557,7 @@ CPUSET_DRIFT = Check(
         "restart the container (kubectl delete pod) so the kubelet applies its assignment again"
     ),
     run=check_cpuset_drift,
+    inputs=(WORKLOADS, KUBELET_CONFIG),
     knob="10",
 )
 EXCLUSIVE_OVERLAP = Check(
@@ -565,6 +569,7 @@ EXCLUSIVE_OVERLAP = Check(
         "widened it (systemctl daemon-reload, an NRI/DRA plugin, a hand edit)"
     ),
     run=check_exclusive_overlap,
+    inputs=(WORKLOADS,),
     knob="10",
 )
 NUMA_SPLIT = Check(
@@ -576,6 +581,7 @@ NUMA_SPLIT = Check(
         "refuses misaligned pods, size the pod to fit one NUMA node, then recreate it"
     ),
     run=check_numa_split,
+    inputs=(WORKLOADS,),
     knob="3",
 )
 GPU_NUMA_MISMATCH = Check(
@@ -587,6 +593,7 @@ GPU_NUMA_MISMATCH = Check(
         "run the GPU device plugin with NUMA topology, then recreate the pod"
     ),
     run=check_gpu_numa_mismatch,
+    inputs=(WORKLOADS,),
     knob="3",
 )
 MEMORY_NUMA_MISMATCH = Check(
@@ -598,6 +605,7 @@ MEMORY_NUMA_MISMATCH = Check(
         "stop the kubelet, rm /var/lib/kubelet/memory_manager_state, start), then recreate the pod"
     ),
     run=check_memory_numa_mismatch,
+    inputs=(WORKLOADS, MEMORY_PLACEMENT),
     knob="5",
 )
 MEMORY_REMOTE = Check(
@@ -609,6 +617,7 @@ MEMORY_REMOTE = Check(
         "restart the container so its memory is allocated on its CPUs' node; keep kernel.numa_balancing=0"
     ),
     run=check_memory_remote,
+    inputs=(WORKLOADS, MEMORY_PLACEMENT),
     knob="h2",
 )
 OUTSIDE_ISOLATED = Check(
@@ -620,6 +629,7 @@ OUTSIDE_ISOLATED = Check(
         "handed out: drain, stop the kubelet, rm /var/lib/kubelet/cpu_manager_state, start, recreate the pod"
     ),
     run=check_outside_isolated,
+    inputs=(WORKLOADS, KUBELET_CONFIG),
     knob="h6",
 )
 

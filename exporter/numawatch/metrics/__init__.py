@@ -12,13 +12,14 @@ the deflated parts of the last gzip body, so that an evaluation writes and compr
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from prometheus_client.metrics_core import Metric
 
 from numawatch.capacity import ReplicaAnswers
 from numawatch.checks import Evaluation
 from numawatch.collectors import Collectors
-from numawatch.metrics import capacity, core, drift, exposition, gpu, gzipbody, host, platform
+from numawatch.metrics import capacity, core, drift, exposition, gpu, gzipbody, host, platform, serving
 from numawatch.metrics.core import EvaluationStats
 
 # The classic text format. Pinned rather than taken from prometheus_client (whose CONTENT_TYPE_LATEST moved to
@@ -29,6 +30,7 @@ OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset
 
 __all__ = [
     "CONTENT_TYPE",
+    "DECLARED",
     "OPENMETRICS_CONTENT_TYPE",
     "EvaluationStats",
     "Memory",
@@ -38,6 +40,21 @@ __all__ = [
     "families",
     "render",
 ]
+
+# Every builder of a numawatch_* family, each declaring the names it makes and what it reads (numawatch.inputs.exposes):
+# what ``numawatch explain`` answers for (tests/test_dataflow.py holds them to it).
+DECLARED: tuple[Callable[..., object], ...] = (
+    *core.PER_EVALUATION,
+    *core.ACROSS_EVALUATIONS,
+    *host.BUILDERS,
+    *gpu.BUILDERS,
+    capacity.families,
+    *platform.BUILDERS,
+    serving.intent_reload,
+    serving.config_reloads,
+    serving.accept_errors,
+    serving.requests_refused,
+)
 
 
 class Memory:

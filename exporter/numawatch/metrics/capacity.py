@@ -26,6 +26,7 @@ from numawatch.capacity import (
     replicas,
 )
 from numawatch.checks import Evaluation
+from numawatch.inputs import GPUS, KUBELET_CONFIG, KUBELET_STATE, NVML, POD_LISTING, TOPOLOGY, exposes
 from numawatch.shapes import CPU, Shape
 
 # The unit suffix of each family and the resources that belong to it.
@@ -148,6 +149,19 @@ def _shape_replicas(capacity: Capacity | None, shapes: Sequence[Shape], answers:
     return family
 
 
+@exposes(
+    "numawatch_capacity_allocatable_cpus",
+    "numawatch_capacity_allocatable_bytes",
+    "numawatch_capacity_allocatable_devices",
+    "numawatch_capacity_free_cpus",
+    "numawatch_capacity_free_bytes",
+    "numawatch_capacity_free_devices",
+    "numawatch_capacity_largest_fit_cpus",
+    "numawatch_capacity_largest_fit_bytes",
+    "numawatch_capacity_largest_fit_devices",
+    "numawatch_capacity_shape_replicas",
+    inputs=(KUBELET_CONFIG, KUBELET_STATE, POD_LISTING, GPUS, NVML, TOPOLOGY),
+)
 def families(
     evaluation: Evaluation, shapes: Sequence[Shape] | None = None, answers: ReplicaAnswers | None = None
 ) -> Iterable[Metric]:

@@ -31,6 +31,7 @@ from numawatch.checks import Evaluation
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
+from numawatch.inputs import INTENT, KUBELET_CONFIG, READINGS, SELF, TOPOLOGY, WORKLOADS, exposes
 from numawatch.intent import Intent
 from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
@@ -96,6 +97,7 @@ class EvaluationStats:
 
 
 # ------------------------------------------------------------------------------------------------- sources
+@exposes("numawatch_source_up", inputs=(READINGS,))
 def source_up(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_source_up",
@@ -107,6 +109,7 @@ def source_up(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_source_duration_seconds", inputs=(READINGS,))
 def source_duration(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_source_duration_seconds",
@@ -119,6 +122,7 @@ def source_duration(evaluation: Evaluation) -> Metric:
 
 
 # ------------------------------------------------------------------------------------------------- numawatch itself
+@exposes("numawatch_build_info", inputs=(SELF,))
 def build_info(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_build_info",
@@ -130,6 +134,7 @@ def build_info(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_intent_info", inputs=(INTENT,))
 def intent_info(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_intent_info",
@@ -140,6 +145,7 @@ def intent_info(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_evaluations_total", inputs=(SELF,))
 def evaluations_total(stats: EvaluationStats) -> Metric:
     return CounterMetricFamily(
         "numawatch_evaluations", "Evaluations (read every source, run every check) since numawatch started.",
@@ -147,6 +153,7 @@ def evaluations_total(stats: EvaluationStats) -> Metric:
     )
 
 
+@exposes("numawatch_evaluation_duration_seconds", inputs=(SELF,))
 def evaluation_duration(stats: EvaluationStats) -> Metric:
     cumulative = []
     for bound, count in zip(DURATION_BUCKETS, stats.bucket_counts, strict=True):
@@ -164,6 +171,7 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
+@exposes("numawatch_last_evaluation_timestamp_seconds", inputs=(SELF,))
 def last_evaluation(stats: EvaluationStats) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_last_evaluation_timestamp_seconds",
@@ -176,6 +184,7 @@ def last_evaluation(stats: EvaluationStats) -> Metric:
 
 
 # ------------------------------------------------------------------------------------------------- inventory
+@exposes("numawatch_cpu_info", inputs=(TOPOLOGY, KUBELET_CONFIG))
 @builds("cpu_info")
 def cpu_info(evaluation: Evaluation) -> Metric:
     # A row per CPU made of the topology and the kubelet's reserved CPUs alone: an earlier reading's family while
@@ -216,6 +225,7 @@ def _cpu_info(host: Host) -> Metric:
     return family
 
 
+@exposes("numawatch_numa_node_cpus", inputs=(TOPOLOGY,))
 def numa_node_cpus(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_numa_node_cpus", "Online CPUs on the NUMA node.", labels=("numa_node",)
@@ -227,6 +237,7 @@ def numa_node_cpus(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_kubelet_config_info", inputs=(KUBELET_CONFIG,))
 def kubelet_config_info(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_kubelet_config_info",
@@ -250,6 +261,7 @@ def kubelet_config_info(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_container_cpus", inputs=(WORKLOADS,))
 @builds("container_cpus")
 def container_cpus(evaluation: Evaluation) -> Metric:
     family = GaugeRows(
@@ -262,6 +274,7 @@ def container_cpus(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_gpu_info", inputs=(WORKLOADS,))
 def gpu_info(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_gpu_info",

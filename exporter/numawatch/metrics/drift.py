@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from numawatch.checks import SUBJECT_LABELS, Evaluation, Finding
+from numawatch.inputs import FINDINGS, exposes
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,7 @@ def _family(name: str, help_text: str, rows: list[dict[str, str]]) -> Metric:
     return family
 
 
+@exposes("numawatch_drift", inputs=(FINDINGS,))
 def drift(evaluation: Evaluation) -> Metric:
     return _family(
         "numawatch_drift",
@@ -184,6 +186,7 @@ def drift(evaluation: Evaluation) -> Metric:
     )
 
 
+@exposes("numawatch_drift_info", inputs=(FINDINGS,))
 def drift_info(evaluation: Evaluation) -> Metric:
     return _family(
         "numawatch_drift_info",
@@ -193,6 +196,7 @@ def drift_info(evaluation: Evaluation) -> Metric:
     )
 
 
+@exposes("numawatch_drift_findings", inputs=(FINDINGS,))
 def drift_findings(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_drift_findings",
@@ -207,6 +211,7 @@ def drift_findings(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_check_evaluated", inputs=(FINDINGS,))
 def check_evaluated(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_check_evaluated",
@@ -220,6 +225,7 @@ def check_evaluated(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_check_applicable", inputs=(FINDINGS,))
 def check_applicable(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_check_applicable",

@@ -21,6 +21,7 @@ from numawatch.checks import Evaluation
 from numawatch.checks.gpu_process import Holder, gpu_label, holder_of, holders_by_container
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import CPUSet
+from numawatch.inputs import AMDSMI, GPU_TELEMETRY, HLML, INTERRUPTS, NVML, PROCESSES, WORKLOADS, exposes
 from numawatch.metrics.core import built
 from numawatch.model.gpu import TELEMETRY_LIBRARIES, GpuHolders, HolderContainer, NvmlGpu, NvmlSnapshot
 from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts
@@ -57,6 +58,7 @@ def _telemetry_key(gpu: NvmlGpu) -> tuple[str, str, str]:
 
 
 # --------------------------------------------------------------------------------------------------- per GPU
+@exposes("numawatch_gpu_nvml_up", inputs=(NVML,))
 def nvml_up(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_gpu_nvml_up",
@@ -70,6 +72,7 @@ def nvml_up(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_gpu_telemetry_up", inputs=(GPU_TELEMETRY,))
 def telemetry_up(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_gpu_telemetry_up",
@@ -91,6 +94,7 @@ def _gpu_counter(evaluation: Evaluation, name: str, help_text: str, attribute: s
     return family
 
 
+@exposes("numawatch_gpu_memory_used_bytes", "numawatch_gpu_memory_total_bytes", inputs=(GPU_TELEMETRY,))
 def memory_bytes(evaluation: Evaluation) -> Iterable[Metric]:
     used = GaugeMetricFamily(
         "numawatch_gpu_memory_used_bytes",
@@ -112,6 +116,7 @@ def memory_bytes(evaluation: Evaluation) -> Iterable[Metric]:
     return used, total
 
 
+@exposes("numawatch_gpu_busy_seconds_total", inputs=(GPU_TELEMETRY,))
 def busy_seconds(evaluation: Evaluation) -> Metric:
     return _gpu_counter(
         evaluation,
@@ -123,6 +128,7 @@ def busy_seconds(evaluation: Evaluation) -> Metric:
     )
 
 
+@exposes("numawatch_gpu_sampled_seconds_total", inputs=(GPU_TELEMETRY,))
 def sampled_seconds(evaluation: Evaluation) -> Metric:
     return _gpu_counter(
         evaluation,
@@ -133,6 +139,7 @@ def sampled_seconds(evaluation: Evaluation) -> Metric:
     )
 
 
+@exposes("numawatch_gpu_held_idle_seconds_total", inputs=(GPU_TELEMETRY,))
 def held_idle_seconds(evaluation: Evaluation) -> Metric:
     return _gpu_counter(
         evaluation,
@@ -150,6 +157,7 @@ def _holder_values(holder: Holder) -> tuple[str, str, str]:
     return labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", "")
 
 
+@exposes("numawatch_gpu_processes", "numawatch_gpu_process_sm_utilization_ratio", inputs=(WORKLOADS, GPU_TELEMETRY))
 @builds("gpu_processes")
 def gpu_processes(evaluation: Evaluation) -> Iterable[Metric]:
     count = GaugeMetricFamily(
@@ -206,6 +214,13 @@ def _holder_rows(evaluation: Evaluation) -> list[tuple[tuple[str, ...], HolderCo
     return rows
 
 
+@exposes(
+    "numawatch_gpu_holder_run_delay_seconds_total",
+    "numawatch_gpu_holder_involuntary_switches_total",
+    "numawatch_gpu_holder_migrations_total",
+    "numawatch_gpu_holder_threads",
+    inputs=(WORKLOADS, PROCESSES),
+)
 @builds("gpu_holders")
 def holder_counters(evaluation: Evaluation) -> Iterable[Metric]:
     run_delay = CounterMetricFamily(
@@ -242,6 +257,7 @@ def holder_counters(evaluation: Evaluation) -> Iterable[Metric]:
     return run_delay, switches, migrations, threads
 
 
+@exposes("numawatch_gpu_holder_interrupts_total", inputs=(WORKLOADS, PROCESSES, INTERRUPTS))
 @builds("gpu_holders")
 def holder_interrupts(evaluation: Evaluation) -> Metric:
     family = CounterMetricFamily(
@@ -285,6 +301,7 @@ def _container_cpus(container: HolderContainer, workload: Workload | None, holde
 
 
 # --------------------------------------------------------------------------------------------------- NVML itself
+@exposes("numawatch_nvml_call_seconds", "numawatch_nvml_call_failures_total", inputs=(NVML,))
 def nvml_calls(evaluation: Evaluation) -> Iterable[Metric]:
     seconds = SummaryMetricFamily(
         "numawatch_nvml_call_seconds",
@@ -306,6 +323,7 @@ def nvml_calls(evaluation: Evaluation) -> Iterable[Metric]:
     return seconds, failures
 
 
+@exposes("numawatch_gpu_library_call_seconds", "numawatch_gpu_library_call_failures_total", inputs=(AMDSMI, HLML))
 def library_calls(evaluation: Evaluation) -> Iterable[Metric]:
     seconds = SummaryMetricFamily(
         "numawatch_gpu_library_call_seconds",

@@ -20,6 +20,21 @@ from numawatch.checks import Evaluation
 from numawatch.checks.host_irq import device_irqs, managed_irqs
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
+from numawatch.inputs import (
+    CPUFREQ_GOVERNORS,
+    INTERRUPTS,
+    INTERSOCKET,
+    IRQ_AFFINITIES,
+    IRQBALANCE_DAEMON,
+    IRQS,
+    KERNEL,
+    MEMORY_PLACEMENT,
+    NUMASTAT,
+    SELF,
+    TOPOLOGY,
+    WORKLOADS,
+    exposes,
+)
 from numawatch.metrics.core import built, host_only, pod_rows
 from numawatch.metrics.exposition import CounterRows, GaugeRows
 from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts, Irqbalance, Irqs
@@ -32,6 +47,7 @@ def _size(size_kb: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- kernel knobs
+@exposes("numawatch_kernel_setting_info", inputs=(KERNEL, TOPOLOGY, IRQS))
 @host_only
 def kernel_settings(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
@@ -75,6 +91,7 @@ def kernel_settings(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_cpufreq_governor_info", inputs=(CPUFREQ_GOVERNORS,))
 @host_only
 def governors(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
@@ -94,6 +111,7 @@ def governors(evaluation: Evaluation) -> Metric:
 
 
 # --------------------------------------------------------------------------------------------------- memory
+@exposes("numawatch_hugepages", inputs=(KERNEL,))
 @host_only
 def hugepages(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
@@ -116,6 +134,7 @@ def hugepages(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_numa_node_hugepages", inputs=(NUMASTAT,))
 def node_hugepages(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_numa_node_hugepages",
@@ -132,6 +151,7 @@ def node_hugepages(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_numastat_pages_total", inputs=(NUMASTAT,))
 def numastat(evaluation: Evaluation) -> Metric:
     family = CounterMetricFamily(
         "numawatch_numastat_pages",
@@ -148,6 +168,7 @@ def numastat(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_container_memory_numa_bytes", inputs=(WORKLOADS, MEMORY_PLACEMENT))
 @builds("container_memory_numa")
 def container_numa_memory(evaluation: Evaluation) -> Metric:
     family = GaugeRows(
@@ -181,6 +202,7 @@ def _numa_memory_rows(workloads: tuple[Workload, ...]) -> Iterator[tuple]:
             yield (*key, value)  # a row, not a Sample (~1,100 on a 384-CPU node)
 
 
+@exposes("numawatch_intersocket_bytes_total", inputs=(INTERSOCKET,))
 def intersocket(evaluation: Evaluation) -> Metric:
     family = CounterMetricFamily(
         "numawatch_intersocket_bytes",
@@ -198,6 +220,7 @@ def intersocket(evaluation: Evaluation) -> Metric:
 
 
 # --------------------------------------------------------------------------------------------------- interrupts
+@exposes("numawatch_cpu_interrupts_total", inputs=(INTERRUPTS,))
 @builds("cpu_interrupts")
 @host_only
 def cpu_interrupts(evaluation: Evaluation) -> Metric:
@@ -221,6 +244,7 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_irq_affinity_info", inputs=(IRQ_AFFINITIES, INTERRUPTS, TOPOLOGY))
 @builds("irq_affinity")
 @host_only
 def irq_affinity(evaluation: Evaluation) -> Metric:
@@ -256,6 +280,7 @@ def irq_affinity(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_irqbalance_running", inputs=(IRQBALANCE_DAEMON,))
 @host_only
 def irqbalance(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
@@ -269,6 +294,7 @@ def irqbalance(evaluation: Evaluation) -> Metric:
 
 
 # --------------------------------------------------------------------------------------------------- numawatch
+@exposes("numawatch_self_cpus", inputs=(SELF, TOPOLOGY))
 def self_cpus(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_self_cpus",

@@ -15,6 +15,7 @@ from numawatch.checks.gpu_nic import gpu_nic_paths
 from numawatch.checks.host_irq import exclusive_cpus
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
+from numawatch.inputs import CPUIDLE, CPUIDLE_SETTINGS, GPUS, KUBELET_STATE, NVML, PCI_TOPOLOGY, TOPOLOGY, exposes
 from numawatch.metrics.core import built, host_only
 from numawatch.model.gpu import NvmlSnapshot
 from numawatch.model.kernel import CpuIdle
@@ -24,6 +25,7 @@ ROLE_ISOLATED = "isolated"  # isolcpus, not held by a container
 ROLE_HOUSEKEEPING = "housekeeping"  # the rest
 
 
+@exposes("numawatch_cpuidle_exit_latency_max_seconds", inputs=(CPUIDLE, CPUIDLE_SETTINGS, KUBELET_STATE, TOPOLOGY))
 @host_only
 def cpuidle_latency(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
@@ -56,6 +58,7 @@ def cpuidle_latency(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_cpuidle_info", inputs=(CPUIDLE,))
 @host_only
 def cpuidle_info(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
@@ -69,6 +72,7 @@ def cpuidle_info(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_gpu_nic_path_info", inputs=(GPUS, PCI_TOPOLOGY, TOPOLOGY))
 @builds("gpu_nic_paths")
 @host_only
 def gpu_nic_path(evaluation: Evaluation) -> Metric:
@@ -86,6 +90,7 @@ def gpu_nic_path(evaluation: Evaluation) -> Metric:
     return family
 
 
+@exposes("numawatch_gpu_nvlink_links", inputs=(NVML,))
 def gpu_nvlinks(evaluation: Evaluation) -> Metric:
     family = GaugeMetricFamily(
         "numawatch_gpu_nvlink_links",

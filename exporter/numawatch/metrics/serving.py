@@ -16,6 +16,8 @@ from prometheus_client import gc_collector, platform_collector, process_collecto
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
+from numawatch.inputs import RELOADS, SERVER, exposes
+
 INTENT_RELOAD_SUCCESS_HELP = (
     "1 when the last intent reload (SIGHUP, or the intent or web config file changed) succeeded or none was asked "
     "for, 0 when the new file was invalid (or could not be read in time) and the previous intent is still in force."
@@ -42,6 +44,7 @@ REQUESTS_REFUSED_HELP = (
 )
 
 
+@exposes("numawatch_intent_reload_success", "numawatch_intent_reload_timestamp_seconds", inputs=(RELOADS,))
 def intent_reload(success: bool, timestamp: float) -> list[Metric]:
     return [
         GaugeMetricFamily("numawatch_intent_reload_success", INTENT_RELOAD_SUCCESS_HELP, value=1 if success else 0),
@@ -49,6 +52,7 @@ def intent_reload(success: bool, timestamp: float) -> list[Metric]:
     ]
 
 
+@exposes("numawatch_config_last_reload_successful", "numawatch_config_reload_failures_total", inputs=(RELOADS,))
 def config_reloads(outcomes: Mapping[str, tuple[bool, int]], since: float) -> list[Metric]:
     """``numawatch_config_last_reload_successful`` and ``numawatch_config_reload_failures_total`` per configuration
     file: ``outcomes`` maps the file's label value to (last reload succeeded, failures since ``since``)."""
@@ -67,12 +71,14 @@ ACCEPT_ERRORS_HELP = (
 )
 
 
+@exposes("numawatch_http_accept_errors_total", inputs=(SERVER,))
 def accept_errors(count: int, since: float) -> Metric:
     family = CounterMetricFamily("numawatch_http_accept_errors", ACCEPT_ERRORS_HELP)
     family.add_metric((), count, created=since)
     return family
 
 
+@exposes("numawatch_http_requests_refused_total", inputs=(SERVER,))
 def requests_refused(refused: Mapping[str, int], since: float) -> Metric:
     """``numawatch_http_requests_refused_total`` per reason; ``since`` (Unix time the counting began) is each
     series' OpenMetrics created timestamp."""
