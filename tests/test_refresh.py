@@ -131,6 +131,32 @@ def test_only_a_rotating_family_may_be_stretched_and_only_by_a_whole_number():
     }
 
 
+def test_a_family_with_a_fixed_round_turns_over_it_whatever_k_and_reads_everything_with_k_1():
+    policy = Policy(rotating=frozenset({"fixed", "plain"}), fixed={"fixed": 2})
+    memory = object()
+    for stagger in (2, 4, 16):
+        turns = Turns(stagger)
+        for reading in range(4):
+            refresh = turns.refresh("s", policy, memory)
+            assert refresh.rotation("fixed") == (2, reading % 2)
+            assert refresh.rotation("plain") == (stagger, reading % stagger)
+            assert refresh.due("fixed", reading) and not refresh.due("fixed", reading + 1)
+            turns.advance()
+    assert Turns(1).refresh("s", policy, memory).rotation("fixed") == (1, 0)
+
+
+def test_a_fixed_round_or_a_wait_must_name_rotating_families_of_the_policy():
+    with pytest.raises(ValueError, match="fixed round"):
+        Policy(rotating=frozenset({"a"}), fixed={"b": 2})
+    with pytest.raises(ValueError, match="fixed round"):
+        Policy(rotating=frozenset({"a"}), fixed={"a": 2}, stretch={"a": 2})
+    with pytest.raises(ValueError, match="wait"):
+        Policy(rotating=frozenset({"a", "b"}), waits={"a": ("c",)})
+    with pytest.raises(ValueError, match="wait"):
+        Policy(rotating=frozenset({"a", "b"}), waits={"a": ("a",)})
+    assert Policy(rotating=frozenset({"a", "b"}), waits={"a": ("b",)}).waits == {"a": ("b",)}
+
+
 def test_a_whole_reading_asked_for_is_taken_by_the_next_reading_of_that_source_only():
     turns = Turns(K)
     policy = Policy(rotating=frozenset({"a"}))

@@ -426,7 +426,7 @@ def run_explain(args: argparse.Namespace) -> int:
         else:
             explanations = [dataflow.explain(args.name, args.stagger, args.api_interval)]
     except dataflow.UnknownName:
-        raise UsageError(f"no check or metric is named {escaped(args.name)!r} (numawatch explain lists them)") from None
+        raise UsageError(f"no check or metric is named '{escaped(args.name)}' (numawatch explain lists them)") from None
     if args.format == "json":
         sys.stdout.write(explainformat.as_json(explanations, args.interval, args.api_interval))
     elif args.format == "markdown":
