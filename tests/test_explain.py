@@ -110,6 +110,7 @@ def test_explain_of_a_check_prints_its_inputs_and_its_worst_case_at_the_interval
     assert f"worst-case staleness: {worst} evaluations, {worst * 10:g} s at --interval 10 and --stagger 2" in out
     assert "- cgroups: container memory placement: a rotating 1/16 of its objects per evaluation" in out
     assert "memory.numa_stat" in out and "- workloads join: derived from " in out
+    assert f"why that is safe: {POLICIES['cgroups'].why}" in out  # the table's reason, under each stale input
 
 
 def test_explain_of_a_metric_names_its_builder_and_its_inputs(capsys):
@@ -148,7 +149,7 @@ def test_explain_as_json(capsys):
     rate = explained["inputs"][0]
     assert rate["input"] == "rate of interrupts" and rate["reads"][0]["source"] == "interrupts"
     affinities = next(item for item in explained["inputs"] if item.get("family") == "irq affinities")
-    assert affinities["source"] == "irqs" and affinities["description"]
+    assert affinities["source"] == "irqs" and affinities["description"] and affinities["why"] == POLICIES["irqs"].why
 
     code, out, _ = run(capsys, "--format", "json")
     names = [item["name"] for item in json.loads(out)["explanations"]]

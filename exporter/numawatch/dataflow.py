@@ -43,6 +43,7 @@ class Bound:
     evaluations: int  # the worst case in evaluations
     extra_seconds: float = 0.0  # what comes on top of the evaluations (the API session's interval)
     parts: tuple[Bound, ...] = ()  # a derived value's sources, a rate's source
+    why: str = ""  # a source's: why the refresh table lets it be that stale (``Policy.why``)
 
     def seconds(self, interval: float) -> float:
         return self.evaluations * interval + self.extra_seconds
@@ -93,17 +94,17 @@ def _source_bound(source: Source, stagger: int, api_interval: float) -> Bound:
         schedule, evaluations = _read_every(policy, stagger)
         if source.name == "kubernetes_api":
             return Bound(source, f"{schedule}: the API session's last answer, taken every --kubernetes.interval",
-                         evaluations, api_interval)  # fmt: skip
-        return Bound(source, schedule, evaluations)
+                         evaluations, api_interval, why=policy.why)  # fmt: skip
+        return Bound(source, schedule, evaluations, why=policy.why)
     if stagger <= 1:
-        return Bound(source, "every evaluation (K = 1 reads every object)", 1)
+        return Bound(source, "every evaluation (K = 1 reads every object)", 1, why=policy.why)
     share = _family_round(policy, family, stagger)
     schedule = f"a rotating 1/{share} of its objects per evaluation ({FAMILIES.get(family, family)})"
     waited = policy.waits.get(family, ())
     if waited:
         schedule += f", each read at the next turn of its {' or '.join(waited)} after its own"
     evaluations = share + max((_family_round(policy, other, stagger) for other in waited), default=0)
-    return Bound(source, schedule, evaluations)
+    return Bound(source, schedule, evaluations, why=policy.why)
 
 
 def bound_of(item: Input, stagger: int = DEFAULT_STAGGER, api_interval: float = kubeapi.DEFAULT_INTERVAL) -> Bound:

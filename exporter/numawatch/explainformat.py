@@ -17,6 +17,10 @@ def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
+def _evaluations(count: int) -> str:
+    return f"{count} evaluation{'s' * (count != 1)}"
+
+
 def _what(bound: Bound) -> str:
     """What the input is, for a person: a source's description (a family's files are in its schedule)."""
     item = bound.input
@@ -32,8 +36,9 @@ def _settings(stagger: int, interval: float) -> str:
 def _text_bound(bound: Bound, interval: float, depth: int) -> list[str]:
     what = _what(bound)
     head = f"{'  ' * depth}- {bound.input}{f' ({what})' if what else ''}: {bound.schedule}"
-    lines = [f"{head}; within {bound.evaluations} evaluation{'s' * (bound.evaluations != 1)}, "
-             f"{_seconds(bound.seconds(interval))}"]  # fmt: skip
+    lines = [f"{head}; within {_evaluations(bound.evaluations)}, {_seconds(bound.seconds(interval))}"]
+    if bound.why and bound.evaluations > 1:
+        lines.append(f"{'  ' * (depth + 1)}why that is safe: {bound.why}")
     if isinstance(bound.input, (Derived, Rate)):
         for part in bound.parts:
             lines.extend(_text_bound(part, interval, depth + 1))
@@ -46,7 +51,7 @@ def text(explanations: Sequence[Explanation], interval: float) -> str:
     for explanation in explanations:
         lines = [
             f"{explanation.name} ({explanation.kind}): {explanation.summary}",
-            f"  worst-case staleness: {explanation.evaluations} evaluations, "
+            f"  worst-case staleness: {_evaluations(explanation.evaluations)}, "
             f"{_seconds(explanation.seconds(interval))} at {_settings(explanation.stagger, interval)}",
             "  reads:",
         ]
@@ -94,7 +99,7 @@ def _json_bound(bound: Bound, interval: float) -> dict[str, object]:
         "seconds": bound.seconds(interval),
     }
     if isinstance(item, Source):
-        found.update(source=item.name, family=item.family, description=_DESCRIPTIONS.get(item.name, ""))
+        found.update(source=item.name, family=item.family, description=_DESCRIPTIONS.get(item.name, ""), why=bound.why)
     if bound.parts:
         found["reads"] = [_json_bound(part, interval) for part in bound.parts]
     return found
