@@ -87,6 +87,10 @@ def test_a_fixed_round_does_not_grow_with_the_stagger_and_what_waits_for_it_adds
         assert bound_of(Source("cgroups", SHARED_PODS), stagger).evaluations == 2 * stagger
         assert bound_of(MEMORY_PLACEMENT, stagger).evaluations == 8 * stagger + 2
     assert bound_of(Source("cgroups", GUARANTEED_PODS), 1).evaluations == 1
+    # The family waited on read at every reading: one reading more.
+    table["cgroups"] = Policy(rotating=frozenset({PLACEMENT}), stretch={PLACEMENT: 8},
+                              waits={PLACEMENT: (SHARED_PODS,)})  # fmt: skip
+    assert bound_of(MEMORY_PLACEMENT, 4).evaluations == 8 * 4 + 1
 
 
 def test_the_kubernetes_api_adds_its_own_interval_in_seconds():

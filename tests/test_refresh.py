@@ -145,16 +145,18 @@ def test_a_family_with_a_fixed_round_turns_over_it_whatever_k_and_reads_everythi
     assert Turns(1).refresh("s", policy, memory).rotation("fixed") == (1, 0)
 
 
-def test_a_fixed_round_or_a_wait_must_name_rotating_families_of_the_policy():
+def test_a_fixed_round_must_name_a_rotating_family_and_a_wait_other_families():
     with pytest.raises(ValueError, match="fixed round"):
         Policy(rotating=frozenset({"a"}), fixed={"b": 2})
     with pytest.raises(ValueError, match="fixed round"):
         Policy(rotating=frozenset({"a"}), fixed={"a": 2}, stretch={"a": 2})
     with pytest.raises(ValueError, match="wait"):
-        Policy(rotating=frozenset({"a", "b"}), waits={"a": ("c",)})
+        Policy(rotating=frozenset({"a", "b"}), waits={"a": ()})
     with pytest.raises(ValueError, match="wait"):
         Policy(rotating=frozenset({"a", "b"}), waits={"a": ("a",)})
     assert Policy(rotating=frozenset({"a", "b"}), waits={"a": ("b",)}).waits == {"a": ("b",)}
+    # A table that stops rotating the family waited on (read at every reading) is still a table.
+    assert Policy(rotating=frozenset({"a"}), waits={"a": ("b",)}).waits == {"a": ("b",)}
 
 
 def test_a_whole_reading_asked_for_is_taken_by_the_next_reading_of_that_source_only():

@@ -73,7 +73,9 @@ def _policy(source: str) -> Policy:
 
 
 def _family_round(policy: Policy, family: str, stagger: int) -> int:
-    """Evaluations between two turns of an object of rotating ``family`` (with K > 1)."""
+    """Evaluations between two turns of an object of ``family`` (with K > 1): 1 when the policy does not rotate it."""
+    if family not in policy.rotating:
+        return 1
     fixed = policy.fixed.get(family)
     return fixed if fixed is not None else stagger * policy.stretch.get(family, 1)
 

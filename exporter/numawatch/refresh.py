@@ -57,7 +57,8 @@ class Policy:
     # reading): a family whose changes must show within a bound that does not grow with serve's --stagger.
     fixed: Mapping[str, int] = field(default_factory=dict, hash=False)
     # Rotating families whose objects are read only at the first turn, after their own, of an object of the families
-    # named (a container's placement at its pod's): their staleness adds the longest round of those.
+    # named (a container's placement at its pod's): their staleness adds the longest round of those (one reading for
+    # a family the policy does not rotate).
     waits: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
@@ -75,8 +76,9 @@ class Policy:
                 raise ValueError(f"the fixed round of {family!r} must be a whole number >= 1 of a rotating family "
                                  "that is not stretched")
         for family, waited in self.waits.items():
-            if family not in self.rotating or not waited or not set(waited) <= self.rotating - {family}:
-                raise ValueError(f"{family!r} may wait only on other rotating families of its source")
+            # A family that does not rotate (any more) is read at every reading: waiting on it costs one.
+            if not waited or family in waited:
+                raise ValueError(f"{family!r} must wait on other families of its source")
 
 
 EVERY = Policy(why="changes at any moment, or is cheap to read")
