@@ -178,7 +178,7 @@ POLICIES: Mapping[str, Policy] = {
         every=4,
         why="counters move at every reading, but their checks judge rates (interrupts per second on isolated CPUs, "
         "ticks on nohz_full CPUs) whose alerts wait 30 minutes, and their dashboards take rates over 5 minutes: read "
-        "at one reading in every, each rate taken between the two last readings "
+        "at one reading in several (every), each rate taken between the two last readings "
         "of the file (Interrupts.before); a change of the watched CPUs (topology, kubelet_state) reads it at once; "
         "unchanged rows are found from the previous reading",
     ),
