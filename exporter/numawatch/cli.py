@@ -9,6 +9,7 @@ is not there, an invalid intent or web config file, a port already taken, a host
 line on stderr and exit 2, never a traceback. ``check --fit``: 0 fits, 1 rejected, 2 cannot tell (with its line on
 stderr). ``check --format npd`` prints one line for node-problem-detector on stdout whatever happens, a usage error
 included (NPD shows stdout as the condition's message); ``--group`` judges one node condition's checks.
+``explain``: 0, or 2 with one line on stderr for a name that is neither a check nor a metric.
 
 Logs go to stderr as node_exporter writes them (``logformat``): logfmt, or JSON with ``--log.format=json``, one line
 per record whatever a value holds, and whatever a library puts in a message or a traceback, an ``Authorization``
