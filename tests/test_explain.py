@@ -168,6 +168,8 @@ def test_explain_as_markdown_is_two_tables(capsys):
     assert f"| `numawatch_container_memory_numa_bytes` | workloads join, cgroups: container memory placement | " \
            f"{worst} | {worst * DEFAULT_INTERVAL:g} s |" in out  # fmt: skip
     assert all(line.startswith("|") for line in out.splitlines() if line)
+    _, out, _ = run(capsys, "--format", "markdown")
+    assert "var/log/pods/&lt;pod&gt;" in out and "<pod>" not in out  # no cell is taken for HTML
 
 
 def test_a_bad_stagger_or_format_is_a_usage_error(capsys):

@@ -62,7 +62,8 @@ def text(explanations: Sequence[Explanation], interval: float) -> str:
 
 
 def _cell(value: str) -> str:
-    return value.replace("|", "\\|")
+    """``value`` in a Markdown table cell: no column break, no HTML (``<pod>`` would be taken for a tag)."""
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def markdown(explanations: Sequence[Explanation], interval: float) -> str:
