@@ -20,6 +20,7 @@ from numawatch.refresh import (
     POD_LOG_DIRS,
     POD_USAGE,
     POLICIES,
+    REQUESTED_MASKS,
     SHARED_PODS,
     Carried,
     Policy,
@@ -121,6 +122,7 @@ def test_only_a_rotating_family_may_be_stretched_and_only_by_a_whole_number():
     stretched = {(name, family) for name, policy in POLICIES.items() for family in policy.stretch}
     assert stretched == {
         ("irqs", AFFINITIES),
+        ("irqs", REQUESTED_MASKS),
         ("kernel", GOVERNORS),
         ("cpuidle", IDLE_STATES),
         ("cgroups", PLACEMENT),
@@ -129,6 +131,16 @@ def test_only_a_rotating_family_may_be_stretched_and_only_by_a_whole_number():
         ("names", POD_LOG_DIRS),
         ("pod_usage", POD_USAGE),
     }
+
+
+def test_an_irqs_requested_masks_round_is_a_whole_number_of_its_affinities_rounds_at_every_k():
+    # A requested mask is read in one of its IRQ's affinity turns: a round that is not a multiple would leave some
+    # IRQs' masks unread for good.
+    policy = POLICIES["irqs"]
+    for stagger in (2, 3, 4, 7, 16):
+        refresh = Turns(stagger).refresh("irqs", policy, object())
+        affinities, requested = refresh.share_of(AFFINITIES), refresh.share_of(REQUESTED_MASKS)
+        assert requested > affinities and requested % affinities == 0
 
 
 def test_a_family_with_a_fixed_round_turns_over_it_whatever_k_and_reads_everything_with_k_1():

@@ -1382,9 +1382,9 @@ def fast_readings(monkeypatch) -> list[int]:
     taken: list[int] = []
     real = irqs._read_turn
 
-    def read_turn(memory, root, share, turn, round_, generation=0):
+    def read_turn(memory, root, share, turn, *rest):
         taken.append(turn)
-        return real(memory, root, share, turn, round_, generation)
+        return real(memory, root, share, turn, *rest)
 
     monkeypatch.setattr(irqs, "_read_turn", read_turn)
     return taken

@@ -29,6 +29,7 @@ from numawatch.refresh import (
     PLACEMENT,
     POD_LOG_DIRS,
     POD_USAGE,
+    REQUESTED_MASKS,
     SHARED_PODS,
 )
 
@@ -95,6 +96,8 @@ INTERSOCKET = Source("intersocket")
 INTERRUPTS = Source("interrupts")
 IRQS = Source("irqs")
 IRQ_AFFINITIES = Source("irqs", AFFINITIES)
+# The requested masks: messages, the affinity label and the managed-IRQ evidence.
+IRQ_REQUESTED_MASKS = Source("irqs", REQUESTED_MASKS)
 IRQBALANCE_DAEMON = Source("irqbalance")
 KUBELET_CONFIG = Source("kubelet_config")
 KUBELET_STATE = Source("kubelet_state")
@@ -208,6 +211,7 @@ __all__ = [
     "IRQBALANCE_DAEMON",
     "IRQS",
     "IRQ_AFFINITIES",
+    "IRQ_REQUESTED_MASKS",
     "KERNEL",
     "KUBELET_CONFIG",
     "KUBELET_STATE",

@@ -109,6 +109,7 @@ PLACEMENT = "container memory placement"
 SHARED_PODS = "shared pods"
 GUARANTEED_PODS = "guaranteed pods"
 AFFINITIES = "irq affinities"
+REQUESTED_MASKS = "irq requested masks"
 GOVERNORS = "cpufreq governors"
 IDLE_STATES = "idle state settings"
 POD_USAGE = "pod usage"
@@ -121,7 +122,9 @@ FAMILIES: Mapping[str, str] = {
     "cgroup.procs",
     SHARED_PODS: "per Burstable or BestEffort pod: its directory listed and its containers' cpusets read",
     GUARANTEED_PODS: "per Guaranteed pod: its directory listed and its containers' cpusets read",
-    AFFINITIES: "per IRQ: effective_affinity_list (smp_affinity_list every other turn)",
+    AFFINITIES: "per IRQ: effective_affinity_list",
+    REQUESTED_MASKS: "per IRQ: smp_affinity_list, at those of its irq affinities turns that are its own (and at any "
+    "turn where its effective affinity changed)",
     GOVERNORS: "per cpufreq policy: scaling_governor",
     IDLE_STATES: "per CPU: the idle states' disable files and the PM QoS resume latency limit",
     POD_USAGE: "per pod: cpu.stat and memory.current",
@@ -184,9 +187,11 @@ POLICIES: Mapping[str, Policy] = {
     ),
     "irqs": _rotating(
         AFFINITIES,
+        REQUESTED_MASKS,
         why="IRQ placement alerts wait 30 minutes, and an IRQ actually firing on an isolated CPU shows in the "
         "/proc/interrupts counters whatever its affinity files say; a new IRQ is read at once",
-        stretch={AFFINITIES: 8},
+        # REQUESTED_MASKS' round must be a multiple of AFFINITIES': a requested mask is read in an IRQ's turn.
+        stretch={AFFINITIES: 8, REQUESTED_MASKS: 16},
     ),
     "irqbalance": Policy(why="the daemon's PID is remembered and verified; searched again rarely or on a hint"),
     "nvml": EVERY,

@@ -30,7 +30,15 @@ from operator import eq, ne
 from numawatch.checks.check import Check, Finding, NotEvaluated, require, require_known
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
 from numawatch.host import Host
-from numawatch.inputs import INTERRUPT_RATES, INTERRUPTS, IRQ_AFFINITIES, IRQBALANCE_DAEMON, KUBELET_STATE, TOPOLOGY
+from numawatch.inputs import (
+    INTERRUPT_RATES,
+    INTERRUPTS,
+    IRQ_AFFINITIES,
+    IRQ_REQUESTED_MASKS,
+    IRQBALANCE_DAEMON,
+    KUBELET_STATE,
+    TOPOLOGY,
+)
 from numawatch.intent import Intent
 from numawatch.model.interrupts import (
     KIND_DEVICE,
@@ -618,7 +626,7 @@ IRQ_PLACEMENT = Check(
     summary="A device IRQ's effective affinity includes isolated CPUs or CPUs held exclusively by pinned containers.",
     remediation="move the IRQ to housekeeping CPUs (smp_affinity_list, irqaffinity=, irqbalance ban list)",
     run=check_irq_placement,
-    inputs=(IRQ_AFFINITIES, INTERRUPTS, KUBELET_STATE, TOPOLOGY),
+    inputs=(IRQ_AFFINITIES, IRQ_REQUESTED_MASKS, INTERRUPTS, KUBELET_STATE, TOPOLOGY),
     knob="h8",
 )
 IRQ_ACTIVITY = Check(

@@ -25,6 +25,7 @@ from numawatch.inputs import (
     INTERRUPTS,
     INTERSOCKET,
     IRQ_AFFINITIES,
+    IRQ_REQUESTED_MASKS,
     IRQBALANCE_DAEMON,
     IRQS,
     KERNEL,
@@ -244,7 +245,7 @@ def cpu_interrupts(evaluation: Evaluation) -> Metric:
     return family
 
 
-@exposes("numawatch_irq_affinity_info", inputs=(IRQ_AFFINITIES, INTERRUPTS, TOPOLOGY))
+@exposes("numawatch_irq_affinity_info", inputs=(IRQ_AFFINITIES, IRQ_REQUESTED_MASKS, INTERRUPTS, TOPOLOGY))
 @builds("irq_affinity")
 @host_only
 def irq_affinity(evaluation: Evaluation) -> Metric:

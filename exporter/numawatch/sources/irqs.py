@@ -25,9 +25,10 @@ bytes. Unstaggered (the default, and always in ``check`` and ``capture``) it rea
 every time. With serve's ``--stagger k`` (the refresh table rotates ``AFFINITIES``) it reads them for the IRQs whose
 number is congruent to the reading counter modulo k, about 1/k of them, and carries the other IRQs' entries over
 from the previous reading: an IRQ's placement is then at most k - 1 readings old, while the alerts on IRQ placement
-wait 30 minutes. In every other turn of an IRQ only its ``effective_affinity_list`` is opened, and its
-``smp_affinity_list`` too only when the effective affinity changed (``_requested_turn``): the requested mask, which
-no check judges placement by, may then be up to 2k - 1 readings old, for a quarter fewer opens per reading.
+wait 30 minutes. Its ``smp_affinity_list`` is read in the IRQ's
+turns of the table's ``REQUESTED_MASKS`` family (a multiple of ``AFFINITIES``' round), and in the others only when
+the effective affinity changed (``_requested_turn``): the requested mask, which no check judges placement by, may
+be older than the effective one (``numawatch explain`` says by how much), for a quarter fewer opens per reading.
 The directory listing is still taken every reading, so a new IRQ is read at once and a vanished one
 drops out at once. While the listing names the same entries as at the previous reading (the usual case), a staggered
 reading copies the previous reading's entries in bulk and runs Python only for the IRQs in its turn (plus any the
@@ -50,7 +51,7 @@ from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.model.interrupts import Interrupts, IrqAffinity, Irqs
 from numawatch.paths import Paths
-from numawatch.refresh import AFFINITIES, Carried, Refresh
+from numawatch.refresh import AFFINITIES, REQUESTED_MASKS, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import read_small
 
@@ -177,17 +178,27 @@ def _read_fresh(
     return affinity_data, effective_data, found
 
 
-def _requested_turn(irq: int, share: int, round_: int) -> bool:
+def _requested_turn(irq: int, share: int, round_: int, every: int = 2) -> bool:
     """Whether a staggered reading in round ``round_`` (the reading counter divided by ``share``) reads IRQ ``irq``'s
     ``smp_affinity_list`` in its turn, or only its ``effective_affinity_list`` (``_read_one``'s ``requested``).
 
     The effective affinity is where the kernel delivers the IRQ, what the placement check and alert judge: it is
     read in every turn (every ``share`` readings). The requested mask is used for messages, the ``affinity`` label
-    and the managed-IRQ evidence; it is read in every other turn of the IRQ (every ``2 * share`` readings), and at
-    once whenever the effective affinity changed. A quarter fewer opens per reading; alternating by ``irq //
-    share`` keeps each turn's half of the IRQs that read both files, so every reading costs about the same.
+    and the managed-IRQ evidence; it is read in one turn of the IRQ in ``every`` (the refresh table's
+    ``REQUESTED_MASKS`` round over ``AFFINITIES``'), and at once whenever the effective affinity changed. Spreading
+    by ``irq // share`` keeps each turn's share of the IRQs that read both files even, so every reading costs about
+    the same; it is the IRQ's ``REQUESTED_MASKS`` turn (``Refresh.due``) whenever that falls on an ``AFFINITIES`` one.
     """
-    return share <= 1 or (irq // share + round_) % 2 == 0
+    return share <= 1 or every <= 1 or (irq // share - round_) % every == 0
+
+
+def _requested_every(refresh: Refresh, share: int) -> int:
+    """In how many of an IRQ's ``AFFINITIES`` turns one reads its requested mask too: the table's ``REQUESTED_MASKS``
+    round over ``AFFINITIES``' (a round that is not a multiple of it reads the mask at every turn)."""
+    requested = refresh.share_of(REQUESTED_MASKS)
+    if share <= 1 or requested % share:
+        return 1
+    return requested // share
 
 
 def _read_default(root: str) -> tuple[CPUSet | None, str | None]:
@@ -248,10 +259,11 @@ def _read_all(
     listed: tuple[str, list[str]] | None = None,
     round_: int = 0,
     generation: int = 0,
+    every: int = 2,
 ) -> _Reading:
     """Every IRQ; with ``share`` > 1, the ones seen before whose number is not ``turn`` modulo ``share`` are carried
     over from ``seen`` instead of read, and those read skip ``smp_affinity_list`` as ``_requested_turn`` (in
-    round ``round_``) says. ``listed``: ``proc/irq`` already listed by the caller."""
+    round ``round_``, one turn in ``every``) says. ``listed``: ``proc/irq`` already listed by the caller."""
     root, listing = listed or _list_irq_root(paths)
     previous = seen or {}
     now: dict[int, _Seen] = {}
@@ -266,7 +278,8 @@ def _read_all(
         if known is not None and share > 1 and irq % share != turn:
             now[irq] = known  # not its turn: the previous reading's (immutable) entry
             continue
-        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems, generation)
+        requested = _requested_turn(irq, share, round_, every)
+        fresh = _read_one(root, entry, irq, known, cache, requested, problems, generation)
         if fresh is None:
             missed.append((irq, entry))
         else:
@@ -330,6 +343,7 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     memory: IrqsMemory | None = refresh.memory
     share, turn = refresh.rotation(AFFINITIES)
     round_ = refresh.round_of(AFFINITIES)
+    every = _requested_every(refresh, share)
     hint_generation = inputs.generation("interrupts") if inputs is not None else None
     if memory is not None and hint_generation is not None and hint_generation == memory.hint_generation:
         hint = memory.rows_hint
@@ -341,21 +355,23 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
             # Every IRQ set up with a handler has its row in /proc/interrupts: while those rows are the ones of the
             # last listing, no IRQ came or went, and the 2,000-entry listing is not taken again. An IRQ directory
             # without a handler (it never fires) shows at the round's first turn, when proc/irq is listed anyway.
-            carried = _read_turn(memory, str(paths.procfs / "irq"), share, turn, round_, refresh.generation)
+            carried = _read_turn(memory, str(paths.procfs / "irq"), share, turn, round_, refresh.generation, every)
             return carried._replace(memory=carried.memory._replace(hint_generation=hint_generation))
         listed = _list_irq_root(paths)
         if listed[1] == memory.listing:  # one C comparison of the names
-            carried = _read_turn(memory, listed[0], share, turn, round_, refresh.generation)
+            carried = _read_turn(memory, listed[0], share, turn, round_, refresh.generation, every)
             kept = carried.memory._replace(rows_hint=hint, hint_generation=hint_generation)
             return carried._replace(memory=kept)
     seen = memory.seen if memory is not None else None
-    reading = _read_all(paths, seen, share, turn, listed, round_, refresh.generation)
+    reading = _read_all(paths, seen, share, turn, listed, round_, refresh.generation, every)
     plan = memory.plan if memory is not None and reading.listing == memory.listing else None
     kept = IrqsMemory(reading.seen, reading.entries, reading.listing, plan, reading.missed, None, hint, hint_generation)
     return Carried(reading.result, kept)
 
 
-def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int, generation: int = 0) -> Carried:
+def _read_turn(
+    memory: IrqsMemory, root: str, share: int, turn: int, round_: int, generation: int = 0, every: int = 2
+) -> Carried:
     """A rotating reading over the same listing as the previous one (see ``read_incremental``)."""
     plan = memory.plan
     if plan is None or plan[0] != share:
@@ -381,7 +397,8 @@ def _read_turn(memory: IrqsMemory, root: str, share: int, turn: int, round_: int
     problems: list[str] = []
     for irq, entry in todo:
         known = seen.get(irq)
-        fresh = _read_one(root, entry, irq, known, cache, _requested_turn(irq, share, round_), problems, generation)
+        requested = _requested_turn(irq, share, round_, every)
+        fresh = _read_one(root, entry, irq, known, cache, requested, problems, generation)
         if fresh is known:
             if fresh is None:
                 missed.append((irq, entry))  # still unreadable: tried again next time
