@@ -15,8 +15,10 @@ from numawatch.checks import all_checks
 from numawatch.dataflow import UnknownName, bound_of, explain, metric_declarations, worst_case_evaluations
 from numawatch.inputs import FINDINGS, MEMORY_PLACEMENT, Source
 from numawatch.refresh import (
+    DAEMON_SEARCH,
     DEFAULT_INTERVAL,
     DEFAULT_STAGGER,
+    FULL_PROCESS_SCAN,
     GUARANTEED_PODS,
     PLACEMENT,
     POLICIES,
@@ -57,13 +59,18 @@ def test_bounds_follow_the_policy_of_each_input():
     )
 
 
-def test_with_a_stagger_of_one_everything_is_one_evaluation_old_but_the_rates():
+def test_with_a_stagger_of_one_everything_is_one_evaluation_old_but_the_rates_and_the_periodic_looks():
     rates = {"irq_activity_on_isolated_cpu", "tick_on_nohz_full"}
+    # irqbalance's searches keep their periods whatever K: its check waits for the longest of the two it declares.
+    searched = max(POLICIES["irqbalance"].periodic[look] for look in (DAEMON_SEARCH, FULL_PROCESS_SCAN))
+    periodic = {"irqbalance_unbanned": searched, "numawatch_irqbalance_running": searched}
     for check in all_checks():
-        assert worst_case_evaluations(check.id, 1) == (2 if check.id in rates else 1), check.id
+        expected = periodic.get(check.id, 2 if check.id in rates else 1)
+        assert worst_case_evaluations(check.id, 1) == expected, check.id
     for name, (_, inputs) in metric_declarations().items():
-        # The drift families are as stale as the stalest check: a rate.
-        assert worst_case_evaluations(name, 1) == (2 if FINDINGS in inputs else 1), name
+        # The drift families are as stale as the stalest check: irqbalance's.
+        expected = searched if FINDINGS in inputs else periodic.get(name, 1)
+        assert worst_case_evaluations(name, 1) == expected, name
 
 
 def test_a_check_is_as_stale_as_its_stalest_input_and_a_larger_stagger_never_makes_it_fresher():

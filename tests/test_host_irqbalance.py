@@ -9,9 +9,12 @@ from fakehost.kernel import add_irqbalance, add_process
 from fakehost.topology import add_topology
 from numawatch.checks import evaluate
 from numawatch.checks.host_irq import CHECK_BY_ID
+from numawatch.dataflow import bound_of, worst_case_evaluations
 from numawatch.host import HostReader
+from numawatch.inputs import Source
 from numawatch.intent import Intent, KernelIntent
 from numawatch.paths import Paths
+from numawatch.refresh import DAEMON_SEARCH
 from numawatch.sources import irqbalance, topology
 from numawatch.sources.irqbalance import config_from, parse_env_file, parse_environ, socket_pids
 from source_inputs import Driven
@@ -191,6 +194,24 @@ def test_an_absent_daemon_is_searched_for_every_rescan_every_readings(fake_host,
     assert found == [(), (812,)]
 
 
+@pytest.mark.parametrize("stagger", [1, 4])
+def test_the_refresh_tables_search_period_is_the_one_explain_counts(fake_host, monkeypatch, stagger):
+    fake_host.write("proc/1/net/unix", EMPTY_SOCKETS)
+    add_process(fake_host, 1, "systemd")
+    reader = Driven("irqbalance", stagger=stagger)
+    found = searches(monkeypatch)
+    period = bound_of(Source("irqbalance", DAEMON_SEARCH), stagger).evaluations
+    assert period > 1
+
+    for _ in range(period):
+        assert reader.read(fake_host.paths).pids == ()
+    assert found == [()]  # the first reading's search, then none until the period has passed
+    add_irqbalance(fake_host, pid=812, socket=True, environ={})  # started without a socket file in run/irqbalance
+    assert reader.read(fake_host.paths).pids == (812,)
+    assert found == [(), (812,)]
+    assert worst_case_evaluations("irqbalance_unbanned", stagger) >= period
+
+
 def test_a_socket_file_in_run_irqbalance_makes_the_reader_search_at_once_and_names_the_candidate(
     fake_host, monkeypatch
 ):
@@ -326,16 +347,23 @@ def test_an_unparsable_ban_list_is_not_evaluated(fake_host):
     assert "IRQBALANCE_BANNED_CPULIST='two-seven'" in reasons[0]
 
 
+FULL = 10  # readings between two scans of every process, in the test below
+
+
 def test_without_the_socket_table_a_search_reads_only_the_comm_of_new_processes(fake_host):
     # No <procfs>/1/net/unix (the socket table cannot be read) and no irqbalance among 300 processes: the first
     # search reads every comm; the next ones only those of processes that appeared since, and every
-    # FULL_SEARCH_EVERY-th search all of them again (a process that exec'd irqbalance under a PID already seen).
+    # search once FULL readings passed since the last full one all of them again (a process that exec'd irqbalance
+    # under a PID already seen).
     from open_audit import recording
 
     for pid in range(1000, 1300):
         add_process(fake_host, pid, "worker")
     reader = Driven(
-        "irqbalance", incremental=partial(irqbalance.read_incremental, rescan_every=1, rescan_running_every=1)
+        "irqbalance",
+        incremental=partial(
+            irqbalance.read_incremental, rescan_every=1, rescan_running_every=1, full_scan_every=FULL
+        ),
     )
 
     def comm_opens() -> int:
@@ -352,8 +380,8 @@ def test_without_the_socket_table_a_search_reads_only_the_comm_of_new_processes(
     counts.append(comm_opens())
     assert reader.read(fake_host.paths).pids == (4242,)
     assert counts == [300, 0, 1, 1]
-    for _ in range(irqbalance.FULL_SEARCH_EVERY):
+    for _ in range(FULL):
         counts.append(comm_opens())
     # The daemon found is looked at at every search; one search among them reads every process's comm again.
-    assert sorted(counts[4:]) == [1] * (irqbalance.FULL_SEARCH_EVERY - 1) + [302]
+    assert sorted(counts[4:]) == [1] * (FULL - 1) + [302]
     assert reader.read(fake_host.paths).pids == (4242,)

@@ -143,6 +143,18 @@ def test_an_irqs_requested_masks_round_is_a_whole_number_of_its_affinities_round
         assert requested > affinities and requested % affinities == 0
 
 
+def test_a_periodic_look_keeps_its_period_whatever_k_and_is_refused_below_one_or_on_a_rotating_family():
+    policy = Policy(periodic={"search": 20})
+    for stagger in (1, 4):
+        refresh = Turns(stagger).refresh("s", policy, object())
+        assert refresh.period("search", 1) == 20
+        assert refresh.period("other", 3) == 3  # not the policy's: the caller's default
+    with pytest.raises(ValueError, match="period"):
+        Policy(periodic={"search": 0})
+    with pytest.raises(ValueError, match="period"):
+        Policy(rotating=frozenset({"search"}), periodic={"search": 2})
+
+
 def test_a_family_with_a_fixed_round_turns_over_it_whatever_k_and_reads_everything_with_k_1():
     policy = Policy(rotating=frozenset({"fixed", "plain"}), fixed={"fixed": 2})
     memory = object()

@@ -92,6 +92,9 @@ def _read_every(policy: Policy, stagger: int) -> tuple[str, int]:
 def _source_bound(source: Source, stagger: int, api_interval: float) -> Bound:
     policy = _policy(source.name)
     family = source.family
+    period = policy.periodic.get(family) if family is not None else None
+    if period is not None:
+        return Bound(source, f"once in {period} evaluations, whatever --stagger", period, why=policy.why)
     if family is None or family not in policy.rotating:
         schedule, evaluations = _read_every(policy, stagger)
         if source.name == "kubernetes_api":

@@ -23,6 +23,8 @@ from typing import TypeVar
 from numawatch.refresh import (
     AFFINITIES,
     BUNDLE_CONFIGS,
+    DAEMON_SEARCH,
+    FULL_PROCESS_SCAN,
     GOVERNORS,
     GUARANTEED_PODS,
     IDLE_STATES,
@@ -98,7 +100,11 @@ IRQS = Source("irqs")
 IRQ_AFFINITIES = Source("irqs", AFFINITIES)
 # The requested masks: messages, the affinity label and the managed-IRQ evidence.
 IRQ_REQUESTED_MASKS = Source("irqs", REQUESTED_MASKS)
-IRQBALANCE_DAEMON = Source("irqbalance")
+# Whether irqbalance runs and its settings: a daemon found is verified at every reading, one not yet found waits for
+# the periodic searches (a process that execs irqbalance, where the socket table cannot be read, for a full scan).
+IRQBALANCE_DAEMON = Derived(
+    "irqbalance daemon", (Source("irqbalance", DAEMON_SEARCH), Source("irqbalance", FULL_PROCESS_SCAN))
+)
 KUBELET_CONFIG = Source("kubelet_config")
 KUBELET_STATE = Source("kubelet_state")
 POD_RESOURCES = Source("pod_resources")

@@ -60,6 +60,9 @@ class Policy:
     # named (a container's placement at its pod's): their staleness adds the longest round of those (one reading for
     # a family the policy does not rotate).
     waits: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    # Work a source does once in N readings whatever K is (K = 1 included: it is not a share of objects but one
+    # costly look, such as a search of every process), by name: the source asks ``Refresh.period``.
+    periodic: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.on_change and self.rotating:
@@ -75,6 +78,9 @@ class Policy:
             if family not in self.rotating or readings < 1 or family in self.stretch:
                 raise ValueError(f"the fixed round of {family!r} must be a whole number >= 1 of a rotating family "
                                  "that is not stretched")
+        for name, readings in self.periodic.items():
+            if readings < 1 or name in self.rotating:
+                raise ValueError(f"the period of {name!r} must be a whole number >= 1, not a rotating family's")
         for family, waited in self.waits.items():
             # A family that does not rotate (any more) is read at every reading: waiting on it costs one.
             if not waited or family in waited:
@@ -110,6 +116,10 @@ SHARED_PODS = "shared pods"
 GUARANTEED_PODS = "guaranteed pods"
 AFFINITIES = "irq affinities"
 REQUESTED_MASKS = "irq requested masks"
+# irqbalance's periodic looks (``Policy.periodic``).
+DAEMON_SEARCH = "irqbalance search"
+SEARCH_WHILE_RUNNING = "irqbalance search while one runs"
+FULL_PROCESS_SCAN = "irqbalance scan of every process"
 GOVERNORS = "cpufreq governors"
 IDLE_STATES = "idle state settings"
 POD_USAGE = "pod usage"
@@ -193,7 +203,14 @@ POLICIES: Mapping[str, Policy] = {
         # REQUESTED_MASKS' round must be a multiple of AFFINITIES': a requested mask is read in an IRQ's turn.
         stretch={AFFINITIES: 8, REQUESTED_MASKS: 16},
     ),
-    "irqbalance": Policy(why="the daemon's PID is remembered and verified; searched again rarely or on a hint"),
+    "irqbalance": Policy(
+        why="the daemon's PID is remembered and verified at every reading, and searched for at once when the "
+        "listing of run/irqbalance changes or a daemon found stops; a daemon started without a socket file there "
+        "waits for the next search, a second daemon beside a running one for the next search while one runs, and a "
+        "process already seen that execs irqbalance (only looked for where the socket table cannot be read) for the "
+        "next scan of every process",
+        periodic={DAEMON_SEARCH: 20, SEARCH_WHILE_RUNNING: 200, FULL_PROCESS_SCAN: 200},
+    ),
     "nvml": EVERY,
     "processes": EVERY,
     "amdsmi": EVERY,
@@ -234,7 +251,13 @@ class Refresh:
     generation: int = 0
     stretch: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.stretch``)
     fixed: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.fixed``)
+    periodic: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.periodic``)
     readings: int = 0  # the HostReader's readings before this one (``turn`` and ``round`` are taken from it)
+
+    def period(self, name: str, default: int) -> int:
+        """Readings between two of the source's periodic looks ``name`` (``Policy.periodic``), ``default`` when its
+        policy does not name it (a source read with a policy of its own, as tests do)."""
+        return self.periodic.get(name, default)
 
     def share_of(self, family: str) -> int:
         """The rotation's share for ``family``: 1 (read all of it) unless the policy rotates it and K > 1; K times
@@ -343,6 +366,7 @@ class Turns:
             rotating=policy.rotating,
             stretch=policy.stretch,
             fixed=policy.fixed,
+            periodic=policy.periodic,
             readings=self.readings,
             whole=whole,
             memory=memory,

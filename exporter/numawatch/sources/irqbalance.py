@@ -14,13 +14,17 @@ What is read (paths from ``Paths``):
   cannot use the abstract one) and from its systemd unit's ``cgroup.procs``. Only when the socket table cannot be
   read are all ``<procfs>/<pid>/comm`` read: an irqbalance older than 1.4, without the socket and outside its
   systemd unit, is then the one case missed. A reader's later searches read only the comm of processes that were
-  not there at its last search, and every ``FULL_SEARCH_EVERY``-th search reads them all again.
+  not there at its last search, and a search once the table's ``FULL_PROCESS_SCAN`` period has passed since the
+  last one that read them all (numawatch.refresh) reads them all again: a process already seen that execs irqbalance
+  (a fork caught between fork and exec) is found then.
 - not on every evaluation: a HostReader's reading (``read_incremental``) remembers the daemons it found with
   their start times (``IrqbalanceMemory``, which the HostReader keeps) and only checks that each still runs
   (``<procfs>/<pid>/stat``: comm and start time, so a PID reused by another process does not pass). It looks again (the
   search above) when that check fails, when the listing of ``<root>/run/irqbalance/`` changes (a daemon started or
-  stopped there), at every ``RESCAN_EVERY``-th reading while none runs (a daemon started without that hint), at every
-  ``RESCAN_RUNNING_EVERY``-th while the ones found check out (a second daemon), and after a SIGHUP.
+  stopped there), once the table's ``DAEMON_SEARCH`` period has passed while none runs (a daemon started without that
+  hint), once its ``SEARCH_WHILE_RUNNING`` period has passed while the ones found check out (a second daemon: a
+  search reads every process's comm where the socket table cannot be read, 5,000 opens on a large node), and after a
+  SIGHUP. ``numawatch explain`` prints what these periods make of the irqbalance check's staleness.
 - its settings: the running daemon's own environment (``<procfs>/<pid>/environ``, NUL-separated ``KEY=VALUE``), which
   is what it actually uses, else the environment files ``<root>/etc/default/irqbalance.env`` (upstream),
   ``<root>/etc/default/irqbalance`` (Debian) and ``<root>/etc/sysconfig/irqbalance`` (RHEL), later ones overriding
@@ -41,7 +45,7 @@ from numawatch.errors import SourceUnavailable
 from numawatch.hosttext import excerpt
 from numawatch.model.interrupts import Irqbalance, IrqbalanceConfig
 from numawatch.paths import Paths
-from numawatch.refresh import FULL, Carried, Refresh
+from numawatch.refresh import DAEMON_SEARCH, FULL, FULL_PROCESS_SCAN, SEARCH_WHILE_RUNNING, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import parse_env_file, read_optional_text
 
@@ -59,18 +63,6 @@ _SOCKET = re.compile(r"@irqbalance([0-9]{1,10})\.sock\b")  # ASCII digits, at mo
 _SOCKET_FILE = re.compile(r"irqbalance([0-9]{1,10})\.sock")
 SOCKET_DIR = "irqbalance"  # under <root>/run: where irqbalance puts its socket file when not in the abstract namespace
 MAX_HINT_NAMES = 64  # names of that directory kept as the hint: it holds one socket per daemon
-# Readings between two searches while no daemon runs: how late a daemon started without leaving a socket file in
-# run/irqbalance is seen.
-RESCAN_EVERY = 20
-# Readings between two searches while the daemons found check out (each still runs, with the same start time): all
-# a search could add is a second irqbalance, and a search reads every process's comm where the socket table cannot
-# be read (5,000 opens on a large node).
-RESCAN_RUNNING_EVERY = 10 * RESCAN_EVERY
-# Searches between two that read every process's comm where the socket table cannot be read; the others read only
-# the processes that appeared since (a node with 12,000 processes and no irqbalance then opens the new ones' comm,
-# not 12,000 files every RESCAN_EVERY readings). The staleness bound: a process already seen that execs irqbalance
-# later is found within FULL_SEARCH_EVERY * RESCAN_EVERY readings.
-FULL_SEARCH_EVERY = 10
 
 
 # --------------------------------------------------------------------------------------------------- parsers
@@ -163,7 +155,7 @@ class _Scan:
     """The processes (``/proc`` names) whose comm the last search of every process read and found not irqbalance.
     A search reads only the others' comm: a daemon starts as a new process, under a PID not seen before. A process
     already seen that later execs irqbalance (a fork caught between fork and exec) is missed until the next search
-    of them all, every ``FULL_SEARCH_EVERY``-th one."""
+    of them all, once the table's ``FULL_PROCESS_SCAN`` period has passed."""
 
     def __init__(self, seen: frozenset[str] = frozenset()) -> None:
         self.seen = seen
@@ -212,32 +204,39 @@ class IrqbalanceMemory(NamedTuple):
     hint: tuple[str, ...] | None  # the names in /run/irqbalance/ then
     readings_since_search: int
     # Where the socket table cannot be read: the processes the searches since the last search of every process saw
-    # (their comm is not read again), and how many searches that was.
+    # (their comm is not read again), and how many readings ago that search was.
     seen: frozenset[str] = frozenset()
-    searches_since_full: int = 0
+    readings_since_full: int = 0
 
 
 def read_incremental(
     paths: Paths,
     inputs: Inputs,
     refresh: Refresh,
-    rescan_every: int = RESCAN_EVERY,
-    rescan_running_every: int = RESCAN_RUNNING_EVERY,
+    rescan_every: int | None = None,
+    rescan_running_every: int | None = None,
+    full_scan_every: int | None = None,
 ) -> Carried:
     """A reading handed the previous one's memory: the daemons found last time, checked cheaply and searched for
     again only when that check fails, the hint changes, ``rescan_every`` readings have passed (``rescan_running_every``
-    while a daemon was found) or the reading is whole (the first, and after SIGHUP); see the module docstring. Reads
-    the same as ``read`` whenever it searches."""
-    if rescan_every < 1 or rescan_running_every < 1:
-        raise ValueError(f"rescans must be at least 1 reading apart, got {rescan_every} and {rescan_running_every}")
+    while a daemon was found) or the reading is whole (the first, and after SIGHUP); a search reads every process's
+    comm again once ``full_scan_every`` readings passed since the last that did. The periods are the refresh table's
+    (``Policy.periodic``) unless given; see the module docstring. Reads the same as ``read`` whenever it searches."""
+    periods = (
+        rescan_every if rescan_every is not None else refresh.period(DAEMON_SEARCH, 1),
+        rescan_running_every if rescan_running_every is not None else refresh.period(SEARCH_WHILE_RUNNING, 1),
+        full_scan_every if full_scan_every is not None else refresh.period(FULL_PROCESS_SCAN, 1),
+    )
+    if min(periods) < 1:
+        raise ValueError(f"searches must be at least 1 reading apart, got {periods}")
     if not confined.is_dir(paths.procfs):
         raise SourceUnavailable(f"{paths.procfs} does not exist")
-    memory = _pids(paths, None if refresh.whole else refresh.memory, rescan_every, rescan_running_every)
+    memory = _pids(paths, None if refresh.whole else refresh.memory, *periods)
     return Carried(_reading(paths, tuple(pid for pid, _ in memory.daemons)), memory)
 
 
 def _pids(
-    paths: Paths, memory: IrqbalanceMemory | None, rescan_every: int, rescan_running_every: int
+    paths: Paths, memory: IrqbalanceMemory | None, rescan_every: int, rescan_running_every: int, full_scan_every: int
 ) -> IrqbalanceMemory:
     procfs = str(paths.procfs)
     hint = _hint(paths)
@@ -247,13 +246,15 @@ def _pids(
         and memory.readings_since_search < (rescan_running_every if memory.daemons else rescan_every)
         and all(known is not None and _identity(procfs, pid) == known for pid, known in memory.daemons)
     ):
-        return memory._replace(readings_since_search=memory.readings_since_search + 1)
-    searches = memory.searches_since_full + 1 if memory is not None else FULL_SEARCH_EVERY
-    if searches >= FULL_SEARCH_EVERY:
-        searches = 0
-    scan = _Scan(memory.seen if memory is not None and searches else frozenset())
+        return memory._replace(
+            readings_since_search=memory.readings_since_search + 1,
+            readings_since_full=memory.readings_since_full + 1,
+        )
+    full = memory is None or memory.readings_since_full + 1 >= full_scan_every
+    scan = _Scan(frozenset() if full or memory is None else memory.seen)
     pids = find_pids(paths, hinted_pids(hint or ()), scan)
-    return IrqbalanceMemory(tuple((pid, _identity(procfs, pid)) for pid in pids), hint, 1, scan.seen, searches)
+    since_full = 0 if full or memory is None else memory.readings_since_full + 1
+    return IrqbalanceMemory(tuple((pid, _identity(procfs, pid)) for pid in pids), hint, 1, scan.seen, since_full)
 
 
 def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
@@ -300,7 +301,6 @@ SOURCE = SourceSpec(
 )
 
 __all__ = [
-    "RESCAN_EVERY",
     "SOURCE",
     "IrqbalanceMemory",
     "config_from",
