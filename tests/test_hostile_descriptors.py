@@ -1,4 +1,4 @@
-"""Descriptor exhaustion against a real ``numawatch serve`` (issue 35, reproducer 1): a client holding more
+"""Descriptor exhaustion against a real ``numawatch serve``: a client holding more
 connections than the process may open descriptors must not make a scrape wait or fail, nor make the node look
 cleaner than it is (fewer ``numawatch_drift`` series), nor flood the log. The server runs under a low soft limit,
 set by a wrapper before it starts, as a node's default 1024 would be."""

@@ -1,4 +1,4 @@
-"""Telemetry of the other vendors' accelerators (issue 19): AMD SMI (sources/amdsmi.py) and HLML (sources/hlml.py)
+"""Telemetry of the other vendors' accelerators: AMD SMI (sources/amdsmi.py) and HLML (sources/hlml.py)
 through their sessions, on the reference node with AMD Instinct or Gaudi accelerators in its GPU slots
 (tests/fakehost), the libraries faked from their documented Python APIs (tests/fake_amdsmi.py, tests/fake_pyhlml.py).
 
