@@ -78,7 +78,7 @@ def _judged(check: Check, host: Host, intent: Intent) -> _Verdict:
     A check is a function of the Host and the intent alone, and what it read of the Host is recorded as it runs, so
     an unchanged reading of what it looked at gives the same verdict (``Host.reused``). A check that read the
     previous Host (a rate without ``Interrupts.before``) or failed is judged again at every reading."""
-    return host.reused(("check", check.id), intent, lambda: _run(check, host, intent), _not_failed)
+    return host.reused(("check", check.id), intent.version, lambda: _run(check, host, intent), _not_failed)
 
 
 def _not_failed(verdict: _Verdict) -> bool:

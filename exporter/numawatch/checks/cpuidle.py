@@ -40,11 +40,14 @@ def _idle_parameters_of(host: Host, cmdline: str) -> Mapping[str, str]:
     return host.derive("checks.idle_parameters", ("topology",), lambda: MappingProxyType(idle_parameters(cmdline)))
 
 
-def allowed_states(host: Host, idle: CpuIdle) -> dict[int, tuple[IdleState, ...] | None]:
-    """Every CPU's states it may enter (``CpuIdle.enabled``), worked out once per Host: the check and the idle-state
-    metric both need them for every CPU."""
+def allowed_states(host: Host) -> dict[int, tuple[IdleState, ...] | None]:
+    """Every CPU's states it may enter (``CpuIdle.enabled``) by the cpuidle reading, worked out once per Host: the
+    check and the idle-state metric both need them for every CPU. Empty without the reading."""
+    idle: CpuIdle | None = host.cpuidle
 
     def compute() -> dict[int, tuple[IdleState, ...] | None]:
+        if idle is None:
+            return {}
         known: dict[tuple[IdleState, ...], tuple[IdleState, ...] | None] = {}  # most CPUs share one set of states
         found = {}
         for cpu, states in idle.states.items():
@@ -56,7 +59,7 @@ def allowed_states(host: Host, idle: CpuIdle) -> dict[int, tuple[IdleState, ...]
             found[cpu] = known[states]
         return found
 
-    return host.memo(("cpuidle_allowed", id(idle)), compute)
+    return host.memo("cpuidle_allowed", compute)
 
 
 Allowed = dict[int, tuple[IdleState, ...] | None]
@@ -98,7 +101,7 @@ def check_cpuidle_deep_state(host: Host, intent: Intent) -> Iterator[Finding]:
             )
         return
     limit = intent.kernel.max_idle_exit_latency_us
-    allowed = allowed_states(host, idle)
+    allowed = allowed_states(host)
     groups: dict[tuple[IdleState, ...], set[int]] = {}
     unknown: list[int] = []
     for cpu in sorted(judged):

@@ -101,7 +101,7 @@ def gpu_nic_paths(host: Host) -> tuple[GpuPaths, ...] | None:
             found.append(GpuPaths(gpu, tuple(rows)))
         return tuple(found)
 
-    return host.memo(("gpu_nic_paths", id(inventory), id(pci)), compute)
+    return host.memo("gpu_nic_paths", compute)  # of this Host's gpus_sysfs, pci_topology and topology readings
 
 
 def _nic(nic: RdmaNic) -> str:

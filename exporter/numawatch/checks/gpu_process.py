@@ -64,12 +64,11 @@ def holders_by_container(host: Host, intent: Intent) -> Mapping[str, Workload]:
     if host.cgroups is None:
         return {}
 
-    def build() -> tuple[Intent, Mapping[str, Workload]]:
-        return intent, {workload.container_id: workload for workload in build_workloads(host, intent)}
+    def build() -> Mapping[str, Workload]:
+        return {workload.container_id: workload for workload in build_workloads(host, intent)}
 
-    # Intent is not hashable: keyed by its identity, the entry holding it so a recycled id() never matches.
-    made: tuple[Intent, Mapping[str, Workload]] = host.memo(("holders_by_container", id(intent)), build)
-    return made[1] if made[0] is intent else build()[1]
+    made: Mapping[str, Workload] = host.memo(("holders_by_container", intent.version), build)
+    return made
 
 
 def holder_of(

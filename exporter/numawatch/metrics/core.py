@@ -31,7 +31,6 @@ from numawatch.checks import Evaluation
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
-from numawatch.intent import Intent
 from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
 from numawatch.model.topology import Topology
@@ -329,9 +328,9 @@ def pod_rows(
     reads no ``Workload.numa_bytes``, see there). Memoised on the Host.
     """
     host, intent = evaluation.host, evaluation.intent
-    key = ("metrics.pod_rows", family, id(intent))
+    key = ("metrics.pod_rows", family, intent.version)
 
-    def build() -> tuple[Intent, tuple[tuple, ...]]:
+    def build() -> tuple[tuple, ...]:
         rows: list[tuple] = []
         uids: set[str] = set()
         made = per_pod(
@@ -352,12 +351,10 @@ def pod_rows(
                 block = tuple(row for row in block if row[:-1] not in taken)
             uids.add(uid)
             rows.extend(block)
-        return intent, tuple(rows)
+        return tuple(rows)
 
-    made: tuple[Intent, tuple[tuple, ...]] = host.memo(key, build)
-    if made[0] is intent:
-        return made[1]
-    return build()[1]  # a recycled id() of another intent: made for this one
+    made: tuple[tuple, ...] = host.memo(key, build)
+    return made
 
 
 def _rows_with_uid(
@@ -503,7 +500,7 @@ def _reused(build: Callable[[Evaluation], Metric | Iterable[Metric]], evaluation
     """``safely(build, evaluation)`` through ``Host.reused``; a builder that failed is run again at the next reading
     (and logged again), as one that is not reused would be."""
     key = ("family", build.__module__, build.__qualname__)
-    return evaluation.host.reused(key, evaluation.intent, lambda: _attempt(build, evaluation), _succeeded)[1]
+    return evaluation.host.reused(key, evaluation.intent.version, lambda: _attempt(build, evaluation), _succeeded)[1]
 
 
 def _succeeded(made: tuple[bool, tuple[Metric, ...]]) -> bool:

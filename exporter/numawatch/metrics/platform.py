@@ -40,7 +40,7 @@ def cpuidle_latency(evaluation: Evaluation) -> Metric:
     isolated = topology.isolated if topology is not None and topology.problem("isolated") is None else frozenset()
     exclusive = exclusive_cpus(host.kubelet_state)
     online = topology.online if topology is not None else frozenset(idle.states)
-    allowed = allowed_states(host, idle)
+    allowed = allowed_states(host)
     groups: dict[tuple[str, int], set[int]] = {}
     for cpu in idle.states:
         if cpu not in online:
