@@ -10,11 +10,12 @@ from fakehost.kernel import FakeIrq, add_irqs
 from fakehost.kubelet import write_cpu_manager_state
 from fakehost.topology import add_topology
 from numawatch.checks import evaluate
-from numawatch.checks.host_irq import CHECK_BY_ID, device_irqs, device_key, spread_vectors
+from numawatch.checks.host_irq import CHECK_BY_ID
 from numawatch.cpuset import parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, read_host
 from numawatch.intent import Intent, KernelIntent
+from numawatch.irqplacement import device_irqs, device_key, spread_vectors
 from numawatch.model.interrupts import InterruptRow
 from numawatch.paths import Paths
 from numawatch.refresh import AFFINITIES

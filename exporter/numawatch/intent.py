@@ -66,7 +66,7 @@ class KernelIntent:
     max_idle_exit_latency_us: int = 10
 
 
-# nvidia-smi topo's levels of a PCIe path, best first (see checks/gpu_nic.py).
+# nvidia-smi topo's levels of a PCIe path, best first (see gpupaths.py).
 PCI_PATH_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 # Namespaces whose pods belong on every node whatever the taints (the kubelet's and Kubernetes' own, numawatch's as

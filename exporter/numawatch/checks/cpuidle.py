@@ -16,6 +16,7 @@ from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.host_irq import describe_cpus, protected_cpus, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
+from numawatch.idlestates import allowed_states
 from numawatch.intent import Intent
 from numawatch.model.kernel import CpuIdle, IdleState
 from numawatch.model.topology import Topology
@@ -38,28 +39,6 @@ def _idle_parameters_of(host: Host, cmdline: str) -> Mapping[str, str]:
     """``idle_parameters(cmdline)`` of the topology's command line, an earlier reading's while the topology was not
     read again (the command line changes only at a reboot)."""
     return host.derive("checks.idle_parameters", ("topology",), lambda: MappingProxyType(idle_parameters(cmdline)))
-
-
-def allowed_states(host: Host) -> dict[int, tuple[IdleState, ...] | None]:
-    """Every CPU's states it may enter (``CpuIdle.enabled``) by the cpuidle reading, worked out once per Host: the
-    check and the idle-state metric both need them for every CPU. Empty without the reading."""
-    idle: CpuIdle | None = host.cpuidle
-
-    def compute() -> dict[int, tuple[IdleState, ...] | None]:
-        if idle is None:
-            return {}
-        known: dict[tuple[IdleState, ...], tuple[IdleState, ...] | None] = {}  # most CPUs share one set of states
-        found = {}
-        for cpu, states in idle.states.items():
-            if cpu in idle.resume_latency_us:
-                found[cpu] = idle.enabled(cpu)
-                continue
-            if states not in known:
-                known[states] = idle.enabled(cpu)
-            found[cpu] = known[states]
-        return found
-
-    return host.memo("cpuidle_allowed", compute)
 
 
 Allowed = dict[int, tuple[IdleState, ...] | None]

@@ -179,6 +179,13 @@ class KubeletState:
     rke2_version: KubeletVersion | None = None  # from RKE2's versioned data directory (kubelet_version.py)
 
 
+def exclusive_cpus(state: KubeletState | None) -> CPUSet:
+    """Every CPU the kubelet's CPU Manager assigns exclusively (container, v1 and pod-level entries)."""
+    if state is None or state.cpu is None:
+        return frozenset()
+    return state.cpu.exclusive_cpus
+
+
 # --------------------------------------------------------------------------------------------------- pod resources
 @dataclass(frozen=True)
 class ResourceDevices:
