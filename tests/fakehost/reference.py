@@ -381,7 +381,6 @@ def reference_kubelet_config() -> KubeletConfig:
         reserved_memory=frozen_map({n: frozen_map(r) for n, r in RESERVED_MEMORY.items()}),
         system_reserved=frozen_map({"memory": "2Gi"}),
         kube_reserved=frozen_map({"memory": "1536Mi"}),
-        cgroup_driver="systemd",
         files=("/etc/rancher/rke2/config.yaml",),
         explicit=frozenset(
             {

@@ -44,7 +44,6 @@ class KubeletConfig:
     reserved_memory: Mapping[int, Mapping[str, int]] = field(default_factory=frozen_map)
     system_reserved: Mapping[str, str] = field(default_factory=frozen_map)
     kube_reserved: Mapping[str, str] = field(default_factory=frozen_map)
-    cgroup_driver: str | None = None
     root_dir: str | None = None
     files: tuple[str, ...] = ()  # every file that contributed, in the order applied (host paths)
     explicit: frozenset[str] = frozenset()  # KubeletConfiguration field names set by a file or flag
