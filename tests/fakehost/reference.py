@@ -344,7 +344,7 @@ def reference_cgroups() -> Cgroups:
         pod_path = _cgroup_path(pod, pod.container).rsplit("/", 1)[0]
         pods.append(PodCgroup(uid=pod.uid, qos=pod.qos, cgroup_path=pod_path, containers=(pause, app)))
     return Cgroups(
-        version=2, driver="systemd", kubepods_path="kubepods.slice", pods=tuple(pods), root_cpus_effective=ONLINE
+        version=2, driver="systemd", pods=tuple(pods), root_cpus_effective=ONLINE
     )
 
 
