@@ -162,7 +162,7 @@ def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
     the topology puts on another CPU node), so in serve it is reused from an earlier reading (``Host.derived``) while
     the pod's generation (the cgroups source hands an unchanged pod out again), the inventory's generation
     (fingerprinted: unchanged while its files are) and what the names and the kubelet state say of the pod and its
-    containers are the same (``pod_join_keys``).
+    containers are the same (``_Join.keys``).
     """
     return _joined(host, intent).workloads
 
@@ -171,15 +171,6 @@ def workloads_by_pod(host: Host, intent: Intent) -> tuple[tuple[Workload, ...], 
     """``build_workloads`` pod by pod: one tuple per pod cgroup, in the cgroups source's order (empty for a pod of
     sandboxes only), whose concatenation is ``build_workloads``."""
     return _joined(host, intent).per_pod
-
-
-def pod_join_keys(host: Host, intent: Intent) -> tuple[Hashable | None, ...]:
-    """For each pod of ``workloads_by_pod``, the key its workloads were joined under in ``Host.derived``: the
-    generations of the pod and of the sources joined with it (of the names and the kubelet state, the versions of
-    what they say of the pod), and the intent; None when one is unknown (a Host
-    not made by a HostReader, a pod from a one-off reading), never reused. What a consumer may key what it derives
-    from a pod's workloads on."""
-    return _joined(host, intent).keys
 
 
 def per_pod(
@@ -199,7 +190,7 @@ def per_pod(
     ``make`` may depend on nothing but those workloads, the intent, ``inputs`` (what every pod's value depends on
     besides its workloads: generation numbers and values, compared once per reading) and ``pod_input(workloads)``
     (what one pod's value depends on besides: a value cheap to compare, such as its usage reading). A pod whose
-    workloads were joined under the same key as at the previous reading (``pod_join_keys``: the generations of the
+    workloads were joined under the same key as at the previous reading (``_Join.keys``: the generations of the
     pod and the sources joined with it), with equal ``inputs`` and ``pod_input``, gets the value made then
     (``Host.derived``, one table per ``name`` holding the current pods only); a pod without a key (a Host not made by
     a HostReader) gets a new one. ``by_uid``: the pod cgroups of one UID (an old one lingering after a restart) are
@@ -527,7 +518,10 @@ class _Join:
     serial: int
     workloads: tuple[Workload, ...]
     per_pod: tuple[tuple[Workload, ...], ...]  # the workloads of each pod in cgroups.pods, in order
-    keys: tuple[Hashable | None, ...]  # each pod's key (pod_join_keys)
+    # Each pod's key: the generations of the pod and of the sources joined with it (of the names and the kubelet
+    # state, the versions of what they say of the pod) and the intent's version; None when one is unknown (a Host not
+    # made by a HostReader, a pod from a one-off reading): never reused.
+    keys: tuple[Hashable | None, ...]
     context: Hashable | None = None  # what every pod's key holds besides the pod (_context)
     # Each pod's key without its containers' numa_bytes (per_pod's reads_numa_bytes=False): its layout's version
     # in place of its generation.

@@ -323,7 +323,7 @@ def pod_rows(
     depend on nothing but those workloads and what ``inputs`` names (generation numbers and flags).
 
     Making the rows of every container of a large node again is a noticeable part of a render, and in serve most
-    pods' workloads were joined under the same generations as at the previous reading (``pod_join_keys``): such a
+    pods' workloads were joined under the same generations as at the previous reading (``workloads.per_pod``): such a
     pod gets the rows made then (``workloads.per_pod``, with ``inputs``; ``reads_numa_bytes=False``: ``rows_of``
     reads no ``Workload.numa_bytes``, see there). Memoised on the Host.
     """
