@@ -6,7 +6,7 @@
 Writes one bundle of ``--members`` tiny regular files (plus a manifest) spread over 1,000 directories, like a big
 node's ``/proc/irq`` and cgroup files, then extracts it into a fresh directory under ``--dir`` twice: with
 ``capture.extract_bundle`` (numawatch's tar reader and checks) and with ``tarfile`` member by member through its
-``data`` filter, as ``check --from`` did before issue 15. Prints seconds and microseconds per member for each. On a
+``data`` filter, as a plain ``tarfile`` reader would. Prints seconds and microseconds per member for each. On a
 slow disk the file system's own cost of creating a file dominates both; tmpfs shows what the code costs. The
 comparison needs ``tarfile``'s filters (Python 3.11.4 or later); on an older Python only numawatch's reader is timed.
 """

@@ -1,4 +1,4 @@
-"""CPU of building the metric families of one warm evaluation with collectors turned off (issue 18).
+"""CPU of building the metric families of one warm evaluation with collectors turned off.
 
     .venv/bin/python bench/collectors_cost.py --host-root /var/tmp/numawatch-shapes/b384 [--runs 21]
 

@@ -4,7 +4,7 @@
         --processes 5000
 
 Only ``--out`` is required: ``--cpus`` defaults to 384 and every other size scales with it from the 384-CPU host of
-the "numawatch core" benchmark (``HostSpec.scaled``), so ``--cpus 32`` alone gives the small end of issue 7's range.
+the "numawatch core" benchmark (``HostSpec.scaled``), so ``--cpus 32`` alone gives the small end of its range.
 The tree is written with the project's fake-host builders (tests/fakehost: topology, gpus, pods, kubelet, kernel),
 so it has exactly the shapes the test suite checks numawatch against. The same seed gives the same tree.
 
@@ -156,7 +156,7 @@ class HostSpec:
     seed: int = 1
     drift: bool = True
     cgroup_version: int = 2
-    # The layout (the defaults write the tree issue 7's figures were measured on, byte for byte; SHAPES varies them).
+    # The layout (the defaults write one tree, byte for byte, that every figure compares with; SHAPES varies it).
     sockets: int = SOCKETS
     nodes_per_socket: int = 1  # sub-NUMA clustering (SNC / NPS) when more than 1
     numbering: str = "interleaved"  # or "packed" (SMT siblings adjacent): tests/fakehost/topology.py
@@ -186,7 +186,7 @@ class HostSpec:
 
 @dataclass(frozen=True)
 class Shape:
-    """A benchmark tree of issue 16: a name, what it models, its size and layout, and whether its pods and counters
+    """A benchmark tree: a name, what it models, its size and layout, and whether its pods and counters
     move while it is measured (bench/churn.py ``--pods``)."""
 
     name: str
@@ -195,7 +195,7 @@ class Shape:
     churn: bool = False
 
 
-# The trees issue 16's engine is measured on (bench/shapes.py measures them all side by side with node_exporter).
+# The trees the engine is measured on (bench/shapes.py measures them all side by side with node_exporter).
 # Their layouts differ on purpose, so that no optimisation can lean on one tree's shape: CPU numbering packed and
 # interleaved, cgroup v1 and v2, the systemd and cgroupfs drivers, one and four NUMA nodes per socket, irqbalance not
 # running, running as its unit with its socket listed, and running unseen (no socket, outside its unit), the socket
@@ -1087,7 +1087,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     parser.add_argument("--cgroup-version", type=int, choices=(1, 2), help="cgroup version (default: 2)")
     parser.add_argument("--shape", choices=sorted(SHAPES),
-                        help="one of issue 16's benchmark trees (SHAPES); the other options override its settings")
+                        help="one of the benchmark trees (SHAPES); the other options override its settings")
     parser.add_argument("--nodes-per-socket", type=int, help="NUMA nodes per socket, >1 for SNC (default: 1)")
     parser.add_argument("--numbering", choices=NUMBERINGS, help="CPU numbering (default: interleaved)")
     parser.add_argument("--cgroup-driver", choices=CGROUP_DRIVERS,

@@ -27,7 +27,7 @@ For each size a fresh tree is generated (bench/generate_host.py, ``HostSpec.scal
    the gzip serve does; median milliseconds per source and phase, next to serve's own per-source medians.
 4. optionally ``--node-exporter [BINARY]`` (Debian's ``prometheus-node-exporter``; without BINARY the package is
    fetched with ``apt-get download`` and unpacked with ``dpkg -x`` under /tmp/nodeexp, never installed) on the same
-   tree through ``--path.procfs/--path.sysfs/--path.rootfs``, on 127.0.0.1, in issue 7's two configurations
+   tree through ``--path.procfs/--path.sysfs/--path.rootfs``, on 127.0.0.1, in its two configurations
    (``--collector.disable-defaults`` plus exactly cpu, cpufreq, meminfo_numa and vmstat; then the same with
    interrupts): CPU per scrape (it collects on every scrape; over ``--node-exporter-requests`` scrapes back to back,
    and for the small configuration also over ``--evaluations`` scrapes one per second, serve's pace, which is what
@@ -49,7 +49,7 @@ nohz_full CPUs does not). In (3) the two readings are only an evaluation apart, 
 the tree in place (a ``--host`` tree too). ``numawatch check`` is a fresh process every time and is measured on the
 tree as it stands.
 
-The report is markdown tables, ending with issue 7's side-by-side table (docs/performance.md records it with the
+The report is markdown tables, ending with the side-by-side table (docs/performance.md records it with the
 command line and the machine).
 """
 
@@ -85,16 +85,16 @@ import churn as bench_churn  # noqa: E402
 import generate_host  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-TARGET_CPU_PER_EVALUATION = 0.2  # seconds, on the 384-CPU host (issue "numawatch core")
+TARGET_CPU_PER_EVALUATION = 0.2  # seconds, on the 384-CPU host
 TARGET_RSS_MB = 80.0
-# Issue 7: a whole evaluation costs no more CPU than one node_exporter scrape with its cpu, cpufreq, meminfo_numa
+# A whole evaluation costs no more CPU than one node_exporter scrape with its cpu, cpufreq, meminfo_numa
 # and vmstat collectors (~80 ms there), with p99 scrape latency under 100 ms for 20 concurrent scrapers.
-TARGET_ISSUE7_CPU_PER_EVALUATION = 0.08
-TARGET_ISSUE7_P99_MS = 100.0
+TARGET_SIDE_BY_SIDE_CPU_PER_EVALUATION = 0.08
+TARGET_SIDE_BY_SIDE_P99_MS = 100.0
 SERVE_INTERVAL = 1.0  # seconds between serve's evaluations while measuring
 _SAMPLE = re.compile(rb"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)", re.MULTILINE)
 _SOURCE_LABEL = re.compile(rb'source="([^"]*)"')
-# Issue 7's two node_exporter configurations, each run with --collector.disable-defaults and exactly these: "small"
+# The two node_exporter configurations, each run with --collector.disable-defaults and exactly these: "small"
 # is the one the CPU target is quoted against; "interrupts" adds one series per /proc/interrupts row and CPU.
 NODE_EXPORTER_CONFIGS: dict[str, tuple[str, ...]] = {
     "small": ("cpu", "cpufreq", "meminfo_numa", "vmstat"),
@@ -783,7 +783,7 @@ def _growth(small: object, large: object) -> str:
 
 
 def side_by_side(results: list[SizeResult]) -> list[str]:
-    """Issue 7's table: numawatch serve per evaluation next to node_exporter per scrape, both configurations."""
+    """The side-by-side table: numawatch serve per evaluation next to node_exporter per scrape, both configurations."""
     lines = [
         "**Side by side** (numawatch `serve --interval 1`: CPU per evaluation; prometheus-node-exporter with "
         "`--collector.disable-defaults` and the collectors named: CPU per scrape, since it collects on every scrape; "
@@ -830,8 +830,8 @@ def side_by_side(results: list[SizeResult]) -> list[str]:
 
 
 def headline(cpus: int, serve_cpu: float, small: dict) -> str:
-    """Issue 7's verdict: serve's CPU per evaluation at its 1 s interval against node_exporter's per scrape at the
-    same pace (like against like: both pay what an idle second costs), with the back-to-back scrape for reference.
+    """The side-by-side verdict: serve's CPU per evaluation at its 1 s interval against node_exporter's per scrape at
+    the same pace (like against like: both pay what an idle second costs), with the back-to-back scrape for reference.
     Results from before the paced figure existed compare with the back-to-back one, and say so."""
     collectors = ", ".join(NODE_EXPORTER_CONFIGS["small"])
     back_to_back = small["cpu_seconds_per_scrape"]
@@ -963,12 +963,12 @@ def markdown(results: list[SizeResult], machine: dict[str, object], command: str
             "",
             f"Targets on the {r.cpus}-CPU host: CPU per evaluation {cpu:.3f} s "
             f"({'met' if cpu < TARGET_CPU_PER_EVALUATION else 'NOT met'}, target < {TARGET_CPU_PER_EVALUATION} s; "
-            f"issue 7: {'met' if cpu <= TARGET_ISSUE7_CPU_PER_EVALUATION else 'NOT met'}, "
-            f"target <= {TARGET_ISSUE7_CPU_PER_EVALUATION} s); "
+            f"side by side: {'met' if cpu <= TARGET_SIDE_BY_SIDE_CPU_PER_EVALUATION else 'NOT met'}, "
+            f"target <= {TARGET_SIDE_BY_SIDE_CPU_PER_EVALUATION} s); "
             f"peak RSS {rss:.1f} MB ({'met' if rss < TARGET_RSS_MB else 'NOT met'}, target < {TARGET_RSS_MB:.0f} MB); "
             f"scrape p99 with {scrapers} scrapers {_f(p99, 2)} ms "
-            f"({'met' if p99 is not None and p99 < TARGET_ISSUE7_P99_MS else 'NOT met'}, "
-            f"target < {TARGET_ISSUE7_P99_MS:.0f} ms); {r.serve['series']} series.",
+            f"({'met' if p99 is not None and p99 < TARGET_SIDE_BY_SIDE_P99_MS else 'NOT met'}, "
+            f"target < {TARGET_SIDE_BY_SIDE_P99_MS:.0f} ms); {r.serve['series']} series.",
         ]
     return "\n".join(lines) + "\n"
 

@@ -1,4 +1,4 @@
-"""Issue 16's benchmark: every tree shape side by side with node_exporter, in one run (never a timed test).
+"""The shapes benchmark: every tree shape side by side with node_exporter, in one run (never a timed test).
 
     .venv/bin/python bench/shapes.py --work /var/tmp/numawatch-shapes                  # every shape and sweep
     .venv/bin/python bench/shapes.py --work DIR --shapes b384,d384churn --no-sweeps    # some shapes only
@@ -9,8 +9,8 @@ The trees are generate_host.SHAPES (host32, a192, b384, c768, d384churn, and b38
 e384noirqbalance12k, which hold what once removed a saving: what each models and how their layouts differ is in that
 table; bench/open_counts.py counts the files an evaluation opens on one) and four sweeps on the layout of b384: 32
 to 768 CPUs at 110 pods, 10 to 300 pods at 384 CPUs, the share of Guaranteed pods from none but the GPU and
-tokeniser pods to nine in ten, and issue 7's tree turned into b384 one difference at a time (what hid the costs the
-issue measured). Each tree is generated into ``--work`` once and reused while its recorded spec (``<name>.json``
+tokeniser pods to nine in ten, and the default tree turned into b384 one difference at a time (what hid the costs
+measured). Each tree is generated into ``--work`` once and reused while its recorded spec (``<name>.json``
 beside it) is the same; a tree whose pods and counters move (d384churn) is generated again for every run, since the
 churn changes it in place.
 
@@ -42,7 +42,7 @@ Per shape:
 
 Per sweep point: 1 with ``--sweep-rounds`` rounds of ``--sweep-window`` seconds, and 3.
 
-Targets (issue 16, for the engine to meet): ratio at most 0.6 on every shape (1.0 on the 32-CPU host), peak RSS at
+Targets (for the engine to meet): ratio at most 0.6 on every shape (1.0 on the 32-CPU host), peak RSS at
 most 80 MB, p99 at most 100 ms with 20 concurrent scrapers. The report says per shape whether today's code meets
 them; a shape is met only when every round is.
 """
@@ -191,9 +191,9 @@ def sweep_specs() -> dict[str, list[tuple[str, object, gen.HostSpec]]]:
     pod_points = [(f"sweep-cpus384-pods{pods}", pods, replace(base, pods=pods)) for pods in POD_SWEEP]
     guaranteed_points = [(f"sweep-guaranteed{round(share * 100)}", share, replace(base, guaranteed=share))
                          for share in GUARANTEED_SWEEP]  # fmt: skip
-    # From issue 7's tree to b384 one difference at a time: which of them hid the issue's costs.
-    issue7 = gen.HostSpec.scaled(gen.BASE_CPUS)
-    steps = [("issue 7's tree", issue7)]
+    # From the default tree to b384 one difference at a time: which of them hid the costs.
+    unmodified = gen.HostSpec.scaled(gen.BASE_CPUS)
+    steps = [("the default tree", unmodified)]
     steps.append(("+ irqbalance unseen, no socket table", replace(steps[-1][1], irqbalance=base.irqbalance,
                                                                   socket_table=base.socket_table)))  # fmt: skip
     steps.append((f"+ {base.guaranteed:.0%} of pods Guaranteed", replace(steps[-1][1], guaranteed=base.guaranteed)))
@@ -658,7 +658,7 @@ def markdown(results: Sequence[ShapeResult], points: Sequence[SweepPoint], heade
             ("cpus", f"CPUs ({SWEEP_PODS} pods)", "Growth with CPUs (layout of b384)"),
             ("pods", "pods (384 CPUs)", "Growth with pods (layout of b384)"),
             ("guaranteed", "Guaranteed share (384 CPUs, 300 pods)", "The share of Guaranteed pods (layout of b384)"),
-            ("hiders", "tree (384 CPUs, 300 pods)", "From issue 7's tree to b384, one difference at a time"),
+            ("hiders", "tree (384 CPUs, 300 pods)", "From the default tree to b384, one difference at a time"),
         ):
             if any(p.sweep == sweep for p in points):
                 lines += ["", f"**{title}**:", "", *sweep_table(points, sweep, label)]

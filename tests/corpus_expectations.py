@@ -2,7 +2,7 @@
 
 - ``known``: fields where numawatch reads a real kernel's files differently from hwloc because of a known reader bug:
   the test of that (tree, field) is ``xfail(strict=True)`` with this reason, so the fix turns it green (and a stale
-  entry fails). docs/verified.md shows each with the difference found. None is known today: the issue-14 reader
+  entry fails). docs/verified.md shows each with the difference found. None is known today: the reader
   fixes (NUL padding, old kernels' files, overlapping and offline nodes) made every tree agree.
 - ``blind``: fields hwloc cannot read on that tree (the files it needs are not in the capture), with why.
 """

@@ -1,11 +1,14 @@
 """What the fake vendor libraries share (tests/fake_amdsmi.py, tests/fake_pyhlml.py; never imported by numawatch): a
-module object that logs every call, and calls that hang until released, to test the time limit without waiting."""
+module object that logs every call, and calls that hang until released, to test the time limit without waiting; and
+waiting, after a release, for a session's thread to finish the released call."""
 
 from __future__ import annotations
 
 import threading
 import types
 from typing import Any
+
+from numawatch.library_session import LibrarySession
 
 
 class FakeLibrary(types.ModuleType):
@@ -39,3 +42,11 @@ class FakeLibrary(types.ModuleType):
         event = self._hangs.get(name)
         if event is not None:
             event.wait()
+
+
+def wait_idle(session: LibrarySession, timeout: float) -> bool:
+    """Wait until the session's thread has finished the last call handed to it (a released hung one included); False
+    when it is still running after ``timeout`` seconds. The session never waits for it itself: it abandons a hung
+    call at its time limit and refuses calls until it returns."""
+    job = session._running
+    return job is None or job.done.wait(timeout)

@@ -1,4 +1,4 @@
-"""Issue 16's benchmark trees (bench/generate_host.py SHAPES) have the shapes they claim, hwloc reads each one's
+"""The benchmark trees (bench/generate_host.py SHAPES) have the shapes they claim, hwloc reads each one's
 topology as numawatch does, pods churn as bench/pod_churn.py says, and bench/shapes.py's arithmetic is right.
 
 Every tree here is a small version of its shape (32-64 CPUs, a dozen pods) with the shape's layout: the benchmark
@@ -77,7 +77,7 @@ def test_the_layouts_vary_across_the_shapes():
     assert all(spec.guaranteed >= 0.3 for spec in specs)  # a production share, not only the GPU pods
 
 
-def test_the_default_spec_is_still_issue_7s_tree():
+def test_the_default_spec_is_unchanged():
     spec = gen.HostSpec.scaled(384)
     assert (spec.numbering, spec.cgroup_version, spec.cgroup_driver, spec.nodes_per_socket) == (
         "interleaved", 2, "systemd", 1)  # fmt: skip
@@ -375,7 +375,7 @@ def test_the_sweeps_hold_everything_but_their_variable():
     assert [spec.guaranteed for _name, _x, spec in sweeps["guaranteed"]] == [0.0, 0.3, 0.6, 0.9]
     b384 = gen.SHAPES["b384"].spec
     assert sweeps["pods"][-1][2] == b384 == sweeps["hiders"][-1][2]
-    assert sweeps["hiders"][0][2] == gen.HostSpec.scaled(384)  # issue 7's tree, then one difference at a time
+    assert sweeps["hiders"][0][2] == gen.HostSpec.scaled(384)  # the default tree, then one difference at a time
     steps = [spec for _name, _label, spec in sweeps["hiders"]]
     for before, after in itertools.pairwise(steps):
         changed = {key for key, value in before.__dict__.items() if after.__dict__[key] != value}

@@ -1,4 +1,4 @@
-"""``check --from`` on hostile bundles, the costs side (issue 15, reproducer 4): memory stays small whatever a header
+"""``check --from`` on hostile bundles, the costs side: memory stays small whatever a header
 claims, extraction has a time limit, and the temporary directory goes away on every exit path, signals included.
 Real ``numawatch`` processes; peak memory is the child's own maximum resident set (``os.wait4``)."""
 

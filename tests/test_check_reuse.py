@@ -1,6 +1,7 @@
 """A check's verdict reused between a HostReader's readings: what a check read of the Host is recorded as it runs
 (``Host.recording``: results, down reasons, generations, directly or through a memo or ``Host.derive``), and its
-verdict is the earlier one while every source it read keeps its generation and the intent is the same object. A
+verdict is the earlier one while every source it read keeps its generation and the intent says the same
+(``Intent.version``). A
 source read again and found equal keeps its generation. The end-to-end proof that serve's reuse gives what a fresh
 evaluation gives on a changing node is tests/test_render_reuse.py."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 from numawatch.checks import Check, NotEvaluated, evaluate, require
 from numawatch.host import VOLATILE, Host, HostReader, SourceSpec
 from numawatch.intent import Intent
+from numawatch.model import frozen_map
 from numawatch.paths import Paths
 from numawatch.refresh import EVERY
 
@@ -77,16 +79,18 @@ def test_a_verdict_is_reused_while_what_the_check_read_keeps_its_generation():
     assert third.findings == evaluate(files.reader().read(), intent, [check]).findings  # what a fresh reading says
 
 
-def test_another_intent_object_or_a_host_without_generations_is_judged_anew():
+def test_another_intent_or_a_host_without_generations_is_judged_anew():
     files = Files(a={"v": "bad"})
     reader = files.reader()
     check, runs = counting_check("reads_a_again", reads_a)
     host = reader.read()
     evaluate(host, Intent(), [check])
-    evaluate(reader.read(), Intent(), [check])  # equal, but not the same object: a reload may have changed it
+    evaluate(reader.read(), Intent(), [check])  # another object, equal (a reload that changed nothing): reused
+    other = evaluate(reader.read(), Intent(severities=frozen_map({"reads_a_again": "info"})), [check])
     plain = Host(paths=PATHS, results={"a": {"v": "bad"}}, statuses={})
     evaluate(plain, Intent(), [check]), evaluate(plain, Intent(), [check])
-    assert len(runs) == 4
+    assert len(runs) == 4  # the first reading, the other intent, and the Host without generations twice
+    assert [finding.severity for finding in other.findings] == ["info"]
 
 
 def test_a_not_evaluated_verdict_is_reused_and_follows_its_source_coming_back():

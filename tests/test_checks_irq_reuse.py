@@ -9,8 +9,9 @@ import random
 from dataclasses import replace
 
 import pytest
-from numawatch.checks.host_irq import changed_positions, deltas, device_irqs, managed_irqs, same_entries
+from numawatch.checks.host_irq import deltas
 from numawatch.host import Derived, Host
+from numawatch.irqplacement import changed_positions, device_irqs, managed_irqs, same_entries
 from numawatch.model import frozen_map
 from numawatch.model.interrupts import (
     INTERRUPT_KINDS,

@@ -38,7 +38,7 @@ from fakehost.reference import (
     replace_container,
 )
 from numawatch.checks import NotApplicable, NotEvaluated, all_checks
-from numawatch.checks.gpu_process import holders_by_container
+from numawatch.gpuholders import holders_by_container
 from numawatch.host import Host, HostReader
 from numawatch.intent import REFERENCE, Intent, NodeIntent, PodSelector
 from numawatch.model import frozen_map

@@ -1,4 +1,4 @@
-"""--collector.<name> / --no-collector.<name>: the families that grow with the node can be turned off (issue 18)."""
+"""--collector.<name> / --no-collector.<name>: the families that grow with the node can be turned off."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ One test per tree and field (tests/hwloc_oracle.py says what each field means on
 core, NUMA node and SMT siblings per CPU, the set of NUMA nodes, the CPU-less ones, and each GPU's NUMA node.
 
 - A corpus tree (tests/corpus) is what a real kernel printed. Where numawatch reads it differently from hwloc
-  because of a reader bug issue 14 names, that exact (tree, field) is ``xfail(strict=True)`` with the difference
+  because of a known reader bug, that exact (tree, field) is ``xfail(strict=True)`` with the difference
   in its reason, so the fix turns it green; ``test_a_known_reader_bug_is_the_only_difference`` rewrites a copy of
   the tree into what a fixed reader would see and requires every field to agree there, so each reason is the whole
   story. Where hwloc itself cannot tell (the tree lacks the masks it reads), the field is declared blind with the
@@ -44,7 +44,7 @@ def test_every_expectation_names_a_corpus_tree_and_a_field():
     for expected in (*CORPUS.values(), FIRMWARE_OVERLAP_EXPECTED):
         assert set(expected.known) | set(expected.blind) <= set(FIELDS)
         assert not set(expected.known) & set(expected.blind)
-        assert all(reason.startswith("issue 14: ") for reason in expected.known.values())
+        assert all(reason.startswith("reader bug: ") for reason in expected.known.values())
 
 
 # --------------------------------------------------------------------------------------------------- the trees

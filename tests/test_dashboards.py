@@ -583,7 +583,7 @@ def test_the_lint_rules_catch_what_they_are_for():
     assert template_datasource_problems(broken)
 
 
-# --- accelerators of every vendor (issue 18) -------------------------------------------------------------------
+# --- accelerators of every vendor ------------------------------------------------------------------------------
 
 # The families with one series per GPU (a `gpu` label: its PCI address), and the recorded one the fleet view reads.
 PER_GPU = re.compile(

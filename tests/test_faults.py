@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from fake_library import wait_idle
 from fake_pynvml import FakeNvml, reference_nvml, reference_pid, write_reference_threads
 from fakehost import FakeHost
 from fakehost.kernel import add_irqbalance
@@ -666,7 +667,7 @@ def test_nvml_hanging_takes_down_nvml_and_processes_and_no_gpu_finding_is_made(g
         assert {"gpu_process_remote", "gpu_holder_mismatch"} <= {item.check for item in evaluation.not_evaluated}
     finally:
         fake.release()
-    assert gpu.session.wait_idle(10)  # a bound on a hang, not a timing assertion
+    assert wait_idle(gpu.session, 10)  # a bound on a hang, not a timing assertion
     assert reader.read().statuses["nvml"].up
 
 

@@ -17,7 +17,8 @@ from fakehost.reference import GPUS, NODE_CPUS, SLOTS, reference_node
 from fakehost.topology import add_topology
 from numawatch import metrics
 from numawatch.checks import evaluate
-from numawatch.checks.gpu_nic import GPU_NIC_PATH, pcie_level
+from numawatch.checks.gpu_nic import GPU_NIC_PATH
+from numawatch.gpupaths import pcie_level
 from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
 from numawatch.intentfile import parse_intent

@@ -1,4 +1,4 @@
-"""Hostile network clients against a real ``numawatch serve`` (issue 15, reproducers 5, 8 and 10): floods of wrong
+"""Hostile network clients against a real ``numawatch serve``: floods of wrong
 passwords and of trickled bodies must not starve a valid scrape, a pipelined half request is cut off after the read
 timeout, and every refusal (401, 400, 413, 431, 503) carries the configured security headers without a traceback
 or a header value in the log. Real processes and raw sockets on 127.0.0.1."""
@@ -352,7 +352,7 @@ def test_every_refusal_carries_the_security_headers_and_logs_no_header_value(fak
     assert valid.split()[1] not in stderr
 
 
-# ------------------------------------------------------------------------------------------------ issue 35, 5
+# ------------------------------------------------------------------------------------------------ memory under floods
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -423,7 +423,7 @@ def test_unauthenticated_bodies_are_not_read_and_their_connections_closed(fake_h
     assert after - before < 32 * 1024 * 1024, f"RSS grew by {(after - before) / 2**20:.0f} MiB"
 
 
-# ------------------------------------------------------------------------------------------------ issue 35, 10
+# ------------------------------------------------------------------------------------------------ restarts into floods
 def test_after_a_restart_into_a_flood_of_wrong_passwords_an_uncached_valid_password_is_served_at_once(fake_host,
                                                                                                        tmp_path):
     """Right after a start nothing is cached: a valid password waited behind the guesses already queued, got 503 on

@@ -1,11 +1,13 @@
-"""Issue 15, the host tree as an attacker writes it: links out of the root, ``..`` in paths taken from file content,
+"""The host tree as an attacker writes it: links out of the root, ``..`` in paths taken from file content,
 FIFOs where files should be. Nothing outside the root is read, nothing blocks, through every reader.
 
-- ``test_issue15_reproducer_1_*``: a link out of the root at a host file (relative ``../`` and absolute) is not
-  followed out: its target's bytes reach neither ``check``'s JSON nor a capture bundle's ``check.json``.
-- ``test_issue15_reproducer_2_*``: a bundle whose RKE2 config says ``config=/../../../../tmp/elsewhere/kc.yaml``
-  (and ``config-dir=``) does not make ``check --from`` read the analyst's own files.
-- ``test_issue15_reproducer_3_*``: a FIFO at a host file: ``check`` finishes and ``serve`` becomes ready.
+- ``test_a_link_out_of_the_root_is_not_read``: a link out of the root at a host file (relative ``../`` and
+  absolute) is not followed out: its target's bytes reach neither ``check``'s JSON nor a capture bundle's
+  ``check.json``.
+- ``test_a_bundle_cannot_name_the_analysts_files``: a bundle whose RKE2 config says
+  ``config=/../../../../tmp/elsewhere/kc.yaml`` (and ``config-dir=``) does not make ``check --from`` read the
+  analyst's own files.
+- ``test_a_fifo_does_not_*``: a FIFO at a host file: ``check`` finishes and ``serve`` becomes ready.
 - the canary test: every file numawatch reads (as a capture recording lists them) replaced by a link out of the
   root, absolute, relative and through a linked directory, with a canary outside and the original content where
   the confined resolution lands; ``check``, ``serve`` (``/metrics`` and ``/``), ``capture`` and ``check --from``
@@ -87,7 +89,7 @@ def opener(request, monkeypatch):
 
 # ------------------------------------------------------------------------------------------------ reproducer 1
 @pytest.mark.slow
-def test_issue15_reproducer_1_a_link_out_of_the_root_is_not_read(fake_host, tmp_path, opener):
+def test_a_link_out_of_the_root_is_not_read(fake_host, tmp_path, opener):
     """``proc/sys/vm/swappiness -> ../../../../tmp/x/secret`` and an absolute link at a governor: on main the
     secret came back in a check reason (``expected an integer, got 'root:$6$...'``) and as a governor label."""
     reference_node(fake_host)
@@ -120,7 +122,7 @@ def test_issue15_reproducer_1_a_link_out_of_the_root_is_not_read(fake_host, tmp_
 # ------------------------------------------------------------------------------------------------ reproducer 2
 @pytest.mark.parametrize("flag", ["config", "config-dir"])
 @pytest.mark.slow
-def test_issue15_reproducer_2_a_bundle_cannot_name_the_analysts_files(fake_host, tmp_path, opener, flag):
+def test_a_bundle_cannot_name_the_analysts_files(fake_host, tmp_path, opener, flag):
     """A bundle without a single link: its RKE2 config's ``kubelet-arg`` names ``/../../../..<analyst's file>``.
     On main ``check --from`` read it and reported ``CPU Manager policy is "<its content>"``."""
     reference_node(fake_host)
@@ -167,7 +169,7 @@ def fifo_everywhere(host: FakeHost) -> None:
 
 
 @pytest.mark.slow
-def test_issue15_reproducer_3_a_fifo_does_not_hang_check(fake_host, opener):
+def test_a_fifo_does_not_hang_check(fake_host, opener):
     """On main ``check`` blocked forever in open() of the first FIFO (the subprocess timeout is the assertion)."""
     reference_node(fake_host)
     fifo_everywhere(fake_host)
@@ -181,7 +183,7 @@ def test_issue15_reproducer_3_a_fifo_does_not_hang_check(fake_host, opener):
 
 
 @pytest.mark.slow
-def test_issue15_reproducer_3_a_fifo_does_not_keep_serve_starting(fake_host, opener):
+def test_a_fifo_does_not_keep_serve_starting(fake_host, opener):
     """On main serve answered 503 "starting" for ever: its first evaluation never finished."""
     reference_node(fake_host)
     fifo_everywhere(fake_host)

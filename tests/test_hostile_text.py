@@ -1,4 +1,4 @@
-"""Checkpoint content reaching terminals and pages (issue 35, reproducer 2): a ``cpu_manager_state`` with a valid
+"""Checkpoint content reaching terminals and pages: a ``cpu_manager_state`` with a valid
 checksum whose pod UID and container name carry terminal escape sequences, a BEL and a newline followed by a forged
 line. ``check``'s table and JSON, ``check --from``, the ``kubelet_state_stale`` message and the landing page must
 show them escaped (the identifiers outside their Kubernetes grammar as a short quoted excerpt) and never raw."""

@@ -1,4 +1,4 @@
-"""Issue 15: values from host files never become label values, log text or messages unchecked.
+"""Values from host files never become label values, log text or messages unchecked.
 
 Each field numawatch repeats is held to what the kernel or the kubelet can write there (hosttext.py); anything else
 is reported as malformed, quoting only a short escaped excerpt, and never reaches a label. The hostile value below
@@ -131,7 +131,7 @@ def test_a_long_bad_cpu_list_is_quoted_as_a_short_excerpt(fake_host):
 
 # --------------------------------------------------------------------------------------------------- interrupts
 def test_an_irq_name_with_control_characters_is_a_malformed_row_and_only_that_row(fake_host):
-    """Issue 35: one action name with an ESC took the whole interrupts source down; it is that row's text only."""
+    """One action name with an ESC makes that row malformed, never the whole interrupts source."""
     layout = add_topology(fake_host, sockets=1, cores_per_socket=2, threads_per_core=1)
     add_irqs(fake_host, sorted(layout.online), [FakeIrq(40, "eth0\x1b[31m", frozenset({0})),
                                                 FakeIrq(41, "nvme0q1", frozenset({1}))])
@@ -244,7 +244,7 @@ def test_a_gpu_model_or_uuid_the_driver_cannot_print_is_malformed(fake_host, lin
     rows = path.read_text().splitlines()
     path.write_text("".join((line if row.startswith(key) else row) + "\n" for row in rows))
 
-    # A fault of that GPU (issue 19): kept, with its UUID and model unknown and the file named, never repeated raw
+    # A fault of that GPU: kept, with its UUID and model unknown and the file named, never repeated raw
     (gpu,) = gpus_sysfs.read(fake_host.paths).gpus
 
     assert (gpu.uuid, gpu.model, gpu.numa_node) == (None, None, 0)

@@ -1,6 +1,6 @@
 """What real kernels print that fake hosts did not: padding, "(null)", old layouts, firmware that contradicts itself.
 
-Issue 14's cases, each on the smallest tree that shows it (the corpus tests run the real trees): a value padded with
+Kernel quirks, each on the smallest tree that shows it (the corpus tests run the real trees): a value padded with
 NULs or "(null)" means what it says without them; an old kernel without ``cpu/online``, ``nodeN/cpulist`` or
 ``thread_siblings_list`` still gives its map; a CPU that two nodes claim goes to the lower one, as hwloc decides;
 and the numa_topology_inconsistent check reports each contradiction and stays quiet on a consistent node.

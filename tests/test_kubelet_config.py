@@ -57,7 +57,7 @@ def test_the_reference_profile_reads_back_in_every_layout(fake_host, flavor, as_
     assert config.flavor == flavor
     _assert_profile(config)
     assert {"cpuManagerPolicy", "reservedSystemCPUs", "reservedMemory", "topologyManagerScope"} <= config.explicit
-    assert config.cgroup_driver == "systemd"
+    assert "cgroupDriver" in config.explicit
 
 
 def test_defaults_are_the_kubelets_when_nothing_is_set(fake_host):
@@ -65,7 +65,7 @@ def test_defaults_are_the_kubelets_when_nothing_is_set(fake_host):
     config = kubelet_config.read(fake_host.paths)
     assert (config.cpu_manager_policy, config.topology_manager_policy) == ("none", "none")
     assert (config.topology_manager_scope, config.memory_manager_policy) == ("container", "None")
-    assert (config.reserved_cpus, dict(config.reserved_memory), config.cgroup_driver) == (None, {}, None)
+    assert (config.reserved_cpus, dict(config.reserved_memory)) == (None, {})
     assert config.explicit == frozenset()
     assert config.files == ()
 
@@ -138,7 +138,7 @@ def test_rke2_config_file_dropins_and_flags_follow_the_kubelets_precedence(fake_
     assert config.topology_manager_policy == "single-numa-node"  # drop-in over file
     assert config.system_reserved == {"cpu": "500m", "memory": "2Gi"}  # maps merge
     assert config.reserved_memory == {1: {"memory": 3 * GiB}}  # lists are replaced
-    assert config.cgroup_driver == "systemd"
+    assert "cgroupDriver" in config.explicit  # the defaults drop-in
     assert config.files == (
         "/etc/kubernetes/numa.yaml",
         "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf",

@@ -97,8 +97,7 @@ def test_the_client_reads_the_node_and_its_pods_through_a_kubeconfig(api):
     assert view.node.kubelet_version == "v1.31.4+rke2r1"  # for the checkpoint verdicts by kubelet version
     assert set(view.pods) == {VLLM.uid, TRTLLM.uid, NODE_EXPORTER.uid}  # the server's field selector, not ours
     vllm = view.pods[VLLM.uid]
-    assert (vllm.namespace, vllm.name, vllm.controller_kind, vllm.qos_class) == (
-        "inference", "vllm-llama-0", "StatefulSet", "Guaranteed")
+    assert (vllm.namespace, vllm.name, vllm.controller_kind) == ("inference", "vllm-llama-0", "StatefulSet")
     assert vllm.requests["app"]["nvidia.com/gpu"] == "2" and vllm.limits["app"]["memory"] == "16Gi"
     assert vllm.tolerations[0].key == "nvidia.com/gpu" and vllm.tolerations[0].operator == "Exists"
     assert view.pods[NODE_EXPORTER.uid].node_agent and not vllm.node_agent
@@ -226,7 +225,7 @@ def test_odd_but_valid_objects_parse():
     del pending["status"]["qosClass"]
     pending["spec"]["tolerations"] = [{"operator": "Exists"}, {"key": "a", "value": "b", "effect": "NoExecute"}]
     pod = parse_pod(pending)
-    assert (pod.owners, pod.qos_class, pod.controller_kind, pod.node_agent) == ((), None, None, False)
+    assert (pod.owners, pod.controller_kind, pod.node_agent) == ((), None, False)
     assert pod.tolerations[1].operator == "Equal"  # the API's default
     static = parse_pod(pod_object(DB_UID, "kube-system", "kube-proxy-gpu-node-1", owner=("Node", NODE)))
     assert static.node_agent  # a static pod's mirror
@@ -262,7 +261,6 @@ def test_a_node_object_that_is_not_the_apis_is_refused_naming_the_field(where, v
         (lambda pod: pod["metadata"].update(uid="not-a-uid"), "metadata.uid"),
         (lambda pod: pod["metadata"]["ownerReferences"][0].update(kind="Daemon Set"), "ownerReferences[0].kind"),
         (lambda pod: pod["metadata"]["ownerReferences"][0].update(controller="yes"), "controller"),
-        (lambda pod: pod["status"].update(qosClass="Platinum"), "status.qosClass"),
         (lambda pod: pod["spec"]["tolerations"][0].update(operator="In"), "tolerations[0].operator"),
         (lambda pod: pod["spec"]["containers"][0]["resources"].update(requests={"cpu": "lots"}), "quantity"),
     ],

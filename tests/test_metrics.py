@@ -63,7 +63,6 @@ def workload_results() -> dict[str, object]:
     cgroups = Cgroups(
         version=2,
         driver="systemd",
-        kubepods_path="kubepods.slice",
         pods=(
             PodCgroup(POD_UID, QOS_GUARANTEED, "kubepods.slice/pod", (pinned,)),
             PodCgroup(OTHER_UID, QOS_BURSTABLE, "kubepods.slice/other", (spread,)),

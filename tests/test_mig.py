@@ -1,4 +1,4 @@
-"""MIG through NVML (issue 19): a GPU in MIG mode enumerates its MIG devices (nvmlDeviceGetMigMode,
+"""MIG through NVML: a GPU in MIG mode enumerates its MIG devices (nvmlDeviceGetMigMode,
 nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceGetMigDeviceHandleByIndex, their MIG-<uuid>s), each process is placed on
 the slice it runs on (the MIG handle's own compute processes) and still counts for the parent GPU, and
 gpu_holder_mismatch judges a slice's processes against the container the plugin assigned that MIG UUID to.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from fake_library import wait_idle
 from fake_pynvml import (
     NO_PERMISSION,
     NOT_SUPPORTED,
@@ -363,7 +364,7 @@ def test_a_hung_call_makes_the_source_down_without_blocking_the_evaluation(fake_
         assert "has not returned" in reader.read().statuses["nvml"].reason  # fails fast while still stuck
     finally:
         fake.release()
-    assert gpu.session.wait_idle(10)
+    assert wait_idle(gpu.session, 10)
     assert reader.read().statuses["nvml"].up
     gpu.session.close()
 

@@ -11,6 +11,7 @@ import asyncio
 import threading
 
 import pytest
+from fake_library import wait_idle
 from fake_pynvml import FakeGpu, FakeNvml, NVMLError
 from numawatch.errors import SourceUnavailable
 from numawatch.nvml_session import NvmlSession, NvmlTimeout, NvmlUnavailable, describe
@@ -160,7 +161,7 @@ def test_exit_does_not_wait_for_a_hung_nvml_shutdown():
         assert fake.shutdown_calls == 0  # still inside nvmlShutdown
     finally:
         fake.release()
-    assert session.wait_idle(60)
+    assert wait_idle(session, 60)
     assert (fake.shutdown_calls, fake.initialised) == (1, 0)  # released, the shutdown completes behind us
 
 
@@ -254,7 +255,7 @@ def test_a_hung_call_is_abandoned_at_the_time_limit_and_blocks_further_calls_unt
     finally:
         fake.release()
 
-    assert session.wait_idle(10)  # the released call finishes on the NVML thread
+    assert wait_idle(session, 10)  # the released call finishes on the NVML thread
     assert session.call("nvmlDeviceGetCount") == 1
     assert session.up
     assert {c.name: c.timeouts for c in session.calls()}["nvmlDeviceGetCount"] == 1
@@ -271,7 +272,7 @@ def test_a_hung_initialisation_is_abandoned_and_adopted_when_it_finally_succeeds
         assert "NVML call nvmlInit has not returned" in session.reason
     finally:
         fake.release()
-    assert session.wait_idle(10)
+    assert wait_idle(session, 10)
 
     assert session.start()
     assert session.call("nvmlDeviceGetCount") == 1

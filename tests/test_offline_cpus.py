@@ -1,4 +1,4 @@
-"""CPUs that go offline after the kubelet assigned them (issue 14, "Offline CPUs become drift").
+"""CPUs that go offline after the kubelet assigned them: offline CPUs become drift.
 
 When SMT is switched off or a CPU is unplugged, the kernel removes the CPU from every cpuset (v1: ``cpuset.cpus`` and
 ``cpuset.effective_cpus``; v2: ``cpuset.cpus.effective`` only) while the running kubelet keeps its assignments.

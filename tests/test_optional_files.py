@@ -1,4 +1,4 @@
-"""Faults stay local: every optional file broken on its own degrades only what depends on it (issue 14, item 4).
+"""Faults stay local: every optional file broken on its own degrades only what depends on it.
 
 Each case starts from the clean reference GPU node (no finding), breaks one optional file (docs/sources.md lists
 them per source) and asserts: no source goes down; the checks that need the file, and only those, become "not
@@ -100,7 +100,7 @@ FAULTS = (
         "0-",
         frozenset({"numa_topology_inconsistent"}),
     ),
-    # issue 17's sources
+    # idle states and the GPU-NIC paths
     Fault("idle state disable", f"{CPU}/cpu3/cpuidle/state3/disable", "on", frozenset({"cpuidle_deep_state"})),
     # The driver's table is read from the first CPU with one: cpu0, housekeeping, whose states nothing judges (cpu1's
     # table is read for the others).

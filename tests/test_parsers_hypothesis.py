@@ -428,7 +428,7 @@ CASES = (
         lambda d: [
             names.identity_from_annotations("ab" * 32, runtime, _annotations(d)) for runtime in ("containerd", "crio")
         ],
-        (ValueError,),  # a name, UID or type the API server would not admit (issue 15: never a label unchecked)
+        (ValueError,),  # a name, UID or type the API server would not admit (never a label unchecked)
         lambda v: all(i is None or isinstance(i, ContainerIdentity) for i in v),
     ),
     Case(

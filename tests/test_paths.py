@@ -37,7 +37,7 @@ def test_host_path_maps_absolute_host_paths_under_the_root(tmp_path):
 
 
 def test_host_path_folds_dotdot_at_the_root(tmp_path):
-    """A path from file content (a kubelet config=) cannot climb out of the root: ``..`` stops there (issue 15)."""
+    """A path from file content (a kubelet config=) cannot climb out of the root: ``..`` stops there."""
     paths = Paths.from_root(tmp_path)
     assert tmp_path / "tmp/elsewhere/kc.yaml" == paths.host_path("/../../../../tmp/elsewhere/kc.yaml")
     assert tmp_path / "etc/kc.yaml" == paths.host_path("/var/lib/../../etc/./kc.yaml")

@@ -148,7 +148,7 @@ def test_hwloc_places_reads_host_bridges_and_chains():
 
 
 def test_two_switches_apart_is_pxb_and_the_virtual_function_is_left_out(fake_host):
-    from numawatch.checks.gpu_nic import gpu_nic_paths
+    from numawatch.gpupaths import gpu_nic_paths
     from numawatch.host import read_host
 
     oddities(fake_host)

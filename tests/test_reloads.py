@@ -1,4 +1,4 @@
-"""SIGHUP reloads of a real ``numawatch serve`` against slow and hung files (issue 15, reproducers 6 and 7): one
+"""SIGHUP reloads of a real ``numawatch serve`` against slow and hung files: one
 reload at a time, the newest reads the file last and its result stands, and a hung intent file (a FIFO stands in for
 a hung NFS or FUSE mount) never keeps SIGTERM from stopping the process."""
 

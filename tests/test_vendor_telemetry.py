@@ -1,4 +1,4 @@
-"""Telemetry of the other vendors' accelerators (issue 19): AMD SMI (sources/amdsmi.py) and HLML (sources/hlml.py)
+"""Telemetry of the other vendors' accelerators: AMD SMI (sources/amdsmi.py) and HLML (sources/hlml.py)
 through their sessions, on the reference node with AMD Instinct or Gaudi accelerators in its GPU slots
 (tests/fakehost), the libraries faked from their documented Python APIs (tests/fake_amdsmi.py, tests/fake_pyhlml.py).
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fake_amdsmi import NO_PERM, NOT_SUPPORTED, FakeAmdSmi, reference_amdsmi
+from fake_library import wait_idle
 from fake_pyhlml import UNKNOWN, FakeHlml, reference_hlml
 from fake_pynvml import FakeThread, reference_pid, write_reference_threads, write_threads
 from fakehost.reference import GPUS, NODE_CPUS, TRTLLM, VLLM, reference_node
@@ -240,7 +241,7 @@ def test_a_hung_amd_smi_call_makes_the_source_down_without_blocking_the_evaluati
         assert "has not returned" in reader.read().statuses["amdsmi"].reason
     finally:
         fake.release()
-    assert session.wait_idle(10)
+    assert wait_idle(session, 10)
     assert reader.read().statuses["amdsmi"].up
 
 

@@ -1,4 +1,4 @@
-"""Every accelerator on the node (issue 19): AMD Instinct and Intel Gaudi beside NVIDIA, and NVIDIA MIG.
+"""Every accelerator on the node: AMD Instinct and Intel Gaudi beside NVIDIA, and NVIDIA MIG.
 
 The fake nodes are the reference node (tests/fakehost/reference.py) with another vendor's accelerators in its four
 GPU slots, written as amdgpu and habanalabs lay out sysfs, and registered by that vendor's device plugin the way it

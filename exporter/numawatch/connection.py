@@ -58,10 +58,6 @@ class RequestFraming:
         self._length = 0  # the current head's Content-Length
         self._remaining = 0  # body bytes still to come
 
-    @property
-    def opaque(self) -> bool:
-        return self._state == _OPAQUE
-
     def feed(self, data: bytes) -> tuple[bool, bool]:
         """Follow ``data``: (whether a request started in it, whether a request's head is incomplete at its end)."""
         started = False

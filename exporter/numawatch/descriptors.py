@@ -106,7 +106,6 @@ class Connections:
         self.evicting_at_most = max(1, min(EVICTING, reserve // 2))
         self.sockets = 0  # connection sockets open
         self.refused = 0  # new connections closed at once: none idle to make room
-        self.evicted = 0  # idle connections closed to make room
         self._open: dict[Evictable, None] = {}
         self._evicting: dict[Evictable, float] = {}  # connection -> when it was closed to make room
 
@@ -157,7 +156,6 @@ class Connections:
             for connection in self._open:
                 if connection not in self._evicting and connection.idle():
                     self._evicting[connection] = self._clock()
-                    self.evicted += 1
                     connection.evict()
                     return True
         self.refused += 1

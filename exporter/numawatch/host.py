@@ -241,19 +241,20 @@ class Host:
         return self.derived.reuse(key, (generations, extra), make)
 
     def reused(
-        self, key: Hashable, owner: object, make: Callable[[], _T], keep: Callable[[_T], bool] | None = None
+        self, key: Hashable, owner: Hashable, make: Callable[[], _T], keep: Callable[[_T], bool] | None = None
     ) -> _T:
         """``make()``, or the value it made under ``key`` at an earlier reading of this HostReader while ``owner`` (the
-        intent it was made for) is the same object and every source ``make`` read then (``recording``) has the same
-        generation: for a value that is a function of the Host and ``owner`` alone (a check's verdict, a metric
-        family). Not kept when ``make`` read nothing of the Host, read the previous Host (``reads_previous``), or
-        ``keep(value)`` says no; made every time for a Host whose generations are unknown (not a HostReader's)."""
+        version of the intent it was made for: ``Intent.version``) is equal and every source ``make`` read then
+        (``recording``) has the same generation: for a value that is a function of the Host and that intent alone (a
+        check's verdict, a metric family). Not kept when ``make`` read nothing of the Host, read the previous Host
+        (``reads_previous``), or ``keep(value)`` says no; made every time for a Host whose generations are unknown
+        (not a HostReader's)."""
         generations = self.generations
         if not generations:
             return make()
         derived = self.derived
         prior = derived.get(key)
-        if prior is not None and prior[0] is owner and all(generations.get(name) == seen for name, seen in prior[1]):
+        if prior is not None and prior[0] == owner and all(generations.get(name) == seen for name, seen in prior[1]):
             if self._reads:
                 self._reads[-1].update(name for name, _ in prior[1])
             derived.keep(prior[3])  # what it was derived through stays for when it is made again

@@ -7,9 +7,14 @@ here, and the intent file names the checks, so this module imports no check and 
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import functools
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
 
 from numawatch.cpuset import CPUSet
 from numawatch.model import frozen_map
@@ -61,7 +66,7 @@ class KernelIntent:
     max_idle_exit_latency_us: int = 10
 
 
-# nvidia-smi topo's levels of a PCIe path, best first (see checks/gpu_nic.py).
+# nvidia-smi topo's levels of a PCIe path, best first (see gpupaths.py).
 PCI_PATH_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 # Namespaces whose pods belong on every node whatever the taints (the kubelet's and Kubernetes' own, numawatch's as
@@ -196,6 +201,13 @@ class Intent:
     node: NodeIntent = field(default_factory=NodeIntent)
     gpus: GpuIntent = field(default_factory=GpuIntent)
 
+    @functools.cached_property
+    def version(self) -> str:
+        """A digest of everything this intent says, the same for equal intents and different for any other: what
+        values derived for an intent are keyed on (an object's identity is not a value: a later intent may take over
+        a collected one's). Intent holds mappings and is not hashable itself; worked out once per intent."""
+        return hashlib.blake2b(repr(_canonical(self)).encode(), digest_size=16).hexdigest()
+
     def severity_for(self, check_id: str, default: str) -> str:
         return self.severities.get(check_id, default)
 
@@ -219,6 +231,25 @@ class Intent:
 
 
 REFERENCE = Intent()
+
+_PLAIN = (str, int, float, bool, Fraction, type(None))
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` as nested tuples of plain values, mappings and sets in a fixed order, so that equal intents give
+    the same repr whatever order their mappings were filled in."""
+    if isinstance(value, _PLAIN):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return (type(value).__name__, tuple((f.name, _canonical(getattr(value, f.name))) for f in fields))
+    if isinstance(value, Mapping):
+        return ("map", tuple(sorted(((_canonical(k), _canonical(v)) for k, v in value.items()), key=repr)))
+    if isinstance(value, frozenset | set):
+        return ("set", tuple(sorted((_canonical(item) for item in value), key=repr)))
+    if isinstance(value, tuple | list):
+        return tuple(_canonical(item) for item in value)
+    raise TypeError(f"an intent holds a {type(value).__name__}, which has no canonical form")
 
 
 # --------------------------------------------------------------------------------------------------- intent files

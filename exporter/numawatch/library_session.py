@@ -238,12 +238,6 @@ class LibrarySession:
         self._restart = True
         self._next_attempt = 0.0
 
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait until the thread has finished the last call handed to it (a stuck one included); False when it is
-        still running after ``timeout`` seconds."""
-        job = self._running
-        return job is None or job.done.wait(timeout)
-
     def close(self) -> None:
         """Shut the library down (if it was initialised and is not stuck) and stop its thread. Idempotent."""
         with self._lock:

@@ -17,6 +17,7 @@ Sandbox (pause) containers are left out: they are never pinned and hold no devic
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -161,7 +162,7 @@ def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
     the topology puts on another CPU node), so in serve it is reused from an earlier reading (``Host.derived``) while
     the pod's generation (the cgroups source hands an unchanged pod out again), the inventory's generation
     (fingerprinted: unchanged while its files are) and what the names and the kubelet state say of the pod and its
-    containers are the same (``pod_join_keys``).
+    containers are the same (``_Join.keys``).
     """
     return _joined(host, intent).workloads
 
@@ -170,15 +171,6 @@ def workloads_by_pod(host: Host, intent: Intent) -> tuple[tuple[Workload, ...], 
     """``build_workloads`` pod by pod: one tuple per pod cgroup, in the cgroups source's order (empty for a pod of
     sandboxes only), whose concatenation is ``build_workloads``."""
     return _joined(host, intent).per_pod
-
-
-def pod_join_keys(host: Host, intent: Intent) -> tuple[Hashable | None, ...]:
-    """For each pod of ``workloads_by_pod``, the key its workloads were joined under in ``Host.derived``: the
-    generations of the pod and of the sources joined with it (of the names and the kubelet state, the versions of
-    what they say of the pod), and the intent; None when one is unknown (a Host
-    not made by a HostReader, a pod from a one-off reading), never reused. What a consumer may key what it derives
-    from a pod's workloads on."""
-    return _joined(host, intent).keys
 
 
 def per_pod(
@@ -198,7 +190,7 @@ def per_pod(
     ``make`` may depend on nothing but those workloads, the intent, ``inputs`` (what every pod's value depends on
     besides its workloads: generation numbers and values, compared once per reading) and ``pod_input(workloads)``
     (what one pod's value depends on besides: a value cheap to compare, such as its usage reading). A pod whose
-    workloads were joined under the same key as at the previous reading (``pod_join_keys``: the generations of the
+    workloads were joined under the same key as at the previous reading (``_Join.keys``: the generations of the
     pod and the sources joined with it), with equal ``inputs`` and ``pod_input``, gets the value made then
     (``Host.derived``, one table per ``name`` holding the current pods only); a pod without a key (a Host not made by
     a HostReader) gets a new one. ``by_uid``: the pod cgroups of one UID (an old one lingering after a restart) are
@@ -215,11 +207,11 @@ def per_pod(
     derived = host.derived
     table_key = ("per_pod", name, reads_numa_bytes)
     prior = derived.get(table_key)
-    # The table holds the intent it was made for (the pod keys name it by id()), what every pod's join depended on
-    # (part of every pod key: when it changed, no pod's key is the same) and the inputs, compared once here.
+    # The table holds the intent's version it was made for, what every pod's join depended on (part of every pod
+    # key: when it changed, no pod's key is the same) and the inputs, compared once here.
     if (
         not isinstance(prior, _PerPod)
-        or prior.intent is not intent
+        or prior.intent != intent.version
         or prior.context != joined.context
         or prior.inputs != inputs
     ):
@@ -231,8 +223,11 @@ def per_pod(
     if prior is None:
         made = tuple(make(workloads) for _, workloads in units)
     else:
-        made = _made(units, owns, joined.positions(reads_numa_bytes, by_uid, prior.keys), prior, make)
-    derived.put(table_key, _PerPod(intent, joined.context, inputs, keys, owns, made))
+        made = _made(units, owns, joined.positions(reads_numa_bytes, by_uid, prior), prior, make)
+    derived.put(
+        table_key,
+        _PerPod(intent.version, joined.context, inputs, (joined.serial, reads_numa_bytes, by_uid), keys, owns, made),
+    )
     return made
 
 
@@ -241,9 +236,10 @@ class _PerPod(Generic[T]):
     """What ``per_pod`` made at one reading for one name: each pod's key, place, ``pod_input`` and value, in pod
     order."""
 
-    intent: Intent
+    intent: str  # Intent.version
     context: Hashable | None
     inputs: Hashable
+    keys_of: tuple[int, bool, bool]  # whose ``keys`` these are: the join's serial, reads_numa_bytes, by_uid
     keys: list[Hashable | None]
     owns: list[Hashable]
     made: tuple[T, ...]
@@ -271,26 +267,10 @@ def _made(
 def _positions(keys: list[Hashable | None], prior_keys: list[Hashable | None]) -> list[int | None]:
     """For each of ``keys``, where the same key stood in ``prior_keys`` (None: nowhere, or no key).
 
-    A pod's key is found among the prior reading's by identity: the join hands an unchanged pod's key out as the
-    object it made before (``_join``), so pods added or removed elsewhere cost no comparison. The key of a UID's
-    pod cgroups together (``by_uid``) is built anew at every reading and is found by value."""
-    at_of = {id(key): index for index, key in enumerate(prior_keys) if key is not None}
-    grouped: dict[Hashable, int] | None = None
-    positions: list[int | None] = []
-    for key in keys:
-        at = None
-        if key is not None:
-            at = at_of.get(id(key))
-            if at is None and key.__class__ is tuple and key[:1] == ("uid",):
-                if grouped is None:
-                    grouped = {
-                        key: index
-                        for index, key in enumerate(prior_keys)
-                        if key.__class__ is tuple and key[:1] == ("uid",)
-                    }
-                at = grouped.get(key)
-        positions.append(at)
-    return positions
+    The join hands an unchanged pod's key out as the object it made before (``_join``): the lookup compares such a
+    key with itself at once."""
+    at_of = {key: index for index, key in enumerate(prior_keys) if key is not None}
+    return [None if key is None else at_of.get(key) for key in keys]
 
 
 def _units(
@@ -523,23 +503,25 @@ def _moved_gpus(inventory: GpuInventory | None, topology: Topology | None) -> tu
 
 
 def _joined(host: Host, intent: Intent) -> _Join:
-    # Intent holds mappings and is not hashable: key on its identity, and keep it in the entry so a recycled id()
-    # of a collected intent can never match.
-    key = ("workloads", id(intent))
-    joined: _Join = host.memo(key, lambda: _join(host, intent))
-    if joined.intent is intent:
-        return joined
-    return _join(host, intent)
+    joined: _Join = host.memo(("workloads", intent.version), lambda: _join(host, intent))
+    return joined
+
+
+# Tells one join from every other (``_Join.serial``): a per_pod table names the join whose keys it holds by it.
+_JOIN_SERIALS = itertools.count(1)
 
 
 @dataclass(frozen=True, eq=False)
 class _Join:
     """One Host's join (in its memo)."""
 
-    intent: Intent
+    serial: int
     workloads: tuple[Workload, ...]
     per_pod: tuple[tuple[Workload, ...], ...]  # the workloads of each pod in cgroups.pods, in order
-    keys: tuple[Hashable | None, ...]  # each pod's key (pod_join_keys)
+    # Each pod's key: the generations of the pod and of the sources joined with it (of the names and the kubelet
+    # state, the versions of what they say of the pod) and the intent's version; None when one is unknown (a Host not
+    # made by a HostReader, a pod from a one-off reading): never reused.
+    keys: tuple[Hashable | None, ...]
     context: Hashable | None = None  # what every pod's key holds besides the pod (_context)
     # Each pod's key without its containers' numa_bytes (per_pod's reads_numa_bytes=False): its layout's version
     # in place of its generation.
@@ -557,23 +539,21 @@ class _Join:
             found = self._shared[(reads_numa_bytes, by_uid)] = (units, [key for key, _ in units])
         return found
 
-    def positions(
-        self, reads_numa_bytes: bool, by_uid: bool, prior_keys: list[Hashable | None]
-    ) -> list[int | None]:
-        """``_positions`` of this kind's keys among ``prior_keys``: tables made at the previous reading from its
-        shared list of keys ask with the same list, worked out once."""
-        key = ("positions", reads_numa_bytes, by_uid, id(prior_keys))
+    def positions(self, reads_numa_bytes: bool, by_uid: bool, prior: _PerPod[Any]) -> list[int | None]:
+        """``_positions`` of this kind's keys among ``prior``'s: tables made from one join's shared list of keys
+        (``_PerPod.keys_of``) ask for the same, worked out once."""
+        key = ("positions", reads_numa_bytes, by_uid, prior.keys_of)
         found = self._shared.get(key)
-        if found is None or found[0] is not prior_keys:  # the list held, so its id() cannot be another's meanwhile
-            found = self._shared[key] = (prior_keys, _positions(self.units(reads_numa_bytes, by_uid)[1], prior_keys))
-        return found[1]
+        if found is None:
+            found = self._shared[key] = _positions(self.units(reads_numa_bytes, by_uid)[1], prior.keys)
+        return found
 
 
 def _join(host: Host, intent: Intent) -> _Join:
     names, state, inventory, topology = host.names, host.kubelet_state, telemetry.inventory_of(host), host.topology
     cgroups = host.cgroups
     if cgroups is None:
-        return _Join(intent, (), (), (), None, ())
+        return _Join(next(_JOIN_SERIALS), (), (), (), None, ())
     derived = host.derived
     context = _context(host)
     shared: _Shared | None = None  # built on the first pod that is joined: none when every pod is reused
@@ -596,30 +576,29 @@ def _join(host: Host, intent: Intent) -> _Join:
                 host, pod, names_of, declared, slices, names_generation, state_generation
             )
             sources = (names_version, state_version)
-            key = ("workloads.pod", id(intent), context, pod.cgroup_path, pod.generation, sources)
-        # An entry holds the intent it was made for: a recycled id() of a collected intent never matches. It holds
-        # the keys it was made under too, handed on in place of the equal ones just built: every per_pod table
-        # compares each pod's key with the last reading's, and the same object compares at once.
+            key = ("workloads.pod", intent.version, context, pod.cgroup_path, pod.generation, sources)
+        # An entry holds the keys it was made under, handed on in place of the equal ones just built: every per_pod
+        # table compares each pod's key with the last reading's, and the same object compares at once.
         prior = derived.get(key) if key is not None else None
-        if prior is not None and prior[0] is intent:
-            joined, key = prior[1], prior[2]
-            if prior[4] == layout_version:
-                layout_key = prior[3]
+        if prior is not None:
+            joined, key = prior[0], prior[1]
+            if prior[3] == layout_version:
+                layout_key = prior[2]
             else:
-                layout_key = ("workloads.layout", id(intent), context, pod.cgroup_path, layout_version, sources)
-                derived.put(key, (intent, joined, key, layout_key, layout_version))
+                layout_key = ("workloads.layout", intent.version, context, pod.cgroup_path, layout_version, sources)
+                derived.put(key, (joined, key, layout_key, layout_version))
         else:
             if shared is None:
                 shared = _Shared(names, state, host.pod_resources, inventory, topology, intent)
             joined = _join_pod(pod, shared)
             if key is not None:
-                layout_key = ("workloads.layout", id(intent), context, pod.cgroup_path, layout_version, sources)
-                derived.put(key, (intent, joined, key, layout_key, layout_version))
+                layout_key = ("workloads.layout", intent.version, context, pod.cgroup_path, layout_version, sources)
+                derived.put(key, (joined, key, layout_key, layout_version))
         keys.append(key)
         layout_keys.append(layout_key)
         per_pod.append(joined)
         workloads.extend(joined)
-    return _Join(intent, tuple(workloads), tuple(per_pod), tuple(keys), context, tuple(layout_keys))
+    return _Join(next(_JOIN_SERIALS), tuple(workloads), tuple(per_pod), tuple(keys), context, tuple(layout_keys))
 
 
 class _Shared:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device check of the GPU part of numawatch (issue 4), for a node with an NVIDIA GPU and driver. Run it from anywhere:
+# Device check of the GPU part of numawatch, for a node with an NVIDIA GPU and driver. Run it from anywhere:
 #
 #     bash tests/device/check_nvml.sh            # OUT=<dir> keeps the logs there (default: a temporary directory)
 #
@@ -27,7 +27,7 @@ if command -v nvidia-smi >/dev/null; then
 else
     echo "nvidia-smi not found"
 fi
-# What the inter-socket source (issue 3) would find here: uncore PMUs and the perf privilege.
+# What the inter-socket source would find here: uncore PMUs and the perf privilege.
 echo "perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo absent)"
 echo "PMUs: $(ls /sys/bus/event_source/devices 2>/dev/null | tr '\n' ' ')"
 for gpu in /sys/bus/pci/devices/*; do

@@ -344,7 +344,7 @@ def reference_cgroups() -> Cgroups:
         pod_path = _cgroup_path(pod, pod.container).rsplit("/", 1)[0]
         pods.append(PodCgroup(uid=pod.uid, qos=pod.qos, cgroup_path=pod_path, containers=(pause, app)))
     return Cgroups(
-        version=2, driver="systemd", kubepods_path="kubepods.slice", pods=tuple(pods), root_cpus_effective=ONLINE
+        version=2, driver="systemd", pods=tuple(pods), root_cpus_effective=ONLINE
     )
 
 
@@ -381,7 +381,6 @@ def reference_kubelet_config() -> KubeletConfig:
         reserved_memory=frozen_map({n: frozen_map(r) for n, r in RESERVED_MEMORY.items()}),
         system_reserved=frozen_map({"memory": "2Gi"}),
         kube_reserved=frozen_map({"memory": "1536Mi"}),
-        cgroup_driver="systemd",
         files=("/etc/rancher/rke2/config.yaml",),
         explicit=frozenset(
             {

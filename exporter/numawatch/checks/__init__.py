@@ -72,13 +72,14 @@ def _run(check: Check, host: Host, intent: Intent) -> _Verdict:
 
 
 def _judged(check: Check, host: Host, intent: Intent) -> _Verdict:
-    """``check``'s verdict on ``host``: the one an earlier reading of a HostReader got, while the intent is the same
-    object and every source the check read then (``Host.recording``) has the same generation; else judged now.
+    """``check``'s verdict on ``host``: the one an earlier reading of a HostReader got, while the intent says the
+    same (``Intent.version``) and every source the check read then (``Host.recording``) has the same generation; else
+    judged now.
 
     A check is a function of the Host and the intent alone, and what it read of the Host is recorded as it runs, so
     an unchanged reading of what it looked at gives the same verdict (``Host.reused``). A check that read the
     previous Host (a rate without ``Interrupts.before``) or failed is judged again at every reading."""
-    return host.reused(("check", check.id), intent, lambda: _run(check, host, intent), _not_failed)
+    return host.reused(("check", check.id), intent.version, lambda: _run(check, host, intent), _not_failed)
 
 
 def _not_failed(verdict: _Verdict) -> bool:

@@ -16,6 +16,7 @@ from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.host_irq import describe_cpus, protected_cpus, require
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.host import Host
+from numawatch.idlestates import allowed_states
 from numawatch.inputs import CPUIDLE, CPUIDLE_SETTINGS, KUBELET_STATE, TOPOLOGY
 from numawatch.intent import Intent
 from numawatch.model.kernel import CpuIdle, IdleState
@@ -39,25 +40,6 @@ def _idle_parameters_of(host: Host, cmdline: str) -> Mapping[str, str]:
     """``idle_parameters(cmdline)`` of the topology's command line, an earlier reading's while the topology was not
     read again (the command line changes only at a reboot)."""
     return host.derive("checks.idle_parameters", ("topology",), lambda: MappingProxyType(idle_parameters(cmdline)))
-
-
-def allowed_states(host: Host, idle: CpuIdle) -> dict[int, tuple[IdleState, ...] | None]:
-    """Every CPU's states it may enter (``CpuIdle.enabled``), worked out once per Host: the check and the idle-state
-    metric both need them for every CPU."""
-
-    def compute() -> dict[int, tuple[IdleState, ...] | None]:
-        known: dict[tuple[IdleState, ...], tuple[IdleState, ...] | None] = {}  # most CPUs share one set of states
-        found = {}
-        for cpu, states in idle.states.items():
-            if cpu in idle.resume_latency_us:
-                found[cpu] = idle.enabled(cpu)
-                continue
-            if states not in known:
-                known[states] = idle.enabled(cpu)
-            found[cpu] = known[states]
-        return found
-
-    return host.memo(("cpuidle_allowed", id(idle)), compute)
 
 
 Allowed = dict[int, tuple[IdleState, ...] | None]
@@ -99,7 +81,7 @@ def check_cpuidle_deep_state(host: Host, intent: Intent) -> Iterator[Finding]:
             )
         return
     limit = intent.kernel.max_idle_exit_latency_us
-    allowed = allowed_states(host, idle)
+    allowed = allowed_states(host)
     groups: dict[tuple[IdleState, ...], set[int]] = {}
     unknown: list[int] = []
     for cpu in sorted(judged):

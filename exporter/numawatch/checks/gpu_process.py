@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from numawatch import telemetry
 from numawatch.checks.check import Check, Finding, NotEvaluated, require
 from numawatch.cpuset import CPUSet, format_cpulist
+from numawatch.gpuholders import Holder, gpu_label, holder_of, holders_by_container
 from numawatch.host import Host
 from numawatch.hosttext import k8s_label_shown, pod_uid_shown
 from numawatch.inputs import GPU_TELEMETRY, PROCESSES, WORKLOADS
@@ -30,7 +31,7 @@ from numawatch.intent import Intent
 from numawatch.model.gpu import GpuHolders, GpuInventory, GpuProcess, HolderProcess, NvmlGpu, NvmlSnapshot
 from numawatch.model.kubelet import KubeletState
 from numawatch.model.topology import Topology
-from numawatch.workloads import Workload, build_workloads
+from numawatch.workloads import Workload
 
 REMOTE_REMEDIATION = (
     "pin the whole process to its GPU's NUMA node before it starts threads: give the container exclusive CPUs on "
@@ -46,50 +47,6 @@ MISMATCH_REMEDIATION = (
     "find how the container reaches a GPU it was not assigned (a privileged pod, NVIDIA_VISIBLE_DEVICES=all, a host "
     "path to /dev/nvidia*) and remove it; request GPUs only through the device plugin resource"
 )
-
-
-# --------------------------------------------------------------------------------------------- joins
-@dataclass(frozen=True)
-class Holder:
-    """Who a GPU process is, in the labels findings and metrics use."""
-
-    labels: Mapping[str, str]
-    display: str
-    pod_uid: str | None
-    container_name: str | None
-
-
-def holders_by_container(host: Host, intent: Intent) -> Mapping[str, Workload]:
-    """Workloads by container ID (empty when the cgroups source is down), made once per Host and intent: three
-    checks and two metric families look GPU processes up in it, and a large node has ~860 containers."""
-    if host.cgroups is None:
-        return {}
-
-    def build() -> tuple[Intent, Mapping[str, Workload]]:
-        return intent, {workload.container_id: workload for workload in build_workloads(host, intent)}
-
-    # Intent is not hashable: keyed by its identity, the entry holding it so a recycled id() never matches.
-    made: tuple[Intent, Mapping[str, Workload]] = host.memo(("holders_by_container", id(intent)), build)
-    return made[1] if made[0] is intent else build()[1]
-
-
-def holder_of(
-    container_id: str | None, pod_uid: str | None, workloads: Mapping[str, Workload], comm: str = ""
-) -> Holder:
-    """The labels of a process's container: from the workload join, else from its cgroup alone."""
-    if container_id is None:
-        name = comm or "?"
-        return Holder({"name": name}, f"host process {name}", None, None)
-    workload = workloads.get(container_id)
-    if workload is not None:
-        return Holder(workload.labels, workload.display, workload.pod_uid, workload.container_name)
-    labels = {"pod": pod_uid or "", "pod_uid": pod_uid or "", "container": container_id[:12]}
-    return Holder(labels, f"?/{pod_uid or '?'}/{container_id[:12]}", pod_uid, None)
-
-
-def gpu_label(gpu: NvmlGpu) -> str:
-    """The ``gpu`` label: the PCI address in sysfs spelling, as every other GPU series uses it."""
-    return gpu.pci_address or gpu.uuid or f"nvml-index-{gpu.index}"
 
 
 def gpu_numa_node(host: Host, gpu: NvmlGpu) -> int | None:

@@ -32,7 +32,6 @@ from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
 from numawatch.host import Host
 from numawatch.inputs import INTENT, KUBELET_CONFIG, READINGS, SELF, TOPOLOGY, WORKLOADS, exposes
-from numawatch.intent import Intent
 from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
 from numawatch.model.topology import Topology
@@ -337,14 +336,14 @@ def pod_rows(
     depend on nothing but those workloads and what ``inputs`` names (generation numbers and flags).
 
     Making the rows of every container of a large node again is a noticeable part of a render, and in serve most
-    pods' workloads were joined under the same generations as at the previous reading (``pod_join_keys``): such a
+    pods' workloads were joined under the same generations as at the previous reading (``workloads.per_pod``): such a
     pod gets the rows made then (``workloads.per_pod``, with ``inputs``; ``reads_numa_bytes=False``: ``rows_of``
     reads no ``Workload.numa_bytes``, see there). Memoised on the Host.
     """
     host, intent = evaluation.host, evaluation.intent
-    key = ("metrics.pod_rows", family, id(intent))
+    key = ("metrics.pod_rows", family, intent.version)
 
-    def build() -> tuple[Intent, tuple[tuple, ...]]:
+    def build() -> tuple[tuple, ...]:
         rows: list[tuple] = []
         uids: set[str] = set()
         made = per_pod(
@@ -365,12 +364,10 @@ def pod_rows(
                 block = tuple(row for row in block if row[:-1] not in taken)
             uids.add(uid)
             rows.extend(block)
-        return intent, tuple(rows)
+        return tuple(rows)
 
-    made: tuple[Intent, tuple[tuple, ...]] = host.memo(key, build)
-    if made[0] is intent:
-        return made[1]
-    return build()[1]  # a recycled id() of another intent: made for this one
+    made: tuple[tuple, ...] = host.memo(key, build)
+    return made
 
 
 def _rows_with_uid(
@@ -516,7 +513,7 @@ def _reused(build: Callable[[Evaluation], Metric | Iterable[Metric]], evaluation
     """``safely(build, evaluation)`` through ``Host.reused``; a builder that failed is run again at the next reading
     (and logged again), as one that is not reused would be."""
     key = ("family", build.__module__, build.__qualname__)
-    return evaluation.host.reused(key, evaluation.intent, lambda: _attempt(build, evaluation), _succeeded)[1]
+    return evaluation.host.reused(key, evaluation.intent.version, lambda: _attempt(build, evaluation), _succeeded)[1]
 
 
 def _succeeded(made: tuple[bool, tuple[Metric, ...]]) -> bool:

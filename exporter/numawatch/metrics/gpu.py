@@ -18,9 +18,9 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from numawatch import telemetry
 from numawatch.checks import Evaluation
-from numawatch.checks.gpu_process import Holder, gpu_label, holder_of, holders_by_container
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import CPUSet
+from numawatch.gpuholders import Holder, gpu_label, holder_of, holders_by_container
 from numawatch.inputs import AMDSMI, GPU_TELEMETRY, HLML, INTERRUPTS, NVML, PROCESSES, WORKLOADS, exposes
 from numawatch.metrics.core import built
 from numawatch.model.gpu import TELEMETRY_LIBRARIES, GpuHolders, HolderContainer, NvmlGpu, NvmlSnapshot

@@ -17,7 +17,6 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from numawatch import selfpin
 from numawatch.checks import Evaluation
-from numawatch.checks.host_irq import device_irqs, managed_irqs
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
 from numawatch.inputs import (
@@ -36,6 +35,7 @@ from numawatch.inputs import (
     WORKLOADS,
     exposes,
 )
+from numawatch.irqplacement import device_irqs, managed_irqs
 from numawatch.metrics.core import built, host_only, pod_rows
 from numawatch.metrics.exposition import CounterRows, GaugeRows
 from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts, Irqbalance, Irqs

@@ -10,15 +10,15 @@ from __future__ import annotations
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from numawatch.checks import Evaluation
-from numawatch.checks.cpuidle import allowed_states
-from numawatch.checks.gpu_nic import gpu_nic_paths
-from numawatch.checks.host_irq import exclusive_cpus
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
+from numawatch.gpupaths import gpu_nic_paths
+from numawatch.idlestates import allowed_states
 from numawatch.inputs import CPUIDLE, CPUIDLE_SETTINGS, GPUS, KUBELET_STATE, NVML, PCI_TOPOLOGY, TOPOLOGY, exposes
 from numawatch.metrics.core import built, host_only
 from numawatch.model.gpu import NvmlSnapshot
 from numawatch.model.kernel import CpuIdle
+from numawatch.model.kubelet import exclusive_cpus
 
 ROLE_EXCLUSIVE = "exclusive"  # held exclusively by a pinned container (cpu_manager_state)
 ROLE_ISOLATED = "isolated"  # isolcpus, not held by a container
@@ -42,7 +42,7 @@ def cpuidle_latency(evaluation: Evaluation) -> Metric:
     isolated = topology.isolated if topology is not None and topology.problem("isolated") is None else frozenset()
     exclusive = exclusive_cpus(host.kubelet_state)
     online = topology.online if topology is not None else frozenset(idle.states)
-    allowed = allowed_states(host, idle)
+    allowed = allowed_states(host)
     groups: dict[tuple[str, int], set[int]] = {}
     for cpu in idle.states:
         if cpu not in online:

@@ -38,7 +38,6 @@ class ApiPod:
     namespace: str
     name: str
     owners: tuple[Owner, ...]
-    qos_class: str | None  # status.qosClass: "Guaranteed", "Burstable", "BestEffort"; None before the kubelet set it
     tolerations: tuple[Toleration, ...]
     # container name -> resource name -> quantity as the API spells it, for requests and limits
     requests: Mapping[str, Mapping[str, str]] = field(default_factory=frozen_map)

@@ -132,7 +132,6 @@ class Irqs:
     # One line per IRQ file that could not be parsed (naming it); its IRQ is left out of ``irqs`` and tried again at
     # the next reading.
     problems: tuple[str, ...] = ()
-    default_problem: str | None = None  # why default_smp_affinity is unknown (malformed); None when it is not
 
 
 # --------------------------------------------------------------------------------------------------- irqbalance

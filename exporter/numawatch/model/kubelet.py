@@ -44,7 +44,6 @@ class KubeletConfig:
     reserved_memory: Mapping[int, Mapping[str, int]] = field(default_factory=frozen_map)
     system_reserved: Mapping[str, str] = field(default_factory=frozen_map)
     kube_reserved: Mapping[str, str] = field(default_factory=frozen_map)
-    cgroup_driver: str | None = None
     root_dir: str | None = None
     files: tuple[str, ...] = ()  # every file that contributed, in the order applied (host paths)
     explicit: frozenset[str] = frozenset()  # KubeletConfiguration field names set by a file or flag
@@ -177,6 +176,13 @@ class KubeletState:
     devices: DeviceCheckpoint | None
     problems: tuple[StateFileProblem, ...] = ()
     rke2_version: KubeletVersion | None = None  # from RKE2's versioned data directory (kubelet_version.py)
+
+
+def exclusive_cpus(state: KubeletState | None) -> CPUSet:
+    """Every CPU the kubelet's CPU Manager assigns exclusively (container, v1 and pod-level entries)."""
+    if state is None or state.cpu is None:
+        return frozenset()
+    return state.cpu.exclusive_cpus
 
 
 # --------------------------------------------------------------------------------------------------- pod resources

@@ -50,7 +50,6 @@ class PodCgroup:
 class Cgroups:
     version: int  # 1 or 2
     driver: str  # "systemd" or "cgroupfs"
-    kubepods_path: str  # relative path of the kubepods cgroup, e.g. "kubepods.slice" or "kubepods"
     pods: tuple[PodCgroup, ...]
     root_cpus_effective: CPUSet | None = None  # cpus of the kubepods cgroup
 

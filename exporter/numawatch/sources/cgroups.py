@@ -842,7 +842,6 @@ def _read_all(
     result = Cgroups(
         version=version,
         driver=driver,
-        kubepods_path=kubepods,
         pods=tuple(pods),
         root_cpus_effective=root_cpus,
     )

@@ -201,21 +201,21 @@ def _requested_every(refresh: Refresh, share: int) -> int:
     return requested // share
 
 
-def _read_default(root: str) -> tuple[CPUSet | None, str | None]:
-    """``proc/irq/default_smp_affinity`` (a hex mask), None when absent or malformed; and what was wrong with it."""
-    default_path = f"{root}/default_smp_affinity"
-    default_data = read_small(default_path, _READ_SIZE, vanishing=True)
+def _read_default(root: str) -> CPUSet | None:
+    """``proc/irq/default_smp_affinity`` (a hex mask), None when absent or malformed: only the kernel-settings
+    family shows it, and it leaves out what it does not know."""
+    default_data = read_small(f"{root}/default_smp_affinity", _READ_SIZE, vanishing=True)
     if default_data is None:
-        return None, None
+        return None
     try:
-        return parse_cpumask(default_data.decode("ascii", errors="replace")), None
-    except CPUListError as error:
-        return None, str(MalformedFile(default_path, str(error)))
+        return parse_cpumask(default_data.decode("ascii", errors="replace"))
+    except CPUListError:
+        return None
 
 
 def _snapshot(
     entries: dict[int, IrqAffinity],
-    default: tuple[CPUSet | None, str | None],
+    default: CPUSet | None,
     any_writable: bool,
     any_read_only: bool,
     problems: list[str],
@@ -227,17 +227,15 @@ def _snapshot(
     if entries and not any_writable:
         return Irqs(
             irqs=MappingProxyType({irq: replace(found, writable=None) for irq, found in entries.items()}),
-            default_affinity=default[0],
+            default_affinity=default,
             read_only_modes_seen=False,
             problems=tuple(problems),
-            default_problem=default[1],
         )
     return Irqs(
         irqs=MappingProxyType(entries),
-        default_affinity=default[0],
+        default_affinity=default,
         read_only_modes_seen=any_read_only,
         problems=tuple(problems),
-        default_problem=default[1],
     )
 
 

@@ -577,7 +577,6 @@ def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
         ),
         system_reserved=frozen_map(config.get("systemReserved")),
         kube_reserved=frozen_map(config.get("kubeReserved")),
-        cgroup_driver=config.get("cgroupDriver") or None,
         root_dir=root_dir.value if root_dir and root_dir.value else None,
         files=tuple(files),
         explicit=frozenset(explicit | flag_fields),

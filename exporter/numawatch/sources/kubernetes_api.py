@@ -8,7 +8,7 @@ or with ``--kubeconfig FILE``. Two requests, each bounded in time (numawatch.kub
   ``status.nodeInfo.kubeletVersion``;
 - ``GET /api/v1/pods?fieldSelector=spec.nodeName=<node>&resourceVersion=0``: per pod its ``metadata.uid``,
   ``namespace``, ``name``, ``ownerReferences`` (a DaemonSet's pod is a node agent, not a foreign workload),
-  ``status.qosClass``, ``spec.tolerations`` and its containers' ``resources``.
+  ``spec.tolerations`` and its containers' ``resources``.
 
 This module holds the parsers (JSON in, model out, no I/O) and the source; the source reads what the session's last
 reading holds, so an evaluation never waits on the network. Every value is checked as the API server validates it
@@ -32,7 +32,6 @@ from numawatch.paths import Paths
 from numawatch.source import ReaderContext, SourceSpec
 from numawatch.taints import TAINT_EFFECTS, Taint, TaintError, parse_label, parse_taint
 
-QOS_CLASSES = frozenset({"Guaranteed", "Burstable", "BestEffort"})
 OPERATORS = frozenset({"Equal", "Exists"})
 PHASES = frozenset({"Pending", "Running", "Succeeded", "Failed", "Unknown"})
 # An owner's kind is a CamelCase Go type name (DaemonSet, ReplicaSet, a custom resource's kind).
@@ -209,14 +208,10 @@ def parse_pod(document: Any) -> ApiPod:
     )
     requests, limits = _resources(_list(spec.get("containers"), "spec.containers"), "spec.containers")
     status = _object(pod.get("status"), "status")
-    qos = status.get("qosClass")
-    if qos is not None:
-        _checked(lambda text, what: one_of(text, QOS_CLASSES, what), _string(qos, "status.qosClass"),
-                 "status.qosClass")  # fmt: skip
     phase = status.get("phase")
     if phase is not None:
         _checked(lambda text, what: one_of(text, PHASES, what), _string(phase, "status.phase"), "status.phase")
-    return ApiPod(uid=uid, namespace=namespace, name=name, owners=owners, qos_class=qos,
+    return ApiPod(uid=uid, namespace=namespace, name=name, owners=owners,
                   tolerations=tolerations, requests=requests, limits=limits, phase=phase)  # fmt: skip
 
 
@@ -317,7 +312,6 @@ def pod_document(pod: ApiPod) -> dict[str, Any]:
         for name in names
     ]  # fmt: skip
     status = {
-        **({"qosClass": pod.qos_class} if pod.qos_class is not None else {}),
         **({"phase": pod.phase} if pod.phase is not None else {}),
     }
     return {
