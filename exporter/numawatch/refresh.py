@@ -15,8 +15,10 @@ Every source is read at every evaluation unless this table says otherwise. A pol
   a family's files for a rotating 1/K of its objects and keeps the others' values of the previous reading, so a
   value may be K - 1 evaluations old. A family whose alerts wait much longer than K evaluations may be stretched
   (``Policy.stretch``: read over S x K readings, 1/(S K) of its objects per reading), so that its cost per
-  evaluation follows what its alerts need rather than the fastest family's K. With K = 1 (``check``, ``capture``,
-  ``check --from``) everything is read, stretched or not.
+  evaluation follows what its alerts need rather than the fastest family's K. A family whose values must show within
+  a fixed number of evaluations whatever K is (a Guaranteed pod's cpusets and memory placement: within 2) has that
+  period instead (``Policy.period``: read over P readings, 1/P of its objects per reading, for any K > 1). With
+  K = 1 (``check``, ``capture``, ``check --from``) everything is read, stretched, of a fixed period or not.
 
 A source that reads incrementally (``SourceSpec.incremental``) is handed a ``Refresh`` at every reading: its share
 and turn of the rotation, whether this reading must read everything (the first one, and the one after
@@ -46,6 +48,9 @@ class Policy:
     # Rotating families read over ``stretch`` times K readings (1/(stretch K) of their objects per reading), for
     # families whose alerts wait long enough that a K-reading rotation would re-read them many times per wait.
     stretch: Mapping[str, int] = field(default_factory=dict, hash=False)
+    # Rotating families read over this many readings whatever K is (when K > 1), for values whose latency is a
+    # contract that must not grow with serve's --stagger.
+    period: Mapping[str, int] = field(default_factory=dict, hash=False)
     # With K > 1, read at one reading in ``every`` (the others hand the last snapshot out again); 1: every reading.
     every: int = 1
 
@@ -59,13 +64,18 @@ class Policy:
         for family, times in self.stretch.items():
             if family not in self.rotating or times < 1:
                 raise ValueError(f"stretch of {family!r} must be a whole number >= 1 of a rotating family")
+        for family, readings in self.period.items():
+            if family not in self.rotating or family in self.stretch or readings < 1:
+                raise ValueError(f"period of {family!r} must be a whole number >= 1 of a rotating family not stretched")
 
 
 EVERY = Policy(why="changes at any moment, or is cheap to read")
 
 
-def _rotating(*families: str, why: str, stretch: Mapping[str, int] | None = None) -> Policy:
-    return Policy(rotating=frozenset(families), why=why, stretch=dict(stretch or {}))
+def _rotating(
+    *families: str, why: str, stretch: Mapping[str, int] | None = None, period: Mapping[str, int] | None = None
+) -> Policy:
+    return Policy(rotating=frozenset(families), why=why, stretch=dict(stretch or {}), period=dict(period or {}))
 
 
 def _on_change(why: str) -> Policy:
@@ -75,7 +85,9 @@ def _on_change(why: str) -> Policy:
 # Family names are what the sources ask ``Refresh.share_of`` and ``Refresh.due`` about.
 PLACEMENT = "container memory placement"  # cgroups: memory.numa_stat, cpuset.mems, settled cgroup.procs
 SHARED_PODS = "shared pods"  # cgroups: Burstable and BestEffort pods, listed and their cpusets read in their turn
-GUARANTEED_PODS = "guaranteed pods"  # cgroups: Guaranteed pods, listed and their cpusets read in their turn
+GUARANTEED_PODS = "guaranteed pods"  # cgroups: Guaranteed pods, listed (containers started or gone) in their turn
+# cgroups: a Guaranteed pod's known containers, their cpusets and memory placement read in their turn
+GUARANTEED_CONTAINERS = "guaranteed containers"
 AFFINITIES = "irq affinities"  # irqs: smp_affinity_list and effective_affinity_list
 GOVERNORS = "cpufreq governors"  # kernel: one scaling_governor per policy
 IDLE_STATES = "idle state settings"  # cpuidle: the disable files and PM QoS limits per CPU
@@ -89,17 +101,20 @@ POLICIES: Mapping[str, Policy] = {
         PLACEMENT,
         SHARED_PODS,
         GUARANTEED_PODS,
-        why="memory placement drifts over minutes (its alerts wait 30 minutes): a container's is read at its pod's "
-        "first turn after its own, which comes every 8K readings: within 10K readings for a shared pod's, 9K for a "
-        "Guaranteed pod's (10 and 9 minutes at serve's defaults); shared containers' cpusets (of any pod: a "
+        GUARANTEED_CONTAINERS,
+        why="a Guaranteed pod's containers are what the CPU and Memory Managers pin, and their drift is the point: "
+        "their cpusets, cpuset.mems and memory.numa_stat are read at one reading in 2 whatever K is (within 2 "
+        "evaluations); its directory is listed (a container started or restarted in it) within K readings, a "
+        "container gone shows at its next read. Other containers' memory placement drifts over minutes (its alerts "
+        "wait 30 minutes): a container's is read at its pod's first turn after its own, which comes every 8K "
+        "readings: within 10K readings (10 minutes at serve's defaults); shared containers' cpusets (of any pod: a "
         "Guaranteed pod's fractional sidecar too) move with the CPU Manager's shared pool, from whose change every "
         "pod with a container on it is listed and its cpusets read at every reading for K readings, and every pod "
         "likewise from a change of the online CPUs (a CPU offline or back moves the cpusets that held it), "
         "and otherwise only when someone else rewrites one: within 2K readings, while the drift alerts wait 10-15 "
-        "minutes; a Guaranteed pod's exclusive cpusets are written once, when its containers start, and change only "
-        "when someone else rewrites them: listed and read within K readings (a minute at serve's defaults), while "
-        "the pinning alerts wait 10 minutes",
+        "minutes",
         stretch={PLACEMENT: 8, SHARED_PODS: 2},
+        period={GUARANTEED_CONTAINERS: 2},
     ),
     "names": _rotating(
         BUNDLE_CONFIGS,
@@ -185,13 +200,15 @@ class Refresh:
     # model); 0 for a one-off reading, whose objects are never reused.
     generation: int = 0
     stretch: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.stretch``)
+    period: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.period``)
     readings: int = 0  # the HostReader's readings before this one (``turn`` and ``round`` are taken from it)
 
     def share_of(self, family: str) -> int:
         """The rotation's share for ``family``: 1 (read all of it) unless the policy rotates it and K > 1; K times
-        the family's stretch when it has one."""
+        the family's stretch when it has one, its period when it has one."""
         if family in self.rotating and self.share > 1:
-            return self.share * self.stretch.get(family, 1)
+            fixed = self.period.get(family)
+            return fixed if fixed is not None else self.share * self.stretch.get(family, 1)
         return 1
 
     def rotation(self, family: str) -> tuple[int, int]:
@@ -292,6 +309,7 @@ class Turns:
             round=self.readings // share,
             rotating=policy.rotating,
             stretch=policy.stretch,
+            period=policy.period,
             readings=self.readings,
             whole=whole,
             memory=memory,
