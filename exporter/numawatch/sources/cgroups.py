@@ -347,9 +347,11 @@ def _container_entries(path: str) -> list[str]:
         return []
 
 
-# What a reading remembers of a container: the bytes of its cgroup.procs and two cpusets, its snapshot, and the
-# reading (``Refresh.readings``) at which its memory placement was last read.
-_Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup, int]
+# What a reading remembers of a container: the bytes of its cgroup.procs and two cpusets, its snapshot, the
+# reading (``Refresh.readings``) at which its memory placement was last read, and a CRC-32 of the memory.numa_stat
+# bytes its placement was parsed from (None: not read), so that a file reading the same is not parsed again (a
+# Guaranteed pod's containers' is read every 2 readings; the bytes themselves would hold a kilobyte per container).
+_Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup, int, int | None]
 
 # Sandbox verdicts remembered per container ID, with the first PID they were made for.
 _PAUSE = 0  # that PID's comm was "pause": a sandbox (pause never execs anything else)
@@ -535,7 +537,7 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
     known = scan.old_containers.get(cid)
     if known is None or scan.share <= 1 or scan.placement_due(cid, known):
         return None  # as ``_Scan.carried``: new, unstaggered, or its turn came: read in full
-    _procs, old_cpus, mems_data, container, _placed = known
+    _procs, old_cpus, mems_data, container, _placed, _numa_crc = known
     verdict = scan.sandboxes.get(cid)
     pids = container.pids
     if (
@@ -599,20 +601,26 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     # them). The CPUs are read whenever the container is.
     placement = carried if carried is not None and not scan.guaranteed_due(cid, carried) else None
     mems_data = placement[2] if placement is not None and placement[2] is not None else _read(mems_path, scan.reported)
+    known = scan.old_containers.get(cid)
+    if known is not None and known[3].cgroup_path != rel:
+        known = None  # another directory: nothing of it applies here
     numa = placement[3].numa_bytes if placement is not None else None
+    numa_crc = placement[5] if placement is not None else None
     numa_missing = False
     if numa is None:
         # v2: one unified tree, the same directory; v1: the same relative path in the memory hierarchy.
         numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
         numa_data = _read(numa_path, scan.reported)
         numa_missing = numa_data is None
-        parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
-        numa = frozen_map(parsed) if parsed is not None else None
+        if numa_data is not None:
+            numa_crc = zlib.crc32(numa_data)
+            if known is not None and known[5] == numa_crc:
+                numa = known[3].numa_bytes
+        if numa is None:
+            parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
+            numa = frozen_map(parsed) if parsed is not None else None
     if (numa_missing or cpus_data is None or mems_data is None) and not confined.is_dir(cpuset_dir):
         return None  # removed after we read cgroup.procs (or, when that was skipped, since the last reading)
-    known = scan.old_containers.get(cid)
-    if known is not None and known[3].cgroup_path != rel:
-        known = None  # another directory: nothing of it applies here
     # A file that reads the bytes it read last time has the value the previous snapshot holds (parsing is
     # deterministic): only what changed is parsed, which under moving counters is memory.numa_stat alone.
     if known is not None and known[0] == procs_data:
@@ -657,7 +665,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     # again at the container's placement turn, so a pod of such containers stays complete and is staggered.
     if numa is not None or numa_missing:
         placed = placement[4] if placement is not None else scan.refresh.readings
-        scan.containers[cid] = (procs_data, cpus_data, mems_data, container, placed)
+        scan.containers[cid] = (procs_data, cpus_data, mems_data, container, placed, numa_crc)
     return container
 
 
