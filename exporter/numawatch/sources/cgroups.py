@@ -430,6 +430,9 @@ class _Scan:
         # Whether the pod being read is Guaranteed: its containers' memory placement is read in their turn
         # (GUARANTEED_CONTAINERS), not only in PLACEMENT's.
         self.guaranteed = False
+        # What ``_settled_unchanged`` read of a Guaranteed pod's container in its turn and found changed, for the
+        # general path to take instead of reading it again: (container ID, cpus, mems, memory.numa_stat bytes).
+        self.prefetched: tuple[str, bytes | None, bytes | None, bytes | None] | None = None
         self.generation = 0  # stamped on the pods this reading makes (Refresh.generation)
         # The pod being read (see above).
         self.sandboxes: dict[str, tuple[int, int]] = {}
@@ -537,7 +540,7 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
     known = scan.old_containers.get(cid)
     if known is None or scan.share <= 1 or scan.placement_due(cid, known):
         return None  # as ``_Scan.carried``: new, unstaggered, or its turn came: read in full
-    _procs, old_cpus, mems_data, container, _placed, _numa_crc = known
+    _procs, old_cpus, mems_data, container, _placed, numa_crc = known
     verdict = scan.sandboxes.get(cid)
     pids = container.pids
     if (
@@ -555,7 +558,23 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
         # nothing of it is read; a removed one goes with its pod's directory, or at its turn.
         cpus_data = old_cpus
     elif scan.guaranteed_due(cid, known):
-        return None  # a Guaranteed pod's container in its turn: its placement is read too
+        # A Guaranteed pod's container in its turn: its placement is read too. Files reading the same bytes: the
+        # previous snapshot, its placement read now; otherwise the general path takes the bytes read here.
+        layout = scan.layout
+        cpuset_dir = layout.cpuset + "/" + rel
+        cpus_data = _read(cpuset_dir + layout.cpus_file, scan.reported)
+        read_mems = _read(cpuset_dir + layout.mems_file, scan.reported)
+        numa_data = _read(layout.memory + "/" + rel + "/memory.numa_stat", scan.reported)
+        if (
+            cpus_data is None
+            or cpus_data != old_cpus
+            or read_mems != mems_data
+            or numa_data is None
+            or zlib.crc32(numa_data) != numa_crc
+        ):
+            scan.prefetched = (cid, cpus_data, read_mems, numa_data)
+            return None
+        known = (known[0], cpus_data, read_mems, container, scan.refresh.readings, numa_crc)
     else:
         layout = scan.layout
         cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan.reported)
@@ -577,6 +596,9 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     """One container leaf, or None when it vanished while we read it."""
     layout = scan.layout
     cpuset_dir = f"{layout.cpuset}/{rel}"
+    prefetched, scan.prefetched = scan.prefetched, None
+    if prefetched is not None and prefetched[0] != cid:
+        prefetched = None
     carried = scan.carried(cid)
     settled = carried is not None and scan.settled(cid, carried[3])
     procs_path = cpuset_dir + "/cgroup.procs"
@@ -594,13 +616,17 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
         procs_data = read_procs
     cpus_path = cpuset_dir + layout.cpus_file
     mems_path = cpuset_dir + layout.mems_file
-    cpus_data = _read(cpus_path, scan.reported)
+    cpus_data = prefetched[1] if prefetched is not None else _read(cpus_path, scan.reported)
     # cpuset.mems.effective goes with memory.numa_stat: memory placement, whose alerts wait 30 minutes, and which
     # no other pod's admission rewrites (the Memory Manager does not reconcile shared containers' mems the way the
     # CPU Manager does their cpus), except a Guaranteed pod's, read in its containers' turn (the Memory Manager pins
     # them). The CPUs are read whenever the container is.
     placement = carried if carried is not None and not scan.guaranteed_due(cid, carried) else None
-    mems_data = placement[2] if placement is not None and placement[2] is not None else _read(mems_path, scan.reported)
+    mems_data: bytes | None
+    if placement is not None and placement[2] is not None:
+        mems_data = placement[2]
+    else:
+        mems_data = prefetched[2] if prefetched is not None else _read(mems_path, scan.reported)
     known = scan.old_containers.get(cid)
     if known is not None and known[3].cgroup_path != rel:
         known = None  # another directory: nothing of it applies here
@@ -610,7 +636,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     if numa is None:
         # v2: one unified tree, the same directory; v1: the same relative path in the memory hierarchy.
         numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
-        numa_data = _read(numa_path, scan.reported)
+        numa_data = prefetched[3] if prefetched is not None else _read(numa_path, scan.reported)
         numa_missing = numa_data is None
         if numa_data is not None:
             numa_crc = zlib.crc32(numa_data)
