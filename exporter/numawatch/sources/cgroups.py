@@ -418,6 +418,9 @@ class _Scan:
         self.old_pods = pods or {}
         self.refresh = refresh
         self.share = refresh.share_of(PLACEMENT)  # a container's placement is read once in ``share`` readings
+        # A Guaranteed pod's containers are read once in this share of readings (GUARANTEED_CONTAINERS), in this turn
+        self.guaranteed_containers_share, self.guaranteed_containers_turn = refresh.rotation(GUARANTEED_CONTAINERS)
+        self.readings = refresh.readings
         self.lists: dict[bytes, CPUSet] = {}
         self.pods: dict[str, _PodState] = {}
         # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reading turns it on,
@@ -475,7 +478,7 @@ class _Scan:
 
     def placement_due(self, cid: str, known: _Seen) -> bool:
         """Whether the container's placement turn came since ``known`` was read (at this reading or between)."""
-        return self.refresh.due_since(PLACEMENT, int(cid[:8], 16), known[4])
+        return self._due_since(self.share, int(cid[:8], 16), known[4])
 
     def guaranteed_due(self, cid: str, known: _Seen) -> bool:
         """Whether the pod being read is Guaranteed and its container's turn (GUARANTEED_CONTAINERS: its cpusets and
@@ -484,8 +487,16 @@ class _Scan:
         return (
             self.guaranteed
             and not known[3].is_sandbox
-            and self.refresh.due_since(GUARANTEED_CONTAINERS, int(cid[:8], 16), known[4])
+            and self._due_since(self.guaranteed_containers_share, int(cid[:8], 16), known[4])
         )
+
+    def _due_since(self, share: int, key: int, last: int) -> bool:
+        """``Refresh.due_since`` for a family whose share this reading took once (it is asked for every container
+        at every visit): whether the object of turn ``key`` had its turn since reading ``last``."""
+        if share <= 1:
+            return True
+        readings = self.readings
+        return last < readings - (readings - key % share) % share
 
     def settled(self, cid: str, container: ContainerCgroup) -> bool:
         """Whether this container's sandbox verdict is final for the first PID its snapshot lists: then its
@@ -728,7 +739,7 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
     key = zlib.crc32(uid.encode())
     if carry and old is not None and old.complete and key % share != turn:
-        if not scan.guaranteed or not scan.refresh.due(GUARANTEED_CONTAINERS, key):
+        if not scan.guaranteed or key % scan.guaranteed_containers_share != scan.guaranteed_containers_turn:
             # Its parsed CPU lists are not added to ``scan.lists``: that is a cache of parses, and a list that only
             # carried pods hold is at worst parsed once more, by another container that comes to read those bytes.
             scan.pods[rel] = old
