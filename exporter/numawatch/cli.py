@@ -58,12 +58,13 @@ DEFAULT_MAX_REQUESTS = 40  # node_exporter's --web.max-requests default
 # the environment variable changes the default (the test suite sets 0 to read once).
 DEFAULT_WINDOW = 3.0
 WINDOW_ENV = "NUMAWATCH_CHECK_WINDOW"
-# serve re-reads the slow-drifting files (containers' memory.numa_stat, cpuset.mems.effective and, once their sandbox
-# verdict is settled, cgroup.procs; Burstable and BestEffort pods whole; IRQ affinities, the requested masks every
-# other turn; cpufreq governors: the rotating families of the refresh table, numawatch.refresh) for a rotating share
-# of them per evaluation (HostReader's stagger K, stretched to 2K-8K per family by the table): at the 15 s interval
-# a change there shows within 1-8 minutes, inside the 10-30 minutes the alerts on them wait (docs/sources.md). check
-# and capture read everything.
+# serve re-reads the slow-drifting files (other than a Guaranteed pod's containers', read every 2 evaluations whatever
+# K: containers' memory.numa_stat, cpuset.mems.effective and, once their sandbox verdict is settled, cgroup.procs;
+# Burstable and BestEffort pods whole; IRQ affinities, the requested masks every other turn; cpufreq governors: the
+# rotating families of the refresh table, numawatch.refresh) for a rotating share of them per evaluation
+# (HostReader's stagger K, stretched to 2K-8K per family by the table): at the 15 s interval a change there shows
+# within 1-10 minutes, inside the 10-30 minutes the alerts on them wait (docs/sources.md). check and capture read
+# everything.
 DEFAULT_STAGGER = 4
 # serve looks at the intent and web config files (and the certificates the latter names) this often and reloads them
 # when they changed: a ConfigMap or Secret update is a symlink swap that the kubelet announces to nobody. Each look is
