@@ -67,9 +67,9 @@ class Driven:
 
     def readings_per_round(self, family: str) -> int:
         """How many readings one round of ``family``'s rotation takes: the stagger, times the family's stretch in
-        the refresh table, or the family's fixed period in it."""
-        if self.turns.stagger > 1 and family in self.policy.period:
-            return self.policy.period[family]
+        the refresh table, or the family's fixed round in it."""
+        if self.turns.stagger > 1 and family in self.policy.fixed:
+            return self.policy.fixed[family]
         return self.turns.stagger * self.policy.stretch.get(family, 1)
 
     def without_rotation(self, family: str) -> Driven:
@@ -79,11 +79,11 @@ class Driven:
         return self
 
     def rotating_like(self, family: str, other: str) -> Driven:
-        """This driver with ``family`` rotating over ``other``'s round (the table's period or stretch of ``family``
+        """This driver with ``family`` rotating over ``other``'s round (the table's fixed round or stretch of ``family``
         replaced by ``other``'s), so that a test can look at the rules of ``other``'s rotation alone."""
-        period = {name: readings for name, readings in self.policy.period.items() if name != family}
+        fixed = {name: readings for name, readings in self.policy.fixed.items() if name != family}
         stretch = {**self.policy.stretch, family: self.policy.stretch.get(other, 1)}
-        self.policy = replace(self.policy, period=period, stretch=stretch)
+        self.policy = replace(self.policy, fixed=fixed, stretch=stretch)
         return self
 
     def refresh_all(self) -> None:

@@ -441,7 +441,7 @@ def test_sandboxes_without_memory_numa_stat_keep_their_pods_carried(fake_host):
 
 # --------------------------------------------------------------------------------------------------- Guaranteed pods
 # A Guaranteed pod's containers are what the CPU and Memory Managers pin: their cpusets and memory placement are read
-# within 2 readings of a change whatever serve's stagger (the refresh table's GUARANTEED_CONTAINERS period).
+# within 2 readings of a change whatever serve's stagger (the refresh table's GUARANTEED_CONTAINERS fixed round).
 LATENCY = 2
 
 

@@ -51,7 +51,7 @@ def _round(policy: Policy, family: str, stagger: int) -> int:
     """Readings over which ``family`` of a source of ``policy`` is read once (1: at every reading)."""
     if stagger <= 1 or family not in policy.rotating:
         return 1
-    return policy.period.get(family) or stagger * policy.stretch.get(family, 1)
+    return policy.fixed.get(family) or stagger * policy.stretch.get(family, 1)
 
 
 def _source_bound(name: str, families: tuple[str, ...], stagger: int) -> int:

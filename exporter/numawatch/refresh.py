@@ -15,10 +15,9 @@ Every source is read at every evaluation unless this table says otherwise. A pol
   a family's files for a rotating 1/K of its objects and keeps the others' values of the previous reading, so a
   value may be K - 1 evaluations old. A family whose alerts wait much longer than K evaluations may be stretched
   (``Policy.stretch``: read over S x K readings, 1/(S K) of its objects per reading), so that its cost per
-  evaluation follows what its alerts need rather than the fastest family's K. A family whose values must show within
-  a fixed number of evaluations whatever K is (a Guaranteed pod's cpusets and memory placement: within 2) has that
-  period instead (``Policy.period``: read over P readings, 1/P of its objects per reading, for any K > 1). With
-  K = 1 (``check``, ``capture``, ``check --from``) everything is read, stretched, of a fixed period or not.
+  evaluation follows what its alerts need rather than the fastest family's K; one whose staleness must not grow with
+  K has a fixed round instead (``Policy.fixed``: read over N readings whatever K > 1). With K = 1 (``check``,
+  ``capture``, ``check --from``) everything is read, stretched or not.
 
 A source that reads incrementally (``SourceSpec.incremental``) is handed a ``Refresh`` at every reading: its share
 and turn of the rotation, whether this reading must read everything (the first one, and the one after
@@ -48,11 +47,11 @@ class Policy:
     # Rotating families read over ``stretch`` times K readings (1/(stretch K) of their objects per reading), for
     # families whose alerts wait long enough that a K-reading rotation would re-read them many times per wait.
     stretch: Mapping[str, int] = field(default_factory=dict, hash=False)
-    # Rotating families read over this many readings whatever K is (when K > 1), for values whose latency is a
-    # contract that must not grow with serve's --stagger.
-    period: Mapping[str, int] = field(default_factory=dict, hash=False)
     # With K > 1, read at one reading in ``every`` (the others hand the last snapshot out again); 1: every reading.
     every: int = 1
+    # Rotating families read over a fixed number of readings whatever K is (with K > 1; 1/N of their objects per
+    # reading): a family whose changes must show within a bound that does not grow with serve's --stagger.
+    fixed: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.on_change and self.rotating:
@@ -64,18 +63,19 @@ class Policy:
         for family, times in self.stretch.items():
             if family not in self.rotating or times < 1:
                 raise ValueError(f"stretch of {family!r} must be a whole number >= 1 of a rotating family")
-        for family, readings in self.period.items():
-            if family not in self.rotating or family in self.stretch or readings < 1:
-                raise ValueError(f"period of {family!r} must be a whole number >= 1 of a rotating family not stretched")
+        for family, readings in self.fixed.items():
+            if family not in self.rotating or readings < 1 or family in self.stretch:
+                raise ValueError(f"the fixed round of {family!r} must be a whole number >= 1 of a rotating family "
+                                 "that is not stretched")
 
 
 EVERY = Policy(why="changes at any moment, or is cheap to read")
 
 
 def _rotating(
-    *families: str, why: str, stretch: Mapping[str, int] | None = None, period: Mapping[str, int] | None = None
+    *families: str, why: str, stretch: Mapping[str, int] | None = None, fixed: Mapping[str, int] | None = None
 ) -> Policy:
-    return Policy(rotating=frozenset(families), why=why, stretch=dict(stretch or {}), period=dict(period or {}))
+    return Policy(rotating=frozenset(families), why=why, stretch=dict(stretch or {}), fixed=dict(fixed or {}))
 
 
 def _on_change(why: str) -> Policy:
@@ -114,7 +114,7 @@ POLICIES: Mapping[str, Policy] = {
         "and otherwise only when someone else rewrites one: within 2K readings, while the drift alerts wait 10-15 "
         "minutes",
         stretch={PLACEMENT: 8, SHARED_PODS: 2},
-        period={GUARANTEED_CONTAINERS: 2},
+        fixed={GUARANTEED_CONTAINERS: 2},
     ),
     "names": _rotating(
         BUNDLE_CONFIGS,
@@ -200,14 +200,14 @@ class Refresh:
     # model); 0 for a one-off reading, whose objects are never reused.
     generation: int = 0
     stretch: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.stretch``)
-    period: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.period``)
+    fixed: Mapping[str, int] = field(default_factory=dict, hash=False)  # the policy's (``Policy.fixed``)
     readings: int = 0  # the HostReader's readings before this one (``turn`` and ``round`` are taken from it)
 
     def share_of(self, family: str) -> int:
         """The rotation's share for ``family``: 1 (read all of it) unless the policy rotates it and K > 1; K times
-        the family's stretch when it has one, its period when it has one."""
+        the family's stretch when it has one, its fixed round when it has one."""
         if family in self.rotating and self.share > 1:
-            fixed = self.period.get(family)
+            fixed = self.fixed.get(family)
             return fixed if fixed is not None else self.share * self.stretch.get(family, 1)
         return 1
 
@@ -309,7 +309,7 @@ class Turns:
             round=self.readings // share,
             rotating=policy.rotating,
             stretch=policy.stretch,
-            period=policy.period,
+            fixed=policy.fixed,
             readings=self.readings,
             whole=whole,
             memory=memory,

@@ -26,7 +26,7 @@ With serve's ``--stagger k`` (the refresh table rotates ``PLACEMENT``, ``SHARED_
 
 A Guaranteed pod's containers are what the CPU and Memory Managers pin, and their drift is what numawatch is for:
 their cpusets, ``cpuset.mems.effective`` and ``memory.numa_stat`` are read at one reading in 2 whatever k is
-(``GUARANTEED_CONTAINERS``, a fixed period in the table; turn by the pod's UID), so a cpuset someone rewrote or memory
+(``GUARANTEED_CONTAINERS``, a fixed round in the table; turn by the pod's UID), so a cpuset someone rewrote or memory
 moved to another node shows within 2 readings. The pod's directory is listed in its own turn, every k-th reading
 (``GUARANTEED_PODS``): a container started or restarted in it shows then, and a container removed shows at its next
 read (its cpusets fail to read).
@@ -569,23 +569,36 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
         # nothing of it is read; a removed one goes with its pod's directory, or at its turn.
         cpus_data = old_cpus
     elif scan.guaranteed_due(cid, known):
-        # A Guaranteed pod's container in its turn: its placement is read too. Files reading the same bytes: the
-        # previous snapshot, its placement read now; otherwise the general path takes the bytes read here.
+        # A Guaranteed pod's container in its turn: its placement is read too. Its cpusets reading the same bytes:
+        # the previous snapshot, or a copy holding the placement read now when memory.numa_stat moved (the usual
+        # change, at every turn of a busy container); anything else: the general path takes the bytes read here.
         layout = scan.layout
         cpuset_dir = layout.cpuset + "/" + rel
         cpus_data = _read(cpuset_dir + layout.cpus_file, scan.reported)
         read_mems = _read(cpuset_dir + layout.mems_file, scan.reported)
-        numa_data = _read(layout.memory + "/" + rel + "/memory.numa_stat", scan.reported)
-        if (
-            cpus_data is None
-            or cpus_data != old_cpus
-            or read_mems != mems_data
-            or numa_data is None
-            or zlib.crc32(numa_data) != numa_crc
-        ):
+        numa_path = layout.memory + "/" + rel + "/memory.numa_stat"
+        numa_data = _read(numa_path, scan.reported)
+        if cpus_data is None or cpus_data != old_cpus or read_mems != mems_data or numa_data is None:
             scan.prefetched = (cid, cpus_data, read_mems, numa_data)
             return None
-        known = (known[0], cpus_data, read_mems, container, scan.refresh.readings, numa_crc)
+        crc = zlib.crc32(numa_data)
+        if crc != numa_crc:
+            parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
+            if parsed is None:
+                scan.prefetched = (cid, cpus_data, read_mems, numa_data)
+                return None
+            if parsed != container.numa_bytes:
+                container = ContainerCgroup(
+                    container_id=cid,
+                    runtime=container.runtime,
+                    cgroup_path=rel,
+                    cpus_effective=container.cpus_effective,
+                    mems_effective=container.mems_effective,
+                    numa_bytes=frozen_map(parsed),
+                    is_sandbox=container.is_sandbox,
+                    pids=container.pids,
+                )
+        known = (known[0], cpus_data, read_mems, container, scan.refresh.readings, crc)
     else:
         layout = scan.layout
         cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan.reported)
