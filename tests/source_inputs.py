@@ -67,13 +67,23 @@ class Driven:
 
     def readings_per_round(self, family: str) -> int:
         """How many readings one round of ``family``'s rotation takes: the stagger, times the family's stretch in
-        the refresh table."""
+        the refresh table, or the family's fixed round in it."""
+        if self.turns.stagger > 1 and family in self.policy.fixed:
+            return self.policy.fixed[family]
         return self.turns.stagger * self.policy.stretch.get(family, 1)
 
     def without_rotation(self, family: str) -> Driven:
         """This driver with ``family`` read in full at every reading, as a refresh table that does not rotate it
         would have it (so a test can look at the rules of another family alone)."""
         self.policy = replace(self.policy, rotating=self.policy.rotating - {family})
+        return self
+
+    def rotating_like(self, family: str, other: str) -> Driven:
+        """This driver with ``family`` rotating over ``other``'s round (the table's fixed round or stretch of ``family``
+        replaced by ``other``'s), so that a test can look at the rules of ``other``'s rotation alone."""
+        fixed = {name: readings for name, readings in self.policy.fixed.items() if name != family}
+        stretch = {**self.policy.stretch, family: self.policy.stretch.get(other, 1)}
+        self.policy = replace(self.policy, fixed=fixed, stretch=stretch)
         return self
 
     def refresh_all(self) -> None:

@@ -16,9 +16,10 @@ from fakehost.hotplug import take_cpus_offline
 from fakehost.kubelet import write_cpu_manager_state
 from fakehost.pods import ContainerSpec, add_pod, remove_pod, set_container_cpus, set_numa_bytes
 from fakehost.topology import add_topology
+from numawatch.host import HostReader
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.refresh import PLACEMENT, POLICIES, SHARED_PODS
-from numawatch.sources import cgroups
+from numawatch.sources import cgroups, kubelet_state
 from source_inputs import CgroupsReaderWithState
 
 K = 4
@@ -436,3 +437,115 @@ def test_sandboxes_without_memory_numa_stat_keep_their_pods_carried(fake_host):
 
     assert without <= with_files, (without, with_files)
     assert all(c.numa_bytes is None for p in cgroups.read(fake_host.paths).pods for c in p.containers if c.is_sandbox)
+
+
+# --------------------------------------------------------------------------------------------------- Guaranteed pods
+# A Guaranteed pod's containers are what the CPU and Memory Managers pin: their cpusets and memory placement are read
+# within 2 readings of a change whatever serve's stagger (the refresh table's GUARANTEED_CONTAINERS fixed round).
+LATENCY = 2
+
+
+def pinned_pods(fake_host) -> list:
+    """Guaranteed pods of an exclusive container each, over every turn of the rotation of Guaranteed pods."""
+    return pods_in_every_turn(fake_host, K, "pinned", lambda i: [
+        ContainerSpec("app", cpus={16 + 2 * i, 17 + 2 * i}, mems="0", numa_bytes={0: 1 << 30, 1: 0},
+                      pids=(9300 + i,))])  # fmt: skip
+
+
+def host_reader(fake_host, stagger: int = K) -> HostReader:
+    """A HostReader of the cgroups (and the kubelet state it needs) as serve keeps it, past its first readings: the
+    sandbox verdicts settled and the first look at the kubelet's state behind, so pods are carried between turns."""
+    reader = HostReader(fake_host.paths, (kubelet_state.SOURCE, cgroups.SOURCE), stagger=stagger)
+    for _ in range(stagger + 1):
+        reader.read()
+    return reader
+
+
+def apps(reader: HostReader, pods) -> list:
+    found = reader.read().cgroups
+    assert found is not None
+    return [next(c for c in found.pod(pod.uid).containers if not c.is_sandbox) for pod in pods]
+
+
+@pytest.mark.parametrize("stagger", [K, 3, 7])
+@pytest.mark.parametrize("offset", range(K))
+def test_a_guaranteed_containers_rewritten_cpuset_shows_within_2_readings_whatever_the_stagger(
+    fake_host, stagger, offset
+):
+    shared_pods(fake_host, count=2)  # the kubelet state and some shared pods around
+    pods = pinned_pods(fake_host)
+    reader = host_reader(fake_host, stagger)
+    for _ in range(offset):  # the change comes at every turn of the rotation
+        reader.read()
+
+    for pod in pods:
+        set_container_cpus(fake_host, pod, "app", "40-41")  # someone else rewrote the pinned cpusets
+    seen = [[app.cpus_effective == frozenset({40, 41}) for app in apps(reader, pods)] for _ in range(LATENCY)]
+
+    assert all(seen[-1]), f"cpusets seen at the readings after the change: {seen}"
+    for index in range(len(pods)):  # once seen, it stays
+        assert seen[0][index] <= seen[1][index]
+
+
+@pytest.mark.parametrize("offset", range(K))
+def test_a_guaranteed_containers_memory_moved_to_the_remote_node_shows_within_2_readings(fake_host, offset):
+    shared_pods(fake_host, count=2)
+    pods = pinned_pods(fake_host)
+    reader = host_reader(fake_host)
+    for _ in range(offset):
+        reader.read()
+
+    for pod in pods:
+        set_numa_bytes(fake_host, pod, "app", {0: 1 << 20, 1: 1 << 30})  # the kernel moved its pages to node 1
+    seen = [[dict(app.numa_bytes or {}) == {0: 1 << 20, 1: 1 << 30} for app in apps(reader, pods)] for _ in range(2)]
+
+    assert all(seen[-1]), f"placement seen at the readings after the change: {seen}"
+
+
+@pytest.mark.parametrize("offset", range(K))
+def test_a_guaranteed_containers_cpuset_mems_moved_shows_within_2_readings(fake_host, offset):
+    shared_pods(fake_host, count=2)
+    pods = pinned_pods(fake_host)
+    reader = host_reader(fake_host)
+    for _ in range(offset):
+        reader.read()
+
+    for pod in pods:
+        set_container_cpus(fake_host, pod, "app", pod.container("app").cpus, mems="1")  # mems moved to node 1
+    seen = [[app.mems_effective == frozenset({1}) for app in apps(reader, pods)] for _ in range(LATENCY)]
+
+    assert all(seen[-1]), f"cpuset.mems seen at the readings after the change: {seen}"
+    assert reader.read().cgroups == cgroups.read(fake_host.paths)
+
+
+def test_a_guaranteed_pods_containers_are_read_every_2_readings_and_listed_once_in_k(fake_host, monkeypatch):
+    pods = pinned_pods(fake_host)
+    reader = host_reader(fake_host)
+    listings = listed(monkeypatch)
+    reads: list[str] = []
+    real = cgroups._read
+    monkeypatch.setattr(cgroups, "_read", lambda path, *args: reads.append(path) or real(path, *args))
+
+    for _ in range(2 * K):
+        reader.read()
+
+    for pod in pods:
+        app = f"/{pod.container('app').cgroup_path}/"
+        assert sum(path.endswith(app + "memory.numa_stat") for path in reads) == K  # once in 2 readings
+        assert sum(path.endswith(app + "cpuset.cpus.effective") for path in reads) == K
+        assert listings.count(pod_dir(fake_host, pod)) == 2  # its listing (containers started in it): once in K
+    # the sandbox's placement, which nothing judges, keeps PLACEMENT's round
+    sandboxes = [f"/{pod.sandbox.cgroup_path}/memory.numa_stat" for pod in pods]
+    assert sum(path.endswith(sandbox) for path in reads for sandbox in sandboxes) <= len(pods)
+
+
+def test_an_unstaggered_reader_reads_every_guaranteed_container_every_time(fake_host):
+    pods = pinned_pods(fake_host)
+    reader = host_reader(fake_host, stagger=1)
+
+    set_numa_bytes(fake_host, pods[0], "app", {0: 0, 1: 1 << 30})
+    set_container_cpus(fake_host, pods[1], "app", "40-41")
+    found = apps(reader, pods)
+
+    assert dict(found[0].numa_bytes or {}) == {0: 0, 1: 1 << 30}
+    assert found[1].cpus_effective == frozenset({40, 41})

@@ -172,7 +172,7 @@ def test_explain_as_markdown_is_two_tables(capsys):
     worst = worst_case_evaluations("numawatch_container_memory_numa_bytes", DEFAULT_STAGGER)
     assert code == 0
     assert "| cgroups: container memory placement | a rotating 1/" in out
-    assert f"| `numawatch_container_memory_numa_bytes` | workloads join, cgroups: container memory placement | " \
+    assert f"| `numawatch_container_memory_numa_bytes` | workloads join, container memory placement | " \
            f"{worst} | {worst * DEFAULT_INTERVAL:g} s |" in out  # fmt: skip
     assert all(line.startswith("|") for line in out.splitlines() if line)
     _, out, _ = run(capsys, "--format", "markdown")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from numawatch.cpuset import format_cpulist, parse_cpulist
 from numawatch.paths import Paths
-from numawatch.refresh import GUARANTEED_PODS, PLACEMENT
+from numawatch.refresh import GUARANTEED_CONTAINERS, GUARANTEED_PODS, PLACEMENT
 from numawatch.sources import cgroups
 from source_inputs import Driven
 
@@ -172,7 +172,10 @@ def test_a_staggered_reader_reads_real_cpusets_in_the_pods_turns_and_each_memory
 ):
     paths = Paths.from_root(tmp_path / "root", sysfs="/sys", procfs="/proc")
     share = 4
-    reader = Driven("cgroups")
+    # The Guaranteed pod's containers take PLACEMENT's round for their memory placement (the table reads them every
+    # 2 readings: tests/test_cgroups_stagger.py), so that the placement
+    # rotation's rules are seen on the real cgroups.
+    reader = Driven("cgroups").rotating_like(GUARANTEED_CONTAINERS, PLACEMENT)
     reader.set_stagger(share)
     first = reader.read(paths)  # both containers are new: read in full
     assert all(c.numa_bytes is not None for c in first.pod(POD_UID).containers)

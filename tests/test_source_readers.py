@@ -23,7 +23,15 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, Inputs, read_host_window
 from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.paths import Paths
-from numawatch.refresh import AFFINITIES, GOVERNORS, GUARANTEED_PODS, PLACEMENT, POLICIES, SHARED_PODS
+from numawatch.refresh import (
+    AFFINITIES,
+    GOVERNORS,
+    GUARANTEED_CONTAINERS,
+    GUARANTEED_PODS,
+    PLACEMENT,
+    POLICIES,
+    SHARED_PODS,
+)
 from numawatch.sources import _files, cgroups, interrupts, irqs, kernel, kubelet_state, topology
 from numawatch.sources._files import DEFAULT_READ_LIMIT, read_attribute_text, read_optional_text
 from numawatch.sources.cgroups import parse_numa_stat_v2
@@ -981,8 +989,16 @@ def staggered(reader):
 def every_pod_visited(reader):
     """A staggered reader that lists and reads every Guaranteed pod at every reading (its refresh table does not
     rotate GUARANTEED_PODS), so that the rules for one container's files are seen alone: with the table's rotation
-    they apply at the pod's turns."""
-    return staggered(reader).without_rotation(GUARANTEED_PODS)
+    they apply at the pod's turns. Its Guaranteed pods' containers take PLACEMENT's round for their memory placement
+    (``placement_rules_alone``)."""
+    return placement_rules_alone(staggered(reader).without_rotation(GUARANTEED_PODS))
+
+
+def placement_rules_alone(reader):
+    """The reader with GUARANTEED_CONTAINERS (a Guaranteed pod's containers' cpusets and memory placement, every 2
+    readings in the table) rotating over PLACEMENT's round, so that the placement rotation's rules, which the
+    table applies to every other pod's containers, are seen on this file's Guaranteed pods alone."""
+    return reader.rotating_like(GUARANTEED_CONTAINERS, PLACEMENT)
 
 
 def readings_per_turn(source: str, family: str, stagger: int = K) -> int:
@@ -1787,9 +1803,10 @@ def shared_pods(fake_host, count: int = 8, first: int = 100):
     return pods
 
 
-def settled_reader(fake_host):
-    """A staggered reader past the readings that follow its first look at the kubelet's state."""
-    reader = staggered(CgroupsReaderWithState())
+def settled_reader(fake_host, configured=lambda reader: reader):
+    """A staggered reader past the readings that follow its first look at the kubelet's state (``configured``: the
+    reader as a test wants it, before its first reading)."""
+    reader = configured(staggered(CgroupsReaderWithState()))
     for _ in range(K + 1):
         last = reader.read(fake_host.paths)
     return reader, last
@@ -1850,7 +1867,7 @@ def test_a_guaranteed_pod_outside_its_turn_is_its_previous_snapshot_and_none_of_
     fake_host, monkeypatch
 ):
     pods = many_pods(fake_host)
-    reader, before = settled_reader(fake_host)
+    reader, before = settled_reader(fake_host, placement_rules_alone)
     reads = recording(monkeypatch, cgroups, "_read")
     listings = recording(monkeypatch, cgroups, "_container_entries")
     visits: dict[str, int] = {}

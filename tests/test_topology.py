@@ -10,7 +10,7 @@ import pytest
 from fakehost.topology import GiB, add_topology, format_cpumask
 from numawatch.cpuset import CPUListError, format_cpulist, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
-from numawatch.host import HostReader
+from numawatch.host import HostReader, read_host
 from numawatch.paths import Paths
 from numawatch.sources import topology
 from numawatch.sources.topology import (
@@ -645,6 +645,26 @@ def test_host_reader_rereads_the_topology_when_a_fingerprinted_file_changes(fake
     again = reader.read()
     assert not again.statuses["topology"].cached
     assert again.statuses["topology"].up
+
+
+def test_host_reader_reads_the_topology_again_when_a_nodes_cpu_list_changes_after_the_online_cpus(fake_host):
+    # The kernel takes a CPU going offline out of cpu/online, then out of its node's list: a reading between the
+    # two must not stand once the node's list changed.
+    add_topology(fake_host, sockets=2, cores_per_socket=2, threads_per_core=1)
+    reader = HostReader(fake_host.paths, [topology.SOURCE])
+    node = next(n.id for n in reader.read().topology.nodes.values() if 3 in n.cpus)
+    fake_host.write("sys/devices/system/cpu/online", "0-2")
+    fake_host.write("sys/devices/system/cpu/offline", "3")
+    fake_host.write("sys/devices/system/cpu/cpu3/online", "0")
+    reader.read()  # between the two
+    cpulist = fake_host.path(f"sys/devices/system/node/node{node}/cpulist")
+    remaining = parse_cpulist(cpulist.read_text()) - {3}
+    cpulist.write_text(format_cpulist(remaining) + "\n")
+    after = reader.read()
+
+    assert not after.statuses["topology"].cached
+    assert after.topology == read_host(fake_host.paths).topology
+    assert 3 not in after.topology.nodes[node].cpus
 
 
 def _set_mem_total(fake_host, rel: str, kb: int) -> None:

@@ -26,6 +26,7 @@ from numawatch.refresh import (
     DAEMON_SEARCH,
     FULL_PROCESS_SCAN,
     GOVERNORS,
+    GUARANTEED_CONTAINERS,
     GUARANTEED_PODS,
     IDLE_STATES,
     PLACEMENT,
@@ -120,7 +121,11 @@ POD_USAGES = Source("pod_usage", POD_USAGE)
 KUBERNETES_API = Source("kubernetes_api")
 OWN_POD = Source("own_pod")
 # A container's memory placement (memory.numa_stat, cpuset.mems): Workload.numa_bytes and Workload.mems.
-MEMORY_PLACEMENT = Source("cgroups", PLACEMENT)
+# Containers' memory placement: a Guaranteed pod's containers' in their fixed round, every other container's (and
+# every sandbox's) in the slower placement rotation.
+MEMORY_PLACEMENT = Derived(
+    "container memory placement", (Source("cgroups", GUARANTEED_CONTAINERS), Source("cgroups", PLACEMENT))
+)
 
 # Every vendor's GPU telemetry as one reading (numawatch.telemetry).
 GPU_TELEMETRY = Derived("GPU telemetry", (NVML, AMDSMI, HLML))
@@ -132,6 +137,7 @@ WORKLOADS = Derived(
     (
         Source("cgroups", SHARED_PODS),
         Source("cgroups", GUARANTEED_PODS),
+        Source("cgroups", GUARANTEED_CONTAINERS),
         Source("names", BUNDLE_CONFIGS),
         Source("names", POD_LOG_DIRS),
         KUBELET_STATE,

@@ -114,6 +114,7 @@ DEFAULT_STAGGER = 4
 PLACEMENT = "container memory placement"
 SHARED_PODS = "shared pods"
 GUARANTEED_PODS = "guaranteed pods"
+GUARANTEED_CONTAINERS = "guaranteed containers"
 AFFINITIES = "irq affinities"
 REQUESTED_MASKS = "irq requested masks"
 # irqbalance's periodic looks (``Policy.periodic``).
@@ -128,10 +129,13 @@ POD_LOG_DIRS = "pod log directories"
 
 # What each family's objects are and which of their files are read in their turn (``numawatch explain``).
 FAMILIES: Mapping[str, str] = {
-    PLACEMENT: "per container: memory.numa_stat, cpuset.mems.effective and, once its sandbox verdict is settled, "
+    PLACEMENT: "per container but a Guaranteed pod's (its sandbox's included): memory.numa_stat, "
+    "cpuset.mems.effective and, once its sandbox verdict is settled, "
     "cgroup.procs",
     SHARED_PODS: "per Burstable or BestEffort pod: its directory listed and its containers' cpusets read",
-    GUARANTEED_PODS: "per Guaranteed pod: its directory listed and its containers' cpusets read",
+    GUARANTEED_PODS: "per Guaranteed pod: its directory listed (a container started or restarted in it)",
+    GUARANTEED_CONTAINERS: "per Guaranteed pod: its containers' (not the sandbox's) cpuset.cpus.effective, "
+    "cpuset.mems.effective and memory.numa_stat",
     AFFINITIES: "per IRQ: effective_affinity_list",
     REQUESTED_MASKS: "per IRQ: smp_affinity_list, at those of its irq affinities turns that are its own (and at any "
     "turn where its effective affinity changed)",
@@ -148,15 +152,18 @@ POLICIES: Mapping[str, Policy] = {
         PLACEMENT,
         SHARED_PODS,
         GUARANTEED_PODS,
-        why="memory placement drifts over minutes (its alerts wait 30 minutes): a container's is read at its pod's "
-        "first turn after its own (waits); shared containers' cpusets (of any pod: a Guaranteed pod's fractional "
-        "sidecar too) move with the CPU Manager's shared pool, from whose change every pod with a container on it is "
-        "listed and its cpusets read at every reading for K readings, and every pod likewise from a change of the "
-        "online CPUs (a CPU offline or back moves the cpusets that held it), and otherwise only when someone else "
-        "rewrites one, while the drift alerts wait 10-15 minutes; a Guaranteed pod's exclusive cpusets are written "
-        "once, when its containers start, and change only when someone else rewrites them, while the pinning alerts "
-        "wait 10 minutes",
+        GUARANTEED_CONTAINERS,
+        why="a Guaranteed pod's containers are what the CPU and Memory Managers pin, and their drift is the point: "
+        "their cpusets, cpuset.mems and memory.numa_stat have a fixed round whatever K is; its directory is listed (a "
+        "container started or restarted in it) in its turn of the guaranteed pods, a container gone shows at its next "
+        "read. Other containers' memory placement drifts over minutes (its alerts wait 30 minutes): a container's is "
+        "read at its pod's first turn after its own (waits); shared containers' cpusets (of any pod: a Guaranteed "
+        "pod's fractional sidecar too) move with the CPU Manager's shared pool, from whose change every pod with a "
+        "container on it is listed and its cpusets read at every reading for K readings, and every pod likewise from "
+        "a change of the online CPUs (a CPU offline or back moves the cpusets that held it), and otherwise only when "
+        "someone else rewrites one, while the drift alerts wait 10-15 minutes",
         stretch={PLACEMENT: 8, SHARED_PODS: 2},
+        fixed={GUARANTEED_CONTAINERS: 2},
         waits={PLACEMENT: (SHARED_PODS, GUARANTEED_PODS)},
     ),
     "names": _rotating(

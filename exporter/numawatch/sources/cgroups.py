@@ -21,31 +21,38 @@ one (the HostReader keeps it) that remembers which
 containers are pod sandboxes (so ``/proc/<pid>/comm`` is read only until that is certain), shares parsed CPU lists
 between readings and hands out a container's previous (immutable) snapshot again while its files read the same
 bytes.
-With serve's ``--stagger k`` (the refresh table rotates ``PLACEMENT``, ``SHARED_PODS`` and ``GUARANTEED_PODS``) it
-re-reads ``memory.numa_stat`` and ``cpuset.mems.effective`` of a rotating share of the containers per reading (a
-container's turn comes once in ``PLACEMENT``'s round, 8k readings; a new one is read at once) and carries the others'
-placement over from the previous reading: memory placement drifts over minutes, and the alerts on it wait 30 minutes.
-``cgroup.procs`` is read here only for the sandbox verdict (the process-level sources read it themselves), so a
-staggered reading also skips it outside the container's turn once the verdict is settled: its PIDs may then be as old as
-its placement, and a removed container shows as its cpusets failing to read. Pods are staggered whole: outside its turn
-a pod is handed out again as it was, without a read or even a listing of its directory, as long as everything about it
-was known. In its turn it is listed and its containers' cpusets read, and each container's placement when the
-container's own turn came since it was last read (a pod is visited at some readings only). A Guaranteed pod's turn comes
-every k-th reading (``GUARANTEED_PODS``): its cpusets (the only ones the CPU Manager pins) are written when its
-containers start and change only when someone else rewrites them. Burstable and BestEffort pods, which never hold
-exclusive CPUs, take their turn every 2k-th reading (``SHARED_PODS``). The QoS slices are listed at every reading, so a
-pod coming or going shows at once; a container started, restarted or removed inside a pod shows at the pod's turn, like
-its other values. Every container without exclusive CPUs, whatever its pod's QoS class (a Guaranteed pod's
-fractional sidecar too), has its cpuset rewritten by the kubelet when its CPU Manager's shared pool (``defaultCpuSet``,
-and the policy) changes: for k readings from the one that sees the pool the kubelet_state source read change (this
-source needs that one), every shared pod, and every Guaranteed pod holding a container whose cpuset was on the pool
-before or after the change, is listed and its cpusets read at every reading. A change of the exclusive assignments
-alone (a pinned pod replaced on the same CPUs) moves no shared cpuset. A CPU going offline or coming back moves the
-cpusets that held it, or will: for k readings from the one that sees the kubepods cgroup's effective CPUs change (the
-kernel keeps them to the online CPUs, and a container's are a part of them), every pod is listed and its cpusets read
-at every reading. So no container is judged on a cpuset older than such a change. A cpuset someone else rewrote shows
-within k readings for a Guaranteed pod (a minute at serve's defaults; the pinning alerts wait 10 minutes) and 2k
-readings for a shared one (the drift alerts wait 10-15 minutes).
+With serve's ``--stagger k`` (the refresh table rotates ``PLACEMENT``, ``SHARED_PODS``, ``GUARANTEED_PODS`` and
+``GUARANTEED_CONTAINERS``) a reading reads a share of the tree and carries the rest over from the previous reading.
+
+A Guaranteed pod's containers are what the CPU and Memory Managers pin, and their drift is what numawatch is for:
+their cpusets, ``cpuset.mems.effective`` and ``memory.numa_stat`` are read at one reading in 2 whatever k is
+(``GUARANTEED_CONTAINERS``, a fixed round in the table; turn by the pod's UID), so a cpuset someone rewrote or memory
+moved to another node shows within 2 readings. The pod's directory is listed in its own turn, every k-th reading
+(``GUARANTEED_PODS``): a container started or restarted in it shows then, and a container removed shows at its next
+read (its cpusets fail to read).
+
+Every other container's memory placement drifts over minutes, and the alerts on it wait 30 minutes:
+``memory.numa_stat`` and ``cpuset.mems.effective`` are read at the container's turn once in ``PLACEMENT``'s round, 8k
+readings (a new container at once), at its pod's first visit after that turn. ``cgroup.procs`` is read here only for
+the sandbox verdict (the process-level sources read it themselves), so a staggered reading skips it outside the
+container's ``PLACEMENT`` turn once the verdict is settled (a Guaranteed pod's containers too): its PIDs may then be as
+old as that round, and a removed container shows as its cpusets failing to read. A settled sandbox (``pause``) is not
+read between its ``PLACEMENT`` turns: nothing judges its cpuset or placement.
+
+Burstable and BestEffort pods, which never hold exclusive CPUs, are staggered whole: outside its turn, every 2k-th
+reading (``SHARED_PODS``), such a pod is handed out again as it was, without a read or even a listing of its
+directory, as long as everything about it was known; in its turn it is listed and its containers' cpusets read. The
+QoS slices are listed at every reading, so a pod coming or going shows at once. Every container without exclusive
+CPUs, whatever its pod's QoS class (a Guaranteed pod's fractional sidecar too), has its cpuset rewritten by the kubelet
+when its CPU Manager's shared pool (``defaultCpuSet``, and the policy) changes: for k readings from the one that sees
+the pool the kubelet_state source read change (this source needs that one), every shared pod, and every Guaranteed pod
+holding a container whose cpuset was on the pool before or after the change, is listed and its cpusets read at every
+reading. A change of the exclusive assignments alone (a pinned pod replaced on the same CPUs) moves no shared cpuset.
+A CPU going offline or coming back moves the cpusets that held it, or will: for k readings from the one that sees the
+kubepods cgroup's effective CPUs change (the kernel keeps them to the online CPUs, and a container's are a part of
+them), every pod is listed and its cpusets read at every reading. So no container is judged on a cpuset older than
+such a change. A cpuset someone else rewrote shows within 2 readings for a Guaranteed pod's container and 2k readings
+for a shared one (the drift alerts wait 10-15 minutes).
 Carrying a pod over costs the same whatever its size: the memory keeps each pod's state (its listing, its containers'
 records and verdicts, its snapshot) in one object, handed on as it is. Unstaggered (``check``, ``capture``) everything
 is listed and read every time. Cgroups vanish while we walk them: that is normal and skipped. A malformed file in one
@@ -68,7 +75,7 @@ from numawatch.model import frozen_map
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, ContainerCgroup, PodCgroup
 from numawatch.paths import Paths
-from numawatch.refresh import FULL, GUARANTEED_PODS, PLACEMENT, SHARED_PODS, Carried, Refresh
+from numawatch.refresh import FULL, GUARANTEED_CONTAINERS, GUARANTEED_PODS, PLACEMENT, SHARED_PODS, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import line_after
 
@@ -340,9 +347,11 @@ def _container_entries(path: str) -> list[str]:
         return []
 
 
-# What a reading remembers of a container: the bytes of its cgroup.procs and two cpusets, its snapshot, and the
-# reading (``Refresh.readings``) at which its memory placement was last read.
-_Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup, int]
+# What a reading remembers of a container: the bytes of its cgroup.procs and two cpusets, its snapshot, the
+# reading (``Refresh.readings``) at which its memory placement was last read, and a CRC-32 of the memory.numa_stat
+# bytes its placement was parsed from (None: not read), so that a file reading the same is not parsed again (a
+# Guaranteed pod's containers' is read every 2 readings; the bytes themselves would hold a kilobyte per container).
+_Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup, int, int | None]
 
 # Sandbox verdicts remembered per container ID, with the first PID they were made for.
 _PAUSE = 0  # that PID's comm was "pause": a sandbox (pause never execs anything else)
@@ -409,14 +418,24 @@ class _Scan:
         self.old_pods = pods or {}
         self.refresh = refresh
         self.share = refresh.share_of(PLACEMENT)  # a container's placement is read once in ``share`` readings
+        # A Guaranteed pod's containers are read once in this share of readings (GUARANTEED_CONTAINERS), in this turn
+        self.guaranteed_containers_share, self.guaranteed_containers_turn = refresh.rotation(GUARANTEED_CONTAINERS)
+        self.readings = refresh.readings
         self.lists: dict[bytes, CPUSet] = {}
         self.pods: dict[str, _PodState] = {}
         # Pod-level staggering (outside its turn a pod's state is carried over): off unless the reading turns it on,
-        # per QoS class. A Burstable or BestEffort pod's turn is SHARED_PODS', a Guaranteed pod's GUARANTEED_PODS'.
+        # per QoS class. A Burstable or BestEffort pod's turn is SHARED_PODS', a Guaranteed pod's listing
+        # GUARANTEED_PODS' (its containers are read in GUARANTEED_CONTAINERS' turns besides).
         self.carry_shared = self.carry_guaranteed = False
         self.pool_moved: CPUSet = EMPTY  # the CPUs the shared pool moved over (``_Moves.pool_moved``)
         self.pod_share, self.pod_turn = 1, 0
         self.guaranteed_share, self.guaranteed_turn = 1, 0
+        # Whether the pod being read is Guaranteed: its containers' memory placement is read in their turn
+        # (GUARANTEED_CONTAINERS), not only in PLACEMENT's.
+        self.guaranteed = False
+        # What ``_settled_unchanged`` read of a Guaranteed pod's container in its turn and found changed, for the
+        # general path to take instead of reading it again: (container ID, cpus, mems, memory.numa_stat bytes).
+        self.prefetched: tuple[str, bytes | None, bytes | None, bytes | None] | None = None
         self.generation = 0  # stamped on the pods this reading makes (Refresh.generation)
         # The pod being read (see above).
         self.sandboxes: dict[str, tuple[int, int]] = {}
@@ -459,7 +478,25 @@ class _Scan:
 
     def placement_due(self, cid: str, known: _Seen) -> bool:
         """Whether the container's placement turn came since ``known`` was read (at this reading or between)."""
-        return self.refresh.due_since(PLACEMENT, int(cid[:8], 16), known[4])
+        return self._due_since(self.share, int(cid[:8], 16), known[4])
+
+    def guaranteed_due(self, cid: str, known: _Seen) -> bool:
+        """Whether the pod being read is Guaranteed and its container's turn (GUARANTEED_CONTAINERS: its cpusets and
+        memory placement) came since ``known`` was read: its placement is read again, not carried. Not a sandbox's:
+        nothing judges it, and its placement keeps PLACEMENT's round."""
+        return (
+            self.guaranteed
+            and not known[3].is_sandbox
+            and self._due_since(self.guaranteed_containers_share, int(cid[:8], 16), known[4])
+        )
+
+    def _due_since(self, share: int, key: int, last: int) -> bool:
+        """``Refresh.due_since`` for a family whose share this reading took once (it is asked for every container
+        at every visit): whether the object of turn ``key`` had its turn since reading ``last``."""
+        if share <= 1:
+            return True
+        readings = self.readings
+        return last < readings - (readings - key % share) % share
 
     def settled(self, cid: str, container: ContainerCgroup) -> bool:
         """Whether this container's sandbox verdict is final for the first PID its snapshot lists: then its
@@ -514,7 +551,7 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
     known = scan.old_containers.get(cid)
     if known is None or scan.share <= 1 or scan.placement_due(cid, known):
         return None  # as ``_Scan.carried``: new, unstaggered, or its turn came: read in full
-    _procs, old_cpus, mems_data, container, _placed = known
+    _procs, old_cpus, mems_data, container, _placed, numa_crc = known
     verdict = scan.sandboxes.get(cid)
     pids = container.pids
     if (
@@ -531,6 +568,37 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
         # A sandbox: no check or metric judges its cpuset (the workloads join leaves it out), so between its turns
         # nothing of it is read; a removed one goes with its pod's directory, or at its turn.
         cpus_data = old_cpus
+    elif scan.guaranteed_due(cid, known):
+        # A Guaranteed pod's container in its turn: its placement is read too. Its cpusets reading the same bytes:
+        # the previous snapshot, or a copy holding the placement read now when memory.numa_stat moved (the usual
+        # change, at every turn of a busy container); anything else: the general path takes the bytes read here.
+        layout = scan.layout
+        cpuset_dir = layout.cpuset + "/" + rel
+        cpus_data = _read(cpuset_dir + layout.cpus_file, scan.reported)
+        read_mems = _read(cpuset_dir + layout.mems_file, scan.reported)
+        numa_path = layout.memory + "/" + rel + "/memory.numa_stat"
+        numa_data = _read(numa_path, scan.reported)
+        if cpus_data is None or cpus_data != old_cpus or read_mems != mems_data or numa_data is None:
+            scan.prefetched = (cid, cpus_data, read_mems, numa_data)
+            return None
+        crc = zlib.crc32(numa_data)
+        if crc != numa_crc:
+            parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
+            if parsed is None:
+                scan.prefetched = (cid, cpus_data, read_mems, numa_data)
+                return None
+            if parsed != container.numa_bytes:
+                container = ContainerCgroup(
+                    container_id=cid,
+                    runtime=container.runtime,
+                    cgroup_path=rel,
+                    cpus_effective=container.cpus_effective,
+                    mems_effective=container.mems_effective,
+                    numa_bytes=frozen_map(parsed),
+                    is_sandbox=container.is_sandbox,
+                    pids=container.pids,
+                )
+        known = (known[0], cpus_data, read_mems, container, scan.refresh.readings, crc)
     else:
         layout = scan.layout
         cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan.reported)
@@ -552,6 +620,9 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     """One container leaf, or None when it vanished while we read it."""
     layout = scan.layout
     cpuset_dir = f"{layout.cpuset}/{rel}"
+    prefetched, scan.prefetched = scan.prefetched, None
+    if prefetched is not None and prefetched[0] != cid:
+        prefetched = None
     carried = scan.carried(cid)
     settled = carried is not None and scan.settled(cid, carried[3])
     procs_path = cpuset_dir + "/cgroup.procs"
@@ -569,25 +640,37 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
         procs_data = read_procs
     cpus_path = cpuset_dir + layout.cpus_file
     mems_path = cpuset_dir + layout.mems_file
-    cpus_data = _read(cpus_path, scan.reported)
+    cpus_data = prefetched[1] if prefetched is not None else _read(cpus_path, scan.reported)
     # cpuset.mems.effective goes with memory.numa_stat: memory placement, whose alerts wait 30 minutes, and which
     # no other pod's admission rewrites (the Memory Manager does not reconcile shared containers' mems the way the
-    # CPU Manager does their cpus). The CPUs are read every time.
-    mems_data = carried[2] if carried is not None and carried[2] is not None else _read(mems_path, scan.reported)
-    numa = carried[3].numa_bytes if carried is not None else None
+    # CPU Manager does their cpus), except a Guaranteed pod's, read in its containers' turn (the Memory Manager pins
+    # them). The CPUs are read whenever the container is.
+    placement = carried if carried is not None and not scan.guaranteed_due(cid, carried) else None
+    mems_data: bytes | None
+    if placement is not None and placement[2] is not None:
+        mems_data = placement[2]
+    else:
+        mems_data = prefetched[2] if prefetched is not None else _read(mems_path, scan.reported)
+    known = scan.old_containers.get(cid)
+    if known is not None and known[3].cgroup_path != rel:
+        known = None  # another directory: nothing of it applies here
+    numa = placement[3].numa_bytes if placement is not None else None
+    numa_crc = placement[5] if placement is not None else None
     numa_missing = False
     if numa is None:
         # v2: one unified tree, the same directory; v1: the same relative path in the memory hierarchy.
         numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
-        numa_data = _read(numa_path, scan.reported)
+        numa_data = prefetched[3] if prefetched is not None else _read(numa_path, scan.reported)
         numa_missing = numa_data is None
-        parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
-        numa = frozen_map(parsed) if parsed is not None else None
+        if numa_data is not None:
+            numa_crc = zlib.crc32(numa_data)
+            if known is not None and known[5] == numa_crc:
+                numa = known[3].numa_bytes
+        if numa is None:
+            parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
+            numa = frozen_map(parsed) if parsed is not None else None
     if (numa_missing or cpus_data is None or mems_data is None) and not confined.is_dir(cpuset_dir):
         return None  # removed after we read cgroup.procs (or, when that was skipped, since the last reading)
-    known = scan.old_containers.get(cid)
-    if known is not None and known[3].cgroup_path != rel:
-        known = None  # another directory: nothing of it applies here
     # A file that reads the bytes it read last time has the value the previous snapshot holds (parsing is
     # deterministic): only what changed is parsed, which under moving counters is memory.numa_stat alone.
     if known is not None and known[0] == procs_data:
@@ -631,8 +714,8 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     # memory controller not delegated to this cgroup, as for a pause sandbox) is carried like a known one: asked
     # again at the container's placement turn, so a pod of such containers stays complete and is staggered.
     if numa is not None or numa_missing:
-        placed = carried[4] if carried is not None else scan.refresh.readings
-        scan.containers[cid] = (procs_data, cpus_data, mems_data, container, placed)
+        placed = placement[4] if placement is not None else scan.refresh.readings
+        scan.containers[cid] = (procs_data, cpus_data, mems_data, container, placed, numa_crc)
     return container
 
 
@@ -655,8 +738,11 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
     # previous reading saw it, without even listing its directory (see read_incremental). In its turn, and at every
     # reading while shared pods may not be carried (a change of the CPU Manager's shared pool moves their cpusets), it
     # is listed and its containers' cpusets read, each container's memory placement (and settled cgroup.procs) when
-    # its own turn (PLACEMENT) came since it was last read.
-    if qos != QOS_GUARANTEED:
+    # its own turn (PLACEMENT) came since it was last read. A Guaranteed pod is listed in its turn (GUARANTEED_PODS)
+    # and its known containers are read, cpusets and memory placement, in theirs (GUARANTEED_CONTAINERS), which comes
+    # more often: the listing only finds containers started or restarted in the pod.
+    scan.guaranteed = qos == QOS_GUARANTEED
+    if not scan.guaranteed:
         carry, share, turn = scan.carry_shared, scan.pod_share, scan.pod_turn
     else:
         carry, share, turn = scan.carry_guaranteed, scan.guaranteed_share, scan.guaranteed_turn
@@ -664,15 +750,19 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
         if carry and old is not None and scan.pool_moved and _on_cpus(old.pod, scan.pool_moved):
             carry = False
     # A pod's turn from its UID's CRC (not hash(): the same pods take the same turns in every process).
-    if carry and old is not None and old.complete and zlib.crc32(uid.encode()) % share != turn:
-        # Its parsed CPU lists are not added to ``scan.lists``: that is a cache of parses, and a list that only
-        # carried pods hold is at worst parsed once more, by another container that comes to read those bytes.
-        scan.pods[rel] = old
-        return old.pod
-    pod_dir = f"{scan.layout.cpuset}/{rel}"
-    names = tuple(sorted(_container_entries(pod_dir)))
-    if not names and not confined.is_dir(pod_dir):
-        return None  # the pod went away
+    key = zlib.crc32(uid.encode())
+    if carry and old is not None and old.complete and key % share != turn:
+        if not scan.guaranteed or key % scan.guaranteed_containers_share != scan.guaranteed_containers_turn:
+            # Its parsed CPU lists are not added to ``scan.lists``: that is a cache of parses, and a list that only
+            # carried pods hold is at worst parsed once more, by another container that comes to read those bytes.
+            scan.pods[rel] = old
+            return old.pod
+        names = old.names  # its containers' turn, not its listing's: the containers it held are read
+    else:
+        pod_dir = f"{scan.layout.cpuset}/{rel}"
+        names = tuple(sorted(_container_entries(pod_dir)))
+        if not names and not confined.is_dir(pod_dir):
+            return None  # the pod went away
     entries = old.entries if old is not None and old.names == names else _container_dirs(rel, names)
     # What the container-level functions look up and fill in (see _Scan): this pod's part of either reading.
     if old is not None:
@@ -858,12 +948,13 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     """A reading handed the previous one's memory (``CgroupsMemory``): reads the same as ``read`` unless the
     rotation is on (serve's ``--stagger K``; the module docstring says what it skips).
 
-    With the rotation on, a container's placement and PIDs are read at its pod's first turn after its own
-    (``PLACEMENT``), and a pod's cpusets and list of containers at its turn: every K readings for a Guaranteed pod
-    (``GUARANTEED_PODS``), every 2K for a Burstable or BestEffort one (``SHARED_PODS``), except within the K readings
-    from a change of ``cpu_manager_state``'s shared pool (shared pods, and Guaranteed pods with a container on the
-    pool, are read at every reading) or of the online CPUs (every pod is). New pods are read at once, and a removed
-    pod is gone at once."""
+    With the rotation on, a Guaranteed pod's containers' cpusets and memory placement are read every 2 readings
+    (``GUARANTEED_CONTAINERS``) and its directory listed every K (``GUARANTEED_PODS``); a Burstable or BestEffort
+    pod is listed and its cpusets read every 2K readings (``SHARED_PODS``), its containers' placement at the pod's
+    first turn after their own (``PLACEMENT``, every 8K), as are every container's settled PIDs. Within the K
+    readings from a change of ``cpu_manager_state``'s shared pool (shared pods, and Guaranteed pods with a container
+    on the pool) or of the online CPUs (every pod), the pods it moves are read at every reading. New pods are read at
+    once, and a removed pod is gone at once."""
     result, memory = _read_all(paths, refresh.memory, inputs, refresh)
     return Carried(result, memory)
 

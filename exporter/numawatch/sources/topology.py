@@ -614,7 +614,10 @@ def _mem_total_line(path: str) -> bytes | None:
 def _node_memory(sysfs: str, procfs: str, sizes: list[str]) -> tuple[object, ...]:
     """What the Memory Manager's machine state is compared with, per node: its MemTotal (memory taken offline or
     added, a balloon) and its huge pages per size (``sizes``: the ``hugepages-<kB>kB`` names; pages moved from one
-    node to another leave the global count as it was). A kernel without nodes: ``proc/meminfo``'s MemTotal."""
+    node to another leave the global count as it was). A kernel without nodes: ``proc/meminfo``'s MemTotal. With
+    each node its ``cpulist``: the kernel takes a CPU going offline out of ``cpu/online`` before it takes it out of
+    its node's list (and puts one coming back in its node's list first), so a reading between the two must not
+    stand once the second is written."""
     node_dir = f"{sysfs}/devices/system/node"
     nodes = _numbered(list_dir(node_dir), "node")
     if not nodes:
@@ -623,6 +626,7 @@ def _node_memory(sysfs: str, procfs: str, sizes: list[str]) -> tuple[object, ...
         (
             _mem_total_line(f"{node_dir}/node{node}/meminfo"),
             tuple(read_small(f"{node_dir}/node{node}/hugepages/{size}/nr_hugepages", 1 << 16) for size in sizes),
+            read_small(f"{node_dir}/node{node}/cpulist", 1 << 16),
         )
         for node in nodes
     )
