@@ -70,3 +70,29 @@ def test_the_layout_a_pod_is_keyed_by_holds_every_field_of_its_containers_but_nu
     values = tuple(getattr(container, f.name) for f in fields(ContainerCgroup) if f.name != "numa_bytes")
     assert listed == values
     assert _layout_of(replace(pod, containers=(replace(container, numa_bytes={0: 1}),)))[2] == (values,)
+
+
+def test_a_pod_whose_only_change_is_its_memory_numbers_is_not_joined_again_and_reads_the_new_numbers(monkeypatch):
+    import numawatch.workloads as workloads
+
+    first = readings.as_reading(reference_snapshot())
+    before = workloads_by_pod(first, REFERENCE)
+    moved = {0: 1 << 20, 1: 7 << 30}
+    drifted = replace_container(first, VLLM.container.container_id, numa_bytes=moved)
+    pods = tuple(
+        new if new.uid == VLLM.uid else old for old, new in zip(first.cgroups.pods, drifted.cgroups.pods, strict=True)
+    )
+    second = readings.next_reading(first, cgroups=replace(drifted.cgroups, pods=pods))
+    joined: list[str] = []
+    real = workloads._join_pod
+    monkeypatch.setattr(workloads, "_join_pod", lambda pod, shared: joined.append(pod.uid) or real(pod, shared))
+
+    after = workloads_by_pod(second, REFERENCE)
+
+    assert joined == []  # the same layout: the last join over the new container objects
+    vllm = next(pod for pod in after if pod and pod[0].pod_uid == VLLM.uid)
+    assert next(w for w in vllm if w.container_id == VLLM.container.container_id).numa_bytes == moved
+    assert after == workloads_by_pod(readings.from_scratch(second), REFERENCE)  # equal to a join from scratch
+    assert [new is old for new, old in zip(after, before, strict=True)] == [
+        pod.uid != VLLM.uid for pod in second.cgroups.pods
+    ]

@@ -21,7 +21,7 @@ import itertools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from numawatch import telemetry
@@ -588,17 +588,36 @@ def _join(host: Host, intent: Intent) -> _Join:
                 layout_key = ("workloads.layout", intent.version, context, pod.cgroup_path, layout_version, sources)
                 derived.put(key, (joined, key, layout_key, layout_version))
         else:
-            if shared is None:
-                shared = _Shared(names, state, host.pod_resources, inventory, topology, intent)
-            joined = _join_pod(pod, shared)
             if key is not None:
                 layout_key = ("workloads.layout", intent.version, context, pod.cgroup_path, layout_version, sources)
+            # The pod's join under the same layout (only its containers' numa_bytes moved: a Guaranteed pod's at
+            # every turn of its fixed round) is the same workloads over the new container objects.
+            same_layout = derived.get(layout_key) if layout_key is not None else None
+            if same_layout is not None:
+                layout_key = same_layout[1]
+                joined = _over_containers(same_layout[0], pod)
+            else:
+                if shared is None:
+                    shared = _Shared(names, state, host.pod_resources, inventory, topology, intent)
+                joined = _join_pod(pod, shared)
+            if key is not None:
                 derived.put(key, (joined, key, layout_key, layout_version))
+        if layout_key is not None:
+            # Asked for at every reading, so it outlives readings where the pod's join is found under ``key``.
+            derived.put(layout_key, (joined, layout_key))
         keys.append(key)
         layout_keys.append(layout_key)
         per_pod.append(joined)
         workloads.extend(joined)
     return _Join(next(_JOIN_SERIALS), tuple(workloads), tuple(per_pod), tuple(keys), context, tuple(layout_keys))
+
+
+def _over_containers(workloads: tuple[Workload, ...], pod: PodCgroup) -> tuple[Workload, ...]:
+    """``workloads``, joined for a pod of the same layout as ``pod`` (``_layout_of``: equal but for the containers'
+    ``numa_bytes``), over ``pod``'s container objects: what the join took of a container is the same, and a value
+    that reads ``Workload.numa_bytes`` reads the new numbers."""
+    containers = {container.container_id: container for container in pod.containers}
+    return tuple(replace(workload, cgroup=containers[workload.container_id]) for workload in workloads)
 
 
 class _Shared:
