@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from prometheus_client.parser import text_string_to_metric_families
 from strict_logfmt import parse_any
+
+# A finding as serve exports it: the labels of its numawatch_drift_info series.
+Labels = frozenset[tuple[str, str]]
 
 
 class ReplayedStream:
@@ -102,3 +109,32 @@ def numawatch_serve(
             process.kill()
             process.wait(timeout=10)
         stderr.close()
+
+
+def drift_info(url: str, keep: Callable[[Mapping[str, str]], bool]) -> tuple[int, set[Labels]]:
+    """(the number of the evaluation serve at ``url`` exports now, the labels of its numawatch_drift_info series
+    that ``keep`` keeps), from one scrape as Prometheus makes it (gzip asked for)."""
+    request = urllib.request.Request(url + "metrics", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        body = response.read()
+        if response.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+    number = -1
+    found: set[Labels] = set()
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name == "numawatch_evaluations_total":
+                number = int(sample.value)
+            elif sample.name == "numawatch_drift_info" and keep(sample.labels):
+                found.add(frozenset(sample.labels.items()))
+    assert number >= 0, "no numawatch_evaluations_total in the exposition"
+    return number, found
+
+
+def healthy(url: str) -> bool:
+    """Whether serve at ``url`` answers /healthz with 200 (it has finished an evaluation)."""
+    try:
+        with urllib.request.urlopen(url + "healthz", timeout=60) as response:
+            return response.status == 200
+    except urllib.error.HTTPError:
+        return False

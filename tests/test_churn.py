@@ -16,12 +16,9 @@ exactly what check shows.
 
 from __future__ import annotations
 
-import gzip
 import os
 import random
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,8 +45,7 @@ from numawatch.host import read_host
 from numawatch.intent import REFERENCE
 from numawatch.metrics.drift import info_labels
 from numawatch.model.workloads import QOS_GUARANTEED
-from prometheus_client.parser import text_string_to_metric_families
-from serving import numawatch_serve
+from serving import Labels, drift_info, healthy, numawatch_serve
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +56,7 @@ STEPS = 14
 # Checks whose verdict is a rate over the time between two readings: check reads the tree once, serve every interval.
 RATES = frozenset({"irq_activity_on_isolated_cpu", "tick_on_nohz_full", "node_workload_not_isolated"})
 
-Finding = frozenset[tuple[str, str]]
+Finding = Labels
 
 
 # ------------------------------------------------------------------------------------------------ the node
@@ -241,21 +237,7 @@ def check_findings(root: Path) -> set[Finding]:
 
 def serve_findings(url: str) -> tuple[int, set[Finding]]:
     """(the evaluation's number, its findings) as serve exports them now."""
-    request = urllib.request.Request(url + "metrics", headers={"Accept-Encoding": "gzip"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        body = response.read()
-        if response.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-    number = -1
-    found: set[Finding] = set()
-    for family in text_string_to_metric_families(body.decode()):
-        for sample in family.samples:
-            if sample.name == "numawatch_evaluations_total":
-                number = int(sample.value)
-            elif sample.name == "numawatch_drift_info" and sample.labels.get("check") not in RATES:
-                found.add(frozenset(sample.labels.items()))
-    assert number >= 0, "no numawatch_evaluations_total in the exposition"
-    return number, found
+    return drift_info(url, lambda labels: labels.get("check") not in RATES)
 
 
 def check_of(finding: Finding) -> str:
@@ -264,14 +246,6 @@ def check_of(finding: Finding) -> str:
 
 def shown(findings: Iterable[Finding]) -> str:
     return "; ".join(sorted(",".join(f"{k}={v}" for k, v in sorted(labels)) for labels in findings))
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "healthz", timeout=60) as response:
-            return response.status == 200
-    except urllib.error.HTTPError:
-        return False
 
 
 class Watch:

@@ -13,10 +13,7 @@ checkpoint is compared with.
 
 from __future__ import annotations
 
-import gzip
 import time
-import urllib.error
-import urllib.request
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -34,8 +31,7 @@ from numawatch.intent import REFERENCE
 from numawatch.metrics.drift import info_labels
 from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
 from numawatch.refresh import POLICIES, SHARED_PODS
-from prometheus_client.parser import text_string_to_metric_families
-from serving import numawatch_serve
+from serving import Labels, drift_info, healthy, numawatch_serve
 
 pytestmark = pytest.mark.slow
 
@@ -44,9 +40,6 @@ INTERVAL = "0.25"
 # Evaluations watched after each change: a round of the longest pod rotation (shared pods) and two more, so a
 # container carried over with a stale cpuset shows whatever its turn.
 WATCHED = K * POLICIES["cgroups"].stretch.get(SHARED_PODS, 1) + 2
-
-Labels = frozenset[tuple[str, str]]
-
 
 # ------------------------------------------------------------------------------------------------ the kubelet's side
 class Kubelet:
@@ -172,29 +165,7 @@ def check_criticals(root: Path) -> set[Labels]:
 
 def serve_criticals(url: str) -> tuple[int, set[Labels]]:
     """(the evaluation's number, its critical findings) as serve exports them now."""
-    request = urllib.request.Request(url + "metrics", headers={"Accept-Encoding": "gzip"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        body = response.read()
-        if response.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-    number = -1
-    found: set[Labels] = set()
-    for family in text_string_to_metric_families(body.decode()):
-        for sample in family.samples:
-            if sample.name == "numawatch_evaluations_total":
-                number = int(sample.value)
-            elif sample.name == "numawatch_drift_info" and sample.labels.get("severity") == "critical":
-                found.add(frozenset(sample.labels.items()))
-    assert number >= 0, "no numawatch_evaluations_total in the exposition"
-    return number, found
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "healthz", timeout=60) as response:
-            return response.status == 200
-    except urllib.error.HTTPError:
-        return False
+    return drift_info(url, lambda labels: labels.get("severity") == "critical")
 
 
 def shown(findings: Iterable[Labels]) -> str:
