@@ -73,6 +73,7 @@ class Soak:
     scrapes: int = 0
     scrape_errors: list[str] = field(default_factory=list)
     evaluations: float | None = None  # numawatch_evaluations_total at the last scrape
+    cpu_seconds: float | None = None  # serve's utime + stime at the last sample
     errors: int = 0  # tracebacks and error lines serve logged
     exit_code: int | None = None  # set when serve stopped before the soak ended
 
@@ -116,6 +117,13 @@ def summarise(samples: Sequence[Sample], points: Sequence[int] = POINTS, toleran
         "meets_target": bool(samples) and peak_kb / 1024 <= TARGET_RSS_MB,
         "duration_s": round(samples[-1].seconds) if samples else 0,
     }
+
+
+def cpu_ms_per_evaluation(cpu_seconds: float | None, evaluations: float | None) -> float | None:
+    """serve's whole CPU (start, scrapes and gzip included) over its evaluations, in ms; None without both."""
+    if cpu_seconds is None or not evaluations:
+        return None
+    return cpu_seconds * 1000 / evaluations
 
 
 def _label(point: int) -> str:
@@ -237,6 +245,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         soak.exit_code = server.process.returncode
                         continue
                     kb = _read_status(server.pid)
+                    soak.cpu_seconds = bench_run.proc_cpu_seconds(server.pid)
                     soak.samples.append(Sample(round(now, 1), kb.get("VmRSS", 0), kb.get("VmHWM", 0),
                                                bench_run.load_average()))  # fmt: skip
                 if args.progress:
@@ -294,7 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{soak['shape']}: exit {soak['exit_code']}, {soak['errors']} logged errors, "
                   f"{len(soak['scrape_errors'])} failed scrapes {soak['scrape_errors'][:3]}")  # fmt: skip
         loads = [float(sample["load"].split()[0]) for sample in soak["samples"]]
-        print(f"{soak['shape']}: {soak['scrapes']} scrapes, {soak['evaluations']} evaluations, 1-minute load "
+        per = cpu_ms_per_evaluation(soak["cpu_seconds"], soak["evaluations"])
+        print(f"{soak['shape']}: {soak['scrapes']} scrapes, {soak['evaluations']} evaluations "
+              f"({'-' if per is None else f'{per:.1f}'} ms CPU each, scrapes and start included), 1-minute load "
               f"{min(loads, default=0):.2f}-{max(loads, default=0):.2f}")  # fmt: skip
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=1) + "\n")

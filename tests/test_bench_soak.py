@@ -92,3 +92,9 @@ def test_env_pairs():
     for bad in ("NOEQUALS", "=value"):
         with pytest.raises(ValueError, match="expected KEY=VALUE"):
             soak.parse_env([bad])
+
+
+def test_cpu_per_evaluation():
+    assert soak.cpu_ms_per_evaluation(12.0, 400) == 30.0
+    assert soak.cpu_ms_per_evaluation(None, 400) is None
+    assert soak.cpu_ms_per_evaluation(12.0, None) is None and soak.cpu_ms_per_evaluation(12.0, 0) is None
