@@ -201,6 +201,7 @@ class _Serve(bench_run.Server):
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     code = Path(args.code).resolve()
+    machine = bench_run.machine_description()  # now: its revision is the harness's as it starts
     if not (code / "exporter/numawatch").is_dir():
         raise SystemExit(f"bench/soak.py: --code {code} has no exporter/numawatch")
     env = {**os.environ, "PYTHONPATH": str(code / "exporter"), **parse_env(args.env)}
@@ -269,7 +270,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "python": args.python,
         "env": parse_env(args.env),
         "serve_wrapper": args.serve_wrapper,
-        "machine": bench_run.machine_description(),
+        "machine": machine,
         "began": began,
         "ended": ended,
         "summaries": summaries,
