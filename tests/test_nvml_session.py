@@ -8,7 +8,10 @@ time limit was honoured by getting an answer while the call is still blocked, ne
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import threading
+import weakref
 
 import pytest
 from fake_library import wait_idle
@@ -225,6 +228,53 @@ def test_an_empty_sample_buffer_is_an_answer_not_a_failure_but_other_errors_of_t
     assert calls["nvmlDeviceGetProcessUtilization"] == (2, 0)
     assert calls["nvmlDeviceGetSamples"] == (2, 1)
     assert calls["nvmlDeviceGetUUID"] == (1, 1)
+
+
+class _Reading:
+    """Stands for what the caller's stack holds while it calls (in serve, the reading in progress)."""
+
+
+def _freed_by_reference_counting(call) -> bool:
+    """Whether what a caller held while ``call`` raised is freed as soon as the caller returns, the cyclic collector
+    off: no reference cycle through the error's traceback keeps the caller's frame."""
+
+    def caller(reading: _Reading) -> None:
+        with contextlib.suppress(Exception):  # the failure is what is exercised; whether it leaks is asserted
+            call()
+
+    reading = _Reading()
+    freed = weakref.ref(reading)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        caller(reading)
+        del reading
+        return freed() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_a_failed_initialisation_leaves_no_reference_cycle_holding_the_callers_frames(clock):
+    session = NvmlSession(nvml=FakeNvml(library=False), retry_after=60.0, clock=clock)
+    try:
+        assert _freed_by_reference_counting(lambda: session.call("nvmlDeviceGetCount"))
+        assert _freed_by_reference_counting(lambda: session.call("nvmlDeviceGetCount"))  # the remembered failure
+        clock.now[0] += 61
+        assert _freed_by_reference_counting(lambda: session.call("nvmlDeviceGetCount"))  # the retry
+        assert "LibraryNotFound" in session.reason
+    finally:
+        session.close()
+
+
+def test_a_failed_call_leaves_no_reference_cycle_holding_the_callers_frames():
+    fake = one_gpu()
+    fake.gpus[0].lost = True
+    with NvmlSession(nvml=fake) as session:
+        handle = session.call("nvmlDeviceGetHandleByIndex", 0)
+        assert _freed_by_reference_counting(lambda: session.call("nvmlDeviceGetUUID", handle))
+        with pytest.raises(fake.NVMLError_GpuIsLost):  # still the module's own error, raised to the caller
+            session.call("nvmlDeviceGetUUID", handle)
 
 
 def test_describe_names_the_error_class_and_its_text():

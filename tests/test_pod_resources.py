@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Mapping
@@ -556,3 +558,24 @@ def test_a_pod_whose_uid_the_runtime_does_not_name_or_names_twice_is_not_compare
     assert mismatches(_checked(with_results(reference, names=doubled, pod_resources=live))) == []
     evaluation = _checked(with_source_down(with_results(reference, pod_resources=live), "names"))
     assert "needs the names source" in not_evaluated(evaluation)[CHECK]
+
+
+def test_grpcio_is_imported_only_once_a_socket_is_there(tmp_path):
+    """serve's modules and a reading of a node without the socket leave grpcio (about 21.5 MB resident) unimported;
+    the first connection imports it."""
+    script = (
+        "import sys\n"
+        "from numawatch import cli, server\n"
+        "from numawatch.host import read_host\n"
+        "from numawatch.paths import Paths\n"
+        f"host = read_host(Paths.from_root({str(tmp_path)!r}))\n"
+        "assert not host.statuses['pod_resources'].up\n"
+        "assert 'grpc' not in sys.modules, 'grpc imported'\n"
+        "from numawatch import podresources\n"
+        "with podresources.Client('unix:/nonexistent/socket'):\n"
+        "    pass\n"
+        "assert 'grpc' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]

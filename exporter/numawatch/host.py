@@ -77,16 +77,22 @@ class Derived:
 
     An entry not asked for during a reading is dropped at the next one (the values of a deleted pod do not outlive
     it by more than a reading): entries asked for move from the previous reading's table to this one's.
+
+    Size: the keys asked for or stored at this reading and the previous one, no more (two tables, swapped at each
+    ``next_reading``). Per reading that is a few entries per live pod (its join, its metric rows, each pod check's
+    verdict), one per check and metric family reused, and one shared key set per distinct set (``touched``); a pod
+    that goes leaves nothing after the reading that follows (tests/test_cache_bounds.py holds it through a thousand
+    readings of churning pods).
     """
 
     __slots__ = ("_current", "_kept", "_previous", "_touching")
 
     def __init__(self) -> None:
-        self._current: dict[Hashable, Any] = {}
-        self._previous: dict[Hashable, Any] = {}
+        self._current: dict[Hashable, Any] = {}  # what this reading asked for or stored
+        self._previous: dict[Hashable, Any] = {}  # what the previous one did: dropped at the next reading
         self._touching: list[set[Hashable]] = []  # the keys asked for or stored inside each ``touching`` block
         # The key sets ``keep`` carried over at this reading, by identity (``touched`` hands equal sets out as one
-        # object): the pod checks share one set of per-pod keys, carried once.
+        # object): the pod checks share one set of per-pod keys, carried once. Emptied at every reading.
         self._kept: dict[int, frozenset[Hashable]] = {}
 
     def next_reading(self) -> None:

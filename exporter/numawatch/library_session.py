@@ -311,7 +311,16 @@ class LibrarySession:
                 f"{library.label} calls until it does"
             )
         if job.error is not None:
-            raise job.error
+            # Raised here, the error's traceback holds this frame and every caller's up to the evaluation (with all
+            # they hold: a reading in progress). Neither the job nor the session may keep the error, nor this frame
+            # keep it in a variable, or that stack is a reference cycle the collector frees only at a full pass (a
+            # failed initialisation is retried every minute: memory grew with every retry until it ran).
+            error, job.error = job.error, None
+            self._running = None  # the job finished: nothing is stuck, no late initialisation to adopt
+            try:
+                raise error
+            finally:
+                del error
         return job.result
 
     def _shutdown(self) -> None:

@@ -60,6 +60,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from numawatch import __version__, metrics
+from numawatch.allocator import release_free_memory
 from numawatch.background import in_daemon_thread
 from numawatch.checks import Check, Evaluation, evaluate
 from numawatch.collectors import Collectors
@@ -270,6 +271,7 @@ class Sampler:
         for form in BODY_FORMATS:  # in a fixed order: a gzip body reuses its plain one
             if form in asked:
                 bodies.get(form)
+        release_free_memory()  # what the reading freed, back to the kernel (allocator.py)
         return Snapshot(evaluation, bodies, finished, duration)
 
     def body(self, snapshot: Snapshot, form: BodyFormat) -> bytes | None:

@@ -139,22 +139,26 @@ def dependency_order(sources: Iterable[SourceSpec]) -> tuple[SourceSpec, ...]:
         by_name[spec.name] = spec
     ordered: list[SourceSpec] = []
     done: set[str] = set()
-    visiting: list[str] = []
-
-    def visit(spec: SourceSpec) -> None:
-        if spec.name in done:
-            return
-        if spec.name in visiting:
-            cycle = [*visiting[visiting.index(spec.name) :], spec.name]
-            raise DependencyCycle("sources need each other: " + " -> ".join(cycle))
-        visiting.append(spec.name)
-        for need in spec.needs:
-            if need in by_name:
-                visit(by_name[need])
-        visiting.pop()
-        done.add(spec.name)
-        ordered.append(spec)
-
     for spec in specs:
-        visit(spec)
+        _visit(spec, by_name, done, [], ordered)
     return tuple(ordered)
+
+
+def _visit(
+    spec: SourceSpec, by_name: dict[str, SourceSpec], done: set[str], visiting: list[str], ordered: list[SourceSpec]
+) -> None:
+    """Append ``spec`` to ``ordered`` after what it needs. A function of the module, not a closure calling itself:
+    that closure would be a reference cycle (the function holds the cell that holds it), left at every reading for the
+    cyclic collector."""
+    if spec.name in done:
+        return
+    if spec.name in visiting:
+        cycle = [*visiting[visiting.index(spec.name) :], spec.name]
+        raise DependencyCycle("sources need each other: " + " -> ".join(cycle))
+    visiting.append(spec.name)
+    for need in spec.needs:
+        if need in by_name:
+            _visit(by_name[need], by_name, done, visiting, ordered)
+    visiting.pop()
+    done.add(spec.name)
+    ordered.append(spec)

@@ -223,8 +223,9 @@ class LineCache:
     - within a row family that did change, a row that comes back unchanged (same label values, same value) is the
       same line, found by one dict lookup instead of formatted again.
 
-    Only the last write's families and lines are kept (each write replaces them), so a series that went away is
-    forgotten at once and the cache never holds more than one exposition. Rows must be hashable (label strings and
+    Size: only the last finished write's families and lines are kept (each write replaces them), plus those of the
+    write under way, so a series that went away is forgotten at once and the cache never holds more than one
+    exposition besides the one being written (tests/test_cache_bounds.py). Rows must be hashable (label strings and
     a number), a family whose rows are not is written uncached. Rows equal as Python values are one line: 0 and
     -0.0 would both print as the first one seen (no family of ours makes a negative zero; every other pair of equal
     numbers prints the same anyway), and a row family whose rows all equal the last write's is that write's bytes,

@@ -74,6 +74,7 @@ class SegmentedGzip:
         self.level = level
         # RFC 1952's XFL: 4 for the fastest method, 2 for the slowest, as gzip(1) and Python's gzip write it.
         self._header = _MAGIC + (b"\x04" if level == 1 else b"\x02" if level == 9 else b"\x00") + _OS_UNKNOWN
+        # Size: the parts of the last body compressed, no more (each compression replaces it with its own).
         self._previous: dict[tuple[bytes, ...], bytes] = {}
         self._lock = threading.Lock()
 
