@@ -38,6 +38,7 @@ from fakehost.reference import (
     ReferenceNode,
     reference_node,
 )
+from fakehost.saved import Saved
 from numawatch.checks import evaluate
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.dataflow import worst_case_evaluations
@@ -117,32 +118,6 @@ class Node:
         online = self.reference.layout.online
         node_exporter = self.reference.pod(NODE_EXPORTER)
         set_container_cpus(self.host, node_exporter, NODE_EXPORTER.container.name, pool & online)
-
-
-class Saved:
-    """The files under some directories of the tree, to put back as they were (a CPU brought back online: the
-    kernel gives the topology, the nodes' lists, /proc/interrupts and every cpuset their CPU back)."""
-
-    def __init__(self, host: FakeHost, directories: Iterable[str]) -> None:
-        self.host = host
-        self.directories = tuple(directories)
-        self.files = {
-            str(path.relative_to(host.root)): path.read_bytes()
-            for rel in self.directories
-            for path in host.path(rel).rglob("*")
-            if path.is_file() and not path.is_symlink()
-        }
-
-    def restore(self) -> None:
-        for rel in self.directories:
-            for path in list(self.host.path(rel).rglob("*")):
-                if path.is_file() and not path.is_symlink() and str(path.relative_to(self.host.root)) not in self.files:
-                    path.unlink()
-        for rel, data in self.files.items():
-            target = self.host.path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.exists() or target.read_bytes() != data:
-                target.write_bytes(data)
 
 
 # ------------------------------------------------------------------------------------------------ the changes

@@ -24,6 +24,7 @@ from fakehost import FakeHost
 from fakehost.kubelet import write_cpu_manager_state
 from fakehost.pods import ContainerSpec, PodHandle, add_pod, remove_pod, set_container_cpus
 from fakehost.reference import NODE_EXPORTER, PODS, ReferenceNode, reference_node
+from fakehost.saved import Saved
 from numawatch.checks import evaluate
 from numawatch.cpuset import CPUSet
 from numawatch.host import read_host
@@ -113,34 +114,6 @@ def fractional_uids(count: int) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ the host's side
-class Saved:
-    """The files under some directories of the tree, to put back as they were: CPUs coming back online after the
-    kernel took them out of the topology, the nodes' CPU lists, /proc/interrupts and every cpuset (on cgroup v2 the
-    kernel gives each cpuset its CPUs back, since ``cpuset.cpus`` keeps them)."""
-
-    def __init__(self, host: FakeHost, directories: Iterable[str], files: Iterable[str] = ()) -> None:
-        self.host = host
-        self.directories = tuple(directories)
-        self.files: dict[str, bytes] = {}
-        for rel in files:
-            self.files[rel] = host.path(rel).read_bytes()
-        for rel in self.directories:
-            for path in host.path(rel).rglob("*"):
-                if path.is_file() and not path.is_symlink():
-                    self.files[str(path.relative_to(host.root))] = path.read_bytes()
-
-    def restore(self) -> None:
-        for rel in self.directories:
-            for path in list(self.host.path(rel).rglob("*")):
-                if path.is_file() and not path.is_symlink() and str(path.relative_to(self.host.root)) not in self.files:
-                    path.unlink()
-        for rel, data in self.files.items():
-            target = self.host.path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.exists() or target.read_bytes() != data:
-                target.write_bytes(data)
-
-
 def shrink_node_memory(host: FakeHost, node: int, by_bytes: int) -> bytes:
     """Take ``by_bytes`` of node ``node``'s memory offline (its MemTotal drops); returns the file as it was."""
     path = host.path(f"sys/devices/system/node/node{node}/meminfo")
