@@ -185,12 +185,13 @@ def series_count(body: bytes) -> int:
     return sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
 
 
-def revision() -> str:
-    """The commit measured, and whether the working tree differs from it (read-only git commands)."""
+def revision(tree: Path = BENCH) -> str:
+    """The commit of the checkout ``tree`` is in (this bench's by default), and whether its working tree differs from
+    it (read-only git commands)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, capture_output=True, text=True,
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True,
                               check=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=BENCH,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=tree,
                                capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -155,17 +155,6 @@ def parse_env(pairs: Sequence[str]) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------------- running
-def _revision(code: Path) -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=code, capture_output=True, text=True,
-                              check=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=code,
-                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"{head} with uncommitted changes" if dirty else head
-
-
 def _scrape(soak: Soak) -> None:
     request = urllib.request.Request(f"http://127.0.0.1:{soak.port}/metrics",
                                      headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})  # fmt: skip
@@ -266,7 +255,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     summaries = {soak.shape: summarise(soak.samples) for soak, _ in soaks}
     return {
         "code": str(code),
-        "revision": _revision(code),
+        "revision": bench_run.revision(code),
         "python": args.python,
         "env": parse_env(args.env),
         "serve_wrapper": args.serve_wrapper,
