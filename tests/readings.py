@@ -1,5 +1,5 @@
 """Hosts made by hand as a HostReader's readings are: every source with a generation, every pod stamped with the
-reading that made it, and one ``Derived`` shared along the chain, so what one reading derived is there for the next
+reading that made it, and one ``Store`` shared along the chain, so what one reading derived is there for the next
 exactly as in serve."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from numawatch.host import Derived, Host
+from numawatch.host import Host
 from numawatch.model import frozen_map
+from numawatch.store import Store
 
 
 def as_reading(host: Host) -> Host:
@@ -17,10 +18,8 @@ def as_reading(host: Host) -> Host:
     if host.cgroups is not None:
         pods = tuple(pod if pod.generation else replace(pod, generation=1) for pod in host.cgroups.pods)
         results["cgroups"] = replace(host.cgroups, pods=pods)
-    derived = Derived()
-    derived.next_reading()
     return replace(
-        host, results=frozen_map(results), generations=dict.fromkeys(host.statuses or results, 1), derived=derived
+        host, results=frozen_map(results), generations=dict.fromkeys(host.statuses or results, 1), store=Store()
     )
 
 
@@ -37,18 +36,23 @@ def next_reading(previous: Host, **results: Any) -> Host:
         results["cgroups"] = replace(cgroups, pods=pods)
     for name in results:
         generations[name] = number
-    previous.derived.next_reading()
     return Host(
         paths=previous.paths,
         results=frozen_map({**previous.results, **results}),
         statuses=previous.statuses,
         previous=replace(previous, previous=None),
         generations=generations,
-        derived=previous.derived,
+        store=previous.store,
     )
 
 
 def from_scratch(host: Host) -> Host:
     """The same reading (and previous reading) with nothing derived before: nothing to reuse, everything anew."""
-    previous = None if host.previous is None else replace(host.previous, derived=Derived())
-    return replace(host, previous=previous, derived=Derived())
+    previous = None if host.previous is None else replace(host.previous, store=Store())
+    return replace(host, previous=previous, store=Store())
+
+
+def stored(store: Store, name: object) -> object:
+    """What ``store`` holds under ``name`` (None: nothing), to look at what serve keeps."""
+    entry = store._entries.get(name)  # type: ignore[arg-type]
+    return None if entry is None else entry[1]

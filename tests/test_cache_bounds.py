@@ -1,70 +1,56 @@
-"""The stated bounds of what serve remembers between evaluations: ``Derived`` (host.py) holds the keys of two readings
-and nothing of a pod a reading after it goes; the exposition's ``LineCache`` holds one exposition; and a HostReader
-judged and rendered as serve does, through pods coming and going, ends at the size it has with the same pods and
-keeps no key of a pod that went."""
+"""The stated bounds of what serve remembers between evaluations: the ``Store`` (store.py) holds one entry per name
+whatever the pods do, a per-pod table in it the current pods only; the exposition's ``LineCache`` holds one
+exposition; and a HostReader judged and rendered as serve does, through pods coming and going, ends with the entries
+it has with the same pods and keeps nothing of a pod that went."""
 
 from __future__ import annotations
 
 import random
 
+import readings
 from fakehost.pods import ContainerSpec, add_pod, remove_pod
 from fakehost.reference import DEFAULT_CPUSET, reference_node
 from numawatch import metrics
 from numawatch.checks import evaluate
-from numawatch.host import Derived, HostReader
+from numawatch.host import HostReader
 from numawatch.intent import REFERENCE
 from numawatch.metrics import exposition
 from numawatch.metrics.exposition import GaugeRows, LineCache
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED
+from numawatch.store import Store
 
 
-def _pod_keys(uid: str) -> tuple[tuple[str, str], ...]:
-    return (("join", uid), ("rows", uid), ("findings", uid))
-
-
-def test_derived_holds_the_keys_of_two_readings_through_a_thousand_readings_of_churning_pods():
-    derived = Derived()
+def test_the_store_holds_one_entry_per_name_through_a_thousand_readings_of_churning_pods():
+    store = Store()
     live = [f"pod-{index}" for index in range(50)]
     serial = len(live)
-    gone: list[tuple[int, str]] = []  # (reading it went at, uid)
     rng = random.Random(34)
     for reading in range(1000):
-        derived.next_reading()
         # One pod replaced per reading, as d384churn's churn does.
         leaving = live.pop(rng.randrange(len(live)))
-        gone.append((reading, leaving))
         live.append(f"pod-{serial}")
         serial += 1
-        for uid in live:
-            keys = _pod_keys(uid)
-            for key in keys[:2]:
-                if derived.get(key) is None:
-                    derived.put(key, reading)
-            derived.reuse(keys[2], ("generation", 1), lambda uid=uid: ("finding", uid))
-        derived.touched({key for uid in live for key in _pod_keys(uid)})  # the pod checks' shared set
-        # This reading's keys and the previous one's: 3 per live pod, one pod's worth more (the pod that went), and
-        # the shared set of each reading.
-        assert len(derived) <= 3 * len(live) + 3 + 2
-        held = {key[1] for key in derived if key[0] != "derived.touched"}
-        assert held <= set(live) | {leaving}
-        assert not any(uid in held for at, uid in gone if at < reading)  # a gone pod is gone a reading after
-    derived.next_reading()
-    derived.next_reading()
-    assert len(derived) == 0  # nothing asked for at two readings: nothing held
+
+        def table(previous: dict[str, int] | None, reading: int = reading) -> dict[str, int]:
+            # A per-pod table: each current pod's value, the previous table's where the pod was there.
+            return {uid: (previous or {}).get(uid, reading) for uid in live}
+
+        held = store.renew("per-pod findings", table)
+        store.value("a check's verdict", ("generation", reading // 10), lambda previous, made=reading: made)
+        assert len(store) == 2
+        assert set(held) == set(live) and leaving not in held
+        assert held["pod-0"] == 0 if "pod-0" in live else True  # a pod that stays keeps its first value
+    assert store.value("a check's verdict", ("generation", 99), lambda previous: -1) == 990  # unchanged: reused
 
 
-def test_derived_keeps_a_value_not_asked_for_at_one_reading_for_the_next():
-    derived = Derived()
-    derived.put("rotated", 1)
-    derived.next_reading()  # a reading that did not ask (its source was not re-read this turn)
-    derived.next_reading()
-    assert derived.get("rotated") is None
-    derived.put("rotated", 2)
-    derived.next_reading()
-    assert derived.get("rotated") == 2  # asked for again: carried on
-    derived.next_reading()
-    derived.next_reading()
-    assert list(derived) == []
+def test_a_value_is_made_again_from_the_last_when_its_versions_move_and_not_kept_when_it_failed():
+    store = Store()
+    assert store.value("v", 1, lambda previous: ("made", previous)) == ("made", None)
+    assert store.value("v", 1, lambda previous: "not made") == ("made", None)
+    assert store.value("v", 2, lambda previous: previous) == ("made", None)  # made from the last value
+    assert store.value("v", 3, lambda previous: "failed", keep=lambda value: value != "failed") == "failed"
+    assert store.value("v", 3, lambda previous: previous) == ("made", None)  # the failure was not kept
+    assert list(store) == ["v"]
 
 
 def _family(rows: list[tuple[str, float]]) -> GaugeRows:
@@ -117,7 +103,7 @@ def test_a_serving_reader_through_pods_coming_and_going_holds_what_it_holds_for_
     renderer, memory = metrics.Renderer(), metrics.Memory()
     for _ in range(4):
         _serve_once(reader, renderer, memory)
-    steady = len(reader.derived)
+    steady = len(reader.store)
     assert steady > 0
     gone = []
     for _ in range(60):  # one pod replaced per evaluation
@@ -129,11 +115,11 @@ def test_a_serving_reader_through_pods_coming_and_going_holds_what_it_holds_for_
         _serve_once(reader, renderer, memory)
     for _ in range(4):  # the same number of pods, none moving
         _serve_once(reader, renderer, memory)
-    # Two pods of the same kind make the same number of entries; the replacements drew their container counts anew.
-    assert len(reader.derived) <= steady + 2 * 3 * len(pods)
-    # What the reader, its sources' memories and the exposition's caches hold names the live pods, and no other.
-    held = repr(list(reader.derived)) + repr(reader._memory) + repr(renderer._lines.previous) + repr(
-        renderer._openmetrics_lines.previous
-    )
+    assert len(reader.store) == steady  # one entry per name, whatever the pods did
+    # What the reader's store, its sources' memories and the exposition's caches hold names the live pods, and no
+    # other.
+    held = repr([readings.stored(reader.store, name) for name in reader.store]) + repr(reader._memory) + repr(
+        renderer._lines.previous
+    ) + repr(renderer._openmetrics_lines.previous)
     assert all(pod.uid in held for pod in pods)
     assert not [uid for uid in gone if uid in held]

@@ -1,14 +1,14 @@
-"""A check's verdict reused between a HostReader's readings: what a check read of the Host is recorded as it runs
-(``Host.recording``: results, down reasons, generations, directly or through a memo or ``Host.derive``), and its
-verdict is the earlier one while every source it read keeps its generation and the intent says the same
-(``Intent.version``). A
-source read again and found equal keeps its generation. The end-to-end proof that serve's reuse gives what a fresh
-evaluation gives on a changing node is tests/test_render_reuse.py."""
+"""A check's verdict reused between a HostReader's readings: it is the earlier one while every source the check
+declares reading (``Check.inputs``) keeps its generation (for a rate, in the previous reading too) and the intent says
+the same (``Intent.version``). A source read again and found equal keeps its generation. That a check reads nothing
+it does not declare is tests/test_dataflow.py; the end-to-end proof that serve's reuse gives what a fresh evaluation
+gives on a changing node is tests/test_render_reuse.py."""
 
 from __future__ import annotations
 
 from numawatch.checks import Check, NotEvaluated, evaluate, require
-from numawatch.host import VOLATILE, Host, HostReader, SourceSpec
+from numawatch.host import Host, HostReader, SourceSpec
+from numawatch.inputs import SELF, Input, Rate, Source
 from numawatch.intent import Intent
 from numawatch.model import frozen_map
 from numawatch.paths import Paths
@@ -39,14 +39,14 @@ class Files:
                           policies=dict.fromkeys(self.values, EVERY))  # fmt: skip
 
 
-def counting_check(check_id: str, judge) -> tuple[Check, list[int]]:
+def counting_check(check_id: str, judge, inputs: tuple[Input, ...] = (Source("a"),)) -> tuple[Check, list[int]]:
     runs: list[int] = []
 
     def run(host: Host, intent: Intent):
         runs.append(1)
         return judge(host, intent, CHECKS[check_id])
 
-    check = Check(check_id, "warning", "a test check", "fix it", run)
+    check = Check(check_id, "warning", "a test check", "fix it", run, inputs=inputs)
     CHECKS[check_id] = check
     return check, runs
 
@@ -60,7 +60,7 @@ def reads_a(host: Host, intent: Intent, check: Check):
         yield check.finding(intent, {"cpus": "1"}, "a is bad")
 
 
-def test_a_verdict_is_reused_while_what_the_check_read_keeps_its_generation():
+def test_a_verdict_is_reused_while_what_the_check_declares_keeps_its_generation():
     files = Files(a={"v": "good"}, b={"v": 1})
     reader = files.reader()
     check, runs = counting_check("reads_a", reads_a)
@@ -107,50 +107,42 @@ def test_a_not_evaluated_verdict_is_reused_and_follows_its_source_coming_back():
     assert len(runs) == 2  # down for the same reason keeps the generation; back up moves it
 
 
-def test_a_check_that_read_the_previous_host_or_failed_is_judged_at_every_reading():
-    files = Files(a={"v": "good"})
+def test_a_rate_is_judged_again_when_the_previous_reading_moves_and_a_failed_check_at_every_reading():
+    files = Files(a={"v": 1})
     reader = files.reader()
 
-    def previous(host: Host, intent: Intent, check: Check):
-        host.reads_previous()
+    def rate_of_a(host: Host, intent: Intent, check: Check):
         if host.previous is None:
             raise NotEvaluated("needs two readings")
-        return ()
+        now, before = require(host, "a")["v"], host.previous.get("a")["v"]
+        return [check.finding(intent, {"cpus": "1"}, f"a moved by {now - before}")] if now != before else []
 
     def broken(host: Host, intent: Intent, check: Check):
         require(host, "a")
         raise RuntimeError("a bug")
 
-    rate, rate_runs = counting_check("rate", previous)
+    rate, rate_runs = counting_check("rate", rate_of_a, inputs=(Rate(Source("a")),))
     bug, bug_runs = counting_check("bug", broken)
     intent = Intent()
-    for _ in range(3):
+    messages = []
+    for value in (1, 1, 1, 3, 3):
+        files.values["a"] = {"v": value}
         evaluation = evaluate(reader.read(), intent, [rate, bug])
-    assert (len(rate_runs), len(bug_runs)) == (3, 3)
+        messages.append([finding.message for finding in evaluation.findings])
+    # Judged at the first reading (no previous), the second (the previous reading is there now), then reused until
+    # a moves (the fourth) and once more when the previous reading is the one where it moved (the fifth).
+    assert messages == [[], [], [], ["a moved by 2"], []]
+    assert (len(rate_runs), len(bug_runs)) == (4, 5)
     assert [n.reason for n in evaluation.not_evaluated] == ["internal error: RuntimeError: a bug"]
 
 
-def test_what_a_memo_read_counts_for_every_check_that_uses_it_and_derive_names_its_sources():
-    files = Files(a={"v": 1}, b={"v": 2}, c={"v": 3})
-    host = files.reader().read()
-
-    with host.recording() as first:
-        host.memo("sum", lambda: host.get("a")["v"] + host.get("b")["v"])
-    with host.recording() as second:  # the memo is computed already: what it read still counts
-        host.memo("sum", lambda: 0)
-    with host.recording() as third:
-        host.derive("c-derived", ("c",), lambda: 3)
-    with host.recording() as outer:
-        with host.recording() as inner:
-            host.down_reason("a")
-        host.generation("b")
-
-    assert first == second == {"a", "b"}
-    assert third == {"c"}
-    assert inner == {"a"} and outer == {"a", "b"}
-    with host.recording() as rates:
-        host.reads_previous()
-    assert rates == {VOLATILE}
+def test_a_check_that_declares_numawatchs_own_state_is_judged_at_every_reading():
+    files = Files(a={"v": "bad"})
+    reader = files.reader()
+    check, runs = counting_check("reads_a_and_its_own", reads_a, inputs=(Source("a"), SELF))
+    for _ in range(3):
+        evaluate(reader.read(), Intent(), [check])
+    assert len(runs) == 3
 
 
 def test_a_source_read_again_and_found_equal_keeps_its_generation_and_hands_out_the_last_snapshot():
@@ -166,7 +158,7 @@ def test_a_source_read_again_and_found_equal_keeps_its_generation_and_hands_out_
     assert hosts[2].get("a") == {"v": 2} and not hosts[2].statuses["a"].cached
 
 
-def test_a_check_that_read_nothing_of_the_host_is_judged_at_every_reading():
+def test_a_check_that_declares_nothing_of_the_host_is_judged_at_every_reading():
     files = Files(a={"v": "good"})
     reader = files.reader()
     outside = ["fires"]
@@ -174,7 +166,7 @@ def test_a_check_that_read_nothing_of_the_host_is_judged_at_every_reading():
     def elsewhere(host: Host, intent: Intent, check: Check):
         return [check.finding(intent, {"cpus": "1"}, "seen")] if outside else []
 
-    check, runs = counting_check("elsewhere", elsewhere)
+    check, runs = counting_check("elsewhere", elsewhere, inputs=())
     intent = Intent()
     first = evaluate(reader.read(), intent, [check])
     outside.clear()

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 from numawatch.checks.host_irq import deltas
-from numawatch.host import Derived, Host
+from numawatch.host import Host
 from numawatch.irqplacement import changed_positions, device_irqs, managed_irqs, same_entries
 from numawatch.model import frozen_map
 from numawatch.model.interrupts import (
@@ -25,6 +25,7 @@ from numawatch.model.interrupts import (
 )
 from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
+from numawatch.store import Store
 
 CPUS = tuple(range(8))
 WATCHED = frozenset({2, 3, 6, 7})
@@ -50,18 +51,24 @@ def entry(irq: int, *cpus: int, generation: int = 1) -> IrqAffinity:
     return IrqAffinity(irq=irq, affinity=frozenset(cpus), effective=frozenset(cpus[:1]), generation=generation)
 
 
+def next_generations(previous: Host | None) -> dict[str, int]:
+    """A reading after ``previous`` read the interrupts and irqs again (their rows and entries keep their own
+    generations where they are unchanged); the topology stays."""
+    number = 1 if previous is None else previous.generations["interrupts"] + 1
+    return {"topology": 1, "interrupts": number, "irqs": number}
+
+
 def reading(rows, entries, previous: Host | None = None) -> Host:
-    """A reading of a HostReader: the Hosts of one chain share what they derive (``Host.derived``)."""
+    """A reading of a HostReader: the Hosts of one chain share what they derive (``Host.store``)."""
     results = {"interrupts": interrupts(rows), "irqs": irqs(entries)}
-    derived = previous.derived if previous is not None else Derived()
-    derived.next_reading()
+    store = previous.store if previous is not None else Store()
     return Host(paths=Paths.from_root("/nonexistent"), results=frozen_map(results), statuses=frozen_map({}),
-                previous=previous, derived=derived)  # fmt: skip
+                previous=previous, generations=next_generations(previous), store=store)  # fmt: skip
 
 
 def from_scratch(host: Host) -> Host:
     """The same reading with nothing derived before: nothing to reuse, everything joined anew."""
-    return replace(host, previous=None if host.previous is None else replace(host.previous), derived=Derived())
+    return replace(host, previous=None if host.previous is None else replace(host.previous), store=Store())
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -173,10 +180,9 @@ def spread_reading(rows, entries, previous: Host | None = None, cpus: int = 8, r
         "interrupts": interrupts(rows),
         "irqs": Irqs(irqs=frozen_map({entry.irq: entry for entry in entries}), read_only_modes_seen=read_only),
     }
-    derived = previous.derived if previous is not None else Derived()
-    derived.next_reading()
+    store = previous.store if previous is not None else Store()
     return Host(paths=Paths.from_root("/nonexistent"), results=frozen_map(results), statuses=frozen_map({}),
-                previous=previous, derived=derived)  # fmt: skip
+                previous=previous, generations=next_generations(previous), store=store)  # fmt: skip
 
 
 def answers(host: Host) -> dict[int, bool]:

@@ -11,13 +11,13 @@ from numawatch import collectors, metrics
 from numawatch.checks import Evaluation
 from numawatch.cli import build_parser
 from numawatch.collectors import COLLECTORS, Collectors
-from numawatch.host import Derived
 from numawatch.intent import REFERENCE
 from numawatch.metrics import capacity, core, gpu, platform
 from numawatch.metrics import exposition as writer
 from numawatch.metrics import host as host_metrics
 from numawatch.model.interrupts import Interrupts
 from numawatch.server import BodyFormat, Sampler
+from numawatch.store import Store
 from serving import numawatch_serve
 
 # the fixtures: the reference node with NVML and planted drift, its evaluation and exposition
@@ -201,7 +201,7 @@ def test_with_every_collector_off_the_joins_only_their_families_need_are_not_mad
     spy(Interrupts, "totals_per_kind")
     # The module's evaluation with nothing derived yet: its families built by another test would be handed out again
     # (``core.host_only``) without their joins being made.
-    evaluation = replace(reference_evaluation, host=replace(reference_evaluation.host, derived=Derived()))
+    evaluation = replace(reference_evaluation, host=replace(reference_evaluation.host, store=Store()))
     off = metrics.families(evaluation, None, None, Collectors(frozenset()))
     assert calls == []
     assert not {family.name for family in off} & set(OWNER)

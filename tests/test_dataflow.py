@@ -3,14 +3,14 @@
 Every registered check and every builder of a family that reads the host is run on a variety of hosts (the reference
 node's files read by the real sources, staggered and not, drifted, on other vendors' accelerators, with another
 kubelet flavour and cgroup layout; model snapshots with each source down; a window without the source's previous
-reading) while ``Host.recording`` records the sources it reads: each one read must be one its declaration names. A
-check or builder declaring too little is caught (a deliberately wrong declaration is); every check and every metric
-name numawatch exposes has a declaration, and a builder makes exactly the names it declares.
+reading) on a copy of the Host that records the sources it reads (tests/recording.py): each one read must be one its
+declaration names; so must each derivation (numawatch.derivation) the checks and builders use. A check or builder
+declaring too little is caught (a deliberately wrong declaration is); every check and every metric name numawatch
+exposes has a declaration, and a builder makes exactly the names it declares.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -26,7 +26,8 @@ from gpu_readers import GpuReaders
 from numawatch import metrics
 from numawatch.checks import Check, Evaluation, all_checks, evaluate, require
 from numawatch.dataflow import metric_declarations
-from numawatch.host import VOLATILE, Host, HostReader, read_host
+from numawatch.derivation import DERIVATIONS
+from numawatch.host import Host, HostReader, read_host
 from numawatch.inputs import KERNEL, SELF, TOPOLOGY, Input, Own, declaration_of, exposes, reads_previous, sources_of
 from numawatch.intent import REFERENCE, Intent
 from numawatch.metrics import capacity, core, gpu, platform
@@ -38,6 +39,7 @@ from numawatch.sources import SOURCES
 from numawatch.sources.amdsmi import amdsmi_session
 from numawatch.sources.hlml import hlml_session
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from recording import PREVIOUS, RecordingHost, reads_of, recording
 from test_docs_metrics import documented
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
@@ -68,29 +70,28 @@ class Clock:
 
 
 def undeclared(inputs: tuple[Input, ...], recorded: set[str]) -> set[str]:
-    """What ``recorded`` (``Host.recording``'s names) holds that ``inputs`` do not declare: a source read undeclared,
-    or the previous Host read (``VOLATILE``) without a declared rate."""
-    allowed = set(sources_of(inputs)) | ({VOLATILE} if reads_previous(inputs) else set())
+    """What ``recorded`` (the names a RecordingHost noted) holds that ``inputs`` do not declare: a source read
+    undeclared, or the previous Host read (``PREVIOUS``) without a declared rate."""
+    allowed = set(sources_of(inputs)) | ({PREVIOUS} if reads_previous(inputs) else set())
     return recorded - allowed
 
 
-def check_reads(check: Check, host: Host, intent: Intent) -> set[str]:
+def check_reads(check: Check, host: RecordingHost, intent: Intent) -> set[str]:
     """The sources ``check`` reads of ``host``, whatever its verdict."""
-    # NotEvaluated, NotApplicable, or a bug, which the check's own tests show: what it read before counts.
-    with host.recording() as read, contextlib.suppress(Exception):
-        list(check.run(host, intent))
-    return set(read)
+    return reads_of(host, lambda: list(check.run(host, intent)))
 
 
 def family_reads(build: Callable[..., object], evaluation: Evaluation) -> tuple[set[str], set[str] | None]:
-    """The sources ``build`` reads of the evaluation's host, and the metric names it made (None when it failed)."""
-    with evaluation.host.recording() as read:
-        try:
-            made = build(evaluation)
-        except Exception:
-            return set(read), None
-    families = [made] if isinstance(made, Metric) else list(made)  # type: ignore[call-overload]
-    return set(read), {f"{family.name}_total" if family.type == "counter" else family.name for family in families}
+    """The sources ``build`` reads of the evaluation's host (a RecordingHost), and the metric names it made (None
+    when it failed)."""
+    host = evaluation.host
+    assert isinstance(host, RecordingHost)
+    made: list[object] = []
+    read = reads_of(host, lambda: made.append(build(evaluation)))
+    if not made:
+        return read, None
+    families = [made[0]] if isinstance(made[0], Metric) else list(made[0])  # type: ignore[call-overload]
+    return read, {f"{family.name}_total" if family.type == "counter" else family.name for family in families}
 
 
 # ------------------------------------------------------------------------------------------------- the hosts
@@ -160,17 +161,21 @@ def observed(tmp_path_factory) -> dict[str, object]:
         *_vendor_node(root / "habana", "habana"),
         *_snapshots(),
     ]
+    derivations: dict[str, set[str]] = {}
     for host in hosts:
+        recorder = recording(host)
         for intent in INTENTS:
             for check in all_checks():
-                reads.setdefault(check.id, set()).update(check_reads(check, host, intent))
-            evaluation = evaluate(host, intent)
+                reads.setdefault(check.id, set()).update(check_reads(check, recorder, intent))
+            evaluation = replace(evaluate(host, intent), host=recorder)
             for build in HOST_READING:
                 read, names = family_reads(build, evaluation)
                 reads.setdefault(build.__qualname__, set()).update(read)
                 if names is not None:
                     made.setdefault(build.__qualname__, set()).update(names)
-    return {"reads": reads, "made": made}
+        for name, read in recorder.by_derivation.items():
+            derivations.setdefault(name, set()).update(read)
+    return {"reads": reads, "made": made, "derivations": derivations}
 
 
 # ------------------------------------------------------------------------------------------------- checks
@@ -191,6 +196,16 @@ def test_what_a_check_or_builder_declares_it_reads_on_some_host(observed):
         declared[build.__qualname__] = declaration.inputs
     never = {name: sorted(sources_of(inputs) - observed["reads"][name]) for name, inputs in declared.items()}
     assert {name: sources for name, sources in never.items() if sources} == {}
+
+
+@pytest.mark.parametrize("name", sorted(DERIVATIONS))
+def test_a_derivation_reads_only_what_it_declares(name, observed):
+    derivation = DERIVATIONS[name]
+    read = observed["derivations"].get(name, set())
+    if name.startswith("tests."):
+        pytest.skip("declared by a test")
+    assert read, f"{name} was not made on any host: the proof would be empty"
+    assert undeclared(derivation.inputs, read) == set(), f"{name} reads sources it does not declare"
 
 
 def test_every_registered_check_declares_its_inputs():
@@ -234,21 +249,21 @@ def _reads_the_topology(host: Host, intent: Intent):
 
 def test_a_check_declaring_less_than_it_reads_is_caught():
     wrong = Check("declares_the_kernel", "warning", "a test check", "fix it", _reads_the_topology, inputs=(KERNEL,))
-    host = reference_snapshot()
+    host = recording(reference_snapshot())
     assert undeclared(wrong.inputs, check_reads(wrong, host, REFERENCE)) == {"topology"}
     right = replace(wrong, inputs=(KERNEL, TOPOLOGY))
     assert undeclared(right.inputs, check_reads(right, host, REFERENCE)) == set()
 
 
 def test_a_rate_read_undeclared_is_caught():
-    host = replace(reference_snapshot(), previous=reference_snapshot())
+    host = recording(replace(reference_snapshot(), previous=reference_snapshot()))
 
     def reads_previous(host: Host, intent: Intent):
-        host.reads_previous()
-        return ()
+        assert host.previous is not None
+        return host.previous.topology.cpus
 
     check = Check("reads_previous", "warning", "a test check", "fix it", reads_previous, inputs=(SELF,))
-    assert undeclared(check.inputs, check_reads(check, host, REFERENCE)) == {VOLATILE}
+    assert undeclared(check.inputs, check_reads(check, host, REFERENCE)) == {PREVIOUS}
 
 
 def test_a_family_declaring_less_than_it_reads_or_other_names_than_it_makes_is_caught():
@@ -258,7 +273,7 @@ def test_a_family_declaring_less_than_it_reads_or_other_names_than_it_makes_is_c
         family.add_metric((), len(evaluation.host.topology.cpus))
         return family
 
-    evaluation = evaluate(reference_snapshot(), REFERENCE, [])
+    evaluation = replace(evaluate(reference_snapshot(), REFERENCE, []), host=recording(reference_snapshot()))
     read, names = family_reads(cpus, evaluation)
     declaration = declaration_of(cpus)
     assert declaration is not None

@@ -1,8 +1,8 @@
 """A ``host_only`` family builder's families handed out again between a HostReader's readings (``core.built`` through
-``Host.reused``): every marked builder reads nothing of the evaluation but its host and intent, its families are the
-earlier reading's exactly while what it read of the Host keeps its generation, a builder that failed is run again,
-and what a reused value was derived through (the device IRQ join in ``Host.derived``) is kept for when it is made
-again. The end-to-end proof over a changing node is tests/test_render_reuse.py."""
+``Host.reuse``): every marked builder reads nothing of the evaluation but its host and intent, its families are the
+earlier reading's exactly while what it declares reading keeps its generation, a builder that failed is run again,
+and an incremental derivation a reused value was made through (the device IRQ join) is made from its last value
+when it is made again. The end-to-end proof over a changing node is tests/test_render_reuse.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import logging
 import pytest
 from fakehost.reference import ISOLATED, reference_node
 from numawatch.checks import evaluate
+from numawatch.derivation import derivation
 from numawatch.host import Host, HostReader, SourceSpec
+from numawatch.inputs import Source, exposes
 from numawatch.intent import REFERENCE
 from numawatch.metrics import capacity, core, exposition, gpu, platform
 from numawatch.metrics import host as host_metrics
@@ -96,6 +98,7 @@ def test_a_builder_that_failed_is_run_again_and_logged_again(caplog):
     reader = counts.reader()
     runs: list[int] = []
 
+    @exposes("numawatch_test_counts", inputs=(Source("counts"),))
     @core.host_only
     def flaky(evaluation):
         runs.append(1)
@@ -117,29 +120,35 @@ def test_a_builder_that_failed_is_run_again_and_logged_again(caplog):
     assert len(runs) == 3 and [sample.value for sample in fourth[0].samples] == [2]
 
 
+INNER: list[tuple[int, int | None]] = []
+
+
+@derivation("tests.family_reuse.inner", inputs=(Source("counts"),), incremental=True)
+def inner(host: Host, previous: int | None) -> int:
+    """An incremental value (made from its last one) that a reused family is made through."""
+    INNER.append((host.get("counts")["n"], previous))
+    return (previous or 0) + 1
+
+
 def test_a_reused_value_keeps_what_it_was_derived_through():
     counts = Counts()
     reader = counts.reader()
     made: list[int] = []
 
-    def make_with(host: Host):
-        def make() -> int:
-            value = host.get("counts")["n"]
-            inner = host.derived.get("inner")  # an incremental value the outer one is made through
-            host.derived.put("inner", (inner or 0) + 1)
-            made.append(value)
-            return value
+    @exposes("numawatch_test_inner", inputs=(Source("counts"),))
+    @core.host_only
+    def outer(evaluation):
+        made.append(inner(evaluation.host))
+        family = GaugeMetricFamily("numawatch_test_inner", "A test family.")
+        family.add_metric((), made[-1])
+        return family
 
-        return make
-
-    owner = object()
+    INNER.clear()
     for _ in range(4):  # made at the first reading, handed out again at the three after it
-        host = reader.read()
-        assert host.reused("outer", owner, make_with(host)) == 1
-    assert made == [1]
-    # Four readings later the inner value is still there: handing the outer one out carried it over.
-    assert host.derived.get("inner") == 1
+        core.built([outer], evaluate(reader.read(), REFERENCE, []))
+    assert made == [1] and INNER == [(1, None)]
     counts.value = {"n": 5}
-    host = reader.read()
-    assert host.reused("outer", owner, make_with(host)) == 5
-    assert host.derived.get("inner") == 2  # made again from the inner value kept
+    fifth = core.built([outer], evaluate(reader.read(), REFERENCE, []))
+    # Four readings later the inner value is still there: made again from it.
+    assert made == [1, 2] and INNER == [(1, None), (5, 1)]
+    assert [sample.value for sample in fifth[0].samples] == [2]

@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 from numawatch.checks import evaluate
 from numawatch.checks.host_irq import CHECK_BY_ID
 from numawatch.cpuset import parse_cpulist
+from numawatch.derivation import derivation
 from numawatch.errors import MalformedFile
 from numawatch.host import Host, HostReader, read_host_window, window_seconds
+from numawatch.inputs import TOPOLOGY
 from numawatch.intent import Intent, KernelIntent
 from numawatch.model.interrupts import KIND_DEVICE, KIND_IPI, KIND_LOCAL_TIMER, KIND_OTHER
 from numawatch.paths import Paths
@@ -457,41 +459,50 @@ def test_a_one_off_reader_reads_the_file_at_every_reading(fake_host):
     assert counts == [10, 20, 30]
 
 
-def test_a_hosts_memo_is_its_own_the_previous_reading_stays_one_deep_and_readings_share_what_they_derive(fake_host):
+MADE: list[int] = []
+
+
+@derivation("tests.host_interrupts.online_cpus", inputs=(TOPOLOGY,))
+def online_cpus(host: Host) -> int:
+    MADE.append(1)
+    return len(host.topology.online)
+
+
+def test_a_derivation_is_made_once_per_host_and_again_only_when_what_it_reads_moves(fake_host):
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
     write_interrupts(fake_host, CPUS, named={"LOC": {4: 10}})
     reader = HostReader(fake_host.paths, SOURCES)
+    MADE.clear()
     first = reader.read()
-    assert first.memo("derived", lambda: "from the first reading") == "from the first reading"
-    first.derived.put(("derived", first.generation("topology")), "from the first reading")
+    assert online_cpus(first) == online_cpus(first) == 8 and len(MADE) == 1  # once per Host
 
-    # The topology's files do not change: its generation stays, and what was derived under it is there for later
-    # readings (asked for at each, it is kept).
-    second = reader.read()
-    assert second.derived.get(("derived", second.generation("topology"))) == "from the first reading"
-    third = reader.read()
-    assert third.derived.get(("derived", third.generation("topology"))) == "from the first reading"
-
-    assert second.memo("derived", lambda: "from the second reading") == "from the second reading"
+    # The topology's files do not change: its generation stays, and the value made from it is the later readings'.
+    second, third = reader.read(), reader.read()
+    assert online_cpus(second) == online_cpus(third) == 8 and len(MADE) == 1
     assert third.previous is not None and third.previous.previous is None
     assert first.generation("topology") == third.generation("topology") is not None
     assert first.generation("interrupts") != third.generation("interrupts")  # read for real at every reading
 
+    (fake_host.root / "sys/devices/system/cpu/online").write_text("0-6\n")
+    reader.invalidate("topology")  # what a hotplug event does
+    fourth = reader.read()
+    assert fourth.generation("topology") != third.generation("topology")
+    assert online_cpus(fourth) == 7 and len(MADE) == 2
 
-def test_what_no_reading_asks_for_is_forgotten_and_a_fresh_reader_or_copied_host_shares_nothing(fake_host):
+
+def test_a_fresh_reader_or_a_host_without_generations_reuses_nothing(fake_host):
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
     write_interrupts(fake_host, CPUS, named={"LOC": {4: 10}})
-    reader = HostReader(fake_host.paths, SOURCES)
-    host = reader.read()
-    host.memo("derived", lambda: 1)
-    host.derived.put("derived", 1)
-
-    reader.read()
-    reader.read()  # two readings that did not ask for it
-
-    assert reader.derived.get("derived") is None
+    MADE.clear()
+    host = HostReader(fake_host.paths, SOURCES).read()
+    online_cpus(host)
+    online_cpus(HostReader(fake_host.paths, SOURCES).read())  # another reader: its own store
+    assert len(MADE) == 2
+    plain = replace(host, generations={})  # not a HostReader's: what it makes is its own, once
+    online_cpus(plain), online_cpus(plain)
+    assert len(MADE) == 3
     assert HostReader(fake_host.paths, SOURCES).read().previous is None
-    assert replace(host, previous=None).memo("derived", lambda: 2) == 2  # a copy's memo starts empty
+    assert len(host.store) == 1  # one entry per name
 
 
 def test_read_host_window_takes_two_readings_that_far_apart(fake_host):

@@ -1,6 +1,6 @@
 """What serve carries from one reading to the next (the per-container rows of unchanged pods, the device IRQ join, the
 interrupt deltas) renders and finds exactly what evaluating the same reading from scratch does, through a node that
-changes; and the parts that are reused are the previous reading's, found by generation numbers (``Host.derived``)."""
+changes; and the parts that are reused are the previous reading's, found by generation numbers (``Host.store``)."""
 
 from __future__ import annotations
 
@@ -249,8 +249,8 @@ def test_the_rows_of_a_deleted_pod_are_not_kept():
     assert not rows_of_pod(after["cpus"], TRTLLM.uid) and not rows_of_pod(after["memory"], TRTLLM.uid)
     trtllm = next(pod for pod in first.cgroups.pods if pod.uid == TRTLLM.uid)
     # One table per family (workloads.per_pod), of the pods of the readings it is kept for: by pod key (path 4th).
-    names = [key for key in first.derived if key[:1] == ("per_pod",) and key[1].startswith("metrics.pod_rows.")]
-    kept = [pod_key for name in names for pod_key in first.derived.get(name).keys]
+    names = [key for key in first.store if key[:1] == ("per_pod",) and key[1].startswith("metrics.pod_rows.")]
+    kept = [pod_key for name in names for pod_key in readings.stored(first.store, name).keys]
     assert kept and all(pod_key[3] != trtllm.cgroup_path for pod_key in kept)
 
 

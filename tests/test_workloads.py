@@ -547,7 +547,7 @@ def test_keeping_the_previous_readings_join_does_not_keep_older_readings_alive(f
     first = serve_once()
     second = serve_once()
     gone = [weakref.ref(first), weakref.ref(second.previous)]
-    assert len(reader.derived) > 0  # what the next reading may reuse: by generations, holding no Host
+    assert len(reader.store) > 0  # what the next reading may reuse: by generations, holding no Host
     del first, second
     third = serve_once()
     gc.collect()

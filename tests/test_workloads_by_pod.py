@@ -44,8 +44,8 @@ def test_an_unchanged_pod_keeps_its_tuple_and_a_changed_one_gets_a_new_one():
     for pod, old, new in zip(pods, before, after, strict=True):
         assert (new is old) == (pod.uid != VLLM.uid)
     assert after == workloads_by_pod(readings.from_scratch(second), REFERENCE)  # equal to a join from scratch
-    # A Host not made by a HostReader (no generations), even beside that chain's derived values: joined anew.
-    one_off = replace(reference_snapshot(), derived=second.derived)
+    # A Host not made by a HostReader (no generations), even beside that chain's store: joined anew.
+    one_off = replace(reference_snapshot(), store=second.store)
     assert not any(new is old for new, old in zip(workloads_by_pod(one_off, REFERENCE), after, strict=True) if old)
 
 

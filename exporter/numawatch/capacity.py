@@ -37,7 +37,9 @@ from typing import Any
 
 from numawatch import telemetry
 from numawatch.cpuset import EMPTY, CPUSet, format_cpulist
+from numawatch.derivation import derivation
 from numawatch.host import Host
+from numawatch.inputs import TOPOLOGY
 from numawatch.intent import Intent
 from numawatch.model import frozen_map
 from numawatch.model.gpu import GpuInventory
@@ -241,7 +243,7 @@ def build_capacity(host: Host, intent: Intent) -> Capacity:
         full_pcpus_only=full,
         distribute_cpus_across_numa=_option(cpu_options, "distribute-cpus-across-numa"),
         prefer_closest_numa_nodes=_option(topology_options, "prefer-closest-numa-nodes"),
-        threads_per_core=host.derive("capacity.threads_per_core", ("topology",), lambda: _threads_per_core(topology)),
+        threads_per_core=_threads_per_core_of(host),
         node_ids=node_ids,
         node_cpus=frozen_map({n: len(online_of[n]) for n in node_ids}),
         reserved_cpus=reserved,
@@ -279,6 +281,12 @@ def _siblings(topology: Topology, cpu: int) -> CPUSet:
 
 def _whole_cores(topology: Topology, pool: CPUSet) -> CPUSet:
     return frozenset(cpu for cpu in pool if _siblings(topology, cpu) <= pool)
+
+
+@derivation("capacity.threads_per_core", inputs=(TOPOLOGY,))
+def _threads_per_core_of(host: Host) -> int:
+    topology = host.topology
+    return 1 if topology is None else _threads_per_core(topology)
 
 
 def _threads_per_core(topology: Topology) -> int:

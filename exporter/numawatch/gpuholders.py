@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from numawatch.derivation import derivation
 from numawatch.host import Host
+from numawatch.inputs import WORKLOADS
 from numawatch.intent import Intent
 from numawatch.model.gpu import NvmlGpu
 from numawatch.workloads import Workload, build_workloads
@@ -25,17 +27,13 @@ class Holder:
     container_name: str | None
 
 
+@derivation("gpuholders.by_container", inputs=(WORKLOADS,), per_intent=True)
 def holders_by_container(host: Host, intent: Intent) -> Mapping[str, Workload]:
-    """Workloads by container ID (empty when the cgroups source is down), made once per Host and intent: three
-    checks and two metric families look GPU processes up in it, and a large node has ~860 containers."""
+    """Workloads by container ID (empty when the cgroups source is down): three checks and two metric families look
+    GPU processes up in it, and a large node has ~860 containers."""
     if host.cgroups is None:
         return {}
-
-    def build() -> Mapping[str, Workload]:
-        return {workload.container_id: workload for workload in build_workloads(host, intent)}
-
-    made: Mapping[str, Workload] = host.memo(("holders_by_container", intent.version), build)
-    return made
+    return {workload.container_id: workload for workload in build_workloads(host, intent)}
 
 
 def holder_of(

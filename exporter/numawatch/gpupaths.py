@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from numawatch.derivation import derivation
 from numawatch.host import Host
+from numawatch.inputs import GPUS, PCI_TOPOLOGY, TOPOLOGY
 from numawatch.intent import PCI_PATH_LEVELS
 from numawatch.model.gpu import GpuDevice, GpuInventory
 from numawatch.model.pci import PciFunction, PciTopology, RdmaNic
@@ -67,30 +69,28 @@ def judged_nics(pci: PciTopology) -> tuple[RdmaNic, ...]:
     return physical or pci.nics
 
 
+@derivation("gpupaths.gpu_nic_paths", inputs=(GPUS, PCI_TOPOLOGY, TOPOLOGY))
 def gpu_nic_paths(host: Host) -> tuple[GpuPaths, ...] | None:
-    """Every GPU of the sysfs inventory with its paths to the judged NICs; None without both sources. Computed once
-    per Host (the check and the metrics share it)."""
+    """Every GPU of the sysfs inventory with its paths to the judged NICs; None without both sources (the check and
+    the metrics share it)."""
     inventory: GpuInventory | None = host.gpus
     pci: PciTopology | None = host.pci_topology
     if inventory is None or pci is None:
         return None
     topology: Topology | None = host.topology
     one_node = topology is not None and len(topology.nodes) <= 1
+    nics = judged_nics(pci)
+    found = []
+    for gpu in inventory.gpus:
+        function = pci.functions.get(gpu.pci_address)
+        rows: list[tuple[RdmaNic, str | None]] = []
+        for nic in nics:
+            other = pci.functions.get(nic.address)
+            if function is None or other is None:
+                rows.append((nic, None))
+                continue
+            rows.append((nic, pcie_level(function, other, gpu.numa_node, nic.numa_node, one_node)))
+        rows.sort(key=lambda row: (rank(row[1]) if row[1] is not None else len(PCI_PATH_LEVELS), row[0].address))
+        found.append(GpuPaths(gpu, tuple(rows)))
+    return tuple(found)
 
-    def compute() -> tuple[GpuPaths, ...]:
-        nics = judged_nics(pci)
-        found = []
-        for gpu in inventory.gpus:
-            function = pci.functions.get(gpu.pci_address)
-            rows: list[tuple[RdmaNic, str | None]] = []
-            for nic in nics:
-                other = pci.functions.get(nic.address)
-                if function is None or other is None:
-                    rows.append((nic, None))
-                    continue
-                rows.append((nic, pcie_level(function, other, gpu.numa_node, nic.numa_node, one_node)))
-            rows.sort(key=lambda row: (rank(row[1]) if row[1] is not None else len(PCI_PATH_LEVELS), row[0].address))
-            found.append(GpuPaths(gpu, tuple(rows)))
-        return tuple(found)
-
-    return host.memo("gpu_nic_paths", compute)  # of this Host's gpus_sysfs, pci_topology and topology readings

@@ -10,15 +10,15 @@ reading of a source they need, changes.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from numawatch.descriptors import starved
 from numawatch.errors import MalformedFile, SourceUnavailable
+from numawatch.inputs import Keying
 from numawatch.model.cluster import ClusterView, OwnPod
 from numawatch.model.gpu import GpuHolders, GpuInventory, NvmlSnapshot
 from numawatch.model.interrupts import Interrupts, Irqbalance, Irqs
@@ -31,32 +31,16 @@ from numawatch.paths import Paths
 from numawatch.refresh import POLICIES, Carried, Policy, Turns, policy_of
 from numawatch.source import Inputs, ReaderContext, SourceSpec, dependency_order
 from numawatch.sources import SOURCES
+from numawatch.store import Store
 
 if TYPE_CHECKING:
+    from numawatch.derivation import Derivation
+    from numawatch.intent import Intent
     from numawatch.nvml_session import NvmlSession
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-
-# Recorded (Host.recording) when what is recorded read the previous Host: a value derived from it is never reused.
-VOLATILE = "<previous reading>"
-# The key under which Derived.touched keeps a shared set of keys (under itself).
-_TOUCHED = "derived.touched"
-
-
-@contextlib.contextmanager
-def _collecting(stack: list[set[Any]]) -> Iterator[set[Any]]:
-    """A new set on top of ``stack`` for the block to fill; on leaving, what it holds counts for the block around
-    it too (a memo computed inside a check: what the memo read, the check read)."""
-    collected: set[Any] = set()
-    stack.append(collected)
-    try:
-        yield collected
-    finally:
-        stack.pop()
-        if stack:
-            stack[-1].update(collected)
 
 
 @dataclass(frozen=True)
@@ -69,109 +53,6 @@ class SourceStatus:
     starved: bool = False  # down for lack of file descriptors (EMFILE, ENFILE): says nothing about the host
 
 
-class Derived:
-    """Values derived from readings (the workloads join of a pod, its metric rows, the device IRQ join) that the
-    next reading may reuse: one per HostReader, shared by its Hosts. A key names everything the value was derived
-    from by generation numbers (``Host.generation`` of a source, ``generation`` of an object such as a PodCgroup),
-    never by object identity, so a value found under a key is right for any reading with those generations.
-
-    An entry not asked for during a reading is dropped at the next one (the values of a deleted pod do not outlive
-    it by more than a reading): entries asked for move from the previous reading's table to this one's.
-
-    Size: the keys asked for or stored at this reading and the previous one, no more (two tables, swapped at each
-    ``next_reading``). Per reading that is a few entries per live pod (its join, its metric rows, each pod check's
-    verdict), one per check and metric family reused, and one shared key set per distinct set (``touched``); a pod
-    that goes leaves nothing after the reading that follows (tests/test_cache_bounds.py holds it through a thousand
-    readings of churning pods).
-    """
-
-    __slots__ = ("_current", "_kept", "_previous", "_touching")
-
-    def __init__(self) -> None:
-        self._current: dict[Hashable, Any] = {}  # what this reading asked for or stored
-        self._previous: dict[Hashable, Any] = {}  # what the previous one did: dropped at the next reading
-        self._touching: list[set[Hashable]] = []  # the keys asked for or stored inside each ``touching`` block
-        # The key sets ``keep`` carried over at this reading, by identity (``touched`` hands equal sets out as one
-        # object): the pod checks share one set of per-pod keys, carried once. Emptied at every reading.
-        self._kept: dict[int, frozenset[Hashable]] = {}
-
-    def next_reading(self) -> None:
-        """A new reading starts: what the last one did not ask for is forgotten at the one after."""
-        self._previous, self._current = self._current, {}
-        self._kept = {}
-
-    def touched(self, keys: set[Hashable]) -> frozenset[Hashable]:
-        """``keys`` as a frozenset, the very object an equal set stored at this or the previous reading is (kept in
-        the table under itself), so that ``keep`` carries each distinct set once per reading."""
-        frozen = frozenset(keys)
-        if not frozen:
-            return frozen
-        key = (_TOUCHED, frozen)
-        found = self.get(key)
-        if found is None:
-            self.put(key, frozen)
-            return frozen
-        shared: frozenset[Hashable] = found
-        return shared
-
-    def touching(self) -> contextlib.AbstractContextManager[set[Hashable]]:
-        """The keys asked for (``get``) or stored (``put``) inside the block: what a value made there was derived
-        through, for ``keep`` to carry over when that value is handed out again without being made (``Host.reused``),
-        so that an incremental value it went through (the device IRQ join) is not forgotten meanwhile."""
-        return _collecting(self._touching)
-
-    def keep(self, keys: frozenset[Hashable]) -> None:
-        """Carry the values under ``keys`` into this reading, as asking for each of them would, and the shared set
-        itself (``touched``)."""
-        self.note(keys)
-        if not keys or self._kept.get(id(keys)) is keys:
-            return
-        self._kept[id(keys)] = keys
-        current, previous = self._current, self._previous
-        for key in (keys - current.keys()) | {(_TOUCHED, keys)}:  # a set difference in C: most are here already
-            found = previous.get(key)
-            if found is not None:
-                current[key] = found
-
-    def note(self, keys: Iterable[Hashable]) -> None:
-        """Count ``keys`` as touched inside the ``touching`` block under way (a memo's, used again)."""
-        if self._touching:
-            self._touching[-1].update(keys)
-
-    def get(self, key: Hashable) -> Any | None:
-        """The value stored under ``key`` at this or the previous reading, None when there is none."""
-        if self._touching:
-            self._touching[-1].add(key)
-        found = self._current.get(key)
-        if found is None:
-            found = self._previous.get(key)
-            if found is not None:
-                self._current[key] = found
-        return found
-
-    def put(self, key: Hashable, value: Any) -> None:
-        if self._touching:
-            self._touching[-1].add(key)
-        self._current[key] = value
-
-    def reuse(self, key: Hashable, inputs: Hashable, make: Callable[[], _T]) -> _T:
-        """``make()``, or the value it made under ``key`` at this or the previous reading when ``inputs`` were equal
-        then. ``inputs`` must name everything ``make`` reads (generation numbers, small values)."""
-        found = self.get(key)
-        if found is not None and found[0] == inputs:
-            return found[1]
-        value = make()
-        self.put(key, (inputs, value))
-        return value
-
-    def __len__(self) -> int:
-        return len(self._current.keys() | self._previous.keys())
-
-    def __iter__(self) -> Iterator[Hashable]:
-        """The keys held (for tests and debugging)."""
-        return iter(self._current.keys() | self._previous.keys())
-
-
 @dataclass(frozen=True)
 class Host:
     paths: Paths
@@ -179,105 +60,71 @@ class Host:
     statuses: Mapping[str, SourceStatus]
     timestamp: float = field(default_factory=time.time)
     # The reading before this one, for checks that need a rate (interrupts per second, ``check --window``). Kept one
-    # deep: a previous host never has a previous of its own. Never for skipping work: that is ``derived``.
+    # deep: a previous host never has a previous of its own. Never for skipping work: that is ``store``.
     previous: Host | None = None
     # Per source, the HostReader's count of its real readings (not answered from its fingerprint cache, nor found
-    # unchanged by the source itself: ``Carried.unchanged``): what ``derived`` keys values on. Empty for a Host not
+    # unchanged by the source itself: ``Carried.unchanged``): what ``store`` keys values on. Empty for a Host not
     # made by a HostReader.
     generations: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
-    # What the HostReader's readings derived and the next may reuse, by generation numbers (``Derived``); a Host
-    # not made by a HostReader has its own, empty one.
-    derived: Derived = field(default_factory=Derived, compare=False, repr=False)
-    # Values derived from this snapshot that several checks and the metrics need (the workloads join): computed
-    # once per Host, dropped with it. Not part of equality or of a replace() copy.
-    _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    # What the HostReader's readings derived that a later one may reuse, by the versions it was made under
+    # (numawatch.store); a Host not made by a HostReader reuses nothing across readings.
+    store: Store = field(default_factory=Store, compare=False, repr=False)
+    # The declared values (numawatch.derivation) made for this Host: each made once per Host, dropped with it. Not
+    # part of equality or of a replace() copy.
+    _made: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
-    # What the checks being run read of this Host (``recording``): a stack of the sources' names, one set per
-    # recording under way (a memo computed inside a check records into its own, then hands it to the check's).
-    _reads: list[set[str]] = field(default_factory=list, init=False, compare=False, repr=False)
-    _memo_reads: dict[Hashable, frozenset[str]] = field(default_factory=dict, init=False, compare=False, repr=False)
-    # The ``derived`` keys each memo went through (``Derived.touching``), counted as touched by every later user.
-    _memo_touched: dict[Hashable, frozenset[Hashable]] = field(
-        default_factory=dict, init=False, compare=False, repr=False
-    )
-
-    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """The value for ``key`` derived from this host, computed on first use. What computing it read of the Host
-        counts as read by whoever asks for it (``recording``), at the first use and every later one."""
+    def value(self, derivation: Derivation[_T], intent: Intent | None = None) -> _T:
+        """The value of ``derivation`` for this Host (and ``intent``, for one made per intent): made once per Host,
+        and reused from an earlier reading of its HostReader while what it declares reading keeps its versions."""
+        key = derivation.name if intent is None else (derivation.name, intent.version)
         try:
-            value = self._memo[key]
+            found: _T = self._made[key]
+            return found
         except KeyError:
-            with self.recording() as read, self.derived.touching() as touched:
-                value = self._memo[key] = compute()
-            self._memo_reads[key] = frozenset(read)
-            self._memo_touched[key] = frozenset(touched)
-            return value
-        if self._reads:
-            self._reads[-1].update(self._memo_reads.get(key, ()))
-        touched_before = self._memo_touched.get(key)
-        if touched_before:
-            self.derived.note(touched_before)
-        return value
+            pass
+        made = self._made[key] = self.reuse(
+            derivation.name, derivation.keyed, intent, lambda previous: derivation.make(self, intent, previous)
+        )
+        return made
 
-    def recording(self) -> contextlib.AbstractContextManager[set[str]]:
-        """The names of the sources read of this Host inside the block (their results, down reasons or generations,
-        directly or through a memo; ``VOLATILE`` when something read the previous Host), for a value derived from
-        them that may be reused while their generations are the same (``checks.evaluate``)."""
-        return _collecting(self._reads)
+    def reuse(
+        self,
+        name: Hashable,
+        keyed: Keying | None,
+        intent: Intent | None,
+        make: Callable[[Any | None], _T],
+        keep: Callable[[_T], bool] | None = None,
+    ) -> _T:
+        """The value made under ``name`` (a check's verdict, a metric family, a derivation) by ``make(previous)``,
+        reused from an earlier reading while the sources ``keyed`` names keep their generations (and, for a rate,
+        their generations in the previous Host) and the intent its version (``Store.value``). Made at every reading
+        when ``keyed`` is None (it reads more than the host) and for a Host not made by a HostReader."""
+        if keyed is None or not self.generations:
+            return make(None)
+        return self.store.value(name, self.versions(keyed, intent), make, keep)
 
-    def reads_previous(self) -> None:
-        """What is being recorded read the previous Host (``previous``): its generations do not say it."""
-        if self._reads:
-            self._reads[-1].add(VOLATILE)
+    def renew(self, name: Hashable, make: Callable[[Any | None], _T]) -> _T:
+        """``Store.renew``: for a value that compares its own parts with the previous one (a per-pod table);
+        ``make(None)`` for a Host not made by a HostReader."""
+        if not self.generations:
+            return make(None)
+        return self.store.renew(name, make)
+
+    def versions(self, keyed: Keying, intent: Intent | None = None) -> Hashable:
+        """What a value keyed by ``keyed`` (for ``intent``) was made from, as a store key."""
+        generations = self.generations
+        now = tuple([generations.get(name) for name in keyed.sources])
+        before: tuple[int | None, ...] = ()
+        if keyed.rates:
+            previous = self.previous
+            before = tuple([None if previous is None else previous.generations.get(name) for name in keyed.rates])
+        return now, before, None if intent is None else intent.version
 
     def _result(self, name: str) -> Any | None:
-        if self._reads:
-            self._reads[-1].add(name)
         return self.results.get(name)
-
-    def derive(self, key: Hashable, sources: tuple[str, ...], make: Callable[[], _T], extra: Hashable = ()) -> _T:
-        """``make()``, reused from an earlier reading while the generations of ``sources`` (every source ``make``
-        reads of this Host) and ``extra`` (what else it reads: the intent's settings, cheap to compare) are the
-        same (``Derived.reuse``); made anew for a Host whose generations are unknown (not a HostReader's)."""
-        if self._reads:
-            self._reads[-1].update(sources)
-        generations = tuple(self.generations.get(name) for name in sources)
-        if None in generations:
-            return make()
-        return self.derived.reuse(key, (generations, extra), make)
-
-    def reused(
-        self, key: Hashable, owner: Hashable, make: Callable[[], _T], keep: Callable[[_T], bool] | None = None
-    ) -> _T:
-        """``make()``, or the value it made under ``key`` at an earlier reading of this HostReader while ``owner`` (the
-        version of the intent it was made for: ``Intent.version``) is equal and every source ``make`` read then
-        (``recording``) has the same generation: for a value that is a function of the Host and that intent alone (a
-        check's verdict, a metric family). Not kept when ``make`` read nothing of the Host, read the previous Host
-        (``reads_previous``), or ``keep(value)`` says no; made every time for a Host whose generations are unknown
-        (not a HostReader's)."""
-        generations = self.generations
-        if not generations:
-            return make()
-        derived = self.derived
-        prior = derived.get(key)
-        if prior is not None and prior[0] == owner and all(generations.get(name) == seen for name, seen in prior[1]):
-            if self._reads:
-                self._reads[-1].update(name for name, _ in prior[1])
-            derived.keep(prior[3])  # what it was derived through stays for when it is made again
-            value: _T = prior[2]
-            return value
-        with self.recording() as read, derived.touching() as touched:
-            value = make()
-        if read and VOLATILE not in read and (keep is None or keep(value)):
-            touched.discard(key)
-            seen = tuple((name, generations.get(name)) for name in read)
-            derived.put(key, (owner, seen, value, derived.touched(touched)))
-        return value
 
     def generation(self, name: str) -> int | None:
         """The generation of source ``name``'s reading in this Host (see ``generations``), None when unknown."""
-        if self._reads:
-            self._reads[-1].add(name)
         return self.generations.get(name)
 
     def get(self, name: str) -> Any | None:
@@ -372,8 +219,6 @@ class Host:
         return self._result("own_pod")
 
     def down_reason(self, name: str) -> str:
-        if self._reads:
-            self._reads[-1].add(name)
         status = self.statuses.get(name)
         if status is None:
             return f"source {name} was not read"
@@ -456,7 +301,7 @@ class HostReader:
         # Per incremental source, what its last reading left for the next (Carried.memory) and whether its
         # fingerprint may be trusted (Carried.settled).
         self._memory: dict[str, Any] = {}
-        self.derived = Derived()
+        self.store = Store()
         self._unsettled: set[str] = set()
         self._stateful: dict[str, Any] = {}
         for spec in self.sources:
@@ -573,14 +418,13 @@ class HostReader:
         results = {spec.name: results[spec.name] for spec in self.sources if spec.name in results}
         statuses = {spec.name: statuses[spec.name] for spec in self.sources}
         self.turns.advance()
-        self.derived.next_reading()
         host = Host(
             paths=self.paths,
             results=results,
             statuses=statuses,
             previous=self._last,
             generations=dict(self._generations),
-            derived=self.derived,
+            store=self.store,
         )
         self._last = replace(host, previous=None)  # one deep: the next reading's previous has no previous
         return host

@@ -164,6 +164,7 @@ class Declaration:
 
     names: tuple[str, ...]
     inputs: tuple[Input, ...]
+    keyed: Keying | None = None  # keying(inputs)
 
 
 _DECLARATION = "numawatch_family"
@@ -178,7 +179,7 @@ def exposes(*names: str, inputs: tuple[Input, ...]) -> Callable[[Builder], Build
         raise ValueError("a family builder declares the names it makes and at least one input")
 
     def declare(build: Builder) -> Builder:
-        setattr(build, _DECLARATION, Declaration(names, inputs))
+        setattr(build, _DECLARATION, Declaration(names, inputs, keying(inputs)))
         return build
 
     return declare
@@ -205,6 +206,24 @@ def sources_of(inputs: tuple[Input, ...]) -> frozenset[str]:
 def reads_previous(inputs: tuple[Input, ...]) -> bool:
     """Whether ``inputs`` may read the previous Host (a rate)."""
     return any(isinstance(item, Rate) for item in inputs)
+
+
+@dataclass(frozen=True)
+class Keying:
+    """What a value declaring some inputs is made from, as the store (numawatch.store) keys it: the generations of
+    ``sources`` in its Host, and of ``rates`` in the previous Host too (a rate reads two readings)."""
+
+    sources: tuple[str, ...]
+    rates: tuple[str, ...] = ()
+
+
+def keying(inputs: tuple[Input, ...]) -> Keying | None:
+    """How a value declaring ``inputs`` is keyed; None when it is made at every evaluation: it declares nothing, or
+    something besides the host (numawatch's own state, the findings)."""
+    if not inputs or any(isinstance(item, (Own, Findings)) for item in inputs):
+        return None
+    rates = sorted({item.source.name for item in inputs if isinstance(item, Rate)})
+    return Keying(tuple(sorted(sources_of(inputs))), tuple(rates))
 
 
 __all__ = [
@@ -247,11 +266,13 @@ __all__ = [
     "Derived",
     "Findings",
     "Input",
+    "Keying",
     "Own",
     "Rate",
     "Source",
     "declaration_of",
     "exposes",
+    "keying",
     "reads_previous",
     "sources_of",
 ]

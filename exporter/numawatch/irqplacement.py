@@ -1,6 +1,7 @@
 """Where device interrupts are delivered: /proc/interrupts' device rows joined with their /proc/irq entries, and
 which IRQs the kernel manages. The IRQ checks (checks/host_irq.py) and the IRQ metric families (metrics/host.py)
-both walk the ~2,000 rows of a large node; the join and the managed-IRQ answers are made once per Host.
+both walk the ~2,000 rows of a large node; the join and the managed-IRQ answers are derivations, made once per
+Host.
 
 Managed IRQs. Multi-queue drivers (nvme, some NICs) let the kernel spread one vector per CPU group and own the
 affinity (``IRQD_AFFINITY_MANAGED``): user space cannot move them, irqbalance skips them, and ``isolcpus=managed_irq``
@@ -25,7 +26,9 @@ from itertools import compress
 from operator import eq, ne
 
 from numawatch.cpuset import CPUSet
+from numawatch.derivation import derivation
 from numawatch.host import Host
+from numawatch.inputs import INTERRUPTS, IRQ_REQUESTED_MASKS, IRQS, TOPOLOGY
 from numawatch.model.interrupts import KIND_DEVICE, InterruptRow, Interrupts, IrqAffinity, Irqs
 
 _MSI_CHIP = re.compile(r"(?:IR-)?PCI-MSI(?:X)?(?:-(?P<bdf>[0-9a-fA-F:.]+))?\s+(?P<hwirq>\d+)-")
@@ -131,7 +134,7 @@ class ManagedIrqs:
 
 @dataclass(frozen=True, eq=False)
 class _ManagedSpread:
-    """``spread_irqs`` of one reading with what it was made from, for a later reading to reuse (``Host.derived``)."""
+    """``spread_irqs`` of one reading with what it was made from, for the next to reuse (``_managed_spread``)."""
 
     rows: tuple[InterruptRow, ...]  # /proc/interrupts' rows
     irqs: Mapping[int, IrqAffinity]  # the /proc/irq entries
@@ -157,42 +160,47 @@ def _same_masks(new: Mapping[int, IrqAffinity], old: Mapping[int, IrqAffinity]) 
     return all(a is b or a.affinity == b.affinity for a, b in zip(new.values(), old.values(), strict=True))
 
 
-def _spread_of(host: Host, irqs: Irqs, all_cpus: CPUSet) -> frozenset[int]:
-    """``spread_irqs`` of this reading, reused from an earlier reading (``Host.derived``) while the rows' layout
-    (IRQ, chip) and the IRQs' requested masks are the same: they change with drivers and hotplug, not with counts,
-    and grouping ~2,000 rows by device and sliding every device's vectors is the placement check's largest part
-    (5-6 ms on a 384-CPU node, against 0.2 ms to find it unchanged). Comparing by generations, only the rows whose
-    counts moved are looked at: ``Derived.reuse`` on a listing of every row's chip and every IRQ's mask would take
-    0.9 ms and hold ~0.3 MB more."""
+@derivation(
+    "irqplacement.managed_spread", inputs=(INTERRUPTS, IRQ_REQUESTED_MASKS, TOPOLOGY), incremental=True
+)
+def _managed_spread(host: Host, previous: _ManagedSpread | None) -> _ManagedSpread:
+    """``spread_irqs`` of this reading, the previous one's (``previous``) while the rows' layout (IRQ, chip) and the
+    IRQs' requested masks are the same: they change with drivers and hotplug, not with counts, and grouping ~2,000
+    rows by device and sliding every device's vectors is the placement check's largest part (5-6 ms on a 384-CPU
+    node, against 0.2 ms to find it unchanged). Comparing by generations, only the rows whose counts moved are
+    looked at: a version of every row's chip and every IRQ's mask would take 0.9 ms and hold ~0.3 MB more."""
     interrupts: Interrupts | None = host.interrupts
-    if irqs.read_only_modes_seen or interrupts is None or not all_cpus:
-        return frozenset()
+    irqs: Irqs | None = host.irqs
+    all_cpus = _all_cpus(host)
+    if irqs is None or irqs.read_only_modes_seen or interrupts is None or not all_cpus:
+        return _ManagedSpread((), {}, all_cpus, frozenset())
     rows, by_irq = interrupts.rows, irqs.irqs
-    prior = host.derived.get("irqplacement.managed_spread")
     if (
-        isinstance(prior, _ManagedSpread)
-        and prior.all_cpus == all_cpus
-        and _same_masks(by_irq, prior.irqs)
-        and _same_layout(rows, prior.rows)
+        previous is not None
+        and previous.rows
+        and previous.all_cpus == all_cpus
+        and _same_masks(by_irq, previous.irqs)
+        and _same_layout(rows, previous.rows)
     ):
-        spread = prior.spread
+        spread = previous.spread
     else:
         spread = spread_irqs(irqs, interrupts, all_cpus)
-    host.derived.put("irqplacement.managed_spread", _ManagedSpread(rows, by_irq, all_cpus, spread))
-    return spread
+    return _ManagedSpread(rows, by_irq, all_cpus, spread)
 
 
+def _all_cpus(host: Host) -> CPUSet:
+    topology = host.topology
+    return frozenset(topology.cpus) if topology is not None else frozenset()
+
+
+@derivation("irqplacement.managed_irqs", inputs=(IRQS, INTERRUPTS, TOPOLOGY))
 def managed_irqs(host: Host) -> ManagedIrqs | None:
-    """The managed-IRQ answers for this reading (None without the irqs source), computed once per Host, the devices'
-    spreads reused from an earlier reading while what they depend on is the same (``_spread_of``)."""
+    """The managed-IRQ answers for this reading (None without the irqs source), the devices' spreads reused from an
+    earlier reading while what they depend on is the same (``_managed_spread``)."""
     found: Irqs | None = host.irqs
     if found is None:
         return None
-    topology = host.topology
-    all_cpus = frozenset(topology.cpus) if topology is not None else frozenset()
-    return host.memo(
-        "managed_irqs", lambda: ManagedIrqs(found, host.interrupts, all_cpus, _spread_of(host, found, all_cpus))
-    )
+    return ManagedIrqs(found, host.interrupts, _all_cpus(host), _managed_spread(host).spread)
 
 
 # The device rows of /proc/interrupts joined with their /proc/irq entry: (row, IRQ number, entry, delivered-to CPUs).
@@ -231,7 +239,7 @@ def same_entries(new: Mapping[int, IrqAffinity], old: Mapping[int, IrqAffinity])
 
 @dataclass(frozen=True, eq=False)
 class _DeviceIrqJoin:
-    """``device_irqs`` of one reading, with what it was made from for a later reading to reuse (``Host.derived``)."""
+    """``device_irqs`` of one reading, with what it was made from, for the next to reuse (``_device_irq_join``)."""
 
     rows: tuple[InterruptRow, ...]  # /proc/interrupts' rows
     irqs: Mapping[int, IrqAffinity]  # the /proc/irq entries
@@ -240,39 +248,33 @@ class _DeviceIrqJoin:
 
 
 def device_irqs(host: Host) -> tuple[DeviceIrq, ...]:
-    """Every device row that has a /proc/irq entry, in row order, computed once per Host: the placement check and the
+    """Every device row that has a /proc/irq entry, in row order: the placement check and the
     ``numawatch_irq_affinity_info`` family both walk the ~2,000 rows of a large node only to keep the few delivered
-    to protected CPUs, so the key parsing and lookups are done once for both. Empty without either source.
+    to protected CPUs, so the key parsing and lookups are done once for both. Empty without either source."""
+    return _device_irq_join(host).joined
 
-    In serve nearly every row and /proc/irq entry keeps its generation from reading to reading (the interrupts and
-    irqs sources hand out unchanged ones again): when every entry does (``same_entries``), only the rows whose
-    generation changed (``changed_positions``) are joined again, and the others keep the last join's
-    (``Host.derived``, which holds the last join with the rows and entries it was made from): 0.4 ms on a 384-CPU
-    node against 0.7-0.9 ms for joining every row."""
-    key = "device_irqs"
 
-    def join() -> _DeviceIrqJoin:
-        interrupts: Interrupts | None = host.interrupts
-        irqs: Irqs | None = host.irqs
-        if interrupts is None or irqs is None:
-            return _DeviceIrqJoin((), {}, (), ())
-        rows, by_irq = interrupts.rows, irqs.irqs
-        prior = host.derived.get("irqplacement.device_irqs")
-        positions = None
-        if isinstance(prior, _DeviceIrqJoin) and same_entries(by_irq, prior.irqs):
-            positions = changed_positions(rows, prior.rows)
-        if positions is None or not isinstance(prior, _DeviceIrqJoin):
-            aligned = [_join_row(row, by_irq) for row in rows]
-        else:
-            aligned = list(prior.aligned)
-            for index in positions:
-                aligned[index] = _join_row(rows[index], by_irq)
-        made = _DeviceIrqJoin(rows, by_irq, tuple(aligned), tuple(entry for entry in aligned if entry is not None))
-        host.derived.put("irqplacement.device_irqs", made)
-        return made
-
-    result: _DeviceIrqJoin = host.memo(key, join)
-    return result.joined
+@derivation("irqplacement.device_irqs", inputs=(INTERRUPTS, IRQS), incremental=True)
+def _device_irq_join(host: Host, previous: _DeviceIrqJoin | None) -> _DeviceIrqJoin:
+    """``device_irqs`` with what it was made from. In serve nearly every row and /proc/irq entry keeps its generation
+    from reading to reading (the interrupts and irqs sources hand out unchanged ones again): when every entry does
+    (``same_entries``), only the rows whose generation changed (``changed_positions``) are joined again, and the
+    others keep ``previous``'s join: 0.4 ms on a 384-CPU node against 0.7-0.9 ms for joining every row."""
+    interrupts: Interrupts | None = host.interrupts
+    irqs: Irqs | None = host.irqs
+    if interrupts is None or irqs is None:
+        return _DeviceIrqJoin((), {}, (), ())
+    rows, by_irq = interrupts.rows, irqs.irqs
+    positions = None
+    if previous is not None and same_entries(by_irq, previous.irqs):
+        positions = changed_positions(rows, previous.rows)
+    if positions is None or previous is None:
+        aligned = [_join_row(row, by_irq) for row in rows]
+    else:
+        aligned = list(previous.aligned)
+        for index in positions:
+            aligned[index] = _join_row(rows[index], by_irq)
+    return _DeviceIrqJoin(rows, by_irq, tuple(aligned), tuple(entry for entry in aligned if entry is not None))
 
 
 def _join_row(row: InterruptRow, by_irq: Mapping[int, IrqAffinity]) -> DeviceIrq | None:

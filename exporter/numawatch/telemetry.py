@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from numawatch.derivation import derivation
+from numawatch.inputs import GPU_TELEMETRY, GPUS, NVML
 from numawatch.model import frozen_map
 from numawatch.model.gpu import GpuInventory, NvmlSnapshot
 
@@ -49,17 +51,19 @@ def unknown_because(snapshots: Mapping[str, NvmlSnapshot | None], reason: Callab
     ]
 
 
+@derivation("telemetry", inputs=(GPU_TELEMETRY,))
 def of_host(host: Host) -> NvmlSnapshot | None:
-    """Every vendor's GPU telemetry of one reading, or None when it is unknown; worked out once per Host (the
-    holders, three checks and the GPU families all ask)."""
-    return host.memo("telemetry", lambda: merge({name: host.get(name) for name in SOURCES}))
+    """Every vendor's GPU telemetry of one reading, or None when it is unknown (the holders, three checks and the
+    GPU families all ask)."""
+    return merge({name: host.get(name) for name in SOURCES})
 
 
+@derivation("telemetry.inventory", inputs=(GPUS, NVML))
 def inventory_of(host: Host) -> GpuInventory | None:
     """The sysfs inventory, with NVML's MIG devices (``MIG-<uuid>``, the device plugin's IDs for them) named as parts
     of their parent GPUs, so a MIG slice joins to its parent's PCI function and sysfs NUMA node. The inventory itself
-    (the same object) where NVML lists no MIG device of a GPU sysfs knows. Worked out once per Host."""
-    return host.memo("telemetry.inventory", lambda: _with_mig_devices(host))
+    (the same object) where NVML lists no MIG device of a GPU sysfs knows."""
+    return _with_mig_devices(host)
 
 
 def _with_mig_devices(host: Host) -> GpuInventory | None:

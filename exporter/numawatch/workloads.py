@@ -26,7 +26,9 @@ from typing import Any, Generic, TypeVar
 
 from numawatch import telemetry
 from numawatch.cpuset import CPUSet
+from numawatch.derivation import derivation
 from numawatch.host import Host
+from numawatch.inputs import WORKLOADS
 from numawatch.intent import Intent
 from numawatch.model.gpu import GpuInventory
 from numawatch.model.kubelet import (
@@ -156,10 +158,10 @@ def build_workloads(host: Host, intent: Intent) -> tuple[Workload, ...]:
     Sources that are down simply leave their part unknown (no names, no exclusive CPUs, no GPUs); without the
     cgroups source there are no containers to join and the result is empty. Pure: the same host and intent always
     give the same tuple. About ten checks and the metrics ask for it in one evaluation, and on a node with ~860
-    containers each join costs milliseconds, so it is memoised on the Host (and dropped with it).
+    containers each join costs milliseconds, so it is a derivation (``_join``): made once per Host.
 
     A pod's join depends on the pod and on the names, kubelet state and GPU inventory readings alone (and on which GPUs
-    the topology puts on another CPU node), so in serve it is reused from an earlier reading (``Host.derived``) while
+    the topology puts on another CPU node), so in serve it is the previous join's (``_join``'s ``previous``) while
     the pod's generation (the cgroups source hands an unchanged pod out again), the inventory's generation
     (fingerprinted: unchanged while its files are) and what the names and the kubelet state say of the pod and its
     containers are the same (``_Join.keys``).
@@ -192,7 +194,7 @@ def per_pod(
     (what one pod's value depends on besides: a value cheap to compare, such as its usage reading). A pod whose
     workloads were joined under the same key as at the previous reading (``_Join.keys``: the generations of the
     pod and the sources joined with it), with equal ``inputs`` and ``pod_input``, gets the value made then
-    (``Host.derived``, one table per ``name`` holding the current pods only); a pod without a key (a Host not made by
+    (``Host.renew``, one table per ``name`` holding the current pods only); a pod without a key (a Host not made by
     a HostReader) gets a new one. ``by_uid``: the pod cgroups of one UID (an old one lingering after a restart) are
     one pod, their workloads together, in the order the UID is first listed. ``reads_numa_bytes=False``: ``make``
     reads no ``Workload.numa_bytes``, so a pod is keyed by its join without them (``_versions``) and keeps its
@@ -204,31 +206,27 @@ def per_pod(
     owns: list[Hashable] = [None] * len(units)
     if pod_input is not None:
         owns = [pod_input(workloads) for _, workloads in units]
-    derived = host.derived
-    table_key = ("per_pod", name, reads_numa_bytes)
-    prior = derived.get(table_key)
-    # The table holds the intent's version it was made for, what every pod's join depended on (part of every pod
-    # key: when it changed, no pod's key is the same) and the inputs, compared once here.
-    if (
-        not isinstance(prior, _PerPod)
-        or prior.intent != intent.version
-        or prior.context != joined.context
-        or prior.inputs != inputs
-    ):
-        prior = None
-    if prior is not None and prior.keys == keys and prior.owns == owns and None not in keys:
-        # Nothing changed, the usual reading: the same pods under the same keys.
-        derived.put(table_key, prior)
-        return prior.made
-    if prior is None:
-        made = tuple(make(workloads) for _, workloads in units)
-    else:
-        made = _made(units, owns, joined.positions(reads_numa_bytes, by_uid, prior), prior, make)
-    derived.put(
-        table_key,
-        _PerPod(intent.version, joined.context, inputs, (joined.serial, reads_numa_bytes, by_uid), keys, owns, made),
-    )
-    return made
+
+    def table(prior: _PerPod[T] | None) -> _PerPod[T]:
+        # The table holds the intent's version it was made for, what every pod's join depended on (part of every
+        # pod key: when it changed, no pod's key is the same) and the inputs, compared once here.
+        if (
+            not isinstance(prior, _PerPod)
+            or prior.intent != intent.version
+            or prior.context != joined.context
+            or prior.inputs != inputs
+        ):
+            prior = None
+        if prior is not None and prior.keys == keys and prior.owns == owns and None not in keys:
+            return prior  # nothing changed, the usual reading: the same pods under the same keys
+        if prior is None:
+            made = tuple(make(workloads) for _, workloads in units)
+        else:
+            made = _made(units, owns, joined.positions(reads_numa_bytes, by_uid, prior), prior, make)
+        keys_of = (joined.serial, reads_numa_bytes, by_uid)
+        return _PerPod(intent.version, joined.context, inputs, keys_of, keys, owns, made)
+
+    return host.renew(("per_pod", name, reads_numa_bytes), table).made
 
 
 @dataclass(frozen=True, eq=False)
@@ -319,45 +317,53 @@ def _context(host: Host) -> tuple[Hashable, ...] | None:
 _JOINED_SOURCES = ("gpus_sysfs",)
 
 
+@dataclass(frozen=True, slots=True)
+class _PodVersions:
+    """What ``_versions`` worked out for one pod, for the next join to start from."""
+
+    generation: int  # the pod's (PodCgroup.generation)
+    names_generation: int | None
+    state_generation: Hashable
+    versions: tuple[Hashable, Hashable, Hashable]  # of what the names, the kubelet state and the layout say of it
+    views: tuple[Hashable, Hashable, Hashable]  # what they say of it
+
+
 def _versions(
-    host: Host,
     pod: PodCgroup,
+    known: _PodVersions | None,
     names: _NamesOf,
     state: _Declared,
     slices: _DevicesByUid,
     names_generation: int | None,
     state_generation: Hashable,
-) -> tuple[Hashable, Hashable, Hashable]:
+) -> _PodVersions:
     """Tokens that change exactly when what the names say of ``pod`` (``_NamesOf``), what the kubelet state says of
     it (``_state_of``) and its layout (``_layout_of``: the pod less its containers' ``numa_bytes``) do: the
     generations at which each last changed. Small, so the keys holding them hash cheaply; each worked out again
-    only when its source or the pod was read again (one ``Host.derived`` entry per pod: an unchanged reading looks
-    up one). ``names_generation`` and ``state_generation``: those sources' generations in ``host`` (the latter
-    those of the kubelet state and the pod-resources answer)."""
-    key = ("workloads.versions", pod.cgroup_path)
+    only when its source or the pod was read again, from what the previous join worked out (``known``).
+    ``names_generation`` and ``state_generation``: those sources' generations in the Host (the latter those of
+    the kubelet state and the pod-resources answer)."""
     generation = pod.generation
-    known = host.derived.get(key)
-    if known is not None and known[0] == generation and known[2] == state_generation:
-        if known[1] == names_generation:
-            return known[3]
-        if names(pod) == known[4][0]:
+    if known is not None and known.generation == generation and known.state_generation == state_generation:
+        if known.names_generation == names_generation:
+            return known
+        if names(pod) == known.views[0]:
             # Only the names source was read again, and it says the same of this pod (under pod churn, every pod
             # but the new one's): the versions stand.
-            host.derived.put(key, (generation, names_generation, state_generation, known[3], known[4]))
-            return known[3]
+            return replace(known, names_generation=names_generation)
     names_version = state_version = layout_version = None
     names_view = state_view = layout_view = None
+    same_pod = False
     if known is not None:
-        same_pod = known[0] == generation
-        (names_version, state_version, layout_version), (names_view, state_view, layout_view) = known[3], known[4]
-    else:
-        same_pod = False
-    if known is None or not same_pod or known[1] != names_generation:
+        same_pod = known.generation == generation
+        names_version, state_version, layout_version = known.versions
+        names_view, state_view, layout_view = known.views
+    if known is None or not same_pod or known.names_generation != names_generation:
         view = names(pod)
         if known is None or view != names_view:
             names_version = (names_generation, generation)
         names_view = view
-    if known is None or not same_pod or known[2] != state_generation:
+    if known is None or not same_pod or known.state_generation != state_generation:
         view = _state_of(pod, state, slices)
         if known is None or view != state_view:
             state_version = (state_generation, generation)
@@ -367,10 +373,13 @@ def _versions(
         if known is None or view != layout_view:
             layout_version = generation
         layout_view = view
-    versions = (names_version, state_version, layout_version)
-    views = (names_view, state_view, layout_view)
-    host.derived.put(key, (generation, names_generation, state_generation, versions, views))
-    return versions
+    return _PodVersions(
+        generation,
+        names_generation,
+        state_generation,
+        (names_version, state_version, layout_version),
+        (names_view, state_view, layout_view),
+    )
 
 
 def _state_of(pod: PodCgroup, declared: _Declared, slices: _DevicesByUid) -> Hashable:
@@ -503,17 +512,35 @@ def _moved_gpus(inventory: GpuInventory | None, topology: Topology | None) -> tu
 
 
 def _joined(host: Host, intent: Intent) -> _Join:
-    joined: _Join = host.memo(("workloads", intent.version), lambda: _join(host, intent))
-    return joined
+    return _join(host, intent)
 
 
 # Tells one join from every other (``_Join.serial``): a per_pod table names the join whose keys it holds by it.
 _JOIN_SERIALS = itertools.count(1)
 
 
+@dataclass(frozen=True, slots=True)
+class _PodJoin:
+    """One pod's join, under the keys it was made under."""
+
+    joined: tuple[Workload, ...]
+    key: Hashable  # the pod's key (``_Join.keys``)
+    layout_key: Hashable  # its key without its containers' numa_bytes (``_Join.layout_keys``)
+    layout_version: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class _LayoutJoin:
+    """One pod's join under its layout key (the key object itself handed on, as ``_PodJoin.key``)."""
+
+    joined: tuple[Workload, ...]
+    key: Hashable
+
+
 @dataclass(frozen=True, eq=False)
 class _Join:
-    """One Host's join (in its memo)."""
+    """One Host's join, and what the next join starts from (``by_key``, ``by_layout``, ``versions``: the current
+    pods' only, so a pod that goes is forgotten with the next join)."""
 
     serial: int
     workloads: tuple[Workload, ...]
@@ -526,6 +553,9 @@ class _Join:
     # Each pod's key without its containers' numa_bytes (per_pod's reads_numa_bytes=False): its layout's version
     # in place of its generation.
     layout_keys: tuple[Hashable | None, ...] = ()
+    by_key: Mapping[Hashable, _PodJoin] = field(default_factory=dict, repr=False)
+    by_layout: Mapping[Hashable, _LayoutJoin] = field(default_factory=dict, repr=False)
+    versions: Mapping[str, _PodVersions] = field(default_factory=dict, repr=False)  # by pod cgroup path
     # What every per_pod table of one kind works out alike at this reading (``units``, ``positions``), made once.
     _shared: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -549,67 +579,80 @@ class _Join:
         return found
 
 
-def _join(host: Host, intent: Intent) -> _Join:
+_NO_JOIN = _Join(0, (), (), (), None, ())
+
+
+@derivation("workloads.join", inputs=(WORKLOADS,), per_intent=True, incremental=True)
+def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
+    """The join of every pod, starting from the previous join (``previous``): a pod whose key is the same is the
+    same workloads, and one whose layout is the same the same workloads over its new container objects."""
     names, state, inventory, topology = host.names, host.kubelet_state, telemetry.inventory_of(host), host.topology
     cgroups = host.cgroups
     if cgroups is None:
         return _Join(next(_JOIN_SERIALS), (), (), (), None, ())
-    derived = host.derived
+    before = previous if previous is not None else _NO_JOIN
     context = _context(host)
     shared: _Shared | None = None  # built on the first pod that is joined: none when every pod is reused
     workloads: list[Workload] = []
     per_pod: list[tuple[Workload, ...]] = []
     keys: list[Hashable | None] = []
+    layout_keys: list[Hashable | None] = []
+    by_key: dict[Hashable, _PodJoin] = {}
+    by_layout: dict[Hashable, _LayoutJoin] = {}
+    versions_by_path: dict[str, _PodVersions] = {}
     slices = _DevicesByUid(state)
     names_of = _NamesOf(names)
     declared = _Declared(state, host.pod_resources, names)
     names_generation = host.generation("names")
     state_generation = (host.generation("kubelet_state"), host.generation("pod_resources"))
-    layout_keys: list[Hashable | None] = []
     for pod in cgroups.pods:
         key: Hashable | None = None
         layout_key: Hashable | None = None
         layout_version: Hashable = None
         sources: Hashable = None
         if context is not None and pod.generation:
-            names_version, state_version, layout_version = _versions(
-                host, pod, names_of, declared, slices, names_generation, state_generation
-            )
+            versions = versions_by_path[pod.cgroup_path] = _versions(
+                pod, before.versions.get(pod.cgroup_path), names_of, declared, slices, names_generation,
+                state_generation,
+            )  # fmt: skip
+            names_version, state_version, layout_version = versions.versions
             sources = (names_version, state_version)
             key = ("workloads.pod", intent.version, context, pod.cgroup_path, pod.generation, sources)
-        # An entry holds the keys it was made under, handed on in place of the equal ones just built: every per_pod
+        # The keys are handed on as the objects made before, in place of the equal ones just built: every per_pod
         # table compares each pod's key with the last reading's, and the same object compares at once.
-        prior = derived.get(key) if key is not None else None
+        prior = before.by_key.get(key) if key is not None else None
+        entry: _PodJoin | None = None
         if prior is not None:
-            joined, key = prior[0], prior[1]
-            if prior[3] == layout_version:
-                layout_key = prior[2]
+            joined, key = prior.joined, prior.key
+            if prior.layout_version == layout_version:
+                layout_key, entry = prior.layout_key, prior
             else:
                 layout_key = ("workloads.layout", intent.version, context, pod.cgroup_path, layout_version, sources)
-                derived.put(key, (joined, key, layout_key, layout_version))
         else:
             if key is not None:
                 layout_key = ("workloads.layout", intent.version, context, pod.cgroup_path, layout_version, sources)
             # The pod's join under the same layout (only its containers' numa_bytes moved: a Guaranteed pod's at
             # every turn of its fixed round) is the same workloads over the new container objects.
-            same_layout = derived.get(layout_key) if layout_key is not None else None
+            same_layout = before.by_layout.get(layout_key) if layout_key is not None else None
             if same_layout is not None:
-                layout_key = same_layout[1]
-                joined = _over_containers(same_layout[0], pod)
+                layout_key = same_layout.key
+                joined = _over_containers(same_layout.joined, pod)
             else:
                 if shared is None:
                     shared = _Shared(names, state, host.pod_resources, inventory, topology, intent)
                 joined = _join_pod(pod, shared)
-            if key is not None:
-                derived.put(key, (joined, key, layout_key, layout_version))
+        if key is not None:
+            by_key[key] = entry if entry is not None else _PodJoin(joined, key, layout_key, layout_version)
         if layout_key is not None:
-            # Asked for at every reading, so it outlives readings where the pod's join is found under ``key``.
-            derived.put(layout_key, (joined, layout_key))
+            by_layout[layout_key] = _LayoutJoin(joined, layout_key)
         keys.append(key)
         layout_keys.append(layout_key)
         per_pod.append(joined)
         workloads.extend(joined)
-    return _Join(next(_JOIN_SERIALS), tuple(workloads), tuple(per_pod), tuple(keys), context, tuple(layout_keys))
+    return _Join(
+        next(_JOIN_SERIALS), tuple(workloads), tuple(per_pod), tuple(keys), context, tuple(layout_keys),
+        by_key, by_layout, versions_by_path,
+    )  # fmt: skip
 
 
 def _over_containers(workloads: tuple[Workload, ...], pod: PodCgroup) -> tuple[Workload, ...]:

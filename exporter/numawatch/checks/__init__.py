@@ -73,13 +73,13 @@ def _run(check: Check, host: Host, intent: Intent) -> _Verdict:
 
 def _judged(check: Check, host: Host, intent: Intent) -> _Verdict:
     """``check``'s verdict on ``host``: the one an earlier reading of a HostReader got, while the intent says the
-    same (``Intent.version``) and every source the check read then (``Host.recording``) has the same generation; else
-    judged now.
+    same (``Intent.version``) and every source the check declares reading (``Check.inputs``) has the same generation
+    (for a rate, in the previous Host too); else judged now.
 
-    A check is a function of the Host and the intent alone, and what it read of the Host is recorded as it runs, so
-    an unchanged reading of what it looked at gives the same verdict (``Host.reused``). A check that read the
-    previous Host (a rate without ``Interrupts.before``) or failed is judged again at every reading."""
-    return host.reused(("check", check.id), intent.version, lambda: _run(check, host, intent), _not_failed)
+    A check is a function of the Host and the intent alone, and reads nothing it does not declare
+    (tests/test_dataflow.py), so an unchanged reading of what it declares gives the same verdict (``Host.reuse``). A
+    check that failed, or declares nothing of the host, is judged again at every reading."""
+    return host.reuse(("check", check.id), check.keyed, intent, lambda _: _run(check, host, intent), _not_failed)
 
 
 def _not_failed(verdict: _Verdict) -> bool:

@@ -15,7 +15,7 @@ from itertools import chain
 from typing import Any
 
 from numawatch.host import Host
-from numawatch.inputs import Input
+from numawatch.inputs import Input, Keying, keying
 from numawatch.intent import Intent
 from numawatch.model import frozen_map
 from numawatch.model.topology import Topology
@@ -147,8 +147,13 @@ class Check:
     run: CheckFunction
     knob: str = ""  # the reference-profile knob (DOMAIN.md) it protects, e.g. "1" or "h8"
     # What it reads of the Host (numawatch.inputs), besides the intent: ``numawatch explain`` computes its worst-case
-    # staleness from them, and tests/test_dataflow.py holds every registered check to them.
+    # staleness from them, and tests/test_dataflow.py holds every registered check to them. Its verdict is made
+    # again only when one of them moved (``keyed``: numawatch.store).
     inputs: tuple[Input, ...] = ()
+    keyed: Keying | None = field(init=False, compare=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keyed", keying(self.inputs))
 
     def finding(
         self,

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.host_irq import describe_cpus, protected_cpus, require
 from numawatch.cpuset import CPUSet, format_cpulist
+from numawatch.derivation import derivation
 from numawatch.host import Host
 from numawatch.idlestates import allowed_states
 from numawatch.inputs import CPUIDLE, CPUIDLE_SETTINGS, KUBELET_STATE, TOPOLOGY
@@ -36,10 +37,11 @@ def idle_parameters(cmdline: str) -> dict[str, str]:
     return found
 
 
-def _idle_parameters_of(host: Host, cmdline: str) -> Mapping[str, str]:
-    """``idle_parameters(cmdline)`` of the topology's command line, an earlier reading's while the topology was not
-    read again (the command line changes only at a reboot)."""
-    return host.derive("checks.idle_parameters", ("topology",), lambda: MappingProxyType(idle_parameters(cmdline)))
+@derivation("cpuidle.idle_parameters", inputs=(TOPOLOGY,))
+def _idle_parameters_of(host: Host) -> Mapping[str, str]:
+    """``idle_parameters`` of the topology's command line (it changes only at a reboot)."""
+    topology = host.topology
+    return MappingProxyType(idle_parameters(topology.isolation.cmdline if topology is not None else ""))
 
 
 Allowed = dict[int, tuple[IdleState, ...] | None]
@@ -56,7 +58,7 @@ def deep_states(allowed: Allowed, cpu: int, limit_us: int) -> tuple[IdleState, .
 def check_cpuidle_deep_state(host: Host, intent: Intent) -> Iterator[Finding]:
     idle: CpuIdle = require(host, "cpuidle")
     topology: Topology = require(host, "topology")
-    parameters = _idle_parameters_of(host, topology.isolation.cmdline)
+    parameters = _idle_parameters_of(host)
     if parameters.get("idle") == "poll":
         raise NotApplicable("idle=poll on the kernel command line: the CPUs never enter an idle state")
     if idle.driver is None:

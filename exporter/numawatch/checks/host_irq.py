@@ -164,7 +164,6 @@ def two_readings(host: Host) -> tuple[Interrupts, Interrupts, float]:
         if window <= 0:
             raise NotEvaluated("needs two readings taken at different times")
         return previous_reading, current, window
-    host.reads_previous()
     if host.previous is None:
         raise NotEvaluated("needs two readings (numawatch serve keeps the last one; numawatch check takes --window)")
     previous: Interrupts | None = host.previous.interrupts

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterable, Iterator
 from numawatch.checks.check import Check, Finding, NotEvaluated, pod_findings, require, require_known
 from numawatch.checks.kubelet import kubelet_root, restart_steps, set_setting
 from numawatch.cpuset import CPUSet, format_cpulist
+from numawatch.derivation import derivation
 from numawatch.host import Host
-from numawatch.inputs import KUBELET_CONFIG, MEMORY_PLACEMENT, WORKLOADS
+from numawatch.inputs import KUBELET_CONFIG, MEMORY_PLACEMENT, TOPOLOGY, WORKLOADS
 from numawatch.intent import Intent
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.topology import Topology
@@ -72,12 +73,12 @@ def qos_name(qos: str) -> str:
 
 
 def node_finder(host: Host, topology: Topology) -> Callable[[CPUSet], frozenset[int]]:
-    """``topology.nodes_of`` for the checks of one Host: the same answer from each node's CPU set, one set test per
+    """``topology.nodes_of`` for one check of one Host: the same answer from each node's CPU set, one set test per
     node instead of a lookup per CPU (a shared pool holds hundreds), and remembered per CPU set, since the ~860
     containers hold a handful of distinct sets."""
-    memo_topology, by_node, found = host.memo("pinning.cpus_by_node", lambda: (topology, _cpus_by_node(topology), {}))
-    if memo_topology is not topology:  # not this Host's own topology (never, in the checks here): nothing shared
-        by_node, found = _cpus_by_node(topology), {}
+    # Not this Host's own topology (never, in the checks here): nothing shared.
+    by_node = _host_cpus_by_node(host) if topology is host.topology else _cpus_by_node(topology)
+    found: dict[CPUSet, frozenset[int]] = {}
 
     def nodes_of(cpus: CPUSet) -> frozenset[int]:
         nodes = found.get(cpus)
@@ -86,6 +87,12 @@ def node_finder(host: Host, topology: Topology) -> Callable[[CPUSet], frozenset[
         return nodes
 
     return nodes_of
+
+
+@derivation("pinning.cpus_by_node", inputs=(TOPOLOGY,))
+def _host_cpus_by_node(host: Host) -> tuple[tuple[int, CPUSet], ...]:
+    topology = host.topology
+    return () if topology is None else _cpus_by_node(topology)
 
 
 def _cpus_by_node(topology: Topology) -> tuple[tuple[int, CPUSet], ...]:

@@ -30,8 +30,9 @@ from numawatch import buildinfo
 from numawatch.checks import Evaluation
 from numawatch.collectors import Collectors, builds
 from numawatch.cpuset import format_cpulist
+from numawatch.derivation import derivation
 from numawatch.host import Host
-from numawatch.inputs import INTENT, KUBELET_CONFIG, READINGS, SELF, TOPOLOGY, WORKLOADS, exposes
+from numawatch.inputs import INTENT, KUBELET_CONFIG, READINGS, SELF, TOPOLOGY, WORKLOADS, declaration_of, exposes
 from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
 from numawatch.model.topology import Topology
@@ -186,12 +187,12 @@ def last_evaluation(stats: EvaluationStats) -> Metric:
 @exposes("numawatch_cpu_info", inputs=(TOPOLOGY, KUBELET_CONFIG))
 @builds("cpu_info")
 def cpu_info(evaluation: Evaluation) -> Metric:
-    # A row per CPU made of the topology and the kubelet's reserved CPUs alone: an earlier reading's family while
-    # neither source was read again (hundreds of rows on a large node, rarely changed).
-    host = evaluation.host
-    return host.derive("metrics.cpu_info", ("topology", "kubelet_config"), lambda: _cpu_info(host))
+    return _cpu_info(evaluation.host)
 
 
+# A row per CPU made of the topology and the kubelet's reserved CPUs alone: an earlier reading's family while neither
+# source moved (hundreds of rows on a large node, rarely changed).
+@derivation("metrics.cpu_info", inputs=(TOPOLOGY, KUBELET_CONFIG))
 def _cpu_info(host: Host) -> Metric:
     family = GaugeRows(
         "numawatch_cpu_info",
@@ -338,36 +339,25 @@ def pod_rows(
     Making the rows of every container of a large node again is a noticeable part of a render, and in serve most
     pods' workloads were joined under the same generations as at the previous reading (``workloads.per_pod``): such a
     pod gets the rows made then (``workloads.per_pod``, with ``inputs``; ``reads_numa_bytes=False``: ``rows_of``
-    reads no ``Workload.numa_bytes``, see there). Memoised on the Host.
+    reads no ``Workload.numa_bytes``, see there).
     """
     host, intent = evaluation.host, evaluation.intent
-    key = ("metrics.pod_rows", family, intent.version)
-
-    def build() -> tuple[tuple, ...]:
-        rows: list[tuple] = []
-        uids: set[str] = set()
-        made = per_pod(
-            host,
-            intent,
-            f"metrics.pod_rows.{family}",
-            inputs,
-            _rows_with_uid(rows_of),
-            reads_numa_bytes=reads_numa_bytes,
-        )
-        for uid, block in made:
-            if not block:
-                continue
-            if uid in uids:
-                # Rows of pods with other UIDs never share a label set (pod_uid is one). Two pod cgroups with one
-                # UID (an old one lingering) can: the first listed wins, as it does within a pod.
-                taken = {row[:-1] for row in rows}
-                block = tuple(row for row in block if row[:-1] not in taken)
-            uids.add(uid)
-            rows.extend(block)
-        return tuple(rows)
-
-    made: tuple[tuple, ...] = host.memo(key, build)
-    return made
+    rows: list[tuple] = []
+    uids: set[str] = set()
+    made = per_pod(
+        host, intent, f"metrics.pod_rows.{family}", inputs, _rows_with_uid(rows_of), reads_numa_bytes=reads_numa_bytes
+    )
+    for uid, block in made:
+        if not block:
+            continue
+        if uid in uids:
+            # Rows of pods with other UIDs never share a label set (pod_uid is one). Two pod cgroups with one UID (an
+            # old one lingering) can: the first listed wins, as it does within a pod.
+            taken = {row[:-1] for row in rows}
+            block = tuple(row for row in block if row[:-1] not in taken)
+        uids.add(uid)
+        rows.extend(block)
+    return tuple(rows)
 
 
 def _rows_with_uid(
@@ -512,8 +502,11 @@ def built(
 def _reused(build: Callable[[Evaluation], Metric | Iterable[Metric]], evaluation: Evaluation) -> tuple[Metric, ...]:
     """``safely(build, evaluation)`` through ``Host.reused``; a builder that failed is run again at the next reading
     (and logged again), as one that is not reused would be."""
+    declaration = declaration_of(build)
+    keyed = declaration.keyed if declaration is not None else None
     key = ("family", build.__module__, build.__qualname__)
-    return evaluation.host.reused(key, evaluation.intent.version, lambda: _attempt(build, evaluation), _succeeded)[1]
+    made = evaluation.host.reuse(key, keyed, evaluation.intent, lambda _: _attempt(build, evaluation), _succeeded)
+    return made[1]
 
 
 def _succeeded(made: tuple[bool, tuple[Metric, ...]]) -> bool:

@@ -37,7 +37,7 @@ class InterruptRow:
     chip: str = ""  # device rows: chip, hwirq and trigger ("PCI-MSI 34095105-edge"); "" for named rows
     counts: Mapping[int, int] = field(default_factory=frozen_map)  # watched CPU -> count; zeros are left out
     # The reading (a HostReader's reading number) that made this object; the source hands the same object out again
-    # while it is unchanged, so what was derived from it may be reused while the number is the same (Host.derived).
+    # while it is unchanged, so what was derived from it may be reused while the number is the same (numawatch.store).
     # 0: unknown (a one-off reading), never reused. Not part of equality.
     generation: int = field(default=0, compare=False)
     # Why the row's text was not kept (a name or chip with control characters: name and chip are then ""), one
@@ -112,7 +112,7 @@ class IrqAffinity:
     # that lost file modes).
     writable: bool | None = None
     # The reading (a HostReader's reading number) that made this object; the source hands the same object out again
-    # while it is unchanged, so what was derived from it may be reused while the number is the same (Host.derived).
+    # while it is unchanged, so what was derived from it may be reused while the number is the same (numawatch.store).
     # 0: unknown (a one-off reading), never reused. Not part of equality.
     generation: int = field(default=0, compare=False)
 

@@ -41,7 +41,7 @@ class PodCgroup:
     cgroup_path: str
     containers: tuple[ContainerCgroup, ...]
     # The reading (a HostReader's reading number) that made this object; the source hands the same object out again
-    # while it is unchanged, so what was derived from it may be reused while the number is the same (Host.derived).
+    # while it is unchanged, so what was derived from it may be reused while the number is the same (numawatch.store).
     # 0: unknown (a one-off reading), never reused. Not part of equality.
     generation: int = field(default=0, compare=False)
 
