@@ -350,7 +350,7 @@ def _versions(
         if names(pod) == known.views[0]:
             # Only the names source was read again, and it says the same of this pod (under pod churn, every pod
             # but the new one's): the versions stand.
-            return replace(known, names_generation=names_generation)
+            return _PodVersions(generation, names_generation, state_generation, known.versions, known.views)
     names_version = state_version = layout_version = None
     names_view = state_view = layout_view = None
     same_pod = False
