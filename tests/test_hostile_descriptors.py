@@ -101,8 +101,7 @@ def holding(url: str, count: int) -> Iterator[list[int]]:
                     continue
                 held.append(sock)
                 opened[0] += 1
-            closed, _, _ = select.select(held[:1000], [], [], 0.05) if held else ([], [], [])
-            for sock in closed:
+            for sock in _readable(held[:1000], 0.05):
                 with contextlib.suppress(OSError):
                     if sock.recv(1, socket.MSG_DONTWAIT):
                         continue
@@ -297,3 +296,16 @@ def test_a_source_down_for_another_reason_is_served_as_down():
     status = reader.read().statuses["topology"]
 
     assert (status.up, status.starved) == (False, False)
+
+
+def _readable(sockets: list[socket.socket], timeout: float) -> list[socket.socket]:
+    """The sockets with something to read (or closed by the peer): poll(2), since with the soft limit raised their
+    descriptors pass select(2)'s 1,024."""
+    if not sockets:
+        time.sleep(timeout)
+        return []
+    poller = select.poll()
+    by_fd = {sock.fileno(): sock for sock in sockets}
+    for fd in by_fd:
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+    return [by_fd[fd] for fd, _ in poller.poll(timeout * 1000)]
