@@ -118,8 +118,8 @@ def test_a_serving_reader_through_pods_coming_and_going_holds_what_it_holds_for_
     assert len(reader.store) == steady  # one entry per name, whatever the pods did
     # What the reader's store, its sources' memories and the exposition's caches hold names the live pods, and no
     # other.
-    held = repr([readings.stored(reader.store, name) for name in reader.store]) + repr(reader._memory) + repr(
-        renderer._lines.previous
-    ) + repr(renderer._openmetrics_lines.previous)
+    memories = [reader.memory(spec.name) for spec in reader.sources]
+    stored = [readings.stored(reader.store, name) for name in reader.store]
+    held = repr(stored) + repr(memories) + repr(renderer._lines.previous) + repr(renderer._openmetrics_lines.previous)
     assert all(pod.uid in held for pod in pods)
     assert not [uid for uid in gone if uid in held]

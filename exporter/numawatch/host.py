@@ -284,25 +284,11 @@ class HostReader:
         self.stagger = stagger
         self.context = ReaderContext(nvml=nvml, clock=clock, holder_scheduling=holder_scheduling,
                                      libraries=dict(libraries or {}), kubernetes_api=kubernetes_api)  # fmt: skip
-        self._cache: dict[str, tuple[Hashable, Any, SourceStatus]] = {}
-        # Per source, its last reading while up and the generations of its needs then (what it ``uses`` of them,
-        # when it says): compared with the next
-        # reading (an equal one keeps the generation), and handed out between the readings of a source read one
-        # reading in several (Policy.every).
-        self._last_read: dict[str, tuple[Hashable, Any]] = {}
-        # Per source with ``SourceSpec.uses``: the generations of its needs and what it took of them then.
-        self._uses: dict[str, tuple[Hashable, Hashable]] = {}
-        # Per source, how many times it was read for real: what a source that needs it keys its cache on.
-        self._generations: dict[str, int] = {}
-        self._down: dict[str, str | None] = {}  # per source, why its last reading was down (None: it was up)
         self.policies = {
             spec.name: policy_of(spec.name, spec.fingerprint is not None, policies) for spec in self.sources
         }
-        # Per incremental source, what its last reading left for the next (Carried.memory) and whether its
-        # fingerprint may be trusted (Carried.settled).
-        self._memory: dict[str, Any] = {}
+        self._kept: dict[str, _Kept] = {spec.name: _Kept() for spec in self.sources}
         self.store = Store()
-        self._unsettled: set[str] = set()
         self._stateful: dict[str, Any] = {}
         for spec in self.sources:
             if spec.factory is not None:
@@ -317,18 +303,16 @@ class HostReader:
 
     def memory(self, name: str) -> Any | None:
         """What source ``name``'s last reading left for its next one (``Carried.memory``), None when nothing."""
-        return self._memory.get(name)
+        kept = self._kept.get(name)
+        return None if kept is None else kept.memory
 
     def invalidate(self, name: str | None = None) -> None:
         """Forget cached results (all, or one source): called on udev events and SIGHUP. An incremental source
         reads everything at its next reading (``Refresh.whole``). The sources that need it are read again with it:
         their cache is keyed on its readings."""
-        if name is None:
-            self._cache.clear()
-            self._last_read.clear()
-        else:
-            self._cache.pop(name, None)
-            self._last_read.pop(name, None)
+        for kept in self._kept.values() if name is None else [self._kept[name]] if name in self._kept else []:
+            kept.fingerprinted = None
+            kept.last = None
         self.turns.read_everything_next(name)
 
     def read(self) -> Host:
@@ -336,81 +320,7 @@ class HostReader:
         statuses: dict[str, SourceStatus] = {}
         now = self.context.clock()
         for spec in dependency_order(self.sources):
-            policy = self.policies[spec.name]
-            state = self._stateful.get(spec.name)
-            incremental = spec.incremental is not None and state is None
-            fingerprint = spec.fingerprint if policy.on_change and spec.name not in self._unsettled else None
-            inputs = self._inputs(spec, results, statuses)
-            needs_read: Hashable = tuple(self._generations.get(need, 0) for need in spec.needs)
-            if spec.uses is not None:
-                # What it takes of its needs, worked out again only when one of them was read again.
-                used = self._uses.get(spec.name)
-                if used is None or used[0] != needs_read:
-                    used = self._uses[spec.name] = (needs_read, spec.uses(inputs))
-                needs_read = used[1]
-                inputs.used = used[1]
-            if incremental:
-                read = _incrementally(spec, inputs, self.turns, policy, self._memory, now)
-            else:
-                read = state.read if state is not None else spec.read
-                if spec.needs:
-                    read = _with_inputs(read, inputs)
-            if policy.every > 1:
-                kept = self._last_read.get(spec.name)
-                if (
-                    kept is not None
-                    and kept[0] == needs_read
-                    and not self.turns.due(policy)
-                    and not self.turns.whole_asked(spec.name)
-                ):
-                    results[spec.name] = kept[1]  # not its reading: the last one stands (Policy.every)
-                    statuses[spec.name] = SourceStatus(spec.name, True, 0.0, cached=True)
-                    continue
-            key: Hashable = None
-            if fingerprint is not None:
-                start = time.perf_counter()
-                try:
-                    key = fingerprint(self.paths)
-                except Exception:  # an unreadable fingerprint just means "read it for real"
-                    key = None
-                if key is not None and spec.needs:
-                    key = (key, needs_read)
-                cached = self._cache.get(spec.name)
-                if key is not None and cached is not None and cached[0] == key and cached[2].up:
-                    results[spec.name] = cached[1]
-                    statuses[spec.name] = SourceStatus(spec.name, True, time.perf_counter() - start, cached=True)
-                    continue
-            result, status = _read_one(spec, read, self.paths)
-            unchanged = False
-            if isinstance(result, Carried):
-                self._memory[spec.name] = result.memory
-                if result.settled:
-                    self._unsettled.discard(spec.name)
-                else:
-                    self._unsettled.add(spec.name)
-                unchanged = result.unchanged
-                result = result.snapshot
-            before = self._down.get(spec.name)
-            last = self._last_read.get(spec.name)
-            equal = not unchanged and status.up and last is not None and result is not None and last[1] == result
-            if equal:
-                # Read for real, and equal to the last reading (the sources hand unchanged parts out as the same
-                # objects, so comparing costs little): the last snapshot stands and its generation stays.
-                result = last[1]  # type: ignore[index]
-            if (unchanged or equal) and status.up and before is None and spec.name in self._generations:
-                if unchanged:
-                    status = replace(status, cached=True)  # the source itself found nothing changed
-            elif status.up or before != status.reason:  # down again for the same reason: nothing new to see
-                self._generations[spec.name] = self._generations.get(spec.name, 0) + 1
-            self._down[spec.name] = None if status.up else status.reason
-            if status.up and result is not None:
-                self._last_read[spec.name] = (needs_read, result)
-            else:
-                self._last_read.pop(spec.name, None)
-            if fingerprint is not None and key is not None:
-                self._cache[spec.name] = (key, result, status)
-            if policy.every > 1 and not incremental:
-                self.turns.served(spec.name)  # (an incremental source's Refresh took it)
+            result, status = self._read_source(spec, self._inputs(spec, results, statuses), now)
             if result is not None:
                 results[spec.name] = result
             statuses[spec.name] = status
@@ -423,11 +333,65 @@ class HostReader:
             results=results,
             statuses=statuses,
             previous=self._last,
-            generations=dict(self._generations),
+            generations={name: kept.generation for name, kept in self._kept.items() if kept.generation},
             store=self.store,
         )
         self._last = replace(host, previous=None)  # one deep: the next reading's previous has no previous
         return host
+
+    def _read_source(self, spec: SourceSpec, inputs: Inputs, now: float) -> tuple[Any | None, SourceStatus]:
+        """One source's snapshot at this reading, and how it went: the last one outside its turn (``Policy.every``)
+        or while its fingerprint is the same (``Policy.on_change``), else read."""
+        name, kept, policy = spec.name, self._kept[spec.name], self.policies[spec.name]
+        needs_key = self._needs_key(spec, kept, inputs)
+        last = kept.last
+        turns = self.turns
+        if (
+            policy.every > 1
+            and last is not None
+            and last[0] == needs_key
+            and not turns.due(policy)
+            and not turns.whole_asked(name)
+        ):
+            return last[1], SourceStatus(name, True, 0.0, cached=True)  # not its turn: the last one stands
+        fingerprint = spec.fingerprint if policy.on_change and kept.settled else None
+        key: Hashable = None
+        if fingerprint is not None:
+            start = time.perf_counter()
+            key = _fingerprint_of(fingerprint, self.paths, spec, needs_key)
+            found = kept.fingerprinted
+            if key is not None and found is not None and found[0] == key and found[2].up:
+                return found[1], SourceStatus(name, True, time.perf_counter() - start, cached=True)
+        state = self._stateful.get(name)
+        incremental = spec.incremental is not None and state is None
+        read: Callable[[Paths], Any]
+        if incremental:
+            read = _incrementally(spec, inputs, self.turns, policy, kept.memory, now)
+        else:
+            read = state.read if state is not None else spec.read
+            if spec.needs:
+                read = _with_inputs(read, inputs)
+        result, status = _settled(kept, *_read_one(spec, read, self.paths), needs_key)
+        if fingerprint is not None and key is not None:
+            kept.fingerprinted = (key, result, status)
+        if policy.every > 1 and not incremental:
+            self.turns.served(name)  # (an incremental source's Refresh took it)
+        return result, status
+
+    def _needs_key(self, spec: SourceSpec, kept: _Kept, inputs: Inputs) -> Hashable:
+        """What the source's reading depends on of the sources it needs: their generations, or what it takes of
+        them (``SourceSpec.uses``), worked out again only when one of them was read again."""
+        generations: Hashable = tuple(self._generation(need) for need in spec.needs)
+        if spec.uses is None:
+            return generations
+        if kept.uses is None or kept.uses[0] != generations:
+            kept.uses = (generations, spec.uses(inputs))
+        inputs.used = kept.uses[1]
+        return kept.uses[1]
+
+    def _generation(self, name: str) -> int:
+        kept = self._kept.get(name)
+        return 0 if kept is None else kept.generation
 
     def _inputs(self, spec: SourceSpec, results: Mapping[str, Any], statuses: Mapping[str, SourceStatus]) -> Inputs:
         present = {need: results[need] for need in spec.needs if need in results}
@@ -436,19 +400,73 @@ class HostReader:
             if need not in present:
                 status = statuses.get(need)
                 reasons[need] = status.reason if status is not None and status.reason else f"source {need} was not read"
-        generations = {need: self._generations.get(need, 0) for need in spec.needs}
+        generations = {need: self._generation(need) for need in spec.needs}
         return Inputs(present, reasons, generations)
 
 
+@dataclass(slots=True)
+class _Kept:
+    """What a HostReader keeps of one source between its readings."""
+
+    # Its readings that found something new (0: never read): what values derived from it are keyed on
+    # (``Host.generations``), and what a source needing it keys its own reading on.
+    generation: int = 0
+    # Its last reading while up, with what it was read under of its needs (``_needs_key``): compared with the next
+    # (an equal one keeps the generation), and handed out between its turns (``Policy.every``).
+    last: tuple[Hashable, Any] | None = None
+    uses: tuple[Hashable, Hashable] | None = None  # its needs' generations and what it took of them then
+    fingerprinted: tuple[Hashable, Any, SourceStatus] | None = None  # its fingerprint's key, snapshot and status
+    memory: Any = None  # what its last reading left for the next (Carried.memory)
+    settled: bool = True  # False: its fingerprint cannot be trusted until its next reading (Carried.settled)
+    down: str | None = None  # why its last reading was down; None: it was up (or never read)
+
+
+def _fingerprint_of(
+    fingerprint: Callable[[Paths], Hashable], paths: Paths, spec: SourceSpec, needs_key: Hashable
+) -> Hashable:
+    try:
+        key = fingerprint(paths)
+    except Exception:  # an unreadable fingerprint just means "read it for real"
+        return None
+    return (key, needs_key) if key is not None and spec.needs else key
+
+
+def _settled(
+    kept: _Kept, result: Any | None, status: SourceStatus, needs_key: Hashable
+) -> tuple[Any | None, SourceStatus]:
+    """A reading taken into ``kept``: its memory, and its generation, which stays when the source found nothing
+    changed (``Carried.unchanged``) or the reading equals the last (the sources hand unchanged parts out as the
+    same objects, so comparing costs little; the last snapshot then stands), and moves when it found something new
+    or went down for another reason."""
+    unchanged = False
+    if isinstance(result, Carried):
+        kept.memory = result.memory
+        kept.settled = result.settled
+        unchanged = result.unchanged
+        result = result.snapshot
+    last = kept.last
+    equal = not unchanged and status.up and last is not None and result is not None and last[1] == result
+    if equal:
+        result = last[1]  # type: ignore[index]
+    if (unchanged or equal) and status.up and kept.down is None and kept.generation:
+        if unchanged:
+            status = replace(status, cached=True)  # the source itself found nothing changed
+    elif status.up or kept.down != status.reason:  # down again for the same reason: nothing new to see
+        kept.generation += 1
+    kept.down = None if status.up else status.reason
+    kept.last = (needs_key, result) if status.up and result is not None else None
+    return result, status
+
+
 def _incrementally(
-    spec: SourceSpec, inputs: Inputs, turns: Turns, policy: Policy, memory: Mapping[str, Any], now: float
+    spec: SourceSpec, inputs: Inputs, turns: Turns, policy: Policy, memory: Any, now: float
 ) -> Callable[[Paths], Carried]:
     """An incremental source's reading as ``_read_one`` calls it: its Refresh is taken when the reading starts."""
     assert spec.incremental is not None
     incremental = spec.incremental
 
     def reading(paths: Paths) -> Carried:
-        return incremental(paths, inputs, turns.refresh(spec.name, policy, memory.get(spec.name), now))
+        return incremental(paths, inputs, turns.refresh(spec.name, policy, memory, now))
 
     return reading
 
