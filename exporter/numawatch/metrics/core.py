@@ -332,9 +332,9 @@ def pod_rows(
     *,
     reads_numa_bytes: bool = True,
 ) -> tuple[tuple, ...]:
-    """The rows of the per-container family ``family`` (one memo per name), made pod by pod: ``rows_of(workloads of
-    one pod)`` gives the rows of one pod (label values, pod UID third, then the value; one row per label set) and may
-    depend on nothing but those workloads and what ``inputs`` names (generation numbers and flags).
+    """The rows of the per-container family ``family`` (one per-pod table each), made pod by pod: ``rows_of(workloads
+    of one pod)`` gives the rows of one pod (label values, pod UID third, then the value; one row per label set) and
+    may depend on nothing but those workloads and what ``inputs`` names (generation numbers and flags).
 
     Making the rows of every container of a large node again is a noticeable part of a render, and in serve most
     pods' workloads were joined under the same generations as at the previous reading (``workloads.per_pod``): such a
