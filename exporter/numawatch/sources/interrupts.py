@@ -199,7 +199,7 @@ class KnownRow(NamedTuple):
     tail: bytes  # the bytes after its counts
     row: InterruptRow  # the row built from them
     digest: int | None  # CRC-32 of its watched cells, when the fast path read it (else None)
-    # CRC-32 of all its cells from the first to the last watched one: None with one run of watched cells, or while
+    # CRC-32 of all its cells from the first to the last watched one: None without watched cells, or while
     # unwatched cells inside that span move (see ``_RowParser``).
     whole: int | None
 
@@ -227,7 +227,7 @@ class _Columns:
 
     __slots__ = (
         "columns", "cpus", "dense_at", "dense_runs", "digest_spans", "header", "layout", "ncols", "runs", "span",
-        "watched", "watched_cpus", "whole_span",
+        "watched", "watched_cpus", "whole_is_digest", "whole_span",
     )  # fmt: skip
 
     def __init__(self, header: bytes, watched: frozenset[int], path: str) -> None:
@@ -245,9 +245,11 @@ class _Columns:
             self.digest_spans = [(CELL * start, CELL * stop) for start, stop in runs]
         else:
             self.digest_spans = [(CELL * columns[0], CELL * (columns[-1] + 1))]
-        # With several runs, one CRC-32 over the whole span from the first to the last watched cell is checked first:
-        # one call instead of one per run, each of which pays zlib.crc32's setup before its first byte.
-        self.whole_span = (CELL * columns[0], CELL * (columns[-1] + 1)) if len(self.digest_spans) > 1 else None
+        # One CRC-32 over the whole span from the first to the last watched cell is checked first: with several runs,
+        # one call instead of one per run, each of which pays zlib.crc32's setup before its first byte; with one
+        # digest span it is that span, and its CRC-32 the digest.
+        self.whole_span = (CELL * columns[0], CELL * (columns[-1] + 1)) if columns else None
+        self.whole_is_digest = len(self.digest_spans) == 1
         # A row with many non-zero watched counts (the tick and IPI rows count on every CPU) converts each run of
         # watched cells in one go (``_dense_counts``).
         self.dense_runs = (
@@ -337,7 +339,7 @@ class _RowParser:
         marked = data.translate(_MARK_NONZERO) if self.mark_blocks else None
         view = memoryview(data) if self.digest_spans is not None else None
         known, compare, span, digits = self.known, self.compare, self.span, _DIGITS
-        rows, seen, now, remember = self.rows, self.seen, self.now, self.remember
+        rows, seen, now = self.rows, self.seen, self.now
         whole_low, whole_high = self.whole_span or (0, 0)
         crc32 = zlib.crc32
         try:
@@ -369,23 +371,21 @@ class _RowParser:
                     # counts still fill exactly ``span`` bytes in 11-byte cells. The watched cells' CRC-32s then say
                     # whether the row is the previous one, first the whole span's when the row has one
                     # (``_by_runs`` says why a row may have none).
-                    if before.whole is not None:
+                    whole_before = before.whole
+                    if whole_before is not None:
                         whole = crc32(view[base + whole_low : base + whole_high])  # type: ignore[index]
-                    if whole is not None and whole == before.whole:
-                        kept = before
-                    else:
+                        kept = before if whole == whole_before else None
+                    if kept is None:
                         kept, digest = self._by_runs(view, before, base)  # type: ignore[arg-type]
-                if kept is None:
-                    kept = self._search(data, view, marked, label, before, base, eol, digest, whole)
                 pos = eol + 1
                 if kept is None:
-                    continue  # a row with one global count (ERR, MIS)
+                    self._search(data, view, marked, label, before, base, eol, digest, whole)
+                    continue
                 row = kept.row
                 if row.key in seen or label in now:
                     raise MalformedFile(self.path, f"row {row.key} appears twice")
                 seen.add(row.key)
-                if remember:
-                    now[label] = kept
+                now[label] = kept  # compared with a previous parse: this one remembers too
                 rows.append(row)
         finally:
             if view is not None:
@@ -412,20 +412,23 @@ class _RowParser:
             digest = zlib.crc32(view[base + low : base + high], digest)
         return digest
 
-    def _whole(self, view: memoryview, base: int) -> int | None:
-        """The CRC-32 of the row's cells from the first to the last watched one; None with one run of them."""
+    def _whole(self, view: memoryview, base: int, digest: int) -> int | None:
+        """The CRC-32 of the row's cells from the first to the last watched one (``digest`` when that is the one
+        digest span); None without watched cells."""
         if self.whole_span is None:
             return None
+        if self.shape.whole_is_digest:
+            return digest
         low, high = self.whole_span
         return zlib.crc32(view[base + low : base + high])
 
     def _search(
         self, data: bytes, view: memoryview | None, marked: bytes | None, label: bytes, before: KnownRow | None,
         base: int, eol: int, digest: int | None, whole: int | None,
-    ) -> KnownRow | None:  # fmt: skip
-        """Read the row at ``base`` (after its ``:``) to ``eol``: its watched non-zero counts and its text. None for a
-        row with one global count (``ERR``/``MIS``), which is dropped. ``digest`` and ``whole``: the row's CRC-32s
-        when the comparison with the previous row took them already."""
+    ) -> None:  # fmt: skip
+        """Read the row at ``base`` (after its ``:``) to ``eol`` and take it (as ``feed`` takes an unchanged one): its
+        watched non-zero counts and its text. A row with one global count (``ERR``/``MIS``) is dropped. ``digest`` and
+        ``whole``: the row's CRC-32s when the comparison with the previous row took them already."""
         raw_key = label.strip()
         if _ROW_KEY.fullmatch(raw_key) is None:  # the key is the irq label: printable ASCII, short
             raise MalformedFile(self.path, f"bad row label in {excerpt(data[base - len(label) - 1 : eol].strip())}")
@@ -455,12 +458,12 @@ class _RowParser:
             tail = data[end:eol]
             if view is not None:
                 digest = self._digest(view, base) if digest is None else digest
-                whole = self._whole(view, base) if whole is None else whole
+                whole = self._whole(view, base, digest) if whole is None else whole
         else:
             digest = whole = None  # a row split the slow way keeps no digest: the next parse searches it again
             split = _split_row(data[base:eol], self.ncols, self.columns, self.cpus, key, self.path, counts)
             if split is None:
-                return None
+                return
             tail = split
         if before is not None and before.tail == tail:
             row = before.row
@@ -469,7 +472,12 @@ class _RowParser:
                 row = InterruptRow(key, row.kind, row.name, row.chip, frozen, self.generation, row.problem)
         else:
             row = _new_row(key, tail, counts, self.generation, self.path)
-        return KnownRow(tail, row, digest, whole)
+        if key in self.seen or label in self.now:
+            raise MalformedFile(self.path, f"row {key} appears twice")
+        self.seen.add(key)
+        if self.remember:
+            self.now[label] = KnownRow(tail, row, digest, whole)
+        self.rows.append(row)
 
     def _sparse(self, data: bytes, marked: bytes | None, base: int, key: str, counts: dict[int, int]) -> None:
         """The row's non-zero watched counts into ``counts``. In the digit-marked copy a non-zero count is the only
