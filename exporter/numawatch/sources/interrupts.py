@@ -25,8 +25,9 @@ to the same offsets after the ``:``), so the watched columns are byte ranges of 
 one ``bytes.translate`` and found with ``bytes.find`` (both C loops), so only non-zero counts are touched in Python
 and zeros, the vast majority, are never converted. A line whose layout does not check out (a count wider than 10
 digits shifts the cells; arm64 prints ``IPI0:`` without the extra space) is split the slow, safe way;
-``_looks_like_a_count`` says why the checks are exact. The file is read in 256 KiB blocks parsed as they arrive
-(``read_interrupts``), so neither it nor its marked copy is ever held whole. See bench/bench_interrupts.py and
+``_looks_like_a_count`` says why the checks are exact. The file is read in 256 KiB blocks (``read_interrupts``, the
+only I/O) handed to the pure parser as they arrive (``parse_reading``), so neither it nor its marked copy is ever
+held whole. See bench/bench_interrupts.py and
 docs/performance.md.
 
 The watched CPUs come from the sources this one needs: the isolation the topology source read (``isolcpus=``,
@@ -38,11 +39,13 @@ the file out of its turn only when they changed. What a HostReader's reading lea
 is itself, the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32
 of each row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
 (devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows are
-searched again). With several runs of watched columns, a row also keeps one CRC-32 of the whole span from its first to
-its last watched cell, which is checked first: one zlib call per row instead of one per run (each call has a fixed setup
-cost before its first byte). A row whose unwatched cells inside that span move (a busy device on a housekeeping CPU
-between isolated ones) is checked run by run instead until it is searched again. The tick and IPI rows, which count on
-nearly every watched CPU, are converted run by run in C loops (``_dense_counts``) rather than one count at a time.
+searched again). A row also keeps one CRC-32 of the whole span from its first to its last watched cell, which is
+checked first: with several runs of watched columns one zlib call per row instead of one per run (each call has a
+fixed setup cost before its first byte), with one run the digest itself. A row whose unwatched cells inside that span
+move (a busy device on a housekeeping CPU between isolated ones) is checked run by run instead until it is searched
+again. The tick and IPI rows, which count on nearly every watched CPU, are converted run by run in C loops
+(``_dense_counts``) rather than one count at a time. Without watched CPUs a row is the previous one whenever its
+text is.
 """
 
 from __future__ import annotations
@@ -751,9 +754,13 @@ __all__ = [
     "NEEDS",
     "SOURCE",
     "InterruptsMemory",
+    "InterruptsParse",
+    "KnownRow",
+    "Remembered",
     "classify",
     "parse_header",
     "parse_interrupts",
+    "parse_reading",
     "read",
     "read_incremental",
     "read_interrupts",
