@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from numawatch import confined, telemetry
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
@@ -251,6 +252,15 @@ class _Totals:
     has_migrations: bool = False
 
 
+class _Holder(NamedTuple):
+    """A container whose processes NVML lists on a GPU: where its cgroup is, its pod, and those processes."""
+
+    cgroup_version: int
+    cgroup_path: str
+    pod_uid: str | None
+    pids: set[int]  # its NVML PIDs
+
+
 def _grown(current: int | None, last: int | None) -> int:
     """How much a per-thread counter grew; a thread seen for the first time (or a reused TID whose counter is lower)
     contributes all it has."""
@@ -283,17 +293,17 @@ class ProcessReader:
             sources = f"the {down[0]} source is" if len(down) == 1 else f"the {_and(down)} sources are"
             raise SourceUnavailable(f"the GPU holders are unknown: {sources} down")
         nvml_pids: set[int] = set()
-        # container ID -> (cgroup version, cgroup path, pod UID, its NVML PIDs)
-        containers: dict[str, tuple[int, str, str | None, set[int]]] = {}
+        containers: dict[str, _Holder] = {}  # by container ID
         host_pids: set[int] = set()
         for gpu in snapshot.gpus:
             for process in gpu.processes or ():
                 nvml_pids.add(process.pid)
                 if process.container_id and process.cgroup_path is not None and process.cgroup_version is not None:
                     entry = containers.setdefault(
-                        process.container_id, (process.cgroup_version, process.cgroup_path, process.pod_uid, set())
+                        process.container_id,
+                        _Holder(process.cgroup_version, process.cgroup_path, process.pod_uid, set()),
                     )
-                    entry[3].add(process.pid)
+                    entry.pids.add(process.pid)
                 elif process.cgroup_path is not None:
                     host_pids.add(process.pid)
 
