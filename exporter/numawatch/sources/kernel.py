@@ -60,7 +60,14 @@ _GOVERNOR = re.compile(r"[A-Za-z0-9_-]{1,15}")
 
 
 # --------------------------------------------------------------------------------------------------- parsers
-def parse_bracketed(text: str) -> tuple[str, tuple[str, ...]]:
+class Bracketed(NamedTuple):
+    """A sysfs choice file: the active mode and every mode it offers, in order."""
+
+    active: str
+    modes: tuple[str, ...]
+
+
+def parse_bracketed(text: str) -> Bracketed:
     """``always [madvise] never`` -> ("madvise", ("always", "madvise", "never")).
 
     Raises ValueError unless exactly one word is bracketed.
@@ -76,7 +83,7 @@ def parse_bracketed(text: str) -> tuple[str, tuple[str, ...]]:
         modes.append(checked(word, _THP_MODE, "mode"))  # modes become label values: only what the kernel prints
     if len(active) != 1:
         raise ValueError(f"expected exactly one [active] mode, got {excerpt(text.strip())}")
-    return active[0], tuple(modes)
+    return Bracketed(active[0], tuple(modes))
 
 
 def parse_sysctl_int(text: str) -> int:
@@ -327,7 +334,7 @@ def _governors(
         online_policies.append(policy)
     if len(remembered) > len(policies):
         # Entries for an older online list: keep only this one's.
-        for key in [key for key in remembered if key[1] != online_text]:
+        for key in [(policy, online) for policy, online in remembered if online != online_text]:
             del remembered[key]
     # The governors are rebuilt from this reading: a policy that went away is forgotten.
     result = dict(sorted(governors.items()))
@@ -385,8 +392,8 @@ def _read_settings(
     settings = KernelSettings(
         numa_balancing=numa_balancing,
         swappiness=swappiness,
-        thp_enabled=enabled[0] if enabled else None,
-        thp_defrag=defrag[0] if defrag else None,
+        thp_enabled=enabled.active if enabled else None,
+        thp_defrag=defrag.active if defrag else None,
         governors=frozen_map(governors) if governors is not None else None,
         hugepages=frozen_map(hugepages),
         cmdline_hugepages_per_node=requests.per_node,
@@ -443,6 +450,7 @@ SOURCE = SourceSpec(
 
 __all__ = [
     "SOURCE",
+    "Bracketed",
     "CmdlineRequests",
     "KernelMemory",
     "parse_affected_cpus",

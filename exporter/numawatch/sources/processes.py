@@ -95,7 +95,7 @@ def cgroup_identity(path: str) -> tuple[str | None, str | None]:
     if not parts:
         return None, None
     parsed = parse_container_dir(parts[-1])
-    container_id = parsed[1] if parsed is not None else None
+    _, container_id = parsed if parsed is not None else (None, None)
     pod_uid = None
     if len(parts) >= 2:
         for driver in ("systemd", "cgroupfs"):
@@ -319,7 +319,7 @@ class ProcessReader:
         for pid in sorted(host_pids - set(processes)):
             found = self._read_process(paths, pid, None, MAX_THREADS_PER_PROCESS, True, problems)
             if found is not None:
-                processes[pid] = found[0]
+                processes[pid], _samples, _tids = found
         if len(containers) > MAX_CONTAINERS:
             log.warning("%d containers hold GPUs; reading the first %d", len(containers), MAX_CONTAINERS)
 
