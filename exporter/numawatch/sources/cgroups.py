@@ -65,7 +65,8 @@ import logging
 import os
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import NamedTuple
 
 from numawatch import confined
@@ -202,6 +203,31 @@ def parse_numa_stat_v1(data: bytes, page_size: int = PAGE_SIZE) -> dict[int, int
     if not pages:
         raise ValueError("no per-node values on the 'total=' line")
     return {node: count * page_size for node, count in pages.items()}
+
+
+class NumaPlacement(NamedTuple):
+    """A container's ``memory.numa_stat`` as parsed: resident bytes per NUMA node (frozen), and the CRC-32 of the
+    bytes it was parsed from (None: not known)."""
+
+    crc: int | None
+    numa: Mapping[int, int]
+
+
+def parse_placement(
+    data: bytes, parse: Callable[[bytes], dict[int, int]], previous: NumaPlacement | None = None
+) -> NumaPlacement:
+    """``memory.numa_stat`` parsed by ``parse`` (``parse_numa_stat_v2`` or ``_v1``), frozen. Pure: with or without
+    ``previous`` (the container's previous placement) the same values; ``previous`` is handed back when the bytes'
+    CRC-32 is its own (the file is not parsed again: a Guaranteed pod's containers' is read every 2 readings, and
+    their bytes would hold a kilobyte per container), and its mapping kept when they parse to the same values, so
+    that an unchanged placement stays one object. ValueError (``parse``'s) when malformed."""
+    crc = zlib.crc32(data)
+    if previous is not None and previous.crc == crc:
+        return previous
+    parsed = parse(data)
+    if previous is not None and parsed == previous.numa:
+        return NumaPlacement(crc, previous.numa)
+    return NumaPlacement(crc, frozen_map(parsed))
 
 
 def parse_procs(data: bytes, limit: int = MAX_PIDS) -> tuple[int, ...]:
@@ -575,7 +601,7 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
     known = scan.old_containers.get(cid)
     if known is None or scan.share <= 1 or scan.placement_due(cid, known):
         return None  # as ``_Scan.carried``: new, unstaggered, or its turn came: read in full
-    _procs, old_cpus, mems_data, container, _placed, numa_crc = known
+    _procs, old_cpus, mems_data, container, _placed, _crc = known
     verdict = scan.sandboxes.get(cid)
     if verdict is None:
         return None  # as ``_Scan.settled``: no verdict yet
@@ -607,24 +633,23 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
         if cpus_data is None or cpus_data != old_cpus or read_mems != mems_data or numa_data is None:
             scan.prefetched = _Prefetched(cid, cpus_data, read_mems, numa_data)
             return None
-        crc = zlib.crc32(numa_data)
-        if crc != numa_crc:
-            parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
-            if parsed is None:
-                scan.prefetched = _Prefetched(cid, cpus_data, read_mems, numa_data)
-                return None
-            if parsed != container.numa_bytes:
-                container = ContainerCgroup(
-                    container_id=cid,
-                    runtime=container.runtime,
-                    cgroup_path=rel,
-                    cpus_effective=container.cpus_effective,
-                    mems_effective=container.mems_effective,
-                    numa_bytes=frozen_map(parsed),
-                    is_sandbox=container.is_sandbox,
-                    pids=container.pids,
-                )
-        known = ContainerRecord(known.procs, cpus_data, read_mems, container, scan.refresh.readings, crc)
+        parse = partial(parse_placement, parse=layout.parse_numa, previous=_placement_of(known))
+        placement = _parsed(numa_path, numa_data, parse, scan.reported)
+        if placement is None:
+            scan.prefetched = _Prefetched(cid, cpus_data, read_mems, numa_data)
+            return None
+        if placement.numa is not container.numa_bytes:
+            container = ContainerCgroup(
+                container_id=cid,
+                runtime=container.runtime,
+                cgroup_path=rel,
+                cpus_effective=container.cpus_effective,
+                mems_effective=container.mems_effective,
+                numa_bytes=placement.numa,
+                is_sandbox=container.is_sandbox,
+                pids=container.pids,
+            )
+        known = ContainerRecord(known.procs, cpus_data, read_mems, container, scan.refresh.readings, placement.crc)
     else:
         layout = scan.layout
         cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan.reported)
@@ -688,13 +713,10 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
         numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
         numa_data = prefetched.numa if prefetched is not None else _read(numa_path, scan.reported)
         numa_missing = numa_data is None
-        if numa_data is not None:
-            numa_crc = zlib.crc32(numa_data)
-            if known is not None and known.numa_crc == numa_crc:
-                numa = known.container.numa_bytes
-        if numa is None:
-            parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
-            numa = frozen_map(parsed) if parsed is not None else None
+        parse = partial(parse_placement, parse=layout.parse_numa, previous=_placement_of(known))
+        parsed = _parsed(numa_path, numa_data, parse, scan.reported)
+        if parsed is not None:
+            numa_crc, numa = parsed
     if (numa_missing or cpus_data is None or mems_data is None) and not confined.is_dir(cpuset_dir):
         return None  # removed after we read cgroup.procs (or, when that was skipped, since the last reading)
     # A file that reads the bytes it read last time has the value the previous snapshot holds (parsing is
@@ -743,6 +765,13 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
         placed = placement.placed_at if placement is not None else scan.refresh.readings
         scan.containers[cid] = ContainerRecord(procs_data, cpus_data, mems_data, container, placed, numa_crc)
     return container
+
+
+def _placement_of(known: ContainerRecord | None) -> NumaPlacement | None:
+    """The placement a container's record holds, for ``parse_placement`` to hand back; None when it holds none."""
+    if known is None or known.container.numa_bytes is None:
+        return None
+    return NumaPlacement(known.numa_crc, known.container.numa_bytes)
 
 
 def _container_dirs(rel: str, names: tuple[str, ...]) -> tuple[tuple[str, str, str], ...]:
