@@ -344,6 +344,7 @@ class _RowParser:
         known, compare, span, digits = self.known, self.compare, self.span, _DIGITS
         rows, seen, now = self.rows, self.seen, self.now
         whole_low, whole_high = self.whole_span or (0, 0)
+        whole_is_digest = self.shape.whole_is_digest
         crc32 = zlib.crc32
         try:
             while pos < length:
@@ -377,8 +378,11 @@ class _RowParser:
                     whole_before = before.whole
                     if whole_before is not None:
                         whole = crc32(view[base + whole_low : base + whole_high])  # type: ignore[index]
-                        kept = before if whole == whole_before else None
-                    if kept is None:
+                        if whole == whole_before:
+                            kept = before
+                        elif whole_is_digest:
+                            digest = whole  # the one digest span moved: searched below
+                    if kept is None and digest is None:
                         kept, digest = self._by_runs(view, before, base)  # type: ignore[arg-type]
                 pos = eol + 1
                 if kept is None:
