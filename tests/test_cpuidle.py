@@ -63,6 +63,33 @@ def test_idle_parameters_of_the_command_line_last_one_winning():
     assert found == {"intel_idle.max_cstate": "1", "idle": "poll", "processor.max_cstate": "1"}
 
 
+def test_the_cpu_listing_of_this_machines_sysfs_names_its_cpus_and_is_handed_back_while_the_same():
+    names = sorted(os.listdir("/sys/devices/system/cpu"))
+
+    listing = cpuidle.parse_cpu_listing(names)
+
+    assert listing.cpus and listing.cpus == sorted(listing.cpus)
+    assert {f"cpu{cpu}" for cpu in listing.cpus} <= set(names)
+    assert cpuidle.parse_cpu_listing(list(names), listing) is listing
+
+
+@pytest.mark.parametrize(
+    ("names", "cpus"),
+    [
+        ([], []),
+        (["cpu0", "cpu10", "cpu2", "cpufreq", "cpuidle", "online", "possible"], [0, 2, 10]),  # numbers, not text
+        (["cpu", "cpu-1", "cpu1x", "CPU3", "cpu123456", "cpu7"], [7]),  # names that are no CPU's, and one that is
+    ],
+    ids=["empty", "real-names", "odd-names"],
+)
+def test_the_cpu_listing_with_or_without_a_previous_one(names, cpus):
+    fresh = cpuidle.parse_cpu_listing(names)
+
+    assert fresh.cpus == cpus
+    for other in ([], ["cpu0", "cpu1"], [*names, "cpu99"]):
+        assert cpuidle.parse_cpu_listing(names, cpuidle.parse_cpu_listing(other)) == fresh
+
+
 # --------------------------------------------------------------------------------------------------- the source
 def small_host(fake_host: FakeHost, **kwargs) -> FakeHost:
     add_topology(fake_host, sockets=1, cores_per_socket=2, threads_per_core=2, cmdline="ro isolcpus=1-3")

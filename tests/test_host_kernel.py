@@ -18,9 +18,11 @@ from numawatch.model import frozen_map
 from numawatch.paths import Paths
 from numawatch.sources import kernel, numastat, topology
 from numawatch.sources.kernel import (
+    CmdlineRequests,
     parse_bracketed,
     parse_cmdline_hugepages_per_node,
     parse_governor,
+    parse_per_node_requests,
     parse_sysctl_int,
 )
 
@@ -69,6 +71,35 @@ def test_per_node_hugepages_bind_to_the_preceding_size():
 
 def test_per_node_hugepages_skip_bad_values_and_sizes():
     assert parse_cmdline_hugepages_per_node("hugepagesz=bogus hugepages=0:4 hugepages=0:x,1:2 hugepages=8") == {}
+
+
+def test_per_node_requests_of_a_real_command_line_are_frozen_and_handed_back_for_the_same_text(realkernel_root):
+    cmdline = (realkernel_root / "proc/cmdline").read_text()
+
+    first = parse_per_node_requests(cmdline)
+
+    assert isinstance(first, CmdlineRequests) and first.cmdline == cmdline
+    assert first.per_node == parse_cmdline_hugepages_per_node(cmdline)
+    with pytest.raises(TypeError):
+        first.per_node[0] = {}  # type: ignore[index]  # shared between snapshots: immutable
+    assert parse_per_node_requests(cmdline, first) is first
+
+
+@pytest.mark.parametrize(
+    "cmdline",
+    [
+        "",  # a kernel booted without arguments
+        "hugepages=0:4,1:x",  # a bad element: the whole request skipped, as the kernel skips it
+        "hugepages=99999999999:4",  # a node past any there can be
+        "hugepagesz=1G hugepages=0:2 hugepages=0:3",  # the last request for a size wins
+    ],
+)
+def test_per_node_requests_with_or_without_a_previous_parse_are_the_same(cmdline):
+    fresh = parse_per_node_requests(cmdline)
+
+    for other in ("", "hugepagesz=1G hugepages=0:4,1:4", cmdline + " quiet"):
+        assert parse_per_node_requests(cmdline, parse_per_node_requests(other)) == fresh
+    assert dict(fresh.per_node) == parse_cmdline_hugepages_per_node(cmdline)
 
 
 # --------------------------------------------------------------------------------------------------- reading

@@ -65,7 +65,8 @@ import logging
 import os
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import NamedTuple
 
 from numawatch import confined
@@ -202,6 +203,31 @@ def parse_numa_stat_v1(data: bytes, page_size: int = PAGE_SIZE) -> dict[int, int
     if not pages:
         raise ValueError("no per-node values on the 'total=' line")
     return {node: count * page_size for node, count in pages.items()}
+
+
+class NumaPlacement(NamedTuple):
+    """A container's ``memory.numa_stat`` as parsed: resident bytes per NUMA node (frozen), and the CRC-32 of the
+    bytes it was parsed from (None: not known)."""
+
+    crc: int | None
+    numa: Mapping[int, int]
+
+
+def parse_placement(
+    data: bytes, parse: Callable[[bytes], dict[int, int]], previous: NumaPlacement | None = None
+) -> NumaPlacement:
+    """``memory.numa_stat`` parsed by ``parse`` (``parse_numa_stat_v2`` or ``_v1``), frozen. Pure: with or without
+    ``previous`` (the container's previous placement) the same values; ``previous`` is handed back when the bytes'
+    CRC-32 is its own (the file is not parsed again: a Guaranteed pod's containers' is read every 2 readings, and
+    their bytes would hold a kilobyte per container), and its mapping kept when they parse to the same values, so
+    that an unchanged placement stays one object. ValueError (``parse``'s) when malformed."""
+    crc = zlib.crc32(data)
+    if previous is not None and previous.crc == crc:
+        return previous
+    parsed = parse(data)
+    if previous is not None and parsed == previous.numa:
+        return NumaPlacement(crc, previous.numa)
+    return NumaPlacement(crc, frozen_map(parsed))
 
 
 def parse_procs(data: bytes, limit: int = MAX_PIDS) -> tuple[int, ...]:
@@ -347,13 +373,39 @@ def _container_entries(path: str) -> list[str]:
         return []
 
 
-# What a reading remembers of a container: the bytes of its cgroup.procs and two cpusets, its snapshot, the
-# reading (``Refresh.readings``) at which its memory placement was last read, and a CRC-32 of the memory.numa_stat
-# bytes its placement was parsed from (None: not read), so that a file reading the same is not parsed again (a
-# Guaranteed pod's containers' is read every 2 readings; the bytes themselves would hold a kilobyte per container).
-_Seen = tuple[bytes, bytes | None, bytes | None, ContainerCgroup, int, int | None]
+class ContainerRecord(NamedTuple):
+    """What a reading remembers of a container: the bytes its snapshot was parsed from, the snapshot, and when its
+    memory placement was last read. A file reading the same bytes again has the value the snapshot holds."""
 
-# Sandbox verdicts remembered per container ID, with the first PID they were made for.
+    procs: bytes  # cgroup.procs
+    cpus: bytes | None  # the effective cpus file (None: unreadable)
+    mems: bytes | None  # the effective mems file (None: unreadable)
+    container: ContainerCgroup
+    placed_at: int  # the reading (``Refresh.readings``) at which its memory placement was last read
+    # A CRC-32 of the memory.numa_stat bytes its placement was parsed from (None: not read), so that a file reading
+    # the same is not parsed again (a Guaranteed pod's containers' is read every 2 readings; the bytes themselves
+    # would hold a kilobyte per container).
+    numa_crc: int | None
+
+
+class SandboxVerdict(NamedTuple):
+    """Whether a container is its pod's sandbox, as decided for its first PID (``_Scan.is_sandbox``)."""
+
+    pid: int  # the first PID the verdict was made for
+    verdict: int  # _PAUSE, _NOT_PAUSE_ONCE or _NOT_PAUSE
+
+
+class _Prefetched(NamedTuple):
+    """What ``_settled_unchanged`` read of a Guaranteed pod's container in its turn and found changed, for the
+    general path to take instead of reading it again."""
+
+    cid: str
+    cpus: bytes | None
+    mems: bytes | None
+    numa: bytes | None  # memory.numa_stat
+
+
+# Sandbox verdicts.
 _PAUSE = 0  # that PID's comm was "pause": a sandbox (pause never execs anything else)
 _NOT_PAUSE_ONCE = 1  # not pause at one reading: maybe a runtime's init (runc:[2:INIT]) about to exec pause
 _NOT_PAUSE = 2  # not pause at two readings in a row: an application container
@@ -365,10 +417,10 @@ class _PodState:
     ``names``: the container-sized names its directory listed (sorted); ``entries``: (relative path, runtime,
     container ID) of those that are container directories, which depend on ``names`` alone, so an unchanged listing
     reuses them (the same ~860 names come back every 15 s: each is matched against the regex once). ``records``:
-    container ID -> the container's ``_Seen``, for those whose memory placement is known; ``verdicts``: container
-    ID -> its sandbox verdict. ``pod``: the snapshot. ``complete``: every container in it fully known (recorded,
-    verdict settled), so a staggered reading may hand the pod out again outside its turn: the state is then carried
-    over as it is, one object, however many containers the pod has.
+    container ID -> the container's ``ContainerRecord``, for those whose memory placement is known; ``verdicts``:
+    container ID -> its sandbox verdict. ``pod``: the snapshot. ``complete``: every container in it fully known
+    (recorded, verdict settled), so a staggered reading may hand the pod out again outside its turn: the state is then
+    carried over as it is, one object, however many containers the pod has.
     """
 
     __slots__ = ("complete", "entries", "names", "pod", "records", "verdicts")
@@ -377,8 +429,8 @@ class _PodState:
         self,
         names: tuple[str, ...],
         entries: tuple[tuple[str, str, str], ...],
-        records: dict[str, _Seen],
-        verdicts: dict[str, tuple[int, int]],
+        records: dict[str, ContainerRecord],
+        verdicts: dict[str, SandboxVerdict],
         pod: PodCgroup,
         complete: bool,
     ) -> None:
@@ -433,15 +485,13 @@ class _Scan:
         # Whether the pod being read is Guaranteed: its containers' memory placement is read in their turn
         # (GUARANTEED_CONTAINERS), not only in PLACEMENT's.
         self.guaranteed = False
-        # What ``_settled_unchanged`` read of a Guaranteed pod's container in its turn and found changed, for the
-        # general path to take instead of reading it again: (container ID, cpus, mems, memory.numa_stat bytes).
-        self.prefetched: tuple[str, bytes | None, bytes | None, bytes | None] | None = None
+        self.prefetched: _Prefetched | None = None
         self.generation = 0  # stamped on the pods this reading makes (Refresh.generation)
         # The pod being read (see above).
-        self.sandboxes: dict[str, tuple[int, int]] = {}
-        self.old_containers: dict[str, _Seen] = {}
-        self.verdicts: dict[str, tuple[int, int]] = {}
-        self.containers: dict[str, _Seen] = {}
+        self.sandboxes: dict[str, SandboxVerdict] = {}
+        self.old_containers: dict[str, ContainerRecord] = {}
+        self.verdicts: dict[str, SandboxVerdict] = {}
+        self.containers: dict[str, ContainerRecord] = {}
 
     def cpus(self, path: str, data: bytes | None) -> CPUSet | None:
         if data is None:
@@ -461,7 +511,7 @@ class _Scan:
         if data is not None and cpus is not None:
             self.lists.setdefault(data, cpus)
 
-    def carried(self, cid: str) -> _Seen | None:
+    def carried(self, cid: str) -> ContainerRecord | None:
         """The previous reading's record of this container when this reading may skip its staggered files
         (``memory.numa_stat``, ``cpuset.mems.effective``, and ``cgroup.procs`` once the sandbox verdict is settled),
         else None (read them).
@@ -476,18 +526,18 @@ class _Scan:
             return None
         return known
 
-    def placement_due(self, cid: str, known: _Seen) -> bool:
+    def placement_due(self, cid: str, known: ContainerRecord) -> bool:
         """Whether the container's placement turn came since ``known`` was read (at this reading or between)."""
-        return self._due_since(self.share, int(cid[:8], 16), known[4])
+        return self._due_since(self.share, int(cid[:8], 16), known.placed_at)
 
-    def guaranteed_due(self, cid: str, known: _Seen) -> bool:
+    def guaranteed_due(self, cid: str, known: ContainerRecord) -> bool:
         """Whether the pod being read is Guaranteed and its container's turn (GUARANTEED_CONTAINERS: its cpusets and
         memory placement) came since ``known`` was read: its placement is read again, not carried. Not a sandbox's:
         nothing judges it, and its placement keeps PLACEMENT's round."""
         return (
             self.guaranteed
-            and not known[3].is_sandbox
-            and self._due_since(self.guaranteed_containers_share, int(cid[:8], 16), known[4])
+            and not known.container.is_sandbox
+            and self._due_since(self.guaranteed_containers_share, int(cid[:8], 16), known.placed_at)
         )
 
     def _due_since(self, share: int, key: int, last: int) -> bool:
@@ -506,9 +556,9 @@ class _Scan:
         known = self.sandboxes.get(cid)
         return (
             known is not None
-            and known[1] != _NOT_PAUSE_ONCE
+            and known.verdict != _NOT_PAUSE_ONCE
             and bool(container.pids)
-            and known[0] == container.pids[0]
+            and known.pid == container.pids[0]
         )
 
     def is_sandbox(self, cid: str, pids: tuple[int, ...]) -> bool:
@@ -523,8 +573,8 @@ class _Scan:
             return False
         pid = pids[0]
         known = self.sandboxes.get(cid)
-        if known is not None and known[0] == pid and known[1] != _NOT_PAUSE_ONCE:
-            verdict = known[1]
+        if known is not None and known.pid == pid and known.verdict != _NOT_PAUSE_ONCE:
+            verdict = known.verdict
         else:
             comm = _read(f"{self.layout.procfs}/{pid}/comm", self.reported, 64)
             if comm is None:
@@ -532,8 +582,8 @@ class _Scan:
             if comm == b"pause\n":
                 verdict = _PAUSE
             else:
-                verdict = _NOT_PAUSE if known is not None and known[0] == pid else _NOT_PAUSE_ONCE
-        self.verdicts[cid] = (pid, verdict)
+                verdict = _NOT_PAUSE if known is not None and known.pid == pid else _NOT_PAUSE_ONCE
+        self.verdicts[cid] = SandboxVerdict(pid, verdict)
         return verdict == _PAUSE
 
 
@@ -551,20 +601,22 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
     known = scan.old_containers.get(cid)
     if known is None or scan.share <= 1 or scan.placement_due(cid, known):
         return None  # as ``_Scan.carried``: new, unstaggered, or its turn came: read in full
-    _procs, old_cpus, mems_data, container, _placed, numa_crc = known
+    _procs, old_cpus, mems_data, container, _placed, _crc = known
     verdict = scan.sandboxes.get(cid)
+    if verdict is None:
+        return None  # as ``_Scan.settled``: no verdict yet
     pids = container.pids
+    verdict_pid, kind = verdict
     if (
-        verdict is None
-        or verdict[1] == _NOT_PAUSE_ONCE
+        kind == _NOT_PAUSE_ONCE
         or not pids
-        or verdict[0] != pids[0]
-        or (verdict[1] == _PAUSE) != container.is_sandbox
+        or verdict_pid != pids[0]
+        or (kind == _PAUSE) != container.is_sandbox
         or mems_data is None
         or container.cgroup_path != rel
     ):
         return None  # as ``_Scan.settled``: the verdict is not final for this snapshot; or its mems must be read
-    if verdict[1] == _PAUSE:
+    if kind == _PAUSE:
         # A sandbox: no check or metric judges its cpuset (the workloads join leaves it out), so between its turns
         # nothing of it is read; a removed one goes with its pod's directory, or at its turn.
         cpus_data = old_cpus
@@ -579,26 +631,25 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
         numa_path = layout.memory + "/" + rel + "/memory.numa_stat"
         numa_data = _read(numa_path, scan.reported)
         if cpus_data is None or cpus_data != old_cpus or read_mems != mems_data or numa_data is None:
-            scan.prefetched = (cid, cpus_data, read_mems, numa_data)
+            scan.prefetched = _Prefetched(cid, cpus_data, read_mems, numa_data)
             return None
-        crc = zlib.crc32(numa_data)
-        if crc != numa_crc:
-            parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
-            if parsed is None:
-                scan.prefetched = (cid, cpus_data, read_mems, numa_data)
-                return None
-            if parsed != container.numa_bytes:
-                container = ContainerCgroup(
-                    container_id=cid,
-                    runtime=container.runtime,
-                    cgroup_path=rel,
-                    cpus_effective=container.cpus_effective,
-                    mems_effective=container.mems_effective,
-                    numa_bytes=frozen_map(parsed),
-                    is_sandbox=container.is_sandbox,
-                    pids=container.pids,
-                )
-        known = (known[0], cpus_data, read_mems, container, scan.refresh.readings, crc)
+        parse = partial(parse_placement, parse=layout.parse_numa, previous=_placement_of(known))
+        placement = _parsed(numa_path, numa_data, parse, scan.reported)
+        if placement is None:
+            scan.prefetched = _Prefetched(cid, cpus_data, read_mems, numa_data)
+            return None
+        if placement.numa is not container.numa_bytes:
+            container = ContainerCgroup(
+                container_id=cid,
+                runtime=container.runtime,
+                cgroup_path=rel,
+                cpus_effective=container.cpus_effective,
+                mems_effective=container.mems_effective,
+                numa_bytes=placement.numa,
+                is_sandbox=container.is_sandbox,
+                pids=container.pids,
+            )
+        known = ContainerRecord(known.procs, cpus_data, read_mems, container, scan.refresh.readings, placement.crc)
     else:
         layout = scan.layout
         cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan.reported)
@@ -621,15 +672,15 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     layout = scan.layout
     cpuset_dir = f"{layout.cpuset}/{rel}"
     prefetched, scan.prefetched = scan.prefetched, None
-    if prefetched is not None and prefetched[0] != cid:
+    if prefetched is not None and prefetched.cid != cid:
         prefetched = None
     carried = scan.carried(cid)
-    settled = carried is not None and scan.settled(cid, carried[3])
+    settled = carried is not None and scan.settled(cid, carried.container)
     procs_path = cpuset_dir + "/cgroup.procs"
     if settled and carried is not None:
         # Not its turn and nothing for cgroup.procs to decide: its previous bytes stand in (so an unchanged
         # container is still its previous snapshot), and the cpuset reads below notice a removed cgroup.
-        procs_data = carried[0]
+        procs_data = carried.procs
     else:
         # cgroup.procs exists in every cgroup whatever the controllers: if it is gone, so is the container.
         read_procs = _read(procs_path, scan.reported, _PROCS_READ_BYTES)
@@ -640,54 +691,51 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
         procs_data = read_procs
     cpus_path = cpuset_dir + layout.cpus_file
     mems_path = cpuset_dir + layout.mems_file
-    cpus_data = prefetched[1] if prefetched is not None else _read(cpus_path, scan.reported)
+    cpus_data = prefetched.cpus if prefetched is not None else _read(cpus_path, scan.reported)
     # cpuset.mems.effective goes with memory.numa_stat: memory placement, whose alerts wait 30 minutes, and which
     # no other pod's admission rewrites (the Memory Manager does not reconcile shared containers' mems the way the
     # CPU Manager does their cpus), except a Guaranteed pod's, read in its containers' turn (the Memory Manager pins
     # them). The CPUs are read whenever the container is.
     placement = carried if carried is not None and not scan.guaranteed_due(cid, carried) else None
     mems_data: bytes | None
-    if placement is not None and placement[2] is not None:
-        mems_data = placement[2]
+    if placement is not None and placement.mems is not None:
+        mems_data = placement.mems
     else:
-        mems_data = prefetched[2] if prefetched is not None else _read(mems_path, scan.reported)
+        mems_data = prefetched.mems if prefetched is not None else _read(mems_path, scan.reported)
     known = scan.old_containers.get(cid)
-    if known is not None and known[3].cgroup_path != rel:
+    if known is not None and known.container.cgroup_path != rel:
         known = None  # another directory: nothing of it applies here
-    numa = placement[3].numa_bytes if placement is not None else None
-    numa_crc = placement[5] if placement is not None else None
+    numa = placement.container.numa_bytes if placement is not None else None
+    numa_crc = placement.numa_crc if placement is not None else None
     numa_missing = False
     if numa is None:
         # v2: one unified tree, the same directory; v1: the same relative path in the memory hierarchy.
         numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
-        numa_data = prefetched[3] if prefetched is not None else _read(numa_path, scan.reported)
+        numa_data = prefetched.numa if prefetched is not None else _read(numa_path, scan.reported)
         numa_missing = numa_data is None
-        if numa_data is not None:
-            numa_crc = zlib.crc32(numa_data)
-            if known is not None and known[5] == numa_crc:
-                numa = known[3].numa_bytes
-        if numa is None:
-            parsed = _parsed(numa_path, numa_data, layout.parse_numa, scan.reported)
-            numa = frozen_map(parsed) if parsed is not None else None
+        parse = partial(parse_placement, parse=layout.parse_numa, previous=_placement_of(known))
+        parsed = _parsed(numa_path, numa_data, parse, scan.reported)
+        if parsed is not None:
+            numa_crc, numa = parsed
     if (numa_missing or cpus_data is None or mems_data is None) and not confined.is_dir(cpuset_dir):
         return None  # removed after we read cgroup.procs (or, when that was skipped, since the last reading)
     # A file that reads the bytes it read last time has the value the previous snapshot holds (parsing is
     # deterministic): only what changed is parsed, which under moving counters is memory.numa_stat alone.
-    if known is not None and known[0] == procs_data:
-        pids = known[3].pids
+    if known is not None and known.procs == procs_data:
+        pids = known.container.pids
     else:
         pids = _parsed(procs_path, procs_data, parse_procs, scan.reported) or ()
-    if known is not None and known[1] == cpus_data:
-        cpus = known[3].cpus_effective
+    if known is not None and known.cpus == cpus_data:
+        cpus = known.container.cpus_effective
         scan.keep(cpus_data, cpus)
     else:
         cpus = scan.cpus(cpus_path, cpus_data)
-    if known is not None and known[2] == mems_data:
-        mems = known[3].mems_effective
+    if known is not None and known.mems == mems_data:
+        mems = known.container.mems_effective
         scan.keep(mems_data, mems)
     else:
         mems = scan.cpus(mems_path, mems_data)
-    previous = known[3] if known is not None else None
+    previous = known.container if known is not None else None
     is_sandbox = scan.is_sandbox(cid, pids)
     if (
         previous is not None
@@ -714,9 +762,16 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     # memory controller not delegated to this cgroup, as for a pause sandbox) is carried like a known one: asked
     # again at the container's placement turn, so a pod of such containers stays complete and is staggered.
     if numa is not None or numa_missing:
-        placed = placement[4] if placement is not None else scan.refresh.readings
-        scan.containers[cid] = (procs_data, cpus_data, mems_data, container, placed, numa_crc)
+        placed = placement.placed_at if placement is not None else scan.refresh.readings
+        scan.containers[cid] = ContainerRecord(procs_data, cpus_data, mems_data, container, placed, numa_crc)
     return container
+
+
+def _placement_of(known: ContainerRecord | None) -> NumaPlacement | None:
+    """The placement a container's record holds, for ``parse_placement`` to hand back; None when it holds none."""
+    if known is None or known.container.numa_bytes is None:
+        return None
+    return NumaPlacement(known.numa_crc, known.container.numa_bytes)
 
 
 def _container_dirs(rel: str, names: tuple[str, ...]) -> tuple[tuple[str, str, str], ...]:
@@ -769,8 +824,8 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
         scan.old_containers, scan.sandboxes = old.records, old.verdicts
     else:
         scan.old_containers, scan.sandboxes = {}, {}
-    records: dict[str, _Seen] = {}
-    verdicts: dict[str, tuple[int, int]] = {}
+    records: dict[str, ContainerRecord] = {}
+    verdicts: dict[str, SandboxVerdict] = {}
     scan.containers, scan.verdicts = records, verdicts
     containers = []
     complete = True
@@ -781,7 +836,7 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
             continue
         containers.append(container)
         verdict = verdicts.get(cid)
-        if cid not in records or (container.pids and (verdict is None or verdict[1] == _NOT_PAUSE_ONCE)):
+        if cid not in records or (container.pids and (verdict is None or verdict.verdict == _NOT_PAUSE_ONCE)):
             complete = False  # something about it is still unknown (placement, sandbox or not): read it next time
     found = tuple(containers)
     # The previous (immutable) pod snapshot when it holds the same containers (compared by identity first): an
@@ -847,24 +902,27 @@ class CgroupsMemory(NamedTuple):
     moves: _Moves
 
     @property
-    def containers(self) -> dict[str, _Seen]:
+    def containers(self) -> dict[str, ContainerRecord]:
         """Every container's record, gathered from the pods that keep them (for tests and debugging)."""
         return {cid: record for state in self.pods.values() for cid, record in state.records.items()}
 
     @property
-    def sandboxes(self) -> dict[str, tuple[int, int]]:
+    def sandboxes(self) -> dict[str, SandboxVerdict]:
         """Every container's sandbox verdict, gathered from the pods that keep them (for tests and debugging)."""
         return {cid: verdict for state in self.pods.values() for cid, verdict in state.verdicts.items()}
 
 
-# The CPU Manager's policy and shared pool (``defaultCpuSet``): what every shared container's cpuset follows.
-SharedPool = tuple[str, CPUSet]
+class SharedPool(NamedTuple):
+    """The CPU Manager's policy and shared pool (``defaultCpuSet``): what every shared container's cpuset follows."""
+
+    policy: str
+    cpus: CPUSet
 
 
 def shared_pool(state: CpuManagerState | None) -> SharedPool | None:
     """What the kubelet's reconcile loop writes into every container without exclusive CPUs: its static policy gives
     each the default set (``GetCPUSetOrDefault``), so the exclusive assignments themselves move no shared cpuset."""
-    return (state.policy_name, state.default_cpuset) if state is not None else None
+    return SharedPool(state.policy_name, state.default_cpuset) if state is not None else None
 
 
 class _Moves(NamedTuple):
@@ -892,7 +950,7 @@ class _Moves(NamedTuple):
         moved = self.pool_moved if pool_left else EMPTY
         if pool != self.shared_pool:
             pool_left = stagger
-            moved = moved.union(*(found[1] for found in (self.shared_pool, pool) if found is not None))
+            moved = moved.union(*(found.cpus for found in (self.shared_pool, pool) if found is not None))
         online_left = max(self.online_readings_left - 1, 0)
         if online != self.online and not first:
             online_left = stagger

@@ -102,8 +102,14 @@ def parse_word(text: str, what: str) -> str:
 # --------------------------------------------------------------------------------------------------- reading
 # (index, name, latency) of a CPU's deep states: what does not change while the driver stays.
 _Layout = tuple[tuple[int, str, int], ...]
-_LayoutKey = tuple[str, int]  # (current_driver's text, CPU or SHARED)
-SHARED = -1  # the layout key of a driver whose one table of states every CPU uses
+SHARED = -1  # the layout key's CPU for a driver whose one table of states every CPU uses
+
+
+class _LayoutKey(NamedTuple):
+    """What a layout of deep states is remembered by: the driver and the CPU (SHARED: every CPU's)."""
+
+    driver: str | None  # current_driver's text
+    cpu: int
 
 
 class _Reading:
@@ -151,15 +157,21 @@ def _layout(reading: _Reading, cpu_dir: Path) -> _Layout | None:
     return tuple(sorted(states))
 
 
-def _cpus(cpu_root: Path, known: tuple[list[str], list[int]] | None = None) -> tuple[list[str], list[int]]:
-    """The directory's listing and the CPUs with a ``cpuN`` directory in it; only online ones have a ``cpuidle``
+class CpuListing(NamedTuple):
+    """The CPU root's listing and the CPUs with a ``cpuN`` directory in it, sorted."""
+
+    names: list[str]
+    cpus: list[int]
+
+
+def parse_cpu_listing(names: list[str], previous: CpuListing | None = None) -> CpuListing:
+    """The CPUs a listing of ``devices/system/cpu`` has a ``cpuN`` directory of; only online ones have a ``cpuidle``
     directory in it (the driver removes it when a CPU goes offline), so ``cpu/online`` is not needed, and a
-    malformed one costs this source nothing. ``known``: a previous reading's (listing, CPUs), taken over when the
-    listing is the same (the CPU directories change with hotplug only; 400 names are not matched again)."""
-    listing = list_dir(cpu_root)
-    if known is not None and known[0] == listing:
-        return known
-    return listing, sorted(int(m.group(1)) for m in map(_CPU.match, listing) if m is not None)
+    malformed one costs this source nothing. Pure; ``previous`` is handed back when its listing is the same (the CPU
+    directories change with hotplug only; 400 names are not matched again)."""
+    if previous is not None and previous.names == names:
+        return previous
+    return CpuListing(names, sorted(int(m.group(1)) for m in map(_CPU.match, names) if m is not None))
 
 
 class CpuIdleMemory(NamedTuple):
@@ -167,8 +179,7 @@ class CpuIdleMemory(NamedTuple):
 
     layouts: dict[_LayoutKey, _Layout]  # the deep states' names and latencies, while the driver stays
     last: CpuIdle  # the reading itself: the values a rotating reading keeps for CPUs outside its turn
-    # The CPU root's listing and the CPU directories found in it (``_cpus``).
-    listed: tuple[list[str], list[int]] | None = None
+    listed: CpuListing | None = None  # the CPU root's listing and the CPU directories found in it
 
 
 def _cpu_settings(
@@ -209,7 +220,7 @@ def _cpu_settings(
 
 def _read(
     paths: Paths, memory: CpuIdleMemory | None = None, share: int = 1, turn: int = 0
-) -> tuple[CpuIdle, dict[_LayoutKey, _Layout], tuple[list[str], list[int]], bool]:
+) -> tuple[CpuIdle, dict[_LayoutKey, _Layout], CpuListing, bool]:
     """(the reading, the layouts and (listing, CPUs) to remember, whether it is ``memory``'s reading handed out
     again)."""
     cpu_root = paths.sysfs / "devices/system/cpu"
@@ -220,7 +231,7 @@ def _read(
     driver_text = read_attribute_text(idle_dir / "current_driver", _SMALL)
     if driver_text is None:
         # No cpuidle in this kernel (or no driver ever registered): nothing more to read.
-        return CpuIdle(driver=None, governor=None), {}, ([], []), False
+        return CpuIdle(driver=None, governor=None), {}, CpuListing([], []), False
     driver = reading.value(idle_dir / "current_driver", lambda t: parse_word(t, "driver"), driver_text)
     governor_path = idle_dir / "current_governor"
     governor_text = read_attribute_text(governor_path, _SMALL)
@@ -228,8 +239,8 @@ def _read(
         governor_path = idle_dir / "current_governor_ro"
         governor_text = read_attribute_text(governor_path, _SMALL)
     governor = reading.value(governor_path, lambda t: parse_word(t, "governor"), governor_text)
-    listed = _cpus(cpu_root, memory.listed if memory is not None else None)
-    cpus = listed[1]
+    listed = parse_cpu_listing(list_dir(cpu_root), memory.listed if memory is not None else None)
+    cpus = listed.cpus
     # A copy: the memory handed in stays as the previous reading left it.
     remembered = dict(memory.layouts) if memory is not None else {}
     carried = memory.last if memory is not None else None
@@ -237,16 +248,18 @@ def _read(
     # With CONFIG_CPU_IDLE_MULTIPLE_DRIVERS (big.LITTLE arm64) each CPU has a cpuidle/driver directory and CPUs of
     # different clusters have different states.
     per_cpu_drivers = bool(cpus) and confined.is_dir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
+    shared = _LayoutKey(driver_text, SHARED)
 
     def settings_of(into: _Reading, cpu: int) -> tuple[tuple[IdleState, ...] | None, int | None] | None:
-        return _cpu_settings(into, cpu_root, root, cpu, (driver_text, cpu if per_cpu_drivers else SHARED), remembered)
+        key = _LayoutKey(driver_text, cpu) if per_cpu_drivers else shared
+        return _cpu_settings(into, cpu_root, root, cpu, key, remembered)
 
     if (
         memory is not None
         and carried is not None
         and share > 1
         and memory.listed is not None
-        and memory.listed[1] == cpus
+        and memory.listed.cpus == cpus
         and not carried.problems
         and (carried.driver, carried.governor) == (driver, governor)
         and not reading.problems
@@ -272,7 +285,8 @@ def _read(
         if found is not None:
             states[cpu] = found
     if len(remembered) > 1:
-        for key in [key for key in remembered if key[0] != driver_text or (key[1] != SHARED and key[1] not in cpus)]:
+        stale = [key for key in remembered if key.driver != driver_text or (key.cpu != SHARED and key.cpu not in cpus)]
+        for key in stale:
             del remembered[key]
     result = CpuIdle(
         driver=driver,
@@ -335,6 +349,8 @@ SOURCE = SourceSpec(
 __all__ = [
     "SOURCE",
     "CpuIdleMemory",
+    "CpuListing",
+    "parse_cpu_listing",
     "parse_disable",
     "parse_latency",
     "parse_resume_latency",

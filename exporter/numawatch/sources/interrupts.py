@@ -25,8 +25,9 @@ to the same offsets after the ``:``), so the watched columns are byte ranges of 
 one ``bytes.translate`` and found with ``bytes.find`` (both C loops), so only non-zero counts are touched in Python
 and zeros, the vast majority, are never converted. A line whose layout does not check out (a count wider than 10
 digits shifts the cells; arm64 prints ``IPI0:`` without the extra space) is split the slow, safe way;
-``_looks_like_a_count`` says why the checks are exact. The file is read in 256 KiB blocks parsed as they arrive
-(``read_interrupts``), so neither it nor its marked copy is ever held whole. See bench/bench_interrupts.py and
+``_looks_like_a_count`` says why the checks are exact. The file is read in 256 KiB blocks (``read_interrupts``, the
+only I/O) handed to the pure parser as they arrive (``parse_reading``), so neither it nor its marked copy is ever
+held whole. See bench/bench_interrupts.py and
 docs/performance.md.
 
 The watched CPUs come from the sources this one needs: the isolation the topology source read (``isolcpus=``,
@@ -38,11 +39,13 @@ the file out of its turn only when they changed. What a HostReader's reading lea
 is itself, the columns worked out from the last header and watched CPUs, and the previous reading's rows with a CRC-32
 of each row's watched cells: a row whose watched cells and text read the same is the previous row without being searched
 (devices routed to housekeeping CPUs move only unwatched cells, so on a well-placed node only the tick and IPI rows are
-searched again). With several runs of watched columns, a row also keeps one CRC-32 of the whole span from its first to
-its last watched cell, which is checked first: one zlib call per row instead of one per run (each call has a fixed setup
-cost before its first byte). A row whose unwatched cells inside that span move (a busy device on a housekeeping CPU
-between isolated ones) is checked run by run instead until it is searched again. The tick and IPI rows, which count on
-nearly every watched CPU, are converted run by run in C loops (``_dense_counts``) rather than one count at a time.
+searched again). A row also keeps one CRC-32 of the whole span from its first to its last watched cell, which is
+checked first: with several runs of watched columns one zlib call per row instead of one per run (each call has a
+fixed setup cost before its first byte), with one run the digest itself. A row whose unwatched cells inside that span
+move (a busy device on a housekeeping CPU between isolated ones) is checked run by run instead until it is searched
+again. The tick and IPI rows, which count on nearly every watched CPU, are converted run by run in C loops
+(``_dense_counts``) rather than one count at a time. Without watched CPUs a row is the previous one whenever its
+text is.
 """
 
 from __future__ import annotations
@@ -51,8 +54,8 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from numawatch import confined
@@ -164,7 +167,7 @@ def _runs(columns: list[int]) -> list[tuple[int, int]]:
 
 
 def _dense_counts(
-    data: bytes, base: int, runs: list[tuple[int, int, tuple[int, ...], bytes]], counts: dict[int, int]
+    data: bytes, base: int, runs: Sequence[tuple[int, int, tuple[int, ...], bytes]], counts: dict[int, int]
 ) -> bool:
     """Add the non-zero counts of a fast-path row's watched ``runs`` (cells ``base + low`` to ``base + high``, their
     CPUs, one space per cell) to ``counts``, each run converted by ``split`` and ``int`` in C loops.
@@ -193,25 +196,41 @@ def _dense_counts(
     return True
 
 
-# What a reader remembers of a row between readings, by its label as printed (`` 24``, ``LOC``): the bytes after its
-# counts, the row built from them and, for a row read by the fast path, the CRC-32 of its watched cells (else None)
-# and the CRC-32 of all its cells from the first to the last watched one (None when there is one run of watched cells,
-# or while unwatched cells inside that span move: see ``_RowParser``).
-_Known = dict[bytes, tuple[bytes, InterruptRow, int | None, int | None]]
-# The layout the digests of a reading were taken with: the CPU of each column and the watched columns. A reading with
+class KnownRow(NamedTuple):
+    """What a parse remembers of a row for the next one, by the row's label as printed (`` 24``, ``LOC``)."""
+
+    tail: bytes  # the bytes after its counts
+    row: InterruptRow  # the row built from them
+    digest: int | None  # CRC-32 of its watched cells, when the fast path read it (else None)
+    # CRC-32 of all its cells from the first to the last watched one: None without watched cells, or while
+    # unwatched cells inside that span move (see ``_RowParser``).
+    whole: int | None
+
+
+# The layout the digests of a parse were taken with: the CPU of each column and the watched columns. A parse with
 # another layout (a CPU went offline, a container was pinned) cannot compare digests with it.
 _Layout = tuple[tuple[int, ...], tuple[int, ...]]
 
 
+class _DenseRun(NamedTuple):
+    """A run of watched cells as ``_dense_counts`` converts it: its byte range from a row's ":", its CPUs and the
+    space each of its cells starts with."""
+
+    low: int
+    high: int
+    cpus: tuple[int, ...]
+    spaces: bytes
+
+
 class _Columns:
-    """What a reading's header and watched CPUs decide: the CPU of each column, the watched columns and their runs,
-    and the byte ranges (from a row's ":") that the digests and the run-by-run conversion use. A reader's next
-    reading reuses it while the header and the watched CPUs are the same (parsing the header is most of the cost of
-    working it out, and it grows with the CPUs)."""
+    """What a parse's header and watched CPUs decide: the CPU of each column, the watched columns and their runs,
+    and the byte ranges (from a row's ":") that the digests and the run-by-run conversion use. The next parse reuses
+    it while the header and the watched CPUs are the same (parsing the header is most of the cost of working it out,
+    and it grows with the CPUs)."""
 
     __slots__ = (
         "columns", "cpus", "dense_at", "dense_runs", "digest_spans", "header", "layout", "ncols", "runs", "span",
-        "watched", "watched_cpus", "whole_span",
+        "watched", "watched_cpus", "whole_is_digest", "whole_span",
     )  # fmt: skip
 
     def __init__(self, header: bytes, watched: frozenset[int], path: str) -> None:
@@ -229,13 +248,15 @@ class _Columns:
             self.digest_spans = [(CELL * start, CELL * stop) for start, stop in runs]
         else:
             self.digest_spans = [(CELL * columns[0], CELL * (columns[-1] + 1))]
-        # With several runs, one CRC-32 over the whole span from the first to the last watched cell is checked first:
-        # one call instead of one per run, each of which pays zlib.crc32's setup before its first byte.
-        self.whole_span = (CELL * columns[0], CELL * (columns[-1] + 1)) if len(self.digest_spans) > 1 else None
+        # One CRC-32 over the whole span from the first to the last watched cell is checked first: with several runs,
+        # one call instead of one per run, each of which pays zlib.crc32's setup before its first byte; with one
+        # digest span it is that span, and its CRC-32 the digest.
+        self.whole_span = (CELL * columns[0], CELL * (columns[-1] + 1)) if columns else None
+        self.whole_is_digest = len(self.digest_spans) == 1
         # A row with many non-zero watched counts (the tick and IPI rows count on every CPU) converts each run of
-        # watched cells in one go (``_dense_counts``): the runs, their CPUs and the space every cell starts with.
+        # watched cells in one go (``_dense_counts``).
         self.dense_runs = (
-            [(CELL * start, CELL * stop, cpus[start:stop], b" " * (stop - start)) for start, stop in runs]
+            [_DenseRun(CELL * start, CELL * stop, cpus[start:stop], b" " * (stop - start)) for start, stop in runs]
             if len(runs) <= _MAX_RUNS
             else None
         )
@@ -243,225 +264,330 @@ class _Columns:
         self.layout: _Layout = (cpus, tuple(columns))
 
 
+@dataclass(frozen=True, slots=True)
 class Remembered:
-    """What a reading leaves for the next one (``read_interrupts``' ``known``): its rows by key and their layout, and
-    the columns worked out from its header and watched CPUs."""
+    """What a parse leaves for the next one (its ``previous``): its rows by label and the columns worked out from its
+    header and watched CPUs. ``Remembered()`` is a first parse's previous: nothing to reuse, but rows to remember."""
 
-    __slots__ = ("columns", "layout", "rows")
+    rows: Mapping[bytes, KnownRow] = field(default_factory=dict)
+    columns: _Columns | None = None
 
-    def __init__(
-        self, layout: _Layout | None = None, rows: _Known | None = None, columns: _Columns | None = None
-    ) -> None:
-        self.layout = layout
-        self.rows: _Known = rows if rows is not None else {}
-        self.columns = columns
+
+@dataclass(frozen=True, slots=True)
+class InterruptsParse:
+    """A parse of /proc/interrupts: its columns' CPUs, the watched CPUs among them and the rows, and what the next
+    parse may reuse (``remembered``, not part of equality: rows a parse with a ``previous`` gives again are the
+    previous rows themselves, equal to those a parse without one makes)."""
+
+    cpus: tuple[int, ...]
+    watched: CPUSet
+    rows: tuple[InterruptRow, ...]
+    remembered: Remembered = field(compare=False, repr=False)
+
+    def interrupts(self, read_at: float = 0.0) -> Interrupts:
+        """The reading, read at ``read_at`` (time.monotonic(), for rates)."""
+        return Interrupts(cpus=self.cpus, watched=self.watched, rows=self.rows, read_at=read_at)
 
 
 class _RowParser:
-    """The rows of one reading of /proc/interrupts, fed in blocks of whole lines (the whole file is one block).
+    """The rows of one parse of /proc/interrupts, fed in blocks of whole lines (the whole file is one block).
 
-    ``known`` (a reader's previous reading, or None) lets a row whose text after the counts is unchanged skip the
-    chip/name split, and a row whose watched counts are unchanged too be the previous (immutable) row itself. When
-    the previous reading had the same columns and watched CPUs, a fast-path row whose watched cells have the same
-    CRC-32 as then is that row without being searched at all: on a real node only the rows that count something new
-    on an isolated or pinned CPU (the tick and IPI rows, a misrouted device) are searched.
+    ``previous`` (the previous parse's ``Remembered``, or None: remember nothing) lets a row whose text after the
+    counts is unchanged skip the chip/name split, and a row whose watched counts are unchanged too be the previous
+    (immutable) row itself. When the previous parse had the same columns and watched CPUs, a fast-path row whose
+    watched cells have the same CRC-32 as then is that row without being searched at all: on a real node only the
+    rows that count something new on an isolated or pinned CPU (the tick and IPI rows, a misrouted device) are
+    searched.
     """
 
     def __init__(
-        self, header: bytes, watched: Iterable[int], path: str, known: Remembered | None = None, generation: int = 0
+        self, header: bytes, watched: Iterable[int], path: str, previous: Remembered | None, generation: int
     ) -> None:
         self.path = path
-        self.generation = generation  # stamped on the rows this reading makes (Refresh.generation)
+        self.generation = generation  # stamped on the rows this parse makes (Refresh.generation)
         watched = frozenset(watched)
-        # The previous reading's columns while the header and the watched CPUs are the same (shared, never changed).
-        shape = known.columns if known is not None else None
+        # The previous parse's columns while the header and the watched CPUs are the same (shared, never changed).
+        shape = previous.columns if previous is not None else None
         if shape is None or shape.header != header or shape.watched != watched:
             shape = _Columns(header, watched, path)
         self.shape = shape
-        self.cpus, self.ncols, self.span, self.runs, self.layout = (
-            shape.cpus, shape.ncols, shape.span, shape.runs, shape.layout
-        )  # fmt: skip
-        self.columns = columns = shape.columns
-        # The previous reading's digests are comparable only when it had the same columns and watched the same ones.
-        self.digests = known is not None and known.layout == self.layout and bool(columns)
+        self.cpus, self.ncols, self.span, self.columns = shape.cpus, shape.ncols, shape.span, shape.columns
+        self.remember = previous is not None
+        self.known: Mapping[bytes, KnownRow] = previous.rows if previous is not None else {}
+        # Digests are taken when there is a next parse to compare with (``previous`` given), and compared when the
+        # previous parse's were taken with the same columns and watched the same ones. Without watched columns a
+        # row's digest is that of no cells: the row is the previous one whenever its text after the counts is.
+        self.digest_spans = shape.digest_spans if self.remember else None
+        self.whole_span = shape.whole_span if self.digest_spans is not None else None
+        previous_columns = previous.columns if previous is not None else None
+        self.compare = (
+            self.digest_spans is not None and previous_columns is not None and previous_columns.layout == shape.layout
+        )
         # Marking a whole block costs in proportion to its bytes; worth it when many columns are watched and most rows
         # are to be searched. With the previous digests most rows are not searched at all: mark only the segments of
         # those that are.
-        self.mark_blocks = len(columns) * 4 >= self.ncols and not self.digests
-        self.only: frozenset[int] | None = None
+        self.mark_blocks = len(shape.columns) * 4 >= self.ncols and not self.compare
+        self.runs, self.only = shape.runs, None
         # With the block marked, one find() over the span from the first to the last watched column and a membership
         # test per non-zero count beats one find() per run: most rows have no non-zero count there at all.
         if len(self.runs) > _MAX_RUNS or (self.mark_blocks and len(self.runs) > 1):
-            self.runs, self.only = [(columns[0], columns[-1] + 1)], frozenset(columns)
+            self.runs, self.only = [(shape.columns[0], shape.columns[-1] + 1)], frozenset(shape.columns)
         self.rows: list[InterruptRow] = []
         self.seen: set[str] = set()
-        self.known = known.rows if known is not None else None
-        self.now: _Known = {}
+        self.now: dict[bytes, KnownRow] = {}
 
     def feed(self, data: bytes, pos: int, length: int) -> None:
         """Parse the lines of ``data[pos:length]``: each ends at a newline, the last one at ``length`` at the latest
         (a newline there or the end of the data)."""
-        path, cpus, ncols, columns, runs, only, span = (
-            self.path, self.cpus, self.ncols, self.columns, self.runs, self.only, self.span
-        )  # fmt: skip
-        digits = _DIGITS
         marked = data.translate(_MARK_NONZERO) if self.mark_blocks else None
-        rows, seen, known, now, generation = self.rows, self.seen, self.known, self.now, self.generation
-        # Digests are taken when there is a next reading to compare with (a reader's), and used when the previous
-        # reading's can be compared with them.
-        shape = self.shape
-        digest_spans = shape.digest_spans if known is not None and columns else None
-        compare = self.digests and digest_spans is not None
-        whole_span = shape.whole_span if digest_spans is not None else None
-        dense_runs, dense_at = shape.dense_runs, shape.dense_at
-        view = memoryview(data) if digest_spans is not None else None
+        view = memoryview(data) if self.digest_spans is not None else None
+        known, compare, span, digits = self.known, self.compare, self.span, _DIGITS
+        rows, seen, now = self.rows, self.seen, self.now
+        whole_low, whole_high = self.whole_span or (0, 0)
+        whole_is_digest = self.shape.whole_is_digest
         crc32 = zlib.crc32
-        while pos < length:
-            eol = data.find(b"\n", pos, length)
-            if eol < 0:
-                eol = length
-            colon = data.find(b":", pos, eol)
-            if colon < 0:
-                if data[pos:eol].strip():
-                    raise MalformedFile(path, f"line without ':': {data[pos:eol].strip()[:80]!r}")
-                pos = eol + 1
-                continue
-            label = data[pos:colon]  # as printed, padding included: what the previous reading's rows are known by
-            base = colon + 1
-            end = base + span
-            before = known.get(label) if known is not None else None
-            digest = whole = None  # this row's CRC-32s (watched runs, whole span), once computed
-            if (
-                compare
-                and before is not None
-                and before[2] is not None
-                and end <= eol
-                and data[end:eol] == before[0]
-                and data[base + CELL - 1] in digits
-                and data[end - 1] in digits
-            ):
-                # The previous reading took this row by the fast path, and the text after ``span`` bytes of
-                # counts is that row's tail again: the tail began with no count cell (the fast path checked), so
-                # the counts still fill exactly ``span`` bytes in 11-byte cells. The watched cells' CRC-32 then
-                # says whether the row is the previous one: most rows are on a real node, since devices are
-                # routed to housekeeping CPUs, whose cells are not in the digest. Different cells share a CRC-32
-                # with odds of 2^-32: such a row would show its previous counts for one reading.
-                # First the whole span's CRC-32, when the row has one: all its cells the same, watched ones included.
-                # A row whose unwatched cells inside the span moved (a device on a housekeeping CPU between two
-                # runs of watched ones) is then checked run by run, and from then on only run by run (its span
-                # CRC is dropped) until it is searched again: a busy device keeps counting there.
-                if before[3] is not None:
-                    whole = crc32(view[base + whole_span[0] : base + whole_span[1]])  # type: ignore[index]
-                if whole is not None and whole == before[3]:
-                    kept = before
-                else:
-                    digest = 0
-                    for low, high in digest_spans:  # type: ignore[union-attr]  # compare implies digest_spans
-                        digest = crc32(view[base + low : base + high], digest)  # type: ignore[index]
-                    if digest != before[2]:
-                        kept = None
-                    else:
-                        kept = before if before[3] is None else (before[0], before[1], digest, None)
-                if kept is not None:
-                    row = kept[1]
-                    if row.key in seen or label in now:
-                        raise MalformedFile(path, f"row {row.key} appears twice")
-                    seen.add(row.key)
-                    now[label] = kept
-                    rows.append(row)
+        try:
+            while pos < length:
+                eol = data.find(b"\n", pos, length)
+                if eol < 0:
+                    eol = length
+                colon = data.find(b":", pos, eol)
+                if colon < 0:
+                    if data[pos:eol].strip():
+                        raise MalformedFile(self.path, f"line without ':': {data[pos:eol].strip()[:80]!r}")
                     pos = eol + 1
                     continue
-            raw_key = label.strip()
-            if _ROW_KEY.fullmatch(raw_key) is None:  # the key is the irq label: printable ASCII, short
-                raise MalformedFile(path, f"bad row label in {excerpt(data[pos:eol].strip())}")
-            key = raw_key.decode()
-            counts: dict[int, int] = {}
-            if (
-                end <= eol
-                and data[base + CELL - 1] in digits
-                and data[end - 1] in digits
-                and (end == eol or data[end] not in digits)
-                and not _looks_like_a_count(data[end : end + CELL])
-            ):
-                # Fast path: every count sits in its 11-byte cell. The CRC-32s the matched checks above computed
-                # (this row's watched cells moved) are this row's.
-                if digest_spans is not None:
-                    if digest is None:
-                        digest = 0
-                        for low, high in digest_spans:
-                            digest = crc32(view[base + low : base + high], digest)  # type: ignore[index]
-                    if whole is None and whole_span is not None:
-                        whole = crc32(view[base + whole_span[0] : base + whole_span[1]])  # type: ignore[index]
-                # A row that had many non-zero watched counts last time (the tick, the IPIs) has them again: its
-                # runs of cells are converted in C loops rather than one count at a time.
+                label = data[pos:colon]  # as printed, padding included: what the previous parse's rows are known by
+                base, end = colon + 1, colon + 1 + span
+                before = known.get(label)
+                kept = digest = whole = None  # the previous row, if unchanged; this row's CRC-32s, once taken
                 if (
-                    dense_runs is None
-                    or before is None
-                    or len(before[1].counts) < dense_at
-                    or not _dense_counts(data, base, dense_runs, counts)
+                    compare
+                    and before is not None
+                    and before.digest is not None
+                    and end <= eol
+                    and data[end:eol] == before.tail
+                    and data[base + CELL - 1] in digits
+                    and data[end - 1] in digits
                 ):
-                    # In the digit-marked copy a non-zero count is the only thing with an "x" in it, so
-                    # memchr-speed find() skips the zeros; only non-zero watched counts are converted.
-                    for start, stop in runs:
-                        low, high = base + CELL * start, base + CELL * stop
-                        if marked is None:
-                            segment, offset = data[low:high].translate(_MARK_NONZERO), low
-                            found = segment.find(b"x")
-                        else:
-                            segment, offset = marked, 0
-                            found = segment.find(b"x", low, high)
-                        limit = high - offset
-                        while found >= 0:
-                            column = (found + offset - base) // CELL
-                            cell_end = base + CELL * (column + 1)
-                            if only is None or column in only:
-                                counts[cpus[column]] = _count(data[cell_end - CELL : cell_end], key, path)
-                            found = segment.find(b"x", cell_end - offset, limit)
-                tail = data[end:eol]
-            else:
-                digest = whole = None  # a row split the slow way keeps no digest: the next reading searches it again
-                split = _split_row(data[base:eol], ncols, columns, cpus, key, path, counts)
-                if split is None:
-                    pos = eol + 1
+                    # The previous parse took this row by the fast path, and the text after ``span`` bytes of counts
+                    # is that row's tail again: the tail began with no count cell (the fast path checked), so the
+                    # counts still fill exactly ``span`` bytes in 11-byte cells. The watched cells' CRC-32s then say
+                    # whether the row is the previous one, first the whole span's when the row has one
+                    # (``_by_runs`` says why a row may have none).
+                    whole_before = before.whole
+                    if whole_before is not None:
+                        whole = crc32(view[base + whole_low : base + whole_high])  # type: ignore[index]
+                        if whole == whole_before:
+                            kept = before
+                        elif whole_is_digest:
+                            digest = whole  # the one digest span moved: searched below
+                    if kept is None and digest is None:
+                        kept, digest = self._by_runs(view, before, base)  # type: ignore[arg-type]
+                pos = eol + 1
+                if kept is None:
+                    self._search(data, view, marked, label, before, base, eol, digest, whole)
                     continue
-                tail = split
-            if key in seen or label in now:
-                raise MalformedFile(path, f"row {key} appears twice")
-            seen.add(key)
-            if before is not None and before[0] == tail:
-                row = before[1]
-                if row.counts != counts:
-                    row = InterruptRow(
-                        key, row.kind, row.name, row.chip, frozen_map(counts) if counts else _NO_COUNTS, generation
-                    )
-            else:
-                row = _new_row(key, tail, counts, generation, path)
-            if known is not None:
-                now[label] = (tail, row, digest, whole)
-            rows.append(row)
-            pos = eol + 1
-        if view is not None:
-            view.release()  # data may be a block the caller reuses; do not keep it exported
+                row = kept.row
+                if row.key in seen or label in now:
+                    raise MalformedFile(self.path, f"row {row.key} appears twice")
+                seen.add(row.key)
+                now[label] = kept  # compared with a previous parse: this one remembers too
+                rows.append(row)
+        finally:
+            if view is not None:
+                view.release()  # data may be a block the caller reuses; do not keep it exported
 
-    def result(self, read_at: float) -> Interrupts:
-        return Interrupts(
+    def _by_runs(self, view: memoryview, before: KnownRow, base: int) -> tuple[KnownRow | None, int]:
+        """Whether the row at ``base``, whose span CRC-32 is not ``before``'s (or which has none), has ``before``'s
+        watched cells: ``before`` without its span CRC when their CRC-32 is the same, else None; and that CRC-32.
+
+        Most rows are unchanged on a real node, since devices are routed to housekeeping CPUs, whose cells are not
+        in the digest. Different cells share a CRC-32 with odds of 2^-32: such a row would show its previous counts
+        for one parse. A row whose unwatched cells inside the span moved (a device on a housekeeping CPU between two
+        runs of watched ones) is checked run by run, and from then on only run by run (its span CRC is dropped)
+        until it is searched again: a busy device keeps counting there."""
+        digest = self._digest(view, base)
+        if digest != before.digest:
+            return None, digest
+        return (before if before.whole is None else before._replace(whole=None)), digest
+
+    def _digest(self, view: memoryview, base: int) -> int:
+        """The CRC-32 of the watched cells of the row whose counts start at ``base``."""
+        digest = 0
+        for low, high in self.digest_spans:  # type: ignore[union-attr]  # a view implies digest spans
+            digest = zlib.crc32(view[base + low : base + high], digest)
+        return digest
+
+    def _whole(self, view: memoryview, base: int, digest: int) -> int | None:
+        """The CRC-32 of the row's cells from the first to the last watched one (``digest`` when that is the one
+        digest span); None without watched cells."""
+        if self.whole_span is None:
+            return None
+        if self.shape.whole_is_digest:
+            return digest
+        low, high = self.whole_span
+        return zlib.crc32(view[base + low : base + high])
+
+    def _search(
+        self, data: bytes, view: memoryview | None, marked: bytes | None, label: bytes, before: KnownRow | None,
+        base: int, eol: int, digest: int | None, whole: int | None,
+    ) -> None:  # fmt: skip
+        """Read the row at ``base`` (after its ``:``) to ``eol`` and take it (as ``feed`` takes an unchanged one): its
+        watched non-zero counts and its text. A row with one global count (``ERR``/``MIS``) is dropped. ``digest`` and
+        ``whole``: the row's CRC-32s when the comparison with the previous row took them already."""
+        raw_key = label.strip()
+        if _ROW_KEY.fullmatch(raw_key) is None:  # the key is the irq label: printable ASCII, short
+            raise MalformedFile(self.path, f"bad row label in {excerpt(data[base - len(label) - 1 : eol].strip())}")
+        key = raw_key.decode()
+        counts: dict[int, int] = {}
+        end = base + self.span
+        digits = _DIGITS
+        if (
+            end <= eol
+            and data[base + CELL - 1] in digits
+            and data[end - 1] in digits
+            and (end == eol or data[end] not in digits)
+            and not _looks_like_a_count(data[end : end + CELL])
+        ):
+            # Fast path: every count sits in its 11-byte cell: a digit ends the first and the last cell, and no digit
+            # or further count cell follows (``_looks_like_a_count``).
+            # A row that had many non-zero watched counts last time (the tick, the IPIs) has them again: its runs of
+            # cells are converted in C loops rather than one count at a time.
+            shape = self.shape
+            if self.runs and (
+                before is None
+                or shape.dense_runs is None
+                or len(before.row.counts) < shape.dense_at
+                or not _dense_counts(data, base, shape.dense_runs, counts)
+            ):
+                self._sparse(data, marked, base, key, counts)
+            tail = data[end:eol]
+            if view is not None:
+                digest = self._digest(view, base) if digest is None else digest
+                whole = self._whole(view, base, digest) if whole is None else whole
+        else:
+            digest = whole = None  # a row split the slow way keeps no digest: the next parse searches it again
+            split = _split_row(data[base:eol], self.ncols, self.columns, self.cpus, key, self.path, counts)
+            if split is None:
+                return
+            tail = split
+        if before is not None and before.tail == tail:
+            row = before.row
+            if row.counts != counts:
+                frozen = frozen_map(counts) if counts else _NO_COUNTS
+                row = InterruptRow(key, row.kind, row.name, row.chip, frozen, self.generation, row.problem)
+        else:
+            row = _new_row(key, tail, counts, self.generation, self.path)
+        if key in self.seen or label in self.now:
+            raise MalformedFile(self.path, f"row {key} appears twice")
+        self.seen.add(key)
+        if self.remember:
+            self.now[label] = KnownRow(tail, row, digest, whole)
+        self.rows.append(row)
+
+    def _sparse(self, data: bytes, marked: bytes | None, base: int, key: str, counts: dict[int, int]) -> None:
+        """The row's non-zero watched counts into ``counts``. In the digit-marked copy a non-zero count is the only
+        thing with an "x" in it, so memchr-speed find() skips the zeros; only non-zero watched counts are converted."""
+        cpus, only, path = self.cpus, self.only, self.path
+        for start, stop in self.runs:
+            low, high = base + CELL * start, base + CELL * stop
+            if marked is None:
+                segment, offset = data[low:high].translate(_MARK_NONZERO), low
+                found = segment.find(b"x")
+            else:
+                segment, offset = marked, 0
+                found = segment.find(b"x", low, high)
+            limit = high - offset
+            while found >= 0:
+                column = (found + offset - base) // CELL
+                cell_end = base + CELL * (column + 1)
+                if only is None or column in only:
+                    counts[cpus[column]] = _count(data[cell_end - CELL : cell_end], key, path)
+                found = segment.find(b"x", cell_end - offset, limit)
+
+    def result(self) -> InterruptsParse:
+        return InterruptsParse(
             cpus=self.cpus,
             watched=self.shape.watched_cpus,
             rows=tuple(self.rows),
-            read_at=read_at,
+            remembered=Remembered(self.now, self.shape),
         )
+
+
+def parse_reading(
+    data: bytes | Iterable[bytes],
+    watched: Iterable[int] = (),
+    previous: Remembered | None = None,
+    *,
+    path: str = "/proc/interrupts",
+    generation: int = 0,
+) -> InterruptsParse:
+    """Parse /proc/interrupts, whole (``bytes``) or in blocks as they are read (an iterable of ``bytes``: whole lines
+    are parsed as each block arrives, a line cut by a block's end waits for the next one, so neither the file nor
+    its digit-marked copy is ever held whole), keeping counts only for ``watched`` CPUs (those without a column are
+    ignored). Pure: no I/O; the same data gives an equal parse with or without ``previous``.
+
+    ``previous`` (what the previous parse remembered, ``InterruptsParse.remembered``; ``Remembered()`` at first)
+    lets unchanged rows be the previous rows themselves, without being searched again, and the columns worked out
+    from an unchanged header and watched CPUs be reused; the parse then remembers its own rows for the next one.
+    Without it nothing is remembered (a one-off parse: no digests taken). Rows it makes carry ``generation``.
+    MalformedFile naming ``path`` on bad content, or a line longer than ``MAX_LINE`` in blocks.
+    """
+    parser: _RowParser | None = None
+    pending = b""
+    for chunk in (data,) if isinstance(data, bytes) else data:
+        start = 0
+        if parser is None or pending:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                if len(pending) + len(chunk) > MAX_LINE:  # not a line of this file: do not gather it
+                    raise MalformedFile(path, f"a line longer than the {MAX_LINE}-byte limit")
+                pending += chunk
+                continue
+            line, start, pending = pending + chunk[:newline], newline + 1, b""
+            if parser is None:
+                parser = _RowParser(line, watched, path, previous, generation)
+            else:
+                parser.feed(line, 0, len(line))
+        cut = chunk.rfind(b"\n")
+        parser.feed(chunk, start, cut)  # nothing when the only newline was the one just consumed
+        pending = chunk[cut + 1 :]
+    if parser is None:
+        parser = _RowParser(pending, watched, path, previous, generation)  # a header without a newline (or empty)
+    elif pending:
+        parser.feed(pending, 0, len(pending))
+    return parser.result()
 
 
 def parse_interrupts(
     data: bytes, watched: Iterable[int] = (), *, path: str = "/proc/interrupts", read_at: float = 0.0
 ) -> Interrupts:
     """Parse /proc/interrupts, keeping counts only for ``watched`` CPUs (those without a column are ignored)."""
-    first_eol = data.find(b"\n")
-    if first_eol < 0:
-        first_eol = len(data)
-    parser = _RowParser(data[:first_eol], watched, path)
-    parser.feed(data, first_eol + 1, len(data))
-    return parser.result(read_at)
+    return parse_reading(data, watched, path=path).interrupts(read_at)
+
+
+def _blocks(fd: int, path: str, block: int, limit: int | None) -> Iterator[bytes]:
+    """The file open as ``fd``, ``block`` bytes at a time. MalformedFile past ``limit`` bytes (None: ``size_limit``
+    of the header, and the files' read limit until the header is read)."""
+    derived = limit is None
+    if limit is None:
+        limit = DEFAULT_READ_LIMIT
+    total = 0
+    head: bytes | None = b""  # the header's bytes so far, until its newline arrives (None after)
+    while chunk := os.read(fd, block):
+        total += len(chunk)
+        if total > limit:
+            raise MalformedFile(path, f"larger than the {limit}-byte limit")
+        if head is not None:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                head += chunk  # bounded: the parser refuses a line past MAX_LINE
+            else:
+                if derived:
+                    limit = max(limit, size_limit(head + chunk[:newline]))
+                head = None
+        yield chunk
 
 
 def read_interrupts(
@@ -473,55 +599,19 @@ def read_interrupts(
     known: Remembered | None = None,
     generation: int = 0,
 ) -> tuple[Interrupts, Remembered]:
-    """Read and parse /proc/interrupts ``block`` bytes at a time: the same result as ``parse_interrupts`` of the
-    whole file, without ever holding the whole file (8 MB on a 384-CPU host, and as much again digit-marked).
-
-    Whole lines are parsed as each block arrives; a line cut by the block's end waits for the next block. Returns
-    the reading and what a reader remembers for the next one (empty unless ``known`` is given). FileNotFoundError
-    when the file does not exist; MalformedFile past ``limit`` bytes (None: ``size_limit`` of the header, and the
-    files' read limit until the header is read) or on bad content.
+    """Read /proc/interrupts ``block`` bytes at a time and parse it as they arrive (``parse_reading``, ``known`` its
+    ``previous``): the same result as ``parse_interrupts`` of the whole file, without ever holding the whole file
+    (8 MB on a 384-CPU host, and as much again digit-marked). Returns the reading and what the next reading may
+    reuse (no rows unless ``known`` is given). FileNotFoundError when the file does not exist; MalformedFile past
+    ``limit`` bytes (None: ``size_limit`` of the header, and the files' read limit until the header is read) or on
+    bad content.
     """
-    derived = limit is None
-    if limit is None:
-        limit = DEFAULT_READ_LIMIT
     fd = confined.open_file(path)
     try:
-        total = 0
-        pending = b""
-        parser: _RowParser | None = None
-        while True:
-            chunk = os.read(fd, block)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > limit:
-                raise MalformedFile(path, f"larger than the {limit}-byte limit")
-            start = 0
-            if parser is None or pending:
-                newline = chunk.find(b"\n")
-                if newline < 0:
-                    if len(pending) + len(chunk) > MAX_LINE:  # not a line of this file: do not gather it
-                        raise MalformedFile(path, f"a line longer than the {MAX_LINE}-byte limit")
-                    pending += chunk
-                    continue
-                line, start = pending + chunk[:newline], newline + 1
-                pending = b""
-                if parser is None:
-                    parser = _RowParser(line, watched, path, known, generation)
-                    if derived:
-                        limit = max(limit, size_limit(line))
-                else:
-                    parser.feed(line, 0, len(line))
-            cut = chunk.rfind(b"\n")
-            parser.feed(chunk, start, cut)  # nothing when the only newline was the one just consumed
-            pending = chunk[cut + 1 :]
-        if parser is None:
-            parser = _RowParser(pending, watched, path, known, generation)  # a header without a newline (or empty)
-        elif pending:
-            parser.feed(pending, 0, len(pending))
+        parsed = parse_reading(_blocks(fd, path, block, limit), watched, known, path=path, generation=generation)
     finally:
         os.close(fd)
-    return parser.result(time.monotonic()), Remembered(parser.layout, parser.now, parser.shape)
+    return parsed.interrupts(time.monotonic()), parsed.remembered
 
 
 def size_limit(header: bytes) -> int:
@@ -668,9 +758,13 @@ __all__ = [
     "NEEDS",
     "SOURCE",
     "InterruptsMemory",
+    "InterruptsParse",
+    "KnownRow",
+    "Remembered",
     "classify",
     "parse_header",
     "parse_interrupts",
+    "parse_reading",
     "read",
     "read_incremental",
     "read_interrupts",

@@ -161,8 +161,15 @@ class _Scan:
         self.seen = seen
 
 
-def parse_stat_identity(data: bytes) -> tuple[str, int] | None:
-    """``/proc/<pid>/stat`` -> (comm, start time in clock ticks since boot), or None when it does not read as one.
+class ProcessIdentity(NamedTuple):
+    """What tells a process from another that later takes its PID."""
+
+    comm: str
+    start_time: int  # clock ticks since boot
+
+
+def parse_stat_identity(data: bytes) -> ProcessIdentity | None:
+    """``/proc/<pid>/stat`` -> its comm and start time, or None when it does not read as one.
 
     The comm (field 2) is in parentheses and may itself hold spaces and parentheses, so the fields are split after
     the last ``)``; the start time is field 22.
@@ -173,10 +180,10 @@ def parse_stat_identity(data: bytes) -> tuple[str, int] | None:
     fields = data[closing + 1 :].split()
     if len(fields) < 20 or not fields[19].isdigit():
         return None
-    return data[opening + 1 : closing].decode("utf-8", errors="replace"), int(fields[19])
+    return ProcessIdentity(data[opening + 1 : closing].decode("utf-8", errors="replace"), int(fields[19]))
 
 
-def _identity(procfs: str, pid: int) -> tuple[str, int] | None:
+def _identity(procfs: str, pid: int) -> ProcessIdentity | None:
     try:
         return parse_stat_identity(confined.read_file(f"{procfs}/{pid}/stat", 4096))
     except OSError:
@@ -197,10 +204,17 @@ def hinted_pids(names: Iterable[str]) -> list[int]:
     return sorted({int(match.group(1)) for name in names if (match := _SOCKET_FILE.fullmatch(name))})
 
 
+class Daemon(NamedTuple):
+    """A daemon a search found: its PID and what it was then (None: its stat did not read)."""
+
+    pid: int
+    identity: ProcessIdentity | None
+
+
 class IrqbalanceMemory(NamedTuple):
     """What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it)."""
 
-    daemons: tuple[tuple[int, tuple[str, int] | None], ...]  # the PIDs found and their (comm, start time)
+    daemons: tuple[Daemon, ...]  # the PIDs found
     hint: tuple[str, ...] | None  # the names in /run/irqbalance/ then
     readings_since_search: int
     # Where the socket table cannot be read: the processes the searches since the last search of every process saw
@@ -232,7 +246,7 @@ def read_incremental(
     if not confined.is_dir(paths.procfs):
         raise SourceUnavailable(f"{paths.procfs} does not exist")
     memory = _pids(paths, None if refresh.whole else refresh.memory, *periods)
-    return Carried(_reading(paths, tuple(pid for pid, _ in memory.daemons)), memory)
+    return Carried(_reading(paths, tuple(daemon.pid for daemon in memory.daemons)), memory)
 
 
 def _pids(
@@ -254,7 +268,7 @@ def _pids(
     scan = _Scan(frozenset() if full or memory is None else memory.seen)
     pids = find_pids(paths, hinted_pids(hint or ()), scan)
     since_full = 0 if full or memory is None else memory.readings_since_full + 1
-    return IrqbalanceMemory(tuple((pid, _identity(procfs, pid)) for pid in pids), hint, 1, scan.seen, since_full)
+    return IrqbalanceMemory(tuple(Daemon(pid, _identity(procfs, pid)) for pid in pids), hint, 1, scan.seen, since_full)
 
 
 def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
@@ -302,7 +316,9 @@ SOURCE = SourceSpec(
 
 __all__ = [
     "SOURCE",
+    "Daemon",
     "IrqbalanceMemory",
+    "ProcessIdentity",
     "config_from",
     "find_pids",
     "hinted_pids",

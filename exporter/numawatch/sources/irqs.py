@@ -82,24 +82,57 @@ def _mode_writable(directory: str) -> bool | None:
         return None
 
 
+class SeenIrq(NamedTuple):
+    """What a reading remembers of an IRQ: its two files' bytes and the entry parsed from them (mode included)."""
+
+    affinity: bytes  # smp_affinity_list
+    effective: bytes | None  # effective_affinity_list; None: the IRQ has none
+    entry: IrqAffinity
+
+
+def parse_irq(
+    irq: int,
+    affinity: bytes,
+    effective: bytes | None,
+    writable: bool | None,
+    previous: SeenIrq | None = None,
+    *,
+    directory: str = "/proc/irq/?",
+    generation: int = 0,
+    cache: dict[bytes, CPUSet] | None = None,
+) -> SeenIrq:
+    """IRQ ``irq``'s ``smp_affinity_list`` and ``effective_affinity_list`` bytes (None: no such file) and whether
+    its ``smp_affinity`` is writable (None: unknown) -> the IRQ's entry, with the bytes it was parsed from. Pure: no
+    I/O. ``previous`` (what the previous reading parsed for this IRQ) is handed back as it is when the bytes and the
+    mode are the same: the same immutable entry, its generation kept; else the entry is new, stamped ``generation``.
+    ``directory`` names the files in errors (MalformedFile); ``cache``: as ``parse_cpulist_file``'s."""
+    if (
+        previous is not None
+        and previous.entry.irq == irq
+        and previous.affinity == affinity
+        and previous.effective == effective
+        and previous.entry.writable == writable
+    ):
+        return previous
+    effective_path = f"{directory}/effective_affinity_list"
+    entry = IrqAffinity(
+        irq=irq,
+        affinity=parse_cpulist_file(affinity, f"{directory}/smp_affinity_list", cache),
+        effective=None if effective is None else parse_cpulist_file(effective, effective_path, cache),
+        writable=writable,
+        generation=generation,
+    )
+    return SeenIrq(affinity, effective, entry)
+
+
 def read_irq(directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None) -> IrqAffinity | None:
     """One ``proc/irq/<n>`` directory (a string path, as the hot loop builds them), None when it vanished."""
-    affinity_path = f"{directory}/smp_affinity_list"
-    affinity_data = read_small(affinity_path, _READ_SIZE, vanishing=True)
+    affinity_data = read_small(f"{directory}/smp_affinity_list", _READ_SIZE, vanishing=True)
     if affinity_data is None:
         return None
-    effective_path = f"{directory}/effective_affinity_list"
-    effective_data = read_small(effective_path, _READ_SIZE, vanishing=True)
-    return IrqAffinity(
-        irq=irq,
-        affinity=parse_cpulist_file(affinity_data, affinity_path, cache),
-        effective=None if effective_data is None else parse_cpulist_file(effective_data, effective_path, cache),
-        writable=_mode_writable(directory),
-    )
-
-
-# What a reading remembers of an IRQ: its two files' bytes and the entry parsed from them (mode included).
-_Seen = tuple[bytes, bytes | None, IrqAffinity]
+    effective_data = read_small(f"{directory}/effective_affinity_list", _READ_SIZE, vanishing=True)
+    writable = _mode_writable(directory)
+    return parse_irq(irq, affinity_data, effective_data, writable, directory=directory, cache=cache).entry
 
 
 def _list_irq_root(paths: Paths) -> tuple[str, list[str]]:
@@ -115,12 +148,12 @@ def _read_one(
     root: str,
     entry: str,
     irq: int,
-    known: _Seen | None,
+    known: SeenIrq | None,
     cache: dict[bytes, CPUSet],
     requested: bool = True,
     problems: list[str] | None = None,
     generation: int = 0,
-) -> _Seen | None:
+) -> SeenIrq | None:
     """``_read_fresh``, with a malformed file of the IRQ described in ``problems`` and the IRQ then left out (None,
     as if it had vanished, so it is tried again at the next reading)."""
     try:
@@ -136,11 +169,11 @@ def _read_fresh(
     root: str,
     entry: str,
     irq: int,
-    known: _Seen | None,
+    known: SeenIrq | None,
     cache: dict[bytes, CPUSet],
     requested: bool = True,
     generation: int = 0,
-) -> _Seen | None:
+) -> SeenIrq | None:
     """Read IRQ ``irq`` (directory ``entry``) again; ``known``: what the previous reading kept of it, returned as is
     when its files read the same bytes. None when the IRQ vanished.
 
@@ -148,34 +181,29 @@ def _read_fresh(
     ``effective_affinity_list`` and it reads the same bytes as last time, the IRQ is ``known`` again without
     ``smp_affinity_list`` being opened; when it changed (the IRQ moved), both files are read as usual."""
     directory = f"{root}/{entry}"
-    if not requested and known is not None and known[1] is not None:
+    if not requested and known is not None and known.effective is not None:
         effective_data = read_small(f"{directory}/effective_affinity_list", _READ_SIZE, vanishing=True)
         if effective_data is None:
             return None  # vanished
-        if effective_data == known[1]:
+        if effective_data == known.effective:
             return known
-    affinity_path = f"{directory}/smp_affinity_list"
-    affinity_data = read_small(affinity_path, _READ_SIZE, vanishing=True)
+    affinity_data = read_small(f"{directory}/smp_affinity_list", _READ_SIZE, vanishing=True)
     if affinity_data is None:
         return None  # vanished
-    effective_path = f"{directory}/effective_affinity_list"
     # An IRQ's directory gets all its files when the IRQ is set up (register_irq_proc): one that had no
     # effective_affinity_list at the last reading has none now (kernels without GENERIC_IRQ_EFFECTIVE_AFF_MASK).
     effective_data = None
-    if known is None or known[1] is not None:
-        effective_data = read_small(effective_path, _READ_SIZE, vanishing=True)
-    if known is not None and known[0] == affinity_data and known[1] == effective_data:
-        return known  # same bytes as last time: the same (immutable) entry
+    if known is None or known.effective is not None:
+        effective_data = read_small(f"{directory}/effective_affinity_list", _READ_SIZE, vanishing=True)
+    if known is not None and known.affinity == affinity_data and known.effective == effective_data:
+        return known  # the same bytes: parse_irq would hand it back, and its mode is not looked up
     # The mode is set when the directory is created: an IRQ present in the previous reading keeps it.
-    writable = known[2].writable if known is not None else None
-    found = IrqAffinity(
-        irq=irq,
-        affinity=parse_cpulist_file(affinity_data, affinity_path, cache),
-        effective=None if effective_data is None else parse_cpulist_file(effective_data, effective_path, cache),
-        writable=writable if writable is not None else _mode_writable(directory),
-        generation=generation,
+    writable = known.entry.writable if known is not None else None
+    if writable is None:
+        writable = _mode_writable(directory)
+    return parse_irq(
+        irq, affinity_data, effective_data, writable, known, directory=directory, generation=generation, cache=cache
     )
-    return affinity_data, effective_data, found
 
 
 def _requested_turn(irq: int, share: int, round_: int, every: int = 2) -> bool:
@@ -243,7 +271,7 @@ class _Reading(NamedTuple):
     """A reading's snapshot and what it remembers for the next one."""
 
     result: Irqs
-    seen: dict[int, _Seen]  # per IRQ read or carried
+    seen: dict[int, SeenIrq]  # per IRQ read or carried
     entries: dict[int, IrqAffinity]  # sorted by IRQ, modes as read (the snapshot may have dropped them)
     listing: list[str]  # proc/irq's names
     missed: list[tuple[int, str]]  # numbered entries that could not be read (vanished mid-read)
@@ -251,7 +279,7 @@ class _Reading(NamedTuple):
 
 def _read_all(
     paths: Paths,
-    seen: dict[int, _Seen] | None,
+    seen: dict[int, SeenIrq] | None,
     share: int = 1,
     turn: int = 0,
     listed: tuple[str, list[str]] | None = None,
@@ -264,7 +292,7 @@ def _read_all(
     round ``round_``, one turn in ``every``) says. ``listed``: ``proc/irq`` already listed by the caller."""
     root, listing = listed or _list_irq_root(paths)
     previous = seen or {}
-    now: dict[int, _Seen] = {}
+    now: dict[int, SeenIrq] = {}
     missed: list[tuple[int, str]] = []
     problems: list[str] = []
     cache: dict[bytes, CPUSet] = {}
@@ -282,7 +310,7 @@ def _read_all(
             missed.append((irq, entry))
         else:
             now[irq] = fresh
-    entries = {irq: now[irq][2] for irq in sorted(now)}
+    entries = {irq: now[irq].entry for irq in sorted(now)}
     default = _read_default(root)
     result = _snapshot(
         entries,
@@ -299,14 +327,20 @@ def read(paths: Paths, inputs: Inputs | None = None) -> Irqs:
     return _read_all(paths, None).result
 
 
+class TurnPlan(NamedTuple):
+    """Which IRQs of a listing each turn of a rotation reads."""
+
+    share: int  # the rotation's turns
+    turns: list[list[tuple[int, str]]]  # per turn: its IRQs' numbers and directory names
+
+
 class IrqsMemory(NamedTuple):
     """What a reading of this source leaves for the next one (``Carried.memory``; the HostReader keeps it)."""
 
-    seen: dict[int, _Seen]  # per IRQ: its files' bytes and entry (mode included)
+    seen: dict[int, SeenIrq]  # per IRQ: its files' bytes and entry (mode included)
     entries: dict[int, IrqAffinity]  # sorted, modes as read
     listing: list[str] | None  # proc/irq's names; None: no fast path
-    # (share, the numbered entries of each turn), built on the first fast reading of a listing.
-    plan: tuple[int, list[list[tuple[int, str]]]] | None
+    plan: TurnPlan | None  # built on the first fast reading of a listing
     missed: list[tuple[int, str]]  # numbered entries that could not be read
     # IRQs among ``entries`` with a writable and with a read-only smp_affinity; None: count them when needed.
     modes: tuple[int, int] | None
@@ -356,8 +390,9 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
             carried = _read_turn(memory, str(paths.procfs / "irq"), share, turn, round_, refresh.generation, every)
             return carried._replace(memory=carried.memory._replace(hint_generation=hint_generation))
         listed = _list_irq_root(paths)
-        if listed[1] == memory.listing:  # one C comparison of the names
-            carried = _read_turn(memory, listed[0], share, turn, round_, refresh.generation, every)
+        root, listing = listed
+        if listing == memory.listing:  # one C comparison of the names
+            carried = _read_turn(memory, root, share, turn, round_, refresh.generation, every)
             kept = carried.memory._replace(rows_hint=hint, hint_generation=hint_generation)
             return carried._replace(memory=kept)
     seen = memory.seen if memory is not None else None
@@ -372,11 +407,11 @@ def _read_turn(
 ) -> Carried:
     """A rotating reading over the same listing as the previous one (see ``read_incremental``)."""
     plan = memory.plan
-    if plan is None or plan[0] != share:
+    if plan is None or plan.share != share:
         turns: list[list[tuple[int, str]]] = [[] for _ in range(share)]
         for irq, entry in _numbered(memory.listing or []):
             turns[irq % share].append((irq, entry))
-        plan = (share, turns)
+        plan = TurnPlan(share, turns)
     modes = memory.modes
     if modes is None:
         modes = (
@@ -384,9 +419,9 @@ def _read_turn(
             sum(1 for found in memory.entries.values() if found.writable is False),
         )
     writable, read_only = modes
-    todo = plan[1][turn]
+    todo = plan.turns[turn]
     if memory.missed:
-        todo = todo + [item for item in memory.missed if item[0] % share != turn]
+        todo = todo + [(irq, entry) for irq, entry in memory.missed if irq % share != turn]
     seen = dict(memory.seen)
     entries = dict(memory.entries)
     cache: dict[bytes, CPUSet] = {}
@@ -402,15 +437,15 @@ def _read_turn(
                 missed.append((irq, entry))  # still unreadable: tried again next time
             continue  # the same bytes: the same entry, in its place
         if known is not None:
-            writable -= known[2].writable is True
-            read_only -= known[2].writable is False
+            writable -= known.entry.writable is True
+            read_only -= known.entry.writable is False
         if fresh is None:
             del seen[irq], entries[irq]  # vanished or malformed: drops out at once
             missed.append((irq, entry))
             continue
         if known is None:
             added = True
-        found = fresh[2]
+        found = fresh.entry
         writable += found.writable is True
         read_only += found.writable is False
         seen[irq] = fresh
@@ -440,4 +475,4 @@ SOURCE = SourceSpec(
     description="requested and effective affinity of every IRQ (/proc/irq/<n>)",
 )
 
-__all__ = ["SOURCE", "IrqsMemory", "parse_cpulist_file", "read", "read_incremental", "read_irq"]
+__all__ = ["SOURCE", "IrqsMemory", "SeenIrq", "parse_cpulist_file", "parse_irq", "read", "read_incremental", "read_irq"]

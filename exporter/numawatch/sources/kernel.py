@@ -60,7 +60,14 @@ _GOVERNOR = re.compile(r"[A-Za-z0-9_-]{1,15}")
 
 
 # --------------------------------------------------------------------------------------------------- parsers
-def parse_bracketed(text: str) -> tuple[str, tuple[str, ...]]:
+class Bracketed(NamedTuple):
+    """A sysfs choice file: the active mode and every mode it offers, in order."""
+
+    active: str
+    modes: tuple[str, ...]
+
+
+def parse_bracketed(text: str) -> Bracketed:
     """``always [madvise] never`` -> ("madvise", ("always", "madvise", "never")).
 
     Raises ValueError unless exactly one word is bracketed.
@@ -76,7 +83,7 @@ def parse_bracketed(text: str) -> tuple[str, tuple[str, ...]]:
         modes.append(checked(word, _THP_MODE, "mode"))  # modes become label values: only what the kernel prints
     if len(active) != 1:
         raise ValueError(f"expected exactly one [active] mode, got {excerpt(text.strip())}")
-    return active[0], tuple(modes)
+    return Bracketed(active[0], tuple(modes))
 
 
 def parse_sysctl_int(text: str) -> int:
@@ -225,7 +232,7 @@ class KernelMemory(NamedTuple):
     governors: dict[str, str]  # policy -> its governor at that reading
     # The command line of that reading and its per-node huge page requests: it changes only at a reboot, so a
     # reading that finds the same text takes the parse over instead of parsing it again.
-    cmdline: tuple[str, Mapping[int, Mapping[int, int]]] | None = None
+    cmdline: CmdlineRequests | None = None
     # That reading's governors when every policy of an online CPU had one, with what they were read under: while
     # the policies and the online list are the same and the policies due in a turn read the governors remembered,
     # the next reading's are these.
@@ -327,7 +334,7 @@ def _governors(
         online_policies.append(policy)
     if len(remembered) > len(policies):
         # Entries for an older online list: keep only this one's.
-        for key in [key for key in remembered if key[1] != online_text]:
+        for key in [(policy, online) for policy, online in remembered if online != online_text]:
             del remembered[key]
     # The governors are rebuilt from this reading: a policy that went away is forgotten.
     result = dict(sorted(governors.items()))
@@ -375,7 +382,7 @@ def _read_settings(
         cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
     except (OSError, MalformedFile):
         cmdline = ""  # a link loop or a FIFO: no per-node request is known (the topology source names the file)
-    per_node = _per_node_requests(cmdline, memory)
+    requests = parse_per_node_requests(cmdline, memory.cmdline if memory is not None else None)
     absent = set()
     if enabled is None and "thp_enabled" not in problems.lines and _lacks(thp.parent, thp.name):
         absent.add(THP)
@@ -385,25 +392,32 @@ def _read_settings(
     settings = KernelSettings(
         numa_balancing=numa_balancing,
         swappiness=swappiness,
-        thp_enabled=enabled[0] if enabled else None,
-        thp_defrag=defrag[0] if defrag else None,
+        thp_enabled=enabled.active if enabled else None,
+        thp_defrag=defrag.active if defrag else None,
         governors=frozen_map(governors) if governors is not None else None,
         hugepages=frozen_map(hugepages),
-        cmdline_hugepages_per_node=per_node,
+        cmdline_hugepages_per_node=requests.per_node,
         problems=frozen_map(problems.lines),
         absent_features=frozenset(absent),
     )
-    return settings, kept._replace(cmdline=(cmdline, per_node))
+    return settings, kept._replace(cmdline=requests)
 
 
-def _per_node_requests(cmdline: str, memory: KernelMemory | None) -> Mapping[int, Mapping[int, int]]:
-    """``parse_cmdline_hugepages_per_node`` of ``cmdline``, frozen; taken from ``memory`` when it parsed the same
-    text (the mappings are immutable, so two snapshots may share them)."""
-    carried = memory.cmdline if memory is not None else None
-    if carried is not None and carried[0] == cmdline:
-        return carried[1]
+class CmdlineRequests(NamedTuple):
+    """A command line's per-node huge page requests (node -> size kB -> pages, frozen) and the text they are of."""
+
+    cmdline: str
+    per_node: Mapping[int, Mapping[int, int]]
+
+
+def parse_per_node_requests(cmdline: str, previous: CmdlineRequests | None = None) -> CmdlineRequests:
+    """``parse_cmdline_hugepages_per_node`` of ``cmdline``, frozen. Pure; ``previous`` (the previous reading's) is
+    handed back when it is of the same text: the command line changes only at a reboot, and the mappings are
+    immutable, so two snapshots may share them."""
+    if previous is not None and previous.cmdline == cmdline:
+        return previous
     per_node = parse_cmdline_hugepages_per_node(cmdline)
-    return frozen_map({node: frozen_map(sizes) for node, sizes in per_node.items()})
+    return CmdlineRequests(cmdline, frozen_map({node: frozen_map(sizes) for node, sizes in per_node.items()}))
 
 
 def _lacks(directory: Path, name: str) -> bool:
@@ -436,11 +450,14 @@ SOURCE = SourceSpec(
 
 __all__ = [
     "SOURCE",
+    "Bracketed",
+    "CmdlineRequests",
     "KernelMemory",
     "parse_affected_cpus",
     "parse_bracketed",
     "parse_cmdline_hugepages_per_node",
     "parse_governor",
+    "parse_per_node_requests",
     "parse_sysctl_int",
     "read",
     "read_hugepage_pool",

@@ -34,6 +34,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -184,7 +185,21 @@ def parse_pod_log_dir(name: str) -> PodIdentity | None:
 # costs what changed: the listings of the bundle directories and of the pod log directories are taken again only
 # when their (inode, mtime) moved, a bundle's config.json is parsed once, and a known one is stat'ed again in its turn.
 _State = tuple[int, int]  # a directory's (inode, mtime), trusted once settled (see _settled)
-_Read = tuple[str, str, str]  # (container ID, runtime, path of its config.json)
+
+
+class _Read(NamedTuple):
+    """A bundle directory's entry: a container and where its config.json is."""
+
+    container_id: str
+    runtime: str
+    config: str  # the path of its config.json
+
+
+class _Turns(NamedTuple):
+    """The kept entries grouped by turn of the rotation."""
+
+    share: int
+    groups: tuple[tuple[_Read, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +239,7 @@ class NamesMemory:
     bundles: Mapping[str, _Bundle]  # by config path: the bundles of the latest reading only
     kept: tuple[_Read, ...]  # the entries whose bundles are in ``bundles``, in order
     waiting: tuple[_Read, ...]  # the entries whose config.json was not there (yet)
-    turns: tuple[int, tuple[tuple[_Read, ...], ...]] | None  # ``kept`` by turn: (share, groups); None: not yet
+    turns: _Turns | None  # ``kept`` by turn; None: not yet
     # var/log/pods' entries in listing order: a pod log directory, or None for a name that is not one; None: no
     # var/log/pods
     logs: Mapping[str, _PodLogDir | None] | None
@@ -255,7 +270,7 @@ def _bundle_listing(
     return _Listing(
         state,
         tuple(
-            (container_id, runtime, f"{directory}/{container_id}/{config}")
+            _Read(container_id, runtime, f"{directory}/{container_id}/{config}")
             for container_id in sorted(list_dir(directory))
         ),
     )
@@ -303,7 +318,7 @@ class _Identities:
     those whose config.json could not be read: a bundle seen before containerd writes its config.json is not
     remembered, so every reading looks for it again. ``changed``: the identities may differ from the previous
     reading's (a bundle came, went, or was parsed into another identity). ``turns``: ``kept`` grouped by turn of
-    the rotation, (share, groups), when worked out."""
+    the rotation, when worked out."""
 
     __slots__ = ("bundles", "changed", "found", "kept", "turns", "waiting")
 
@@ -314,7 +329,7 @@ class _Identities:
         kept: tuple[_Read, ...],
         waiting: tuple[_Read, ...],
         changed: bool,
-        turns: tuple[int, tuple[tuple[_Read, ...], ...]] | None = None,
+        turns: _Turns | None = None,
     ) -> None:
         self.bundles = bundles
         self.found = found
@@ -360,13 +375,13 @@ class _Identities:
         this turn and those still waiting for their config.json are stat'ed. None when one of them moved (then
         ``read`` works it out)."""
         turns = memory.turns
-        if turns is None or turns[0] != share:
+        if turns is None or turns.share != share:
             groups: list[list[_Read]] = [[] for _ in range(share)]
             for entry in memory.kept:
-                groups[memory.bundles[entry[2]].turn % share].append(entry)
-            turns = (share, tuple(tuple(group) for group in groups))
+                groups[memory.bundles[entry.config].turn % share].append(entry)
+            turns = _Turns(share, tuple(tuple(group) for group in groups))
         bundles = memory.bundles
-        for _, _, config in turns[1][turn]:
+        for _, _, config in turns.groups[turn]:
             if _config_key(config) != bundles[config].key:
                 return None
         for _, _, config in memory.waiting:

@@ -36,7 +36,8 @@ def uid_from_cgroup(text: str) -> str | None:
     found = parse_proc_cgroup(text)
     if found is None:
         return None
-    _, uid = cgroup_identity(found[1])
+    _version, path = found
+    _, uid = cgroup_identity(path)
     return pod_uid(uid) if uid is not None else None
 
 

@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from numawatch import confined, podresources
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -112,8 +112,15 @@ def _container(container: podresources.Container, pod: str) -> tuple[str, Contai
     )
 
 
-def _checked_pod(pod: podresources.Pod) -> tuple[tuple[str, str], Mapping[str, ContainerResources]]:
+class CheckedPod(NamedTuple):
     """One listed pod, checked: its (namespace, name) and what each container holds."""
+
+    key: tuple[str, str]  # (namespace, pod name): the snapshot's key
+    containers: Mapping[str, ContainerResources]
+
+
+def _checked_pod(pod: podresources.Pod) -> CheckedPod:
+    """One listed pod, checked (ValueError naming what is wrong)."""
     namespace = k8s_label(pod.namespace, "namespace")
     name = k8s_subdomain(pod.name, f"namespace {namespace}: pod name")
     containers: dict[str, ContainerResources] = {}
@@ -122,17 +129,15 @@ def _checked_pod(pod: podresources.Pod) -> tuple[tuple[str, str], Mapping[str, C
         if container_name in containers:
             raise ValueError(f"pod {namespace}/{name}: container {container_name} is listed twice")
         containers[container_name] = resources
-    return (namespace, name), frozen_map(containers)
+    return CheckedPod((namespace, name), frozen_map(containers))
 
 
-_Checked = tuple[tuple[str, str], Mapping[str, ContainerResources]]
-
-
-def _gathered(checked: Iterable[_Checked]) -> Mapping[tuple[str, str], Mapping[str, ContainerResources]]:
+def _gathered(checked: Iterable[CheckedPod]) -> Mapping[tuple[str, str], Mapping[str, ContainerResources]]:
     pods: dict[tuple[str, str], Mapping[str, ContainerResources]] = {}
     for key, containers in checked:
         if key in pods:
-            raise ValueError(f"pod {key[0]}/{key[1]} is listed twice")
+            namespace, name = key
+            raise ValueError(f"pod {namespace}/{name} is listed twice")
         pods[key] = containers
     return frozen_map(pods)
 
@@ -141,6 +146,30 @@ def pods_of(listed: Iterable[podresources.Pod]) -> Mapping[tuple[str, str], Mapp
     """List's pods, checked: (namespace, pod name) -> container name -> what it holds. ValueError names what is
     wrong (a name Kubernetes refuses, a pod or container listed twice, a CPU or NUMA node out of range)."""
     return _gathered(_checked_pod(pod) for pod in listed)
+
+
+class ListParse(NamedTuple):
+    """A List answer parsed: its pods, and each pod message's checked pod (what the next parse reuses)."""
+
+    pods: Mapping[tuple[str, str], Mapping[str, ContainerResources]]
+    checked: Mapping[bytes, CheckedPod]
+
+
+def parse_list_answer(listed: bytes, previous: Mapping[bytes, CheckedPod] | None = None) -> ListParse:
+    """The kubelet's List answer (its bytes on the wire), decoded and checked as ``pods_of`` checks it. Pure; a pod
+    whose message is the same bytes as one of ``previous`` (the previous parse's ``checked``) is that checked pod,
+    not decoded and checked again: 860 pods cost tens of milliseconds in Python, and a pod's message stays the same
+    bytes while the pod does. podresources.WireError when the bytes are not an answer, ValueError naming what is
+    wrong in one."""
+    known = previous or {}
+    messages = podresources.pod_messages(listed)
+    checked: dict[bytes, CheckedPod] = {}
+    for index, message in enumerate(messages):
+        pod = known.get(message)
+        if pod is None:
+            pod = _checked_pod(podresources.decode_pod(message, f"List.pod_resources[{index}]"))
+        checked[message] = pod
+    return ListParse(_gathered(checked[message] for message in messages), checked)
 
 
 def _with_allocatable(
@@ -179,7 +208,7 @@ class PodResourcesMemory:
 
     list_answer: bytes
     allocatable_answer: bytes | None
-    pods: Mapping[bytes, _Checked]
+    pods: Mapping[bytes, CheckedPod]  # by the pod's message (``ListParse.checked``)
     snapshot: PodResources
 
 
@@ -235,22 +264,15 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
         and last.snapshot.socket == socket
     ):
         return Carried(last.snapshot, last, unchanged=True)
-    known = last.pods if last is not None else {}
     try:
-        kept: dict[bytes, _Checked] = {}
-        for index, message in enumerate(podresources.pod_messages(listed)):
-            checked = known.get(message)
-            if checked is None:
-                checked = _checked_pod(podresources.decode_pod(message, f"List.pod_resources[{index}]"))
-            kept[message] = checked
-        pods = _gathered(kept[message] for message in podresources.pod_messages(listed))
+        parsed = parse_list_answer(listed, last.pods if last is not None else None)
         decoded = None if allocatable is None else podresources.decode_allocatable_response(allocatable)
-        made = _with_allocatable(socket, pods, decoded, get_served)
+        made = _with_allocatable(socket, parsed.pods, decoded, get_served)
     except podresources.WireError as error:
         raise MalformedFile(socket, f"not a pod-resources answer: {error}") from None
     except ValueError as error:
         raise MalformedFile(socket, str(error)) from None
-    return Carried(made, PodResourcesMemory(listed, allocatable, kept, made))
+    return Carried(made, PodResourcesMemory(listed, allocatable, parsed.checked, made))
 
 
 def read(paths: Paths) -> PodResources:

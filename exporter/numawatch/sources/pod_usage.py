@@ -21,6 +21,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from numawatch import confined
 from numawatch.errors import MalformedFile
@@ -149,9 +150,16 @@ def read(paths: Paths, inputs: Inputs | None = None) -> PodsUsage:
     return PodsUsage(pods=frozen_map(found), problems=frozen_map(problems))
 
 
-# What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it): per pod UID, its usage
-# and the HostReader's clock when it was read. Pods that went away are not in it.
-PodUsageMemory = dict[str, tuple[PodUsage, float]]
+class PodSample(NamedTuple):
+    """A pod's usage and the HostReader's clock when it was read: the other end of its next rate."""
+
+    usage: PodUsage
+    at: float
+
+
+# What a reading leaves for the next one (``Carried.memory``; the HostReader keeps it): per pod UID, its last
+# sample. Pods that went away are not in it.
+PodUsageMemory = dict[str, PodSample]
 
 
 def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
@@ -167,19 +175,20 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     for rel, uid, qos in pods:
         previous = last.get(uid)
         if previous is not None and not refresh.due(POD_USAGE, zlib.crc32(uid.encode())):
-            found[uid] = previous[0]
+            found[uid] = previous.usage
             kept[uid] = previous
             continue
         usage = _read_pod(paths, version, cpu_root, rel, uid, qos, problems)
         if previous is not None:
-            usage = _with_rate(usage, *previous, now)
+            usage = _with_rate(usage, previous, now)
         found[uid] = usage
-        kept[uid] = (usage, now)
+        kept[uid] = PodSample(usage, now)
     return Carried(PodsUsage(pods=frozen_map(found), problems=frozen_map(problems)), kept)
 
 
-def _with_rate(usage: PodUsage, before: PodUsage, then: float, now: float) -> PodUsage:
-    elapsed = now - then
+def _with_rate(usage: PodUsage, previous: PodSample, now: float) -> PodUsage:
+    """``usage`` with its CPU use as a rate since the ``previous`` sample, when there is one to take."""
+    before, elapsed = previous.usage, now - previous.at
     if usage.cpu_seconds is None or before.cpu_seconds is None or elapsed <= 0:
         return usage
     spent = usage.cpu_seconds - before.cpu_seconds

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from numawatch import confined, telemetry
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
@@ -94,7 +95,7 @@ def cgroup_identity(path: str) -> tuple[str | None, str | None]:
     if not parts:
         return None, None
     parsed = parse_container_dir(parts[-1])
-    container_id = parsed[1] if parsed is not None else None
+    _, container_id = parsed if parsed is not None else (None, None)
     pod_uid = None
     if len(parts) >= 2:
         for driver in ("systemd", "cgroupfs"):
@@ -251,6 +252,15 @@ class _Totals:
     has_migrations: bool = False
 
 
+class _Holder(NamedTuple):
+    """A container whose processes NVML lists on a GPU: where its cgroup is, its pod, and those processes."""
+
+    cgroup_version: int
+    cgroup_path: str
+    pod_uid: str | None
+    pids: set[int]  # its NVML PIDs
+
+
 def _grown(current: int | None, last: int | None) -> int:
     """How much a per-thread counter grew; a thread seen for the first time (or a reused TID whose counter is lower)
     contributes all it has."""
@@ -283,17 +293,17 @@ class ProcessReader:
             sources = f"the {down[0]} source is" if len(down) == 1 else f"the {_and(down)} sources are"
             raise SourceUnavailable(f"the GPU holders are unknown: {sources} down")
         nvml_pids: set[int] = set()
-        # container ID -> (cgroup version, cgroup path, pod UID, its NVML PIDs)
-        containers: dict[str, tuple[int, str, str | None, set[int]]] = {}
+        containers: dict[str, _Holder] = {}  # by container ID
         host_pids: set[int] = set()
         for gpu in snapshot.gpus:
             for process in gpu.processes or ():
                 nvml_pids.add(process.pid)
                 if process.container_id and process.cgroup_path is not None and process.cgroup_version is not None:
                     entry = containers.setdefault(
-                        process.container_id, (process.cgroup_version, process.cgroup_path, process.pod_uid, set())
+                        process.container_id,
+                        _Holder(process.cgroup_version, process.cgroup_path, process.pod_uid, set()),
                     )
-                    entry[3].add(process.pid)
+                    entry.pids.add(process.pid)
                 elif process.cgroup_path is not None:
                     host_pids.add(process.pid)
 
@@ -309,7 +319,7 @@ class ProcessReader:
         for pid in sorted(host_pids - set(processes)):
             found = self._read_process(paths, pid, None, MAX_THREADS_PER_PROCESS, True, problems)
             if found is not None:
-                processes[pid] = found[0]
+                processes[pid], _samples, _tids = found
         if len(containers) > MAX_CONTAINERS:
             log.warning("%d containers hold GPUs; reading the first %d", len(containers), MAX_CONTAINERS)
 
