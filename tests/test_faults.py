@@ -43,7 +43,7 @@ from numawatch.hotplug import CPU_SOURCES, GPU_SOURCES, HotplugMonitor, invalida
 from numawatch.intent import REFERENCE
 from numawatch.model.workloads import ContainerCgroup
 from numawatch.nvml_session import NvmlSession
-from numawatch.sources import cgroups, gpus_sysfs, irqbalance, kubelet_state, processes, topology
+from numawatch.sources import cgroups, gpus_sysfs, irqbalance, kubelet_state, processes
 
 MiB = 1 << 20
 
@@ -108,8 +108,9 @@ def remove_cgroup(node: ReferenceNode, rel: str) -> None:
 def vanishing_before(
     monkeypatch: pytest.MonkeyPatch, module, name: str, when: Callable[[str], bool], vanish: Callable[[], None]
 ) -> list[str]:
-    """Wrap ``module.name`` (a read helper taking a path first) so that ``vanish()`` runs just before the first call
-    whose path satisfies ``when``: the entry is gone between the listing and the read."""
+    """Wrap ``module.name`` (a read helper taking a path first, or a ``HostFs`` method taking one after the fs) so
+    that ``vanish()`` runs just before the first call whose path satisfies ``when``: the entry is gone between the
+    listing and the read."""
     real = getattr(module, name)
     fired: list[str] = []
 
@@ -119,7 +120,13 @@ def vanishing_before(
             vanish()
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(module, name, wrapper)
+    def method(fs, path, *args, **kwargs):
+        if not fired and when(os.fspath(path)):
+            fired.append(os.fspath(path))
+            vanish()
+        return real(fs, path, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, method if module is confined.HostFs else wrapper)
     return fired
 
 
@@ -602,7 +609,7 @@ def test_a_cpu_going_offline_during_the_topology_scan_is_read_again_at_the_next_
     cpu_dir = str(node.paths.sysfs / "devices/system/cpu/cpu5/topology")
     fired = vanishing_before(
         monkeypatch,
-        topology,
+        confined.HostFs,
         "read_optional_text",
         lambda path: path.startswith(cpu_dir),
         lambda: node.take_cpu_offline(5),
