@@ -43,7 +43,7 @@ from numawatch.hotplug import CPU_SOURCES, GPU_SOURCES, HotplugMonitor, invalida
 from numawatch.intent import REFERENCE
 from numawatch.model.workloads import ContainerCgroup
 from numawatch.nvml_session import NvmlSession
-from numawatch.sources import cgroups, gpus_sysfs, irqbalance, kubelet_state, processes
+from numawatch.sources import cgroups, gpus_sysfs, irqbalance, processes
 
 MiB = 1 << 20
 
@@ -551,12 +551,12 @@ def test_cpu_manager_state_replaced_by_rename_during_a_read_gives_the_old_or_the
     reader = HostReader(node.paths)
     reader.read()
     path.touch()  # a new mtime: the next reading reads the checkpoint again
-    real_read_bytes = kubelet_state.read_bytes
+    real_read_bytes = confined.HostFs.read_bytes
     renamed: list[int] = []
 
-    def read_while_replaced(file, limit):
+    def read_while_replaced(fs, file, limit):
         if os.fspath(file) != str(path):
-            return real_read_bytes(file, limit)
+            return real_read_bytes(fs, file, limit)
         with open(file, "rb", buffering=0) as handle:  # the old inode is open...
             temporary = path.with_name(".cpu_manager_state.tmp")
             temporary.write_bytes(new_bytes)
@@ -565,7 +565,7 @@ def test_cpu_manager_state_replaced_by_rename_during_a_read_gives_the_old_or_the
             assert renamed[0] != os.fstat(handle.fileno()).st_ino
             return handle.read(limit + 1)
 
-    monkeypatch.setattr(kubelet_state, "read_bytes", read_while_replaced)
+    monkeypatch.setattr(confined.HostFs, "read_bytes", read_while_replaced)
     during = evaluate_node(node, reader)
     monkeypatch.undo()
     node.pin(VLLM, moved)  # the kubelet then moves the cgroup (and rewrites the same checkpoint)
