@@ -300,6 +300,21 @@ def test_the_observer_and_the_audit_hook_see_every_use(tree, mode):
     assert str(paths.procfs / "sys/vm/swappiness") in audited
 
 
+def test_an_observer_sees_only_its_own_trees_reads(tree, mode, tmp_path):
+    """A capture records what its own Paths reads: another tree read at the same time is not its business."""
+    root, _ = tree
+    (tmp_path / "other/etc").mkdir(parents=True)
+    (tmp_path / "other/etc/name").write_bytes(b"other\n")
+    paths, other = Paths.from_root(root), Paths.from_root(tmp_path / "other")
+    seen: list[tuple[str, str]] = []
+    with paths.fs.observe(lambda path, kind: seen.append((path, kind))):
+        assert read(other.fs, other.etc / "name") == b"other\n"
+        other.fs.listdir(other.etc)
+        read(paths.fs, paths.procfs / "sys/vm/swappiness")
+    read(paths.fs, paths.procfs / "sys/vm/swappiness")  # after the block: not seen
+    assert seen == [(str(paths.procfs / "sys/vm/swappiness"), "opened")]
+
+
 @pytest.mark.slow
 def test_a_held_root_is_released_with_the_last_paths_that_holds_it(tree, tmp_path):
     """The roots the module-level functions read through (``confined.HELD``): a root's descriptor is closed by the
