@@ -55,15 +55,11 @@ __all__ = [
     "exists",
     "hold",
     "is_dir",
-    "is_file",
     "listdir",
-    "lstat",
     "observe",
     "open_file",
     "openat2_available",
     "read_file",
-    "readlink",
-    "resolve",
     "scandir",
     "stat_path",
     "use_openat2",
@@ -434,10 +430,6 @@ class HostFs:
         """Close the roots' descriptors; a later use raises ValueError."""
         self._close()
 
-    def roots(self) -> list[str]:
-        """The real paths of the roots besides ``/``, longest spelling first."""
-        return list(dict.fromkeys(root.path for _, root in self._order if root is not self._slash))
-
     def _locate(self, path: str | os.PathLike[str]) -> tuple[_Root, str, str]:
         """(root, path relative to it, the path as an absolute string) for a host path as callers spell it."""
         text = path if path.__class__ is str else _text(path)
@@ -780,29 +772,9 @@ def stat_path(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> 
     return HELD.stat_path(path, follow_symlinks=follow_symlinks)
 
 
-def lstat(path: str | os.PathLike[str]) -> os.stat_result:
-    return HELD.lstat(path)
-
-
-def open_socket(path: str | os.PathLike[str]) -> int:
-    return HELD.open_socket(path)
-
-
 def exists(path: str | os.PathLike[str]) -> bool:
     return HELD.exists(path)
 
 
 def is_dir(path: str | os.PathLike[str]) -> bool:
     return HELD.is_dir(path)
-
-
-def is_file(path: str | os.PathLike[str]) -> bool:
-    return HELD.is_file(path)
-
-
-def readlink(path: str | os.PathLike[str]) -> str:
-    return HELD.readlink(path)
-
-
-def resolve(path: str | os.PathLike[str]) -> str:
-    return HELD.resolve(path)

@@ -31,10 +31,6 @@ def read_small_text(path: Path | str, size: int) -> str | None:
     return confined.HELD.read_small_text(path, size)
 
 
-def read_text(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> str:
-    return confined.HELD.read_text(path, limit)
-
-
 def read_optional_text(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> str | None:
     return confined.HELD.read_optional_text(path, limit)
 
