@@ -373,8 +373,10 @@ def test_a_closed_hostfs_refuses_to_read(tree, mode):
     assert os.path.realpath(root) not in open_descriptors()
     with pytest.raises(ValueError, match="closed"):
         read(paths.fs, paths.procfs / "sys/vm/swappiness")
-    with pytest.raises(ValueError, match="closed"):
+    with pytest.raises(confined.ClosedHostFs):
         paths.fs.listdir(paths.etc)
+    with pytest.raises(confined.ClosedHostFs):
+        paths.fs.exists(paths.etc)  # never "absent"
 
 
 @pytest.mark.parametrize("absolute", [True, False])

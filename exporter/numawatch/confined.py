@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_READ_LIMIT",
     "HELD",
     "MAX_SYMLINKS",
+    "ClosedHostFs",
     "HostFs",
     "NotRegularFile",
     "exists",
@@ -98,6 +99,10 @@ class NotRegularFile(OSError):
     def __init__(self, path: str, mode: int) -> None:
         kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
         super().__init__(errno.EINVAL, f"not a regular file ({kind})", path)
+
+
+class ClosedHostFs(ValueError):
+    """A read through a ``HostFs`` after ``close()``."""
 
 
 # --------------------------------------------------------------------------------------------------- openat2
@@ -193,7 +198,7 @@ class _Root:
             return fd
         with self._lock:
             if self._closed:
-                raise ValueError(f"{logical}: read through a closed host file system")
+                raise ClosedHostFs(f"{logical}: read through a closed host file system")
             if self._fd < 0:
                 try:
                     self._fd = os.open(self.path, _PATH_DIR)
@@ -427,7 +432,7 @@ class HostFs:
         self._close = weakref.finalize(self, _close_roots, [self._slash, *roots.values()])
 
     def close(self) -> None:
-        """Close the roots' descriptors; a later use raises ValueError."""
+        """Close the roots' descriptors (with no read running on them); a later read raises ``ClosedHostFs``."""
         self._close()
 
     def _locate(self, path: str | os.PathLike[str]) -> tuple[_Root, str, str]:
@@ -572,7 +577,9 @@ class HostFs:
     def _kind(self, path: str | os.PathLike[str]) -> int | None:
         try:
             return stat.S_IFMT(self.stat_path(path).st_mode)
-        except ValueError:
+        except ClosedHostFs:
+            raise
+        except ValueError:  # a NUL byte in the path (the walk's os.open)
             return None
         except OSError as error:
             if error.errno in _ABSENT:
