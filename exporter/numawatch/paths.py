@@ -33,6 +33,7 @@ class Paths:
     def __post_init__(self) -> None:
         bases = self.confinement_bases()
         object.__setattr__(self, "fs", confined.HostFs(bases))
+        # The roots of the module-level functions (confined.HELD), for sources not yet reading through ``fs``.
         weakref.finalize(self, confined.hold(bases))
 
     def confinement_bases(self) -> list[Path]:
