@@ -14,6 +14,7 @@ import socket
 import stat
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,8 @@ def tree(tmp_path):
     return root, outside
 
 
-def read(path) -> bytes:
-    fd = confined.open_file(path)
+def read(fs: confined.HostFs, path) -> bytes:
+    fd = fs.open_file(path)
     try:
         return os.read(fd, 1 << 16)
     finally:
@@ -69,14 +70,14 @@ def escaping(link_dir: Path, target: Path) -> str:
 def test_a_plain_file_reads(tree, mode):
     root, _ = tree
     paths = Paths.from_root(root)
-    assert read(paths.procfs / "sys/vm/swappiness") == b"60\n"
+    assert read(paths.fs, paths.procfs / "sys/vm/swappiness") == b"60\n"
 
 
 def test_an_absolute_link_is_re_rooted(tree, mode):
     root, outside = tree
     os.symlink(outside / "secret", root / "proc/sys/vm/numa")
     paths = Paths.from_root(root)
-    assert read(paths.procfs / "sys/vm/numa") == DECOY
+    assert read(paths.fs, paths.procfs / "sys/vm/numa") == DECOY
 
 
 def test_a_relative_link_escaping_with_dotdot_stops_at_the_root(tree, mode):
@@ -85,7 +86,7 @@ def test_a_relative_link_escaping_with_dotdot_stops_at_the_root(tree, mode):
     os.symlink(escaping(link_dir, outside / "secret"), link_dir / "numa")
     assert (link_dir / "numa").read_bytes() == CANARY  # what an unconfined open reads
     paths = Paths.from_root(root)
-    assert read(paths.procfs / "sys/vm/numa") == DECOY
+    assert read(paths.fs, paths.procfs / "sys/vm/numa") == DECOY
 
 
 @pytest.mark.parametrize("absolute", [True, False])
@@ -94,17 +95,17 @@ def test_a_directory_link_is_followed_inside_the_root(tree, mode, absolute):
     target = str(outside / "dir") if absolute else escaping(root / "proc", outside / "dir")
     os.symlink(target, root / "proc/linked")
     paths = Paths.from_root(root)
-    assert read(paths.procfs / "linked/secret") == DECOY
-    assert confined.listdir(paths.procfs / "linked") == ["secret"]
-    assert confined.is_dir(paths.procfs / "linked")
+    assert read(paths.fs, paths.procfs / "linked/secret") == DECOY
+    assert paths.fs.listdir(paths.procfs / "linked") == ["secret"]
+    assert paths.fs.is_dir(paths.procfs / "linked")
 
 
 def test_dotdot_in_the_path_stops_at_the_root(tree, mode):
     root, outside = tree
     paths = Paths.from_root(root)
     climbing = f"{root}/" + "../" * 12 + str(outside / "secret").lstrip("/")
-    assert read(climbing) == DECOY
-    assert read(paths.host_path("/../../../../" + str(outside / "secret").lstrip("/"))) == DECOY
+    assert read(paths.fs, climbing) == DECOY
+    assert read(paths.fs, paths.host_path("/../../../../" + str(outside / "secret").lstrip("/"))) == DECOY
 
 
 def test_a_dangling_link_is_a_missing_file(tree, mode):
@@ -112,10 +113,10 @@ def test_a_dangling_link_is_a_missing_file(tree, mode):
     os.symlink("/nowhere/at/all", root / "etc/dangling")
     paths = Paths.from_root(root)
     with pytest.raises(FileNotFoundError) as raised:
-        read(paths.etc / "dangling")
+        read(paths.fs, paths.etc / "dangling")
     assert raised.value.filename == str(paths.etc / "dangling")
-    assert not confined.exists(paths.etc / "dangling")
-    assert confined.lstat(paths.etc / "dangling").st_mode & stat.S_IFMT(0o170000) == stat.S_IFLNK
+    assert not paths.fs.exists(paths.etc / "dangling")
+    assert paths.fs.lstat(paths.etc / "dangling").st_mode & stat.S_IFMT(0o170000) == stat.S_IFLNK
 
 
 @pytest.mark.parametrize("target", ["loop-b", "/etc/loop-b"])
@@ -124,7 +125,7 @@ def test_a_link_loop_ends_with_eloop(tree, mode, target):
     os.symlink(target, root / "etc/loop-a")
     os.symlink("loop-a", root / "etc/loop-b")
     paths = Paths.from_root(root)
-    for call in (read, confined.listdir, confined.stat_path):
+    for call in (partial(read, paths.fs), paths.fs.listdir, paths.fs.stat_path):
         with pytest.raises(OSError) as raised:
             call(paths.etc / "loop-a")
         assert raised.value.errno == errno.ELOOP
@@ -137,9 +138,9 @@ def test_a_chain_longer_than_the_kernels_limit_ends_with_eloop(tree, mode):
     for index in range(1, confined.MAX_SYMLINKS + 2):
         os.symlink(f"link{index - 1}", root / f"etc/link{index}")
     paths = Paths.from_root(root)
-    assert read(paths.etc / f"link{confined.MAX_SYMLINKS - 1}") == DECOY
+    assert read(paths.fs, paths.etc / f"link{confined.MAX_SYMLINKS - 1}") == DECOY
     with pytest.raises(OSError) as raised:
-        read(paths.etc / f"link{confined.MAX_SYMLINKS + 1}")
+        read(paths.fs, paths.etc / f"link{confined.MAX_SYMLINKS + 1}")
     assert raised.value.errno == errno.ELOOP
 
 
@@ -149,9 +150,9 @@ def test_a_root_reached_through_a_symlink_confines_to_its_target(tree, mode, tmp
     os.symlink(outside / "secret", root / "etc/abs")
     os.symlink(escaping(root / "etc", outside / "secret"), root / "etc/rel")
     paths = Paths.from_root(tmp_path / "root-link")
-    assert read(paths.etc / "abs") == DECOY
-    assert read(paths.etc / "rel") == DECOY
-    assert read(f"{os.path.realpath(root)}/etc/abs") == DECOY  # the resolved spelling is the same root
+    assert read(paths.fs, paths.etc / "abs") == DECOY
+    assert read(paths.fs, paths.etc / "rel") == DECOY
+    assert read(paths.fs, f"{os.path.realpath(root)}/etc/abs") == DECOY  # the resolved spelling is the same root
 
 
 def test_a_fifo_is_refused_without_blocking(tree, mode):
@@ -162,7 +163,7 @@ def test_a_fifo_is_refused_without_blocking(tree, mode):
 
     def attempt() -> None:
         try:
-            outcome.append(read(paths.procfs / "sys/vm/fifo"))
+            outcome.append(read(paths.fs, paths.procfs / "sys/vm/fifo"))
         except BaseException as error:  # handed to the test thread
             outcome.append(error)
 
@@ -172,9 +173,9 @@ def test_a_fifo_is_refused_without_blocking(tree, mode):
     assert not worker.is_alive(), "opening a FIFO blocked"
     assert isinstance(outcome[0], confined.NotRegularFile)
     assert "a FIFO" in str(outcome[0]) and str(paths.procfs / "sys/vm/fifo") in str(outcome[0])
-    assert confined.listdir(paths.procfs / "sys/vm") != []  # the directory itself is fine
+    assert paths.fs.listdir(paths.procfs / "sys/vm") != []  # the directory itself is fine
     with pytest.raises(NotADirectoryError):
-        confined.listdir(paths.procfs / "sys/vm/fifo")
+        paths.fs.listdir(paths.procfs / "sys/vm/fifo")
 
 
 def test_a_socket_and_a_device_are_refused(tree, mode):
@@ -184,7 +185,7 @@ def test_a_socket_and_a_device_are_refused(tree, mode):
     try:
         server.bind(str(root / "etc/sock"))
         with pytest.raises(OSError):
-            read(paths.etc / "sock")
+            read(paths.fs, paths.etc / "sock")
     finally:
         server.close()
     try:
@@ -192,27 +193,28 @@ def test_a_socket_and_a_device_are_refused(tree, mode):
     except PermissionError:
         pytest.skip("no permission to create a device node here")
     with pytest.raises(confined.NotRegularFile, match="a character device"):
-        read(paths.etc / "null")
+        read(paths.fs, paths.etc / "null")
 
 
 def test_a_directory_opened_as_a_file_is_an_isadirectoryerror(tree, mode):
     root, _ = tree
+    paths = Paths.from_root(root)
     with pytest.raises(IsADirectoryError):
-        read(Paths.from_root(root).etc)
+        read(paths.fs, paths.etc)
 
 
 def test_stat_lstat_readlink_and_exists(tree, mode):
     root, outside = tree
     os.symlink(outside / "secret", root / "etc/abs")
     paths = Paths.from_root(root)
-    assert confined.stat_path(paths.etc / "abs").st_size == len(DECOY)  # the decoy's size, not the canary's
-    assert stat.S_ISLNK(confined.lstat(paths.etc / "abs").st_mode)
-    assert confined.readlink(paths.etc / "abs") == str(outside / "secret")
-    assert confined.is_file(paths.etc / "abs") and not confined.is_dir(paths.etc / "abs")
-    assert confined.exists(paths.root) and confined.is_dir(paths.root)
-    assert not confined.exists(paths.etc / "missing")
+    assert paths.fs.stat_path(paths.etc / "abs").st_size == len(DECOY)  # the decoy's size, not the canary's
+    assert stat.S_ISLNK(paths.fs.lstat(paths.etc / "abs").st_mode)
+    assert paths.fs.readlink(paths.etc / "abs") == str(outside / "secret")
+    assert paths.fs.is_file(paths.etc / "abs") and not paths.fs.is_dir(paths.etc / "abs")
+    assert paths.fs.exists(paths.root) and paths.fs.is_dir(paths.root)
+    assert not paths.fs.exists(paths.etc / "missing")
     with pytest.raises(OSError) as raised:
-        confined.readlink(paths.procfs / "sys/vm/swappiness")
+        paths.fs.readlink(paths.procfs / "sys/vm/swappiness")
     assert raised.value.errno == errno.EINVAL
 
 
@@ -221,7 +223,7 @@ def test_scandir_lists_without_following_links(tree, mode):
     os.symlink(outside / "dir", root / "etc/dirlink")
     (root / "etc/real").mkdir()
     paths = Paths.from_root(root)
-    with confined.scandir(paths.etc) as entries:
+    with paths.fs.scandir(paths.etc) as entries:
         found = {entry.name: (entry.is_dir(follow_symlinks=False), entry.is_symlink()) for entry in entries}
     assert found == {"dirlink": (False, True), "real": (True, False)}
 
@@ -233,15 +235,16 @@ def test_resolve_spells_the_result_under_the_root(tree, mode):
     os.symlink("/sys/devices/pci0000:17/0000:18:00.0", root / "sys/bus/pci/devices/a")
     os.symlink(escaping(root / "sys/bus/pci/devices", outside), root / "sys/bus/pci/devices/b")
     paths = Paths.from_root(root)
-    assert confined.resolve(paths.sysfs / "bus/pci/devices/a") == f"{root}/sys/devices/pci0000:17/0000:18:00.0"
-    assert confined.resolve(paths.sysfs / "bus/pci/devices/b") == f"{root}{outside}"
-    assert confined.resolve(paths.sysfs / "bus/pci/devices/a/../x/..") == f"{root}/sys/devices/pci0000:17"
+    assert paths.fs.resolve(paths.sysfs / "bus/pci/devices/a") == f"{root}/sys/devices/pci0000:17/0000:18:00.0"
+    assert paths.fs.resolve(paths.sysfs / "bus/pci/devices/b") == f"{root}{outside}"
+    assert paths.fs.resolve(paths.sysfs / "bus/pci/devices/a/../x/..") == f"{root}/sys/devices/pci0000:17"
 
 
 def test_a_nul_in_a_path_is_refused(tree, mode):
     root, _ = tree
+    paths = Paths.from_root(root)
     with pytest.raises(OSError) as raised:
-        read(f"{root}/proc/sys/vm/swappiness\0/etc/passwd")
+        read(paths.fs, f"{root}/proc/sys/vm/swappiness\0/etc/passwd")
     assert raised.value.errno == errno.EINVAL
 
 
@@ -253,8 +256,8 @@ def test_an_override_outside_the_root_is_confined_to_its_own_base(tree, mode, tm
     os.symlink(outside / "secret", other / "abs")
     os.symlink(escaping(other, outside / "secret"), other / "rel")
     paths = Paths.from_root(root, procfs=other)
-    assert read(paths.procfs / "abs") == DECOY
-    assert read(paths.procfs / "rel") == DECOY
+    assert read(paths.fs, paths.procfs / "abs") == DECOY
+    assert read(paths.fs, paths.procfs / "rel") == DECOY
 
 
 def test_the_real_root_still_refuses_fifos(tmp_path, mode):
@@ -264,19 +267,19 @@ def test_the_real_root_still_refuses_fifos(tmp_path, mode):
     os.symlink(tmp_path / "file", tmp_path / "link")
     paths = Paths.from_root("/")
     assert paths.root == Path("/")
-    assert read(tmp_path / "link") == DECOY
+    assert read(paths.fs, tmp_path / "link") == DECOY
     with pytest.raises(confined.NotRegularFile):
-        read(tmp_path / "fifo")
+        read(paths.fs, tmp_path / "fifo")
 
 
 def test_the_observer_and_the_audit_hook_see_every_use(tree, mode):
     root, _ = tree
     paths = Paths.from_root(root)
     seen: list[tuple[str, str]] = []
-    with confined.observe(lambda path, kind: seen.append((path, kind))):
-        read(paths.procfs / "sys/vm/swappiness")
-        confined.listdir(paths.etc)
-        confined.is_dir(paths.procfs)
+    with paths.fs.observe(lambda path, kind: seen.append((path, kind))):
+        read(paths.fs, paths.procfs / "sys/vm/swappiness")
+        paths.fs.listdir(paths.etc)
+        paths.fs.is_dir(paths.procfs)
     assert seen == [
         (str(paths.procfs / "sys/vm/swappiness"), "opened"),
         (str(paths.etc), "listed"),
@@ -291,42 +294,144 @@ def test_the_observer_and_the_audit_hook_see_every_use(tree, mode):
 
     sys.addaudithook(hook)
     try:
-        read(paths.procfs / "sys/vm/swappiness")
+        read(paths.fs, paths.procfs / "sys/vm/swappiness")
     finally:
         hook_on[0] = False  # audit hooks cannot be removed
     assert str(paths.procfs / "sys/vm/swappiness") in audited
 
 
+def test_an_observer_sees_only_its_own_trees_reads(tree, mode, tmp_path):
+    """A capture records what its own Paths reads: another tree read at the same time is not its business."""
+    root, _ = tree
+    (tmp_path / "other/etc").mkdir(parents=True)
+    (tmp_path / "other/etc/name").write_bytes(b"other\n")
+    paths, other = Paths.from_root(root), Paths.from_root(tmp_path / "other")
+    seen: list[tuple[str, str]] = []
+    with paths.fs.observe(lambda path, kind: seen.append((path, kind))):
+        assert read(other.fs, other.etc / "name") == b"other\n"
+        other.fs.listdir(other.etc)
+        read(paths.fs, paths.procfs / "sys/vm/swappiness")
+    read(paths.fs, paths.procfs / "sys/vm/swappiness")  # after the block: not seen
+    assert seen == [(str(paths.procfs / "sys/vm/swappiness"), "opened")]
+
+
 @pytest.mark.slow
-def test_a_root_is_released_with_the_last_paths_that_holds_it(tree, tmp_path):
-    """Its descriptor is closed by the next hold after the garbage collector finalised the last holder (a finalizer
-    may run anywhere, so it only queues the release)."""
+def test_a_held_root_is_released_with_the_last_paths_that_holds_it(tree, tmp_path):
+    """The roots the module-level functions read through (``confined.HELD``): a root's descriptor is closed by the
+    next hold after the garbage collector finalised the last holder (a finalizer may run anywhere, so it only queues
+    the release)."""
     root, _ = tree
     paths = Paths.from_root(root)
     again = Paths.from_root(root)
-    read(paths.procfs / "sys/vm/swappiness")
+    os.close(confined.open_file(paths.procfs / "sys/vm/swappiness"))
     real = os.path.realpath(root)
-    held = confined._roots[real]
+    held = confined.HELD._roots[real]
     del paths
     gc.collect()
     Paths.from_root(tmp_path)
-    assert confined._roots.get(real) is held and held._fd >= 0  # ``again`` still holds it
+    assert confined.HELD._roots.get(real) is held and held._fd >= 0  # ``again`` still holds it
     del again
     gc.collect()
     Paths.from_root(tmp_path)
-    assert real not in confined._roots
+    assert real not in confined.HELD._roots
     assert held._fd == -1
+
+
+def open_descriptors() -> set[str]:
+    """What this process's descriptors point at (``/proc/self/fd``), as the kernel names them."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            found.add(os.readlink(f"/proc/self/fd/{name}"))
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    return found
+
+
+def test_a_hostfs_releases_its_descriptors_when_its_paths_is_collected(tree, mode, tmp_path):
+    root, _ = tree
+    other = tmp_path / "other-proc"
+    (other / "sys/vm").mkdir(parents=True)
+    (other / "sys/vm/swappiness").write_bytes(b"1\n")
+    paths = Paths.from_root(root, procfs=other)
+    assert read(paths.fs, paths.procfs / "sys/vm/swappiness") == b"1\n"
+    assert read(paths.fs, paths.etc / "../proc/sys/vm/swappiness") == b"60\n"
+    assert read(paths.fs, tmp_path / "other-proc/sys/vm/swappiness") == b"1\n"
+    held = open_descriptors()
+    assert {os.path.realpath(root), os.path.realpath(other)} <= held
+    del paths
+    gc.collect()
+    released = open_descriptors()
+    assert os.path.realpath(root) not in released and os.path.realpath(other) not in released
+
+
+def test_a_closed_hostfs_refuses_to_read(tree, mode):
+    root, _ = tree
+    paths = Paths.from_root(root)
+    assert read(paths.fs, paths.procfs / "sys/vm/swappiness") == b"60\n"
+    paths.fs.close()
+    assert os.path.realpath(root) not in open_descriptors()
+    with pytest.raises(ValueError, match="closed"):
+        read(paths.fs, paths.procfs / "sys/vm/swappiness")
+    with pytest.raises(confined.ClosedHostFs):
+        paths.fs.listdir(paths.etc)
+    with pytest.raises(confined.ClosedHostFs):
+        paths.fs.exists(paths.etc)  # never "absent"
+
+
+@pytest.mark.parametrize("absolute", [True, False])
+def test_two_trees_read_at_once_never_read_each_others_files(tmp_path, mode, absolute):
+    """A link in one tree resolves in that tree's own root, even with the other tree's roots live beside it, and
+    through either Paths a path in the other tree is confined to ``/``, never to the other tree's root."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for root, content in ((first, b"first\n"), (second, b"second\n")):
+        (root / "etc").mkdir(parents=True)
+        (root / "etc/name").write_bytes(content)
+        (root / "sys/class").mkdir(parents=True)
+        # An absolute link restarts at its own root; a relative one climbing out stops there.
+        target = "/etc/name" if absolute else "../" * (len(root.parts) + 4) + "etc/name"
+        os.symlink(target, root / "sys/class/name")
+    one, two = Paths.from_root(first), Paths.from_root(second)
+    for _ in range(2):  # interleaved, with both trees' descriptors open
+        assert read(one.fs, one.sysfs / "class/name") == b"first\n"
+        assert read(two.fs, two.sysfs / "class/name") == b"second\n"
+        assert {os.path.realpath(first), os.path.realpath(second)} <= open_descriptors()
+        assert one.fs.resolve(one.sysfs / "class/name") == f"{first}/etc/name"
+        assert two.fs.resolve(two.sysfs / "class/name") == f"{second}/etc/name"
+    # The other tree's path through this one's HostFs is under no root of its: confined to "/", its link
+    # resolving on this machine's "/" (where /etc/name is not either tree's file).
+    assert one.fs.resolve(two.sysfs / "class/name") == "/etc/name"
+
+
+def test_an_override_outside_the_root_is_its_own_root(tree, mode, tmp_path):
+    """``--path.sysfs`` outside the root: an absolute link in it restarts at the override, not at the host root, and
+    ``..`` stops at the override."""
+    root, _ = tree
+    sysfs = tmp_path / "elsewhere/sys"
+    (sysfs / "etc").mkdir(parents=True)
+    (sysfs / "etc/name").write_bytes(b"the override\n")
+    (root / "etc/name").write_bytes(b"the host root\n")
+    os.symlink("/etc/name", sysfs / "absolute")
+    os.symlink("../../../../../../../../../etc/name", sysfs / "relative")
+    paths = Paths.from_root(root, sysfs=sysfs)
+    assert read(paths.fs, paths.sysfs / "absolute") == b"the override\n"
+    assert read(paths.fs, paths.sysfs / "relative") == b"the override\n"
+    assert read(paths.fs, paths.etc / "name") == b"the host root\n"
+    assert {os.path.realpath(sysfs), os.path.realpath(root)} <= open_descriptors()  # a descriptor each
+    assert paths.fs.resolve(paths.sysfs / "absolute") == f"{sysfs}/etc/name"
+    # The override's files are not the host root's: the same path under the root does not reach it.
+    assert not paths.fs.exists(paths.root / "absolute")
 
 
 def test_a_tree_rebuilt_in_place_is_read_anew(tree, tmp_path):
     root, _ = tree
     first = Paths.from_root(root)
-    assert read(first.procfs / "sys/vm/swappiness") == b"60\n"
+    assert read(first.fs, first.procfs / "sys/vm/swappiness") == b"60\n"
     root.rename(tmp_path / "old-host")
     (root / "proc/sys/vm").mkdir(parents=True)
     (root / "proc/sys/vm/swappiness").write_bytes(b"10\n")
     second = Paths.from_root(root)  # while ``first`` still holds the old directory
-    assert read(second.procfs / "sys/vm/swappiness") == b"10\n"
+    assert read(second.fs, second.procfs / "sys/vm/swappiness") == b"10\n"
     assert first.root == second.root
 
 
@@ -335,16 +440,15 @@ def test_permission_denied_is_not_absence(tmp_path, monkeypatch):
     entered raises, so a source reports "Permission denied: <path>" instead of "there is nothing here"."""
     import errno as errno_module
 
-    from numawatch import confined
     from numawatch.paths import Paths
 
     (tmp_path / "etc").mkdir()
     paths = Paths.from_root(tmp_path)
-    assert confined.is_dir(paths.etc) and not confined.exists(paths.etc / "missing")
+    assert paths.fs.is_dir(paths.etc) and not paths.fs.exists(paths.etc / "missing")
 
     def denied(path, follow_symlinks=True):
         raise PermissionError(errno_module.EACCES, "Permission denied", str(path))
 
-    monkeypatch.setattr(confined, "stat_path", denied)
+    monkeypatch.setattr(paths.fs, "stat_path", denied)
     with pytest.raises(PermissionError):
-        confined.is_dir(paths.etc)
+        paths.fs.is_dir(paths.etc)

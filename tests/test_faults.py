@@ -43,7 +43,7 @@ from numawatch.hotplug import CPU_SOURCES, GPU_SOURCES, HotplugMonitor, invalida
 from numawatch.intent import REFERENCE
 from numawatch.model.workloads import ContainerCgroup
 from numawatch.nvml_session import NvmlSession
-from numawatch.sources import cgroups, gpus_sysfs, irqbalance, kubelet_state, processes, topology
+from numawatch.sources import cgroups, gpus_sysfs, irqbalance, processes
 
 MiB = 1 << 20
 
@@ -108,8 +108,9 @@ def remove_cgroup(node: ReferenceNode, rel: str) -> None:
 def vanishing_before(
     monkeypatch: pytest.MonkeyPatch, module, name: str, when: Callable[[str], bool], vanish: Callable[[], None]
 ) -> list[str]:
-    """Wrap ``module.name`` (a read helper taking a path first) so that ``vanish()`` runs just before the first call
-    whose path satisfies ``when``: the entry is gone between the listing and the read."""
+    """Wrap ``module.name`` (a read helper taking a path first, or a ``HostFs`` method taking one after the fs) so
+    that ``vanish()`` runs just before the first call whose path satisfies ``when``: the entry is gone between the
+    listing and the read."""
     real = getattr(module, name)
     fired: list[str] = []
 
@@ -119,7 +120,13 @@ def vanishing_before(
             vanish()
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(module, name, wrapper)
+    def method(fs, path, *args, **kwargs):
+        if not fired and when(os.fspath(path)):
+            fired.append(os.fspath(path))
+            vanish()
+        return real(fs, path, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, method if module is confined.HostFs else wrapper)
     return fired
 
 
@@ -127,7 +134,7 @@ def deny(monkeypatch: pytest.MonkeyPatch, *paths: Path) -> None:
     """EACCES from ``open``, ``os.open`` and the confined opener (where every host read goes) for these paths. Tests
     run as root, which ``chmod 000`` does not stop, so the permission check the kernel would make is made here."""
     denied = {os.fspath(path) for path in paths}
-    real_open, real_os_open, real_open_file = builtins.open, os.open, confined.open_file
+    real_open, real_os_open, real_open_file = builtins.open, os.open, confined.HostFs.open_file
 
     def check(file) -> None:
         if isinstance(file, (str, bytes, os.PathLike)) and os.fsdecode(file) in denied:
@@ -141,13 +148,13 @@ def deny(monkeypatch: pytest.MonkeyPatch, *paths: Path) -> None:
         check(path)
         return real_os_open(path, *args, **kwargs)
 
-    def fake_open_file(path):
+    def fake_open_file(fs, path):
         check(path)
-        return real_open_file(path)
+        return real_open_file(fs, path)
 
     monkeypatch.setattr(builtins, "open", fake_open)
     monkeypatch.setattr(os, "open", fake_os_open)
-    monkeypatch.setattr(confined, "open_file", fake_open_file)
+    monkeypatch.setattr(confined.HostFs, "open_file", fake_open_file)
 
 
 def cgroup_file(node: ReferenceNode, ref, name: str) -> Path:
@@ -544,12 +551,12 @@ def test_cpu_manager_state_replaced_by_rename_during_a_read_gives_the_old_or_the
     reader = HostReader(node.paths)
     reader.read()
     path.touch()  # a new mtime: the next reading reads the checkpoint again
-    real_read_bytes = kubelet_state.read_bytes
+    real_read_bytes = confined.HostFs.read_bytes
     renamed: list[int] = []
 
-    def read_while_replaced(file, limit):
+    def read_while_replaced(fs, file, limit):
         if os.fspath(file) != str(path):
-            return real_read_bytes(file, limit)
+            return real_read_bytes(fs, file, limit)
         with open(file, "rb", buffering=0) as handle:  # the old inode is open...
             temporary = path.with_name(".cpu_manager_state.tmp")
             temporary.write_bytes(new_bytes)
@@ -558,7 +565,7 @@ def test_cpu_manager_state_replaced_by_rename_during_a_read_gives_the_old_or_the
             assert renamed[0] != os.fstat(handle.fileno()).st_ino
             return handle.read(limit + 1)
 
-    monkeypatch.setattr(kubelet_state, "read_bytes", read_while_replaced)
+    monkeypatch.setattr(confined.HostFs, "read_bytes", read_while_replaced)
     during = evaluate_node(node, reader)
     monkeypatch.undo()
     node.pin(VLLM, moved)  # the kubelet then moves the cgroup (and rewrites the same checkpoint)
@@ -602,7 +609,7 @@ def test_a_cpu_going_offline_during_the_topology_scan_is_read_again_at_the_next_
     cpu_dir = str(node.paths.sysfs / "devices/system/cpu/cpu5/topology")
     fired = vanishing_before(
         monkeypatch,
-        topology,
+        confined.HostFs,
         "read_optional_text",
         lambda path: path.startswith(cpu_dir),
         lambda: node.take_cpu_offline(5),

@@ -2,15 +2,15 @@
 
 Capture evaluates the host once while recording what the sources touch, then copies exactly that into a .tar.gz:
 
-- which files: sources read the host through the confined opener (``confined.py``), which tells the recorder every
-  path it opens, lists or stats (``confined.observe``): its openat2 goes through ctypes, which no audit hook sees.
+- which files: sources read the host through the Paths' ``HostFs`` (``confined.py``), which tells the recorder every
+  path it opens, lists or stats (``HostFs.observe``): its openat2 goes through ctypes, which no audit hook sees.
   Beside it, a ``sys.addaudithook`` sees every ``open`` (Python's ``open`` and ``os.open``) and every
   ``os.listdir``/``os.scandir`` of the evaluating thread that does not go through the opener, and ``os.stat`` and
   ``os.lstat`` (which raise no audit event) are wrapped for the duration of the recording. Relative names in audit
   events are ignored: one may be relative to a directory descriptor the event does not carry (the opener's own
   component-by-component walk).
 - how: the recorded paths are resolved again, component by component, as if each base were ``/`` (links followed
-  inside it), and read through the confined opener, so nothing outside the root reaches the bundle.
+  inside it), and read through the same HostFs, so nothing outside the root reaches the bundle.
 - what is copied, under the same path relative to the host root (``host/...``; a ``--path.*`` outside the root
   under ``mounts/<name>/...``): opened files with their content, listed directories with every entry (directories as
   directories, files as empty placeholders, nobody read them), stat'ed paths as placeholders of the same type and
@@ -169,7 +169,7 @@ class _Recorder:
             return
 
     @contextlib.contextmanager
-    def recording(self) -> Iterator[Recorded]:
+    def recording(self, fs: confined.HostFs) -> Iterator[Recorded]:
         with self._lock:
             if not self._installed:
                 sys.addaudithook(self._hook)
@@ -195,7 +195,8 @@ class _Recorder:
             self.active = recorded
             os.stat, os.lstat = recording_stat, recording_lstat
             try:
-                with confined.observe(self._observed):
+                # The module-level opener too: what reads through the roots every Paths holds (confined.HELD).
+                with fs.observe(self._observed), confined.observe(self._observed):
                     yield recorded
             finally:
                 os.stat, os.lstat = real_stat, real_lstat
@@ -225,7 +226,7 @@ def record_evaluation(
 ) -> tuple[Evaluation, Recorded]:
     """Read and judge the host once (NVML through ``nvml``, AMD SMI and HLML through ``libraries``, the API through
     ``kubernetes_api``), recording what was touched (blocking; on the calling thread)."""
-    with _RECORDER.recording() as recorded:
+    with _RECORDER.recording(paths.fs) as recorded:
         host = read_host(paths, sources, nvml=nvml, libraries=libraries, kubernetes_api=kubernetes_api)
         evaluation = evaluate(host, intent)
     return evaluation, recorded
@@ -298,7 +299,8 @@ class _Base:
 class _TreeBuilder:
     """Copies what was recorded into bundle entries, resolving symlinks as if each base were ``/``."""
 
-    def __init__(self, bases: list[_Base], redactor: Callable[[str, bytes], bytes | None]) -> None:
+    def __init__(self, fs: confined.HostFs, bases: list[_Base], redactor: Callable[[str, bytes], bytes | None]) -> None:
+        self.fs = fs
         self.bases = sorted(bases, key=lambda base: -max(len(spelling) for spelling in base.spellings))
         self.entries: dict[str, _Entry] = {}
         self.redactor = redactor
@@ -340,7 +342,7 @@ class _TreeBuilder:
                 continue
             real = os.path.join(base.real, *current, name)
             try:
-                info = confined.lstat(real)
+                info = self.fs.lstat(real)
             except OSError:
                 return None
             if stat.S_ISLNK(info.st_mode) and (pending or follow_last):
@@ -348,7 +350,7 @@ class _TreeBuilder:
                 if budget[0] < 0:
                     return None
                 try:
-                    target = confined.readlink(real)
+                    target = self.fs.readlink(real)
                 except OSError:
                     return None
                 target_parts = target.split("/")
@@ -363,7 +365,7 @@ class _TreeBuilder:
                 continue
             if stat.S_ISLNK(info.st_mode):  # the last component, not followed (lstat)
                 try:
-                    target = confined.readlink(real)
+                    target = self.fs.readlink(real)
                 except OSError:
                     return None
                 start = [] if target.startswith("/") else list(current)
@@ -388,14 +390,14 @@ class _TreeBuilder:
         base, parts = located
         if base.prefix not in self.entries:
             with contextlib.suppress(OSError):
-                info = confined.stat_path(base.real)
+                info = self.fs.stat_path(base.real)
                 self._add(base.prefix, _Entry("dir", stat.S_IMODE(info.st_mode), info.st_mtime))
         resolved = self.resolve(base, parts, follow_last, [MAX_SYMLINKS])
         if resolved is None:
             return
         real = os.path.join(base.real, *resolved)
         try:
-            info = confined.lstat(real)
+            info = self.fs.lstat(real)
         except OSError:
             return
         name = self._name(base, resolved)
@@ -404,7 +406,7 @@ class _TreeBuilder:
             self._add(name, _Entry("file", stat.S_IMODE(info.st_mode), info.st_mtime, data))
         elif stat.S_ISDIR(info.st_mode) and listing:
             try:
-                names = confined.listdir(real)
+                names = self.fs.listdir(real)
             except OSError as error:
                 self.unreadable[name] = error.strerror or str(error)
                 return
@@ -413,7 +415,7 @@ class _TreeBuilder:
 
     def _content(self, name: str, real: str) -> bytes | None:
         try:
-            fd = confined.open_file(real)  # never a FIFO or device, never through a link swapped in since
+            fd = self.fs.open_file(real)  # never a FIFO or device, never through a link swapped in since
             try:
                 chunks = []
                 size = 0
@@ -554,7 +556,7 @@ def capture(
         return None
 
     excluded = _excluded_prefixes([os.path.abspath(intent_file)] if intent_file else [], bases)
-    tree = _TreeBuilder(bases, redactor)
+    tree = _TreeBuilder(paths.fs, bases, redactor)
     for name in ("procfs", "sysfs", "kubelet", "rke2"):  # the layout's own directories, where they exist
         tree.record(os.path.abspath(getattr(paths, name)))
 

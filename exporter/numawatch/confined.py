@@ -6,11 +6,11 @@ read outside it, and nothing in it may make a read block. Every host path is the
 with the semantics of openat2(2)'s ``RESOLVE_IN_ROOT``: each component is looked up inside the root, an absolute
 symlink restarts at the root (not at this machine's ``/``), and ``..`` at the root stays at the root, as in a chroot.
 
-- Roots. ``Paths`` holds its root, and each ``--path.*`` override that lies outside the root, for as long as it
-  lives (``hold``); a path names its root by spelling: the longest held root whose spelling (as given, absolute,
-  or with its symlinks resolved) is a prefix of the path. A path under no held root is confined to ``/``, where
-  the confinement does nothing but every other rule below still holds. Each root keeps one ``O_PATH`` descriptor,
-  opened on first use.
+- Roots. A host tree is one ``HostFs`` value (``Paths`` holds its own: ``paths.fs``) owning its roots: the host
+  root and each ``--path.*`` override outside it. A path names its root by spelling: the longest root whose
+  spelling (as given, absolute, or with its symlinks resolved) is a prefix of the path. A path under no root is
+  confined to ``/``, where the confinement does nothing but every other rule below still holds. Each root keeps one
+  ``O_PATH`` descriptor, opened on first use and closed with its HostFs. Two trees read at once never share a root.
 - Resolution. Where the kernel has openat2 (Linux 5.6+, called through ctypes: one system call per path), with
   ``RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS``; elsewhere, or where a seccomp filter refuses it, a walk of one
   component at a time from the root's descriptor with ``O_NOFOLLOW`` that follows each symlink itself by the same
@@ -21,10 +21,13 @@ symlink restarts at the root (not at this machine's ``/``), and ``..`` at the ro
 - Errors are the ``OSError`` subclasses ``os.open`` raises (``FileNotFoundError``, ``NotADirectoryError``, ELOOP...),
   with ``filename`` the path as the caller spelled it.
 - Auditing. ctypes calls raise no audit event, so opening a file raises the ``open`` event itself (as ``os.open``
-  does) for the process's audit hooks, and a capture's recorder is told every path opened, listed or stat'ed
-  (``observe``).
+  does) for the process's audit hooks, and a capture's recorder is told every path its HostFs opens, lists or
+  stats (``HostFs.observe``).
+- Bounded reads (``read_bytes``, ``read_small``, ``read_attribute_text``...): what the sources read files with,
+  one system call where possible, a file past its limit ``MalformedFile``.
 
-Callers pass the path strings they always built (``<root>/sys/...``); ``sources/_files.py`` reads through here.
+Callers pass the path strings they always built (``<root>/sys/...``) to their Paths' ``fs``. The module-level
+functions read through ``HELD``, the roots of every live ``Paths``, for callers not yet handed one.
 """
 
 from __future__ import annotations
@@ -37,24 +40,27 @@ import platform
 import stat
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from numawatch.errors import MalformedFile
+
 __all__ = [
+    "DEFAULT_READ_LIMIT",
+    "HELD",
     "MAX_SYMLINKS",
+    "ClosedHostFs",
+    "HostFs",
     "NotRegularFile",
     "exists",
     "hold",
     "is_dir",
-    "is_file",
     "listdir",
-    "lstat",
     "observe",
     "open_file",
     "openat2_available",
     "read_file",
-    "readlink",
-    "resolve",
     "scandir",
     "stat_path",
     "use_openat2",
@@ -93,6 +99,10 @@ class NotRegularFile(OSError):
     def __init__(self, path: str, mode: int) -> None:
         kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
         super().__init__(errno.EINVAL, f"not a regular file ({kind})", path)
+
+
+class ClosedHostFs(ValueError):
+    """A read through a ``HostFs`` after ``close()``."""
 
 
 # --------------------------------------------------------------------------------------------------- openat2
@@ -170,7 +180,7 @@ def use_openat2(enabled: bool) -> Iterator[None]:
 class _Root:
     """One directory paths are confined to, with its ``O_PATH`` descriptor (opened on first use)."""
 
-    __slots__ = ("_c_fd", "_fd", "_lock", "_retired", "holders", "path", "spellings")
+    __slots__ = ("_c_fd", "_closed", "_fd", "_lock", "_retired", "holders", "path", "spellings")
 
     def __init__(self, path: str, spellings: tuple[str, ...]) -> None:
         self.path = path
@@ -179,6 +189,7 @@ class _Root:
         self._fd = -1
         self._c_fd: Any = None
         self._retired: list[int] = []
+        self._closed = False
         self._lock = threading.Lock()
 
     def fd(self, logical: str) -> int:
@@ -186,6 +197,8 @@ class _Root:
         if fd >= 0:
             return fd
         with self._lock:
+            if self._closed:
+                raise ClosedHostFs(f"{logical}: read through a closed host file system")
             if self._fd < 0:
                 try:
                     self._fd = os.open(self.path, _PATH_DIR)
@@ -217,6 +230,7 @@ class _Root:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             for fd in (self._fd, *self._retired):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
@@ -224,13 +238,6 @@ class _Root:
             self._fd = -1
             self._c_fd = None
             self._retired.clear()
-
-
-_SLASH = _Root("/", ("/",))
-_SLASH.holders = 1  # never released
-_registry_lock = threading.Lock()
-_roots: dict[str, _Root] = {}  # real path -> root
-_order: tuple[tuple[str, _Root], ...] = (("/", _SLASH),)  # (spelling, root), longest spelling first
 
 
 def _spellings(base: str) -> tuple[tuple[str, ...], str]:
@@ -241,90 +248,16 @@ def _spellings(base: str) -> tuple[tuple[str, ...], str]:
     return tuple(name.rstrip("/") + "/" for name in names), real
 
 
-def _rebuild_order() -> None:
-    global _order
-    pairs = [(spelling, root) for root in _roots.values() for spelling in root.spellings if spelling != "/"]
+def _ordered(roots: Iterable[_Root], slash: _Root) -> tuple[tuple[str, _Root], ...]:
+    """(spelling, root) for every spelling of ``roots``, longest first, then ``/``: the first prefix is the root."""
+    pairs = [(spelling, root) for root in roots for spelling in root.spellings if spelling != "/"]
     pairs.sort(key=lambda pair: -len(pair[0]))
-    _order = (*pairs, ("/", _SLASH))
+    return (*pairs, ("/", slash))
 
 
-def hold(bases: Iterable[str | os.PathLike[str]]) -> Callable[[], None]:
-    """Confine paths under each of ``bases`` to it until the returned function is called (``Paths`` does both).
-
-    The release runs from a finalizer, which the garbage collector may call in the middle of anything (this function
-    included), so it takes no lock: it queues the roots, and the next ``hold`` lets them go."""
-    held: list[_Root] = []
-    with _registry_lock:
-        _release_queued()
-        for base in dict.fromkeys(os.fspath(item) for item in bases):
-            spellings, real = _spellings(base)
-            if real == "/":
-                continue  # "/" is always a root
-            root = _roots.get(real)
-            if root is None:
-                root = _roots[real] = _Root(real, spellings)
-            else:
-                root.revalidate()
-                root.spellings = tuple(dict.fromkeys((*root.spellings, *spellings)))
-            root.holders += 1
-            held.append(root)
-        _rebuild_order()
-    released = [False]
-
-    def release() -> None:
-        if not released[0]:
-            released[0] = True
-            _queued.extend(held)
-
-    return release
-
-
-_queued: list[_Root] = []  # roots whose holder went away (list.append and pop are atomic)
-
-
-def _release_queued() -> None:
-    """Let go of the roots whose holders went away (called with the registry lock held)."""
-    changed = False
-    while _queued:
-        root = _queued.pop()
-        root.holders -= 1
-        if root.holders == 0 and _roots.get(root.path) is root:
-            del _roots[root.path]
-            root.close()
-            changed = True
-    if changed:
-        _rebuild_order()
-
-
-def _locate(path: str | os.PathLike[str]) -> tuple[_Root, str, str]:
-    """(root, path relative to it, the path as an absolute string) for a host path as callers spell it."""
-    text = path if path.__class__ is str else _text(path)
-    if not text.startswith("/"):
-        text = os.path.join(os.getcwd(), text)  # not abspath: folding ".." here could leave the root
-    for spelling, root in _order:
-        if text.startswith(spelling):
-            return root, text[len(spelling) :] or ".", text
-        if len(text) + 1 == len(spelling) and spelling.startswith(text):
-            return root, ".", text  # the root itself
-    return _SLASH, text.lstrip("/") or ".", text  # unreachable: "/" is every path's prefix
-
-
-# --------------------------------------------------------------------------------------------------- observing
-_observer: Callable[[str, str], None] | None = None
-
-
-@contextlib.contextmanager
-def observe(observer: Callable[[str, str], None]) -> Iterator[None]:
-    """Call ``observer(path, kind)`` for every host path used inside the block, before it is used: ``kind`` is
-    ``opened`` (content read), ``listed`` or ``stated`` (stat, existence, a link followed or read). The path is the
-    caller's spelling, absolute. For ``numawatch capture``, whose audit hook cannot see ctypes calls."""
-    global _observer
-    previous = _observer
-    _observer = observer
-    try:
-        yield
-    finally:
-        _observer = previous
+def _close_roots(roots: list[_Root]) -> None:
+    for root in roots:
+        root.close()
 
 
 # --------------------------------------------------------------------------------------------------- resolving
@@ -450,191 +383,405 @@ def _open(root: _Root, rel: str, flags: int, logical: str) -> int:
         return _openat2(root, rel, flags, logical)
     return _walk(root, rel, flags, logical)[0]
 
-
 # --------------------------------------------------------------------------------------------------- the API
-def open_file(path: str | os.PathLike[str]) -> int:
-    """A descriptor of the regular file at ``path`` (confined, non-blocking); the caller closes it."""
-    # The hot path of every source (about 2,000 calls an evaluation on a large node): _locate and _openat2 inlined.
-    text = path if path.__class__ is str else _text(path)
-    if text[:1] != "/":
-        text = os.path.join(os.getcwd(), text)  # not abspath: folding ".." here could leave the root
-    root, rel = _SLASH, text[1:] or "."
-    for spelling, candidate in _order:
-        if text.startswith(spelling):  # a file is never the root itself, so the spelling's "/" follows
-            root, rel = candidate, text[len(spelling) :] or "."
-            break
-    observer = _observer
-    if observer is not None:
-        observer(text, "opened")
-    _audit("open", text, None, FILE_FLAGS)
-    c_fd = root._c_fd
-    if _OPENAT2 and c_fd is not None and "\0" not in rel:
-        fd = _CALL(_NR, c_fd, rel.encode("utf-8", "surrogateescape"), _FILE_HOW, _HOW_SIZE)
-        if fd < 0:
-            code = ctypes.get_errno()
-            if code != errno.EAGAIN and code != errno.EINTR:
-                raise OSError(code, os.strerror(code), text)
-            fd = _openat2(root, rel, FILE_FLAGS, text)  # a race the kernel asks to retry
-    else:
-        fd = _open(root, rel, FILE_FLAGS, text)
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        os.close(fd)
-        raise
-    if mode & 0o170000 != stat.S_IFREG:
-        os.close(fd)
-        if stat.S_ISDIR(mode):
-            raise _fail(errno.EISDIR, text)  # what open() says of a directory
-        raise NotRegularFile(text, mode)
-    return fd
-
-
 def _text(path: str | os.PathLike[str]) -> str:
     text = os.fspath(path)
     return text if isinstance(text, str) else os.fsdecode(text)
-
-
-def read_file(path: str | os.PathLike[str], size: int) -> bytes:
-    """At most ``size`` bytes of the file at ``path`` in one read (procfs and sysfs files fill it in one)."""
-    fd = open_file(path)
-    try:
-        return os.read(fd, size)
-    finally:
-        os.close(fd)
-
-
-def listdir(path: str | os.PathLike[str]) -> list[str]:
-    """The names in the directory at ``path`` (confined)."""
-    root, rel, logical = _locate(path)
-    observer = _observer
-    if observer is not None:
-        observer(logical, "listed")
-    fd = _open(root, rel, _DIR_FLAGS, logical)
-    try:
-        return os.listdir(fd)
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def scandir(path: str | os.PathLike[str]) -> Iterator[Iterator[os.DirEntry[str]]]:
-    """``os.scandir`` of the directory at ``path`` (confined). Use ``entry.is_dir(follow_symlinks=False)``,
-    ``entry.is_symlink()`` and ``entry.stat(follow_symlinks=False)``: following an entry's link goes through
-    ``stat_path``/``is_dir`` of the joined path, never the entry's own ``stat()``."""
-    root, rel, logical = _locate(path)
-    observer = _observer
-    if observer is not None:
-        observer(logical, "listed")
-    fd = _open(root, rel, _DIR_FLAGS, logical)
-    try:
-        with os.scandir(fd) as entries:  # it works on a duplicate of fd
-            yield entries
-    finally:
-        os.close(fd)
-
-
-def stat_path(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> os.stat_result:
-    """``os.stat`` (or ``os.lstat``) of ``path``, resolved under its root."""
-    root, rel, logical = _locate(path)
-    observer = _observer
-    if observer is not None:
-        observer(logical, "stated")
-    if follow_symlinks:
-        fd = _open(root, rel, _PATH_FLAGS, logical)
-    elif _OPENAT2:
-        fd = _openat2(root, rel, _PATH_NOFOLLOW, logical)
-    else:
-        fd = _walk(root, rel, _PATH_FLAGS, logical, follow_last=False)[0]
-    try:
-        return os.fstat(fd)
-    finally:
-        os.close(fd)
-
-
-def lstat(path: str | os.PathLike[str]) -> os.stat_result:
-    return stat_path(path, follow_symlinks=False)
-
-
-def open_socket(path: str | os.PathLike[str]) -> int:
-    """An ``O_PATH`` descriptor of the Unix socket at ``path``, resolved under its root; the caller closes it.
-    A connection made through it (``Paths.own_fd``) reaches the socket found inside the root, never one a symlink
-    swapped in afterwards. Anything but a socket is ``NotRegularFile``-like: EINVAL naming what it is."""
-    root, rel, logical = _locate(path)
-    observer = _observer
-    if observer is not None:
-        observer(logical, "stated")
-    fd = _open(root, rel, _PATH_FLAGS, logical)
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        os.close(fd)
-        raise
-    if not stat.S_ISSOCK(mode):
-        os.close(fd)
-        kind = _KINDS.get(stat.S_IFMT(mode), "a regular file" if stat.S_ISREG(mode) else "not a socket")
-        raise OSError(errno.EINVAL, f"not a socket ({kind})", logical)
-    return fd
 
 
 # What "does not exist" means for exists()/is_dir()/is_file(), as pathlib decides it: anything else (permission
 # denied above all) propagates, so a source says "Permission denied: <path>" instead of "there is nothing here".
 _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 
+# No file numawatch reads legitimately comes close to this; /proc/interrupts on a 384-CPU host with 2,000 IRQs is
+# about 8 MB. A bigger file is corrupt or hostile, and reading it whole would blow the memory budget.
+DEFAULT_READ_LIMIT = 16 * 1024 * 1024
 
-def _kind(path: str | os.PathLike[str], follow_symlinks: bool = True) -> int | None:
-    try:
-        return stat.S_IFMT(stat_path(path, follow_symlinks=follow_symlinks).st_mode)
-    except ValueError:
-        return None
-    except OSError as error:
-        if error.errno in _ABSENT:
+# Bytes asked of the kernel per read(2). Python allocates the whole size asked for before the kernel fills it, so
+# asking for the read limit (megabytes) would map and fault in a fresh buffer for every small file; procfs and sysfs
+# files fit in one such read, and a larger file is gathered chunk by chunk.
+_CHUNK = 1 << 16
+
+
+class HostFs:
+    """One host tree as numawatch reads it: its roots, and every open, listing and stat resolved under them.
+
+    ``bases`` are the directories paths are confined to (``Paths.confinement_bases()``: the host root and each
+    ``--path.*`` override outside it, which is then its own root). A path names its root by spelling: the longest
+    base whose spelling (as given, absolute, or with its symlinks resolved) is a prefix of the path; a path under
+    none of them is confined to ``/``. Each root's ``O_PATH`` descriptor is opened on first use and closed by
+    ``close()``, or when the HostFs is collected (``Paths`` holds its own: ``paths.fs``)."""
+
+    def __init__(self, bases: Iterable[str | os.PathLike[str]] = ()) -> None:
+        self._slash = _Root("/", ("/",))
+        roots: dict[str, _Root] = {}  # real path -> root
+        for base in dict.fromkeys(os.fspath(item) for item in bases):
+            spellings, real = _spellings(base)
+            if real == "/":
+                continue  # "/" is always a root
+            root = roots.get(real)
+            if root is None:
+                roots[real] = _Root(real, spellings)
+            else:
+                root.spellings = tuple(dict.fromkeys((*root.spellings, *spellings)))
+        self._roots = roots
+        self._order = _ordered(roots.values(), self._slash)  # (spelling, root), longest spelling first
+        self._observer: Callable[[str, str], None] | None = None
+        # Closes the descriptors once nothing can use them any more: a finalizer of the HostFs itself, never of its
+        # holder, so a call still running on it never meets a descriptor closed (and its number reused) under it.
+        self._close = weakref.finalize(self, _close_roots, [self._slash, *roots.values()])
+
+    def close(self) -> None:
+        """Close the roots' descriptors (with no read running on them); a later read raises ``ClosedHostFs``."""
+        self._close()
+
+    def _locate(self, path: str | os.PathLike[str]) -> tuple[_Root, str, str]:
+        """(root, path relative to it, the path as an absolute string) for a host path as callers spell it."""
+        text = path if path.__class__ is str else _text(path)
+        if not text.startswith("/"):
+            text = os.path.join(os.getcwd(), text)  # not abspath: folding ".." here could leave the root
+        for spelling, root in self._order:
+            if text.startswith(spelling):
+                return root, text[len(spelling) :] or ".", text
+            if len(text) + 1 == len(spelling) and spelling.startswith(text):
+                return root, ".", text  # the root itself
+        return self._slash, text.lstrip("/") or ".", text  # unreachable: "/" is every path's prefix
+
+    @contextlib.contextmanager
+    def observe(self, observer: Callable[[str, str], None]) -> Iterator[None]:
+        """Call ``observer(path, kind)`` for every host path used through this HostFs inside the block, before it is
+        used: ``kind`` is ``opened`` (content read), ``listed`` or ``stated`` (stat, existence, a link followed or
+        read). The path is the caller's spelling, absolute. For ``numawatch capture``, whose audit hook cannot see
+        ctypes calls."""
+        previous = self._observer
+        self._observer = observer
+        try:
+            yield
+        finally:
+            self._observer = previous
+
+    def open_file(self, path: str | os.PathLike[str]) -> int:
+        """A descriptor of the regular file at ``path`` (confined, non-blocking); the caller closes it."""
+        # The hot path of every source (about 2,000 calls an evaluation on a large node): _locate and _openat2
+        # inlined.
+        text = path if path.__class__ is str else _text(path)
+        if text[:1] != "/":
+            text = os.path.join(os.getcwd(), text)  # not abspath: folding ".." here could leave the root
+        root, rel = self._slash, text[1:] or "."
+        for spelling, candidate in self._order:
+            if text.startswith(spelling):  # a file is never the root itself, so the spelling's "/" follows
+                root, rel = candidate, text[len(spelling) :] or "."
+                break
+        observer = self._observer
+        if observer is not None:
+            observer(text, "opened")
+        _audit("open", text, None, FILE_FLAGS)
+        c_fd = root._c_fd
+        if _OPENAT2 and c_fd is not None and "\0" not in rel:
+            fd = _CALL(_NR, c_fd, rel.encode("utf-8", "surrogateescape"), _FILE_HOW, _HOW_SIZE)
+            if fd < 0:
+                code = ctypes.get_errno()
+                if code != errno.EAGAIN and code != errno.EINTR:
+                    raise OSError(code, os.strerror(code), text)
+                fd = _openat2(root, rel, FILE_FLAGS, text)  # a race the kernel asks to retry
+        else:
+            fd = _open(root, rel, FILE_FLAGS, text)
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            os.close(fd)
+            raise
+        if mode & 0o170000 != stat.S_IFREG:
+            os.close(fd)
+            if stat.S_ISDIR(mode):
+                raise _fail(errno.EISDIR, text)  # what open() says of a directory
+            raise NotRegularFile(text, mode)
+        return fd
+
+    def read_file(self, path: str | os.PathLike[str], size: int) -> bytes:
+        """At most ``size`` bytes of the file at ``path`` in one read (procfs and sysfs files fill it in one)."""
+        fd = self.open_file(path)
+        try:
+            return os.read(fd, size)
+        finally:
+            os.close(fd)
+
+    def listdir(self, path: str | os.PathLike[str]) -> list[str]:
+        """The names in the directory at ``path`` (confined)."""
+        root, rel, logical = self._locate(path)
+        observer = self._observer
+        if observer is not None:
+            observer(logical, "listed")
+        fd = _open(root, rel, _DIR_FLAGS, logical)
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def scandir(self, path: str | os.PathLike[str]) -> Iterator[Iterator[os.DirEntry[str]]]:
+        """``os.scandir`` of the directory at ``path`` (confined). Use ``entry.is_dir(follow_symlinks=False)``,
+        ``entry.is_symlink()`` and ``entry.stat(follow_symlinks=False)``: following an entry's link goes through
+        ``stat_path``/``is_dir`` of the joined path, never the entry's own ``stat()``."""
+        root, rel, logical = self._locate(path)
+        observer = self._observer
+        if observer is not None:
+            observer(logical, "listed")
+        fd = _open(root, rel, _DIR_FLAGS, logical)
+        try:
+            with os.scandir(fd) as entries:  # it works on a duplicate of fd
+                yield entries
+        finally:
+            os.close(fd)
+
+    def stat_path(self, path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> os.stat_result:
+        """``os.stat`` (or ``os.lstat``) of ``path``, resolved under its root."""
+        root, rel, logical = self._locate(path)
+        observer = self._observer
+        if observer is not None:
+            observer(logical, "stated")
+        if follow_symlinks:
+            fd = _open(root, rel, _PATH_FLAGS, logical)
+        elif _OPENAT2:
+            fd = _openat2(root, rel, _PATH_NOFOLLOW, logical)
+        else:
+            fd = _walk(root, rel, _PATH_FLAGS, logical, follow_last=False)[0]
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def lstat(self, path: str | os.PathLike[str]) -> os.stat_result:
+        return self.stat_path(path, follow_symlinks=False)
+
+    def open_socket(self, path: str | os.PathLike[str]) -> int:
+        """An ``O_PATH`` descriptor of the Unix socket at ``path``, resolved under its root; the caller closes it.
+        A connection made through it (``Paths.own_fd``) reaches the socket found inside the root, never one a
+        symlink swapped in afterwards. Anything but a socket is ``NotRegularFile``-like: EINVAL naming what it is."""
+        root, rel, logical = self._locate(path)
+        observer = self._observer
+        if observer is not None:
+            observer(logical, "stated")
+        fd = _open(root, rel, _PATH_FLAGS, logical)
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat.S_ISSOCK(mode):
+            os.close(fd)
+            kind = _KINDS.get(stat.S_IFMT(mode), "a regular file" if stat.S_ISREG(mode) else "not a socket")
+            raise OSError(errno.EINVAL, f"not a socket ({kind})", logical)
+        return fd
+
+    def _kind(self, path: str | os.PathLike[str]) -> int | None:
+        try:
+            return stat.S_IFMT(self.stat_path(path).st_mode)
+        except ClosedHostFs:
+            raise
+        except ValueError:  # a NUL byte in the path (the walk's os.open)
             return None
-        raise
+        except OSError as error:
+            if error.errno in _ABSENT:
+                return None
+            raise
+
+    def exists(self, path: str | os.PathLike[str]) -> bool:
+        return self._kind(path) is not None
+
+    def is_dir(self, path: str | os.PathLike[str]) -> bool:
+        return self._kind(path) == stat.S_IFDIR
+
+    def is_file(self, path: str | os.PathLike[str]) -> bool:
+        return self._kind(path) == stat.S_IFREG
+
+    def readlink(self, path: str | os.PathLike[str]) -> str:
+        """The target of the symlink at ``path`` (its directory resolved under the root); EINVAL when not a link."""
+        root, rel, logical = self._locate(path)
+        observer = self._observer
+        if observer is not None:
+            observer(logical, "stated")
+        parent, _, name = rel.rpartition("/")
+        if name in ("", ".", ".."):
+            raise _fail(errno.EINVAL, logical)
+        fd = _open(root, parent or ".", _PATH_DIR, logical)
+        try:
+            return os.readlink(name, dir_fd=fd)
+        except OSError as error:
+            raise _fail(error.errno, logical) from None
+        finally:
+            os.close(fd)
+
+    def resolve(self, path: str | os.PathLike[str]) -> str:
+        """``path`` with every symlink resolved as if its root were ``/``, spelled under the root as the caller
+        spells it (``<root>/sys/bus/pci/devices/X`` -> ``<root>/sys/devices/pci0000:00/.../X``). Like
+        ``os.path.realpath``, a part that does not exist is kept as written; a link loop raises ELOOP."""
+        root, rel, logical = self._locate(path)
+        observer = self._observer
+        if observer is not None:
+            observer(logical, "stated")
+        fd, names = _walk(root, rel, _PATH_FLAGS, logical, missing_ok=True)
+        if fd >= 0:
+            os.close(fd)
+        # _locate cut the root's spelling off the front: what is left of the path is that spelling.
+        base = logical if rel == "." else logical[: len(logical) - len(rel)]
+        base = base.rstrip("/")
+        return "/".join([base, *names]) if names else (base or "/")
+
+    # ----------------------------------------------------------------------------------------------- bounded reads
+    def read_bytes(self, path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT) -> bytes:
+        """Read a whole file, refusing files larger than ``limit`` (procfs reports size 0, so we read and count)."""
+        fd = self.open_file(path)
+        parts: list[bytes] = []
+        total = 0
+        try:
+            # procfs files can return short reads; keep reading until EOF.
+            while chunk := os.read(fd, min(limit + 1 - total, _CHUNK)):
+                total += len(chunk)
+                if total > limit:
+                    raise MalformedFile(_text(path), f"larger than the {limit}-byte limit")
+                parts.append(chunk)
+        finally:
+            os.close(fd)
+        return b"".join(parts)  # one part is handed back as it is, not copied
+
+    def read_small(self, path: str | os.PathLike[str], size: int, *, vanishing: bool = False) -> bytes | None:
+        """One open and one read of at most ``size`` bytes: all of a small procfs or sysfs attribute, which the
+        kernel fills in one read. None when the file does not exist; with ``vanishing``, also when the read itself
+        fails (the object behind it, an IRQ or a process, was torn down between open and read: EIO, EINVAL, ESRCH).
+
+        For the files read by the hundred at every reading (IRQ affinities, cpufreq policies): no loop, no limit
+        check beyond ``size``."""
+        try:
+            fd = self.open_file(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            return os.read(fd, size)
+        except OSError:
+            if vanishing:
+                return None
+            raise
+        finally:
+            os.close(fd)
+
+    def read_small_text(self, path: str | os.PathLike[str], size: int) -> str | None:
+        """``read_small`` as text (invalid UTF-8 replaced): None when the file does not exist."""
+        data = self.read_small(path, size)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def read_text(self, path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT) -> str:
+        return self.read_bytes(path, limit).decode("utf-8", errors="replace")
+
+    def read_optional_text(self, path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT) -> str | None:
+        """The file's text, or None when it does not exist (a vanished cgroup, an absent sysfs attribute)."""
+        try:
+            return self.read_text(path, limit)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def read_attribute_text(self, path: str | os.PathLike[str], limit: int) -> str | None:
+        """``read_optional_text`` for a sysfs or sysctl attribute, in one read: the kernel fills such a file in one
+        read (and a regular file, in a captured or generated tree, returns all it has up to the size asked), so the
+        read that would only find the end of the file is left out. Refuses a file larger than ``limit`` as
+        ``read_optional_text`` does; None when it does not exist."""
+        data = self.read_small(path, limit + 1)
+        if data is None:
+            return None
+        if len(data) > limit:
+            raise MalformedFile(_text(path), f"larger than the {limit}-byte limit")
+        return data.decode("utf-8", errors="replace")
+
+    def list_dir(self, path: str | os.PathLike[str]) -> list[str]:
+        """Directory entries, or [] when the directory vanished or never existed."""
+        try:
+            return self.listdir(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+
+# --------------------------------------------------------------------------------------------------- held roots
+# The roots every live ``Paths`` holds, for the callers not yet handed its HostFs: the module-level functions below
+# read through ``HELD``, whose roots ``hold`` adds and the holders' finalizers let go of.
+HELD = HostFs()
+_registry_lock = threading.Lock()
+_queued: list[_Root] = []  # roots whose holder went away (list.append and pop are atomic)
+
+
+def hold(bases: Iterable[str | os.PathLike[str]]) -> Callable[[], None]:
+    """Confine paths under each of ``bases`` to it, for the module-level functions, until the returned function is
+    called (``Paths`` does both).
+
+    The release runs from a finalizer, which the garbage collector may call in the middle of anything (this function
+    included), so it takes no lock: it queues the roots, and the next ``hold`` lets them go."""
+    held: list[_Root] = []
+    with _registry_lock:
+        _release_queued()
+        for base in dict.fromkeys(os.fspath(item) for item in bases):
+            spellings, real = _spellings(base)
+            if real == "/":
+                continue  # "/" is always a root
+            root = HELD._roots.get(real)
+            if root is None:
+                root = HELD._roots[real] = _Root(real, spellings)
+            else:
+                root.revalidate()
+                root.spellings = tuple(dict.fromkeys((*root.spellings, *spellings)))
+            root.holders += 1
+            held.append(root)
+        HELD._order = _ordered(HELD._roots.values(), HELD._slash)
+    released = [False]
+
+    def release() -> None:
+        if not released[0]:
+            released[0] = True
+            _queued.extend(held)
+
+    return release
+
+
+def _release_queued() -> None:
+    """Let go of the roots whose holders went away (called with the registry lock held)."""
+    changed = False
+    while _queued:
+        root = _queued.pop()
+        root.holders -= 1
+        if root.holders == 0 and HELD._roots.get(root.path) is root:
+            del HELD._roots[root.path]
+            root.close()
+            changed = True
+    if changed:
+        HELD._order = _ordered(HELD._roots.values(), HELD._slash)
+
+
+def observe(observer: Callable[[str, str], None]) -> contextlib.AbstractContextManager[None]:
+    """``HostFs.observe`` of the held roots."""
+    return HELD.observe(observer)
+
+
+def open_file(path: str | os.PathLike[str]) -> int:
+    return HELD.open_file(path)
+
+
+def read_file(path: str | os.PathLike[str], size: int) -> bytes:
+    return HELD.read_file(path, size)
+
+
+def listdir(path: str | os.PathLike[str]) -> list[str]:
+    return HELD.listdir(path)
+
+
+def scandir(path: str | os.PathLike[str]) -> contextlib.AbstractContextManager[Iterator[os.DirEntry[str]]]:
+    return HELD.scandir(path)
+
+
+def stat_path(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> os.stat_result:
+    return HELD.stat_path(path, follow_symlinks=follow_symlinks)
 
 
 def exists(path: str | os.PathLike[str]) -> bool:
-    return _kind(path) is not None
+    return HELD.exists(path)
 
 
 def is_dir(path: str | os.PathLike[str]) -> bool:
-    return _kind(path) == stat.S_IFDIR
-
-
-def is_file(path: str | os.PathLike[str]) -> bool:
-    return _kind(path) == stat.S_IFREG
-
-
-def readlink(path: str | os.PathLike[str]) -> str:
-    """The target of the symlink at ``path`` (its directory resolved under the root); EINVAL when not a link."""
-    root, rel, logical = _locate(path)
-    observer = _observer
-    if observer is not None:
-        observer(logical, "stated")
-    parent, _, name = rel.rpartition("/")
-    if name in ("", ".", ".."):
-        raise _fail(errno.EINVAL, logical)
-    fd = _open(root, parent or ".", _PATH_DIR, logical)
-    try:
-        return os.readlink(name, dir_fd=fd)
-    except OSError as error:
-        raise _fail(error.errno, logical) from None
-    finally:
-        os.close(fd)
-
-
-def resolve(path: str | os.PathLike[str]) -> str:
-    """``path`` with every symlink resolved as if its root were ``/``, spelled under the root as the caller spells
-    it (``<root>/sys/bus/pci/devices/X`` -> ``<root>/sys/devices/pci0000:00/.../X``). Like ``os.path.realpath``, a
-    part that does not exist is kept as written; a link loop raises ELOOP."""
-    root, rel, logical = _locate(path)
-    observer = _observer
-    if observer is not None:
-        observer(logical, "stated")
-    fd, names = _walk(root, rel, _PATH_FLAGS, logical, missing_ok=True)
-    if fd >= 0:
-        os.close(fd)
-    # _locate cut the root's spelling off the front: what is left of the path is that spelling.
-    base = logical if rel == "." else logical[: len(logical) - len(rel)]
-    base = base.rstrip("/")
-    return "/".join([base, *names]) if names else (base or "/")
+    return HELD.is_dir(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -26,10 +26,15 @@ class Paths:
     # The kubelet's pod-resources socket (``<kubelet>/pod-resources/kubelet.sock``, where the kubelet puts it under
     # its root directory).
     pod_resources: Path
+    # Every host read goes through it: confined to the bases below (confined.py). Its descriptors are closed when
+    # it goes, with this object.
+    fs: confined.HostFs = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        # Every read under these bases is confined to them (confined.py) for as long as this object lives.
-        weakref.finalize(self, confined.hold(self.confinement_bases()))
+        bases = self.confinement_bases()
+        object.__setattr__(self, "fs", confined.HostFs(bases))
+        # The roots of the module-level functions (confined.HELD), for sources not yet reading through ``fs``.
+        weakref.finalize(self, confined.hold(bases))
 
     def confinement_bases(self) -> list[Path]:
         """The root, and each part given outside it (``--path.procfs=/other/proc``), which is then its own root."""
@@ -90,7 +95,7 @@ class Paths:
     @staticmethod
     def own_fd(fd: int) -> str:
         """A path naming this process's open descriptor ``fd`` (its own procfs, never the host's): how a socket
-        held open with ``O_PATH`` is connected to (``confined.open_socket``), whatever the length of its path."""
+        held open with ``O_PATH`` is connected to (``HostFs.open_socket``), whatever the length of its path."""
         return f"/proc/self/fd/{fd}"
 
     def host_path(self, absolute: str) -> Path:
@@ -113,11 +118,11 @@ class Paths:
         return self.root.joinpath(*names)
 
     def resolve(self, path: Path) -> Path:
-        """Resolve symlinks in ``path`` as if its root were ``/`` (see ``confined.resolve``).
+        """Resolve symlinks in ``path`` as if its root were ``/`` (see ``HostFs.resolve``).
 
         sysfs links are relative (``../../../devices/pci0000:00/...``) and resolve fine, but an absolute link in
         a captured tree, or ``..`` past the top, must land inside the root, never on this machine's own ``/``.
         Like a chroot, ``..`` at the root stays at the root. Raises OSError as ``open`` would (a dangling link,
         a loop).
         """
-        return Path(confined.resolve(path))
+        return Path(self.fs.resolve(path))

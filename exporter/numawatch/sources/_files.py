@@ -1,12 +1,11 @@
-"""Small helpers every source uses to read host files: bounded, one syscall where possible, clear errors.
+"""What the sources share besides reading: environment files, lines by key.
 
-Every open, listing and stat goes through ``numawatch.confined``: confined to the host root, non-blocking, regular
-files only.
+Every open, listing and stat goes through the Paths' ``HostFs`` (``paths.fs``, ``numawatch.confined``): confined
+to the host root, non-blocking, regular files only, bounded.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -15,92 +14,33 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 
 __all__ = ["MalformedFile", "SourceUnavailable"]
 
-# No file numawatch reads legitimately comes close to this; /proc/interrupts on a 384-CPU host with 2,000 IRQs is
-# about 8 MB. A bigger file is corrupt or hostile, and reading it whole would blow the memory budget.
-DEFAULT_READ_LIMIT = 16 * 1024 * 1024
+DEFAULT_READ_LIMIT = confined.DEFAULT_READ_LIMIT
 
 
-# Bytes asked of the kernel per read(2). Python allocates the whole size asked for before the kernel fills it, so
-# asking for the read limit (megabytes) would map and fault in a fresh buffer for every small file; procfs and sysfs
-# files fit in one such read, and a larger file is gathered chunk by chunk.
-_CHUNK = 1 << 16
-
-
+# The bounded reads through the roots every live Paths holds, for the sources not yet reading through their Paths'
+# HostFs (``paths.fs.read_bytes`` and the rest: confined.py).
 def read_bytes(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
-    """Read a whole file, refusing files larger than ``limit`` (procfs reports size 0, so we read and count)."""
-    fd = confined.open_file(path)
-    parts: list[bytes] = []
-    total = 0
-    try:
-        # procfs files can return short reads; keep reading until EOF.
-        while chunk := os.read(fd, min(limit + 1 - total, _CHUNK)):
-            total += len(chunk)
-            if total > limit:
-                raise MalformedFile(path, f"larger than the {limit}-byte limit")
-            parts.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(parts)  # one part is handed back as it is, not copied
+    return confined.HELD.read_bytes(path, limit)
 
 
 def read_small(path: Path | str, size: int, *, vanishing: bool = False) -> bytes | None:
-    """One open and one read of at most ``size`` bytes: all of a small procfs or sysfs attribute, which the kernel
-    fills in one read. None when the file does not exist; with ``vanishing``, also when the read itself fails (the
-    object behind it, an IRQ or a process, was torn down between open and read: EIO, EINVAL, ESRCH).
-
-    For the files read by the hundred at every reading (IRQ affinities, cpufreq policies): no loop, no limit check
-    beyond ``size``."""
-    try:
-        fd = confined.open_file(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        return os.read(fd, size)
-    except OSError:
-        if vanishing:
-            return None
-        raise
-    finally:
-        os.close(fd)
+    return confined.HELD.read_small(path, size, vanishing=vanishing)
 
 
 def read_small_text(path: Path | str, size: int) -> str | None:
-    """``read_small`` as text (invalid UTF-8 replaced): None when the file does not exist."""
-    data = read_small(path, size)
-    return None if data is None else data.decode("utf-8", errors="replace")
-
-
-def read_text(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> str:
-    return read_bytes(path, limit).decode("utf-8", errors="replace")
+    return confined.HELD.read_small_text(path, size)
 
 
 def read_optional_text(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> str | None:
-    """The file's text, or None when it does not exist (a vanished cgroup, an absent sysfs attribute)."""
-    try:
-        return read_text(path, limit)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+    return confined.HELD.read_optional_text(path, limit)
 
 
 def read_attribute_text(path: Path | str, limit: int) -> str | None:
-    """``read_optional_text`` for a sysfs or sysctl attribute, in one read: the kernel fills such a file in one read
-    (and a regular file, in a captured or generated tree, returns all it has up to the size asked), so the read
-    that would only find the end of the file is left out. Refuses a file larger than ``limit`` as
-    ``read_optional_text`` does; None when it does not exist."""
-    data = read_small(path, limit + 1)
-    if data is None:
-        return None
-    if len(data) > limit:
-        raise MalformedFile(path, f"larger than the {limit}-byte limit")
-    return data.decode("utf-8", errors="replace")
+    return confined.HELD.read_attribute_text(path, limit)
 
 
 def list_dir(path: Path | str) -> list[str]:
-    """Directory entries, or [] when the directory vanished or never existed."""
-    try:
-        return confined.listdir(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    return confined.HELD.list_dir(path)
 
 
 _INLINE_COMMENT = re.compile(r"(?:^|\s)#")

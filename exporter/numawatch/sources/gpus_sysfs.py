@@ -40,7 +40,7 @@ Then the driver's own description, where its module is loaded (absent: stable id
     Device Minor:    0
 
 The entries of ``sys/bus/pci/devices`` are relative symlinks into ``sys/devices/pci*``. They are resolved with
-``Paths.resolve`` and every attribute is read with the confined opener, so a captured tree with an absolute link
+``Paths.resolve`` and every attribute is read through the Paths' HostFs, so a captured tree with an absolute link
 (``/sys/devices/...``), or an attribute that is itself a link, is read inside the host root, never from this
 machine's own /sys.
 
@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.cpuset import parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import checked, printable, strip_value
@@ -72,7 +72,6 @@ from numawatch.model import frozen_map
 from numawatch.model.gpu import GpuDevice, GpuInventory
 from numawatch.paths import Paths
 from numawatch.source import SourceSpec
-from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text
 
 NVIDIA_VENDOR = "0x10de"
 AMD_VENDOR = "0x1002"
@@ -201,7 +200,7 @@ def _kfd_unique_ids(paths: Paths) -> KfdIds:
     minors: dict[int, str] = {}
     problems: list[str] = []
     try:
-        names = list_dir(nodes)
+        names = paths.fs.list_dir(nodes)
     except OSError as error:
         return KfdIds({}, (f"{nodes}: {error.strerror or error}",))
     for name in sorted(names, key=lambda n: (len(n), n))[:_KFD_NODE_LIMIT]:
@@ -209,7 +208,7 @@ def _kfd_unique_ids(paths: Paths) -> KfdIds:
             continue
         path = nodes / name / "properties"
         try:
-            text = read_optional_text(path, _ATTRIBUTE_LIMIT)
+            text = paths.fs.read_optional_text(path, _ATTRIBUTE_LIMIT)
         except MalformedFile as error:
             problems.append(str(error))
             continue
@@ -235,10 +234,10 @@ def _partition_parents(paths: Paths, kfd: KfdIds, amd: Mapping[str, GpuDevice]) 
     partition's number). A partition that leads nowhere in the inventory is left out."""
     platform = paths.sysfs / _PLATFORM
     parents: dict[str, str] = {}
-    names = sorted((name for name in list_dir(platform) if _XCP.fullmatch(name)), key=lambda n: (len(n), n))
+    names = sorted((name for name in paths.fs.list_dir(platform) if _XCP.fullmatch(name)), key=lambda n: (len(n), n))
     for name in names[:_XCP_LIMIT]:
         try:
-            entries = list_dir(platform / name / "drm")
+            entries = paths.fs.list_dir(platform / name / "drm")
         except OSError:
             continue
         for entry in entries:
@@ -278,8 +277,8 @@ def parse_nvidia_information(text: str) -> dict[str, str]:
     return fields
 
 
-def _attribute(path: Path) -> str | None:
-    return read_optional_text(path, _ATTRIBUTE_LIMIT)
+def _attribute(fs: HostFs, path: Path) -> str | None:
+    return fs.read_optional_text(path, _ATTRIBUTE_LIMIT)
 
 
 def _parsed(
@@ -300,10 +299,10 @@ def _parsed(
         return None
 
 
-def _read_attribute(path: Path, problems: dict[str, str]) -> str | None:
+def _read_attribute(fs: HostFs, path: Path, problems: dict[str, str]) -> str | None:
     """A driver's file: None when absent, or when unreadable (then named in ``problems`` under its file name)."""
     try:
-        return _attribute(path)
+        return _attribute(fs, path)
     except MalformedFile as error:
         problems[path.name] = str(error)
     except OSError as error:  # unreadable (EIO from a wedged device, EACCES): this device's value is unknown
@@ -313,7 +312,7 @@ def _read_attribute(path: Path, problems: dict[str, str]) -> str | None:
 
 def _driver_info(paths: Paths, address: str, problems: dict[str, str]) -> Mapping[str, str]:
     path = paths.procfs / "driver/nvidia/gpus" / address / "information"
-    text = _read_attribute(path, problems)
+    text = _read_attribute(paths.fs, path, problems)
     if text is None:
         return {}
     fields = parse_nvidia_information(text)
@@ -330,21 +329,21 @@ def _driver_info(paths: Paths, address: str, problems: dict[str, str]) -> Mappin
     return fields
 
 
-def _driver_name(directory: Path) -> str | None:
+def _driver_name(fs: HostFs, directory: Path) -> str | None:
     """The name of the driver bound to the function (its ``driver`` link's last component); None when unbound."""
     try:
-        target = confined.readlink(directory / "driver")
+        target = fs.readlink(directory / "driver")
     except OSError:
         return None
     return target.rstrip("/").rpartition("/")[2] or None
 
 
 def _driver_attribute(
-    directory: Path, name: str, pattern: re.Pattern[str] | None, problems: dict[str, str]
+    fs: HostFs, directory: Path, name: str, pattern: re.Pattern[str] | None, problems: dict[str, str]
 ) -> str | None:
     """A driver's attribute in the function's directory: None when absent or empty, and when unreadable or not what
     the driver prints (``pattern``, else printable text of a model name's length): then named in ``problems``."""
-    text = _read_attribute(directory / name, problems)
+    text = _read_attribute(fs, directory / name, problems)
     value = strip_value(text) if text is not None else ""
     if not value:
         return None
@@ -369,15 +368,15 @@ def _identity(
         info = _driver_info(paths, address, problems)
         return info.get("GPU UUID") or None, info.get("Model") or None
     if vendor is AMD:
-        unique = _driver_attribute(directory, "unique_id", _AMD_UNIQUE_ID, problems)
+        unique = _driver_attribute(paths.fs, directory, "unique_id", _AMD_UNIQUE_ID, problems)
         if unique is None and "unique_id" not in problems:
             topology = kfd()
             unique = topology.ids.get(address)
             if unique is None and topology.problems:
                 problems["unique_id"] = topology.problems[0]  # its KFD node may be the one that could not be read
-        return unique, _driver_attribute(directory, "product_name", None, problems)
-    return _driver_attribute(directory, "serial_number", _HABANA_SERIAL, problems), _driver_attribute(
-        directory, "device_type", None, problems
+        return unique, _driver_attribute(paths.fs, directory, "product_name", None, problems)
+    return _driver_attribute(paths.fs, directory, "serial_number", _HABANA_SERIAL, problems), _driver_attribute(
+        paths.fs, directory, "device_type", None, problems
     )
 
 
@@ -386,32 +385,33 @@ def _read_device(
 ) -> GpuDevice | None:
     """The accelerator at ``directory``, or None when it is not one, vanished (hot unplug) during the scan, or has
     a class that cannot be parsed (then described in ``skipped``)."""
-    vendor_text = _attribute(directory / "vendor")
+    fs = paths.fs
+    vendor_text = _attribute(fs, directory / "vendor")
     vendor_id = strip_value(vendor_text).lower() if vendor_text is not None else ""
     if vendor_id not in VENDORS:
         return None
-    class_code = _parsed(directory / "class", parse_class, _attribute(directory / "class"), skipped)
+    class_code = _parsed(directory / "class", parse_class, _attribute(fs, directory / "class"), skipped)
     vendor = accelerator_vendor(vendor_id, class_code) if class_code is not None else None
     if vendor is None or class_code is None:
         return None
-    if vendor is AMD and class_code >> 8 == _VGA_CLASS and _driver_name(directory) != "amdgpu":
+    if vendor is AMD and class_code >> 8 == _VGA_CLASS and _driver_name(fs, directory) != "amdgpu":
         return None
     problems: dict[str, str] = {}
-    numa_text = _attribute(directory / "numa_node")
+    numa_text = _attribute(fs, directory / "numa_node")
     numa_node = _parsed(directory / "numa_node", parse_numa_node, numa_text, problems)
     if numa_text is None:
         # An absent file is not the kernel's -1: the node is unknown (GpuDevice.cpu_node takes it from local_cpus
         # where those lie on one node: POWER9's NVLink GPUs have only the mask).
         problems["numa_node"] = f"{directory / 'numa_node'}: missing"
-    cpulist_text = _attribute(directory / "local_cpulist")
+    cpulist_text = _attribute(fs, directory / "local_cpulist")
     if cpulist_text is not None:
         local_cpus = _parsed(directory / "local_cpulist", parse_cpulist, cpulist_text, problems)
     else:
-        mask = _parsed(directory / "local_cpus", parse_cpumask, _attribute(directory / "local_cpus"), problems)
+        mask = _parsed(directory / "local_cpus", parse_cpumask, _attribute(fs, directory / "local_cpus"), problems)
         if "local_cpus" in problems:
             problems["local_cpulist"] = problems.pop("local_cpus")
         local_cpus = mask
-    device = _attribute(directory / "device")
+    device = _attribute(fs, directory / "device")
     stable_id, model = _identity(paths, vendor, address, directory, kfd, problems)
     return GpuDevice(
         pci_address=address,
@@ -430,7 +430,7 @@ def _read_device(
 def read(paths: Paths) -> GpuInventory:
     """Every accelerator function on the PCI bus, sorted by PCI address. None at all is an empty inventory."""
     devices_dir = paths.sysfs / "bus/pci/devices"
-    if not confined.is_dir(devices_dir):
+    if not paths.fs.is_dir(devices_dir):
         raise SourceUnavailable(f"{devices_dir} does not exist")
     gpus = []
     skipped: list[str] = []
@@ -441,10 +441,10 @@ def read(paths: Paths) -> GpuInventory:
             kfd_ids.append(_kfd_unique_ids(paths))
         return kfd_ids[0]
 
-    for address in sorted(list_dir(devices_dir), key=pci_sort_key):
+    for address in sorted(paths.fs.list_dir(devices_dir), key=pci_sort_key):
         if PCI_ADDRESS.fullmatch(address) is None:
             continue  # not a PCI function's name: nothing sysfs would list (and it would become a label)
-        # The device's own directory (errors name it); resolved, and then read, inside the root (confined.py).
+        # The device's own directory (errors name it); resolved, and then read, inside the root (paths.fs).
         try:
             directory = paths.resolve(devices_dir / address)
         except OSError:  # a link loop in a captured tree: not a device we can read
@@ -469,15 +469,15 @@ def fingerprint(paths: Paths) -> tuple[tuple[str, ...], tuple[tuple[str, str | N
     """
     sysfs = os.fspath(paths.sysfs)  # strings, not pathlib: this runs at every reading
     devices = f"{sysfs}/bus/pci/devices"
-    bound = list_dir(f"{os.fspath(paths.procfs)}/driver/nvidia/gpus")
+    bound = paths.fs.list_dir(f"{os.fspath(paths.procfs)}/driver/nvidia/gpus")
     for driver in _DRIVERS:
-        bound += list_dir(f"{sysfs}/bus/pci/drivers/{driver}")
+        bound += paths.fs.list_dir(f"{sysfs}/bus/pci/drivers/{driver}")
     gpus = sorted(name for name in set(bound) if PCI_ADDRESS.fullmatch(name))
     # MI300 partitions come and go with a compute partition mode change, which adds no PCI function
-    partitions = tuple(sorted(name for name in list_dir(f"{sysfs}/{_PLATFORM}") if _XCP.fullmatch(name)))
+    partitions = tuple(sorted(name for name in paths.fs.list_dir(f"{sysfs}/{_PLATFORM}") if _XCP.fullmatch(name)))
     return (
-        (*sorted(list_dir(devices)), *partitions),
-        tuple((gpu, read_attribute_text(f"{devices}/{gpu}/numa_node", 64)) for gpu in gpus),
+        (*sorted(paths.fs.list_dir(devices)), *partitions),
+        tuple((gpu, paths.fs.read_attribute_text(f"{devices}/{gpu}/numa_node", 64)) for gpu in gpus),
     )
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import excerpt, one_of, printable, shown
@@ -43,7 +43,7 @@ from numawatch.paths import Paths
 from numawatch.quantity import QuantityError, quantity_bytes
 from numawatch.source import SourceSpec
 from numawatch.sources import node_registration
-from numawatch.sources._files import list_dir, parse_env_file, read_optional_text
+from numawatch.sources._files import parse_env_file
 from numawatch.sources.kubelet_state import host_name
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -459,7 +459,7 @@ def _kubeadm_inputs(paths: Paths) -> _Inputs:
     sources = [(paths.kubelet / name, variable) for name, variable in KUBEADM_FLAGS]
     sources += [(paths.etc / name, variable) for name, variable in EXTRA_FLAGS]
     for path, variable in sources:
-        text = read_optional_text(path, _CONFIG_LIMIT)
+        text = paths.fs.read_optional_text(path, _CONFIG_LIMIT)
         if text is None:
             continue
         file = host_name(paths, path)
@@ -478,7 +478,7 @@ def _kubeadm_inputs(paths: Paths) -> _Inputs:
 def _rke2_inputs(paths: Paths) -> _Inputs:
     documents: list[tuple[str, Mapping[str, Any]]] = []
     for path in _rke2_config_files(paths):
-        text = read_optional_text(path, _CONFIG_LIMIT)
+        text = paths.fs.read_optional_text(path, _CONFIG_LIMIT)
         if text is not None:
             file = host_name(paths, path)
             documents.append((file, load_yaml(text, file)))
@@ -525,14 +525,14 @@ _PATH_LIMIT = 4096  # PATH_MAX
 
 
 def _rke2_config_files(paths: Paths) -> list[Path]:
-    dropins = sorted(n for n in list_dir(paths.rke2 / "config.yaml.d") if n.endswith((".yaml", ".yml")))
+    dropins = sorted(n for n in paths.fs.list_dir(paths.rke2 / "config.yaml.d") if n.endswith((".yaml", ".yml")))
     return [paths.rke2 / "config.yaml", *(paths.rke2 / "config.yaml.d" / n for n in dropins)]
 
 
-def _dropin_files(directory: Path | None) -> list[Path]:
+def _dropin_files(fs: HostFs, directory: Path | None) -> list[Path]:
     if directory is None:
         return []
-    return [directory / name for name in sorted(list_dir(directory)) if name.endswith(".conf")]
+    return [directory / name for name in sorted(fs.list_dir(directory)) if name.endswith(".conf")]
 
 
 def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
@@ -540,7 +540,7 @@ def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
     explicit: set[str] = set()
     config: dict[str, Any] = {}
     if inputs.config_file is not None:
-        text = read_optional_text(inputs.config_file, _CONFIG_LIMIT)
+        text = paths.fs.read_optional_text(inputs.config_file, _CONFIG_LIMIT)
         file = host_name(paths, inputs.config_file)
         if text is None and inputs.config_required:
             raise SourceUnavailable(f"the kubelet configuration file {file} named by a config flag does not exist")
@@ -548,8 +548,8 @@ def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
             config = parse_kubelet_configuration(text, file)
             files.append(file)
             explicit |= _fields_of(config)
-    for path in _dropin_files(inputs.dropin_dir):
-        text = read_optional_text(path, _CONFIG_LIMIT)
+    for path in _dropin_files(paths.fs, inputs.dropin_dir):
+        text = paths.fs.read_optional_text(path, _CONFIG_LIMIT)
         if text is None:
             continue  # removed while we listed the directory
         file = host_name(paths, path)
@@ -590,9 +590,9 @@ def _fields_of(document: Mapping[str, Any]) -> set[str]:
 
 
 def read(paths: Paths) -> KubeletConfig:
-    if confined.is_dir(paths.rke2):
+    if paths.fs.is_dir(paths.rke2):
         return _assemble(paths, _rke2_inputs(paths))
-    if confined.is_file(paths.kubelet / "config.yaml") or confined.is_file(paths.kubelet / "kubeadm-flags.env"):
+    if paths.fs.is_file(paths.kubelet / "config.yaml") or paths.fs.is_file(paths.kubelet / "kubeadm-flags.env"):
         return _assemble(paths, _kubeadm_inputs(paths))
     raise SourceUnavailable(f"no kubelet configuration found under {paths.rke2} or {paths.kubelet}")
 
@@ -603,9 +603,9 @@ def read(paths: Paths) -> KubeletConfig:
 _REFERENCE = re.compile(r"""(?<![\w-])(config-dir|config|data-dir)(?:=|:[ \t]*)["']?([^\s"',\]]+)""")
 
 
-def _stat_key(path: Path) -> Hashable:
+def _stat_key(fs: HostFs, path: Path) -> Hashable:
     try:
-        st = confined.stat_path(path)
+        st = fs.stat_path(path)
     except OSError:
         return (str(path), None)
     return (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
@@ -619,7 +619,7 @@ def fingerprint(paths: Paths) -> Hashable:
     files = [paths.kubelet / "config.yaml", *flag_files]
     directories = [paths.rke2_data / RKE2_DROPIN]
     for path in flag_files:
-        text = read_optional_text(path, _CONFIG_LIMIT)
+        text = paths.fs.read_optional_text(path, _CONFIG_LIMIT)
         for kind, value in _REFERENCE.findall(text or ""):
             target = paths.host_path(value)
             if kind == "config":
@@ -628,10 +628,10 @@ def fingerprint(paths: Paths) -> Hashable:
                 directories.append(target)
             else:
                 directories.append(target / RKE2_DROPIN)
-    keys = [_stat_key(path) for path in files]
+    keys = [_stat_key(paths.fs, path) for path in files]
     for directory in directories:
-        keys.append(_stat_key(directory))
-        keys += [_stat_key(path) for path in _dropin_files(directory)]
+        keys.append(_stat_key(paths.fs, directory))
+        keys += [_stat_key(paths.fs, path) for path in _dropin_files(paths.fs, directory)]
     return tuple(keys)
 
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from numawatch import confined
 from numawatch.checkpoint_checksum import (
     CPU_TYPE_NAMES,
     CPU_V1_TYPE_NAMES,
@@ -66,7 +65,6 @@ from numawatch.model.kubelet import (
 )
 from numawatch.paths import Paths
 from numawatch.source import SourceSpec
-from numawatch.sources._files import list_dir, read_bytes
 
 CPU_STATE = "cpu_manager_state"
 MEMORY_STATE = "memory_manager_state"
@@ -878,11 +876,11 @@ def _rke2_layout(paths: Paths) -> tuple[str | None, tuple[str, ...]]:
     """The target of RKE2's ``bin`` link (None: no link) and the names in its ``data`` directory. Unreadable parts
     read as absent: they only leave the kubelet version unknown."""
     try:
-        target: str | None = confined.readlink(paths.rke2_data / "bin")
+        target: str | None = paths.fs.readlink(paths.rke2_data / "bin")
     except OSError:
         target = None
     try:
-        names = tuple(sorted(list_dir(paths.rke2_data / "data")))
+        names = tuple(sorted(paths.fs.list_dir(paths.rke2_data / "data")))
     except OSError:
         names = ()
     return target, names
@@ -914,14 +912,14 @@ def _read_file(
 ) -> tuple[Any, StateFileProblem | None]:
     path = paths.kubelet / relative
     try:
-        data = read_bytes(path, _READ_LIMIT)
+        data = paths.fs.read_bytes(path, _READ_LIMIT)
     except (FileNotFoundError, NotADirectoryError):
         return None, None  # no such manager state yet (policy none never wrote one, or it was deleted)
     return parse(data, host_name(paths, path))
 
 
 def read(paths: Paths) -> KubeletState:
-    if not confined.is_dir(paths.kubelet):
+    if not paths.fs.is_dir(paths.kubelet):
         raise SourceUnavailable(f"no kubelet directory at {paths.kubelet}")
     cpu, cpu_problem = _read_file(paths, CPU_STATE, parse_cpu_manager_state)
     memory, memory_problem = _read_file(paths, MEMORY_STATE, parse_memory_manager_state)
@@ -934,10 +932,10 @@ def read(paths: Paths) -> KubeletState:
 
 def fingerprint(paths: Paths) -> Hashable:
     """(inode, mtime_ns, size) of each checkpoint: the kubelet renames a new file into place on every write."""
-    key: list[Hashable] = [confined.is_dir(paths.kubelet)]
+    key: list[Hashable] = [paths.fs.is_dir(paths.kubelet)]
     for relative in (CPU_STATE, MEMORY_STATE, DEVICE_CHECKPOINT):
         try:
-            st = confined.stat_path(paths.kubelet / relative)
+            st = paths.fs.stat_path(paths.kubelet / relative)
         except (FileNotFoundError, NotADirectoryError):
             key.append(None)
             continue

@@ -69,14 +69,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.model import frozen_map
 from numawatch.model.kernel import InterSocketTraffic, LinkTraffic, NodeCounters, NumaCounters
 from numawatch.paths import Paths
 from numawatch.source import SourceSpec
-from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text
 from numawatch.sources.kernel import read_hugepage_pool
 
 _NUMASTAT_LIMIT = 1 << 16
@@ -99,9 +98,9 @@ def parse_numastat(text: str, path: str = "numastat") -> dict[str, int]:
     return counters
 
 
-def _node_ids(node_dir: Path) -> list[int]:
+def _node_ids(fs: HostFs, node_dir: Path) -> list[int]:
     ids = []
-    for name in list_dir(node_dir):
+    for name in fs.list_dir(node_dir):
         suffix = name[4:]
         if name.startswith("node") and suffix.isascii() and suffix.isdigit():
             ids.append(int(suffix))
@@ -110,14 +109,14 @@ def _node_ids(node_dir: Path) -> list[int]:
 
 def read(paths: Paths) -> NumaCounters:
     node_dir = paths.sysfs / "devices/system/node"
-    ids = _node_ids(node_dir)
+    ids = _node_ids(paths.fs, node_dir)
     if not ids:
         raise SourceUnavailable(f"no NUMA nodes under {node_dir} (kernel without CONFIG_NUMA)")
     nodes: dict[int, NodeCounters] = {}
     root = os.fspath(node_dir)  # strings, not pathlib: every node at every reading
     for node in ids:
         path = f"{root}/node{node}/numastat"
-        text = read_attribute_text(path, _NUMASTAT_LIMIT)
+        text = paths.fs.read_attribute_text(path, _NUMASTAT_LIMIT)
         if text is None:  # a node removed (memory hot-unplug) while we list them
             continue
         # The pools are optional: a malformed file leaves its pool out and says so, the counters stay.
@@ -274,13 +273,13 @@ def parse_cpuinfo_id(text: str, path: str = "cpuinfo") -> CpuId:
 def read_cpu_id(paths: Paths) -> CpuId:
     """The boot CPU's vendor, family and model: modalias, else the head of /proc/cpuinfo (see the module notes)."""
     modalias = paths.sysfs / "devices/system/cpu/modalias"
-    text = read_optional_text(modalias, 1 << 16)
+    text = paths.fs.read_optional_text(modalias, 1 << 16)
     if text is not None:
         return parse_cpu_modalias(text, str(modalias))
     cpuinfo = paths.procfs / "cpuinfo"
     try:
         # Only the head: the fields needed are at the top, and every further block is formatted for nothing.
-        head = confined.read_file(cpuinfo, _CPUINFO_HEAD)
+        head = paths.fs.read_file(cpuinfo, _CPUINFO_HEAD)
     except (FileNotFoundError, NotADirectoryError):
         raise SourceUnavailable(
             f"amd_df is present, but the CPU generation is unknown: neither {modalias} nor {cpuinfo} exists"
@@ -484,7 +483,7 @@ class UncoreLinkCounters:
 
     def read(self, paths: Paths) -> InterSocketTraffic:
         devices = paths.sysfs / "bus/event_source/devices"
-        names = list_dir(devices)
+        names = paths.fs.list_dir(devices)
         if not names:
             raise SourceUnavailable(
                 f"no perf event sources under {devices}; numastat counters remain the proxy for cross-socket memory"
@@ -495,8 +494,8 @@ class UncoreLinkCounters:
                 f"no inter-socket link PMU (uncore_upi_*, uncore_qpi_*, amd_df) under {devices}: a virtual machine "
                 "or a CPU without exposed uncore counters; numastat counters remain the proxy for cross-socket memory"
             )
-        paranoid = _optional_int(paths.procfs / "sys/kernel/perf_event_paranoid")
-        cap_eff = parse_cap_eff(read_optional_text(paths.procfs / "self/status", 1 << 16) or "")
+        paranoid = _optional_int(paths.fs, paths.procfs / "sys/kernel/perf_event_paranoid")
+        cap_eff = parse_cap_eff(paths.fs.read_optional_text(paths.procfs / "self/status", 1 << 16) or "")
         if not may_count_system_wide(paranoid, cap_eff):
             raise SourceUnavailable(
                 f"link PMUs {', '.join(intel + amd)} are present, but kernel.perf_event_paranoid={paranoid} and "
@@ -504,12 +503,12 @@ class UncoreLinkCounters:
                 "perf_event_paranoid <= 0 or one of those capabilities"
             )
         if intel:
-            series, event = _intel_series(devices, intel), UPI_EVENT_NAME
+            series, event = _intel_series(paths.fs, devices, intel), UPI_EVENT_NAME
         else:
             if self._cpu_id is None:
                 self._cpu_id = read_cpu_id(paths)
             table = amd_data_fabric_table(self._cpu_id)
-            series, event = _amd_series(devices / amd[0], amd[0], table), table.event
+            series, event = _amd_series(paths.fs, devices / amd[0], amd[0], table), table.event
         avoid = _isolated_cpus(paths)
         links: dict[tuple[int | None, str], LinkTraffic] = {}
         skipped: list[str] = []
@@ -554,19 +553,20 @@ class UncoreLinkCounters:
         with self._lock:
             counter = self._counters.get(key)
             if counter is None:
-                socket = _optional_int(paths.sysfs / f"devices/system/cpu/cpu{cpu}/topology/physical_package_id")
+                package = paths.sysfs / f"devices/system/cpu/cpu{cpu}/topology/physical_package_id"
+                socket = _optional_int(paths.fs, package)
                 counter = _Counter(pmu, cpu, socket, perf_event_open(pmu_type, config, cpu=cpu))
                 self._counters[key] = counter
             return counter
 
 
-def _pmu_formats(directory: Path, fields: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
+def _pmu_formats(fs: HostFs, directory: Path, fields: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
     """``format/<field>`` of a PMU directory, parsed; the Intel UPI umask is ``umask_ext`` on SKX and later."""
     formats = {}
     for field in fields:
-        text = read_optional_text(directory / "format" / field, 4096)
+        text = fs.read_optional_text(directory / "format" / field, 4096)
         if text is None and field == "umask":
-            text = read_optional_text(directory / "format/umask_ext", 4096)
+            text = fs.read_optional_text(directory / "format/umask_ext", 4096)
         if text is None:
             raise MalformedFile(directory / "format", f"no format for {field}")
         try:
@@ -576,30 +576,30 @@ def _pmu_formats(directory: Path, fields: Iterable[str]) -> dict[str, list[tuple
     return formats
 
 
-def _intel_series(devices: Path, pmus: list[str]) -> list[_Series]:
+def _intel_series(fs: HostFs, devices: Path, pmus: list[str]) -> list[_Series]:
     """One UNC_UPI_TxL_FLITS.ALL_DATA counter per UPI link PMU and package (cpumask CPU)."""
     series: list[_Series] = []
     for pmu in pmus:
         directory = devices / pmu
-        pmu_type = _optional_int(directory / "type")
-        cpumask = _optional_cpulist(directory / "cpumask")
+        pmu_type = _optional_int(fs, directory / "type")
+        cpumask = _optional_cpulist(fs, directory / "cpumask")
         if pmu_type is None or not cpumask:
             continue
         try:
-            config = encode_event(_pmu_formats(directory, UPI_EVENT), UPI_EVENT)
+            config = encode_event(_pmu_formats(fs, directory, UPI_EVENT), UPI_EVENT)
         except ValueError as error:
             raise MalformedFile(directory / "format", str(error)) from None
         series.extend(_Series(pmu, pmu_type, cpu, pmu, (config,), UPI_BYTES_PER_FLIT) for cpu in sorted(cpumask))
     return series
 
 
-def _amd_series(directory: Path, pmu: str, table: DataFabricTable) -> list[_Series]:
+def _amd_series(fs: HostFs, directory: Path, pmu: str, table: DataFabricTable) -> list[_Series]:
     """Per package (cpumask CPU), one series per link of the table, each the sum of its events."""
-    pmu_type = _optional_int(directory / "type")
-    cpumask = _optional_cpulist(directory / "cpumask")
+    pmu_type = _optional_int(fs, directory / "type")
+    cpumask = _optional_cpulist(fs, directory / "cpumask")
     if pmu_type is None or not cpumask:
         return []
-    formats = _pmu_formats(directory, ("event", "umask"))
+    formats = _pmu_formats(fs, directory, ("event", "umask"))
     configs: dict[str, tuple[int, ...]] = {}
     for count in table.counts:
         try:
@@ -624,8 +624,8 @@ def _amd_series(directory: Path, pmu: str, table: DataFabricTable) -> list[_Seri
     ]
 
 
-def _optional_int(path: Path) -> int | None:
-    text = read_optional_text(path, 4096)
+def _optional_int(fs: HostFs, path: Path) -> int | None:
+    text = fs.read_optional_text(path, 4096)
     if text is None:
         return None
     try:
@@ -634,8 +634,8 @@ def _optional_int(path: Path) -> int | None:
         raise MalformedFile(path, f"expected an integer, got {text.strip()[:60]!r}") from None
 
 
-def _optional_cpulist(path: Path) -> CPUSet | None:
-    text = read_optional_text(path, 1 << 16)
+def _optional_cpulist(fs: HostFs, path: Path) -> CPUSet | None:
+    text = fs.read_optional_text(path, 1 << 16)
     if text is None:
         return None
     try:
@@ -647,7 +647,7 @@ def _optional_cpulist(path: Path) -> CPUSet | None:
 def _isolated_cpus(paths: Paths) -> CPUSet:
     cpus: CPUSet = EMPTY
     for name in ("isolated", "nohz_full"):
-        text = read_optional_text(paths.sysfs / "devices/system/cpu" / name, 1 << 16)
+        text = paths.fs.read_optional_text(paths.sysfs / "devices/system/cpu" / name, 1 << 16)
         if text is None or text.strip() == "(null)":
             continue
         try:

@@ -50,7 +50,6 @@ from numawatch.model.gpu import UTILIZATION_RATES, UTILIZATION_SAMPLES, GpuProce
 from numawatch.nvml_session import NvmlSession, NvmlUnavailable, describe, error_name, is_empty_answer
 from numawatch.paths import Paths
 from numawatch.source import ReaderContext, SourceSpec
-from numawatch.sources._files import read_optional_text
 from numawatch.sources.processes import cgroup_identity, parse_proc_cgroup
 
 log = logging.getLogger(__name__)
@@ -120,7 +119,7 @@ def _ratio(percent: float) -> float:
 
 def cpu_words(paths: Paths) -> int:
     """64-bit words needed for a CPU mask of every possible CPU (sysfs ``cpu/possible``)."""
-    text = read_optional_text(paths.sysfs / "devices/system/cpu/possible", 4096)
+    text = paths.fs.read_optional_text(paths.sysfs / "devices/system/cpu/possible", 4096)
     if text:
         last = text.strip().replace(",", "-").split("-")[-1]
         if last.isdigit():
@@ -131,7 +130,7 @@ def cpu_words(paths: Paths) -> int:
 def process_cgroup(paths: Paths, pid: int) -> tuple[int, str] | None:
     """(cgroup version, path) of a PID from ``<procfs>/<pid>/cgroup``; None when the process is gone."""
     path = paths.procfs / str(pid) / "cgroup"
-    text = read_optional_text(path, 1 << 16)
+    text = paths.fs.read_optional_text(path, 1 << 16)
     if text is None:
         return None
     try:

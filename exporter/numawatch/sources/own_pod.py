@@ -23,7 +23,6 @@ from numawatch.hosttext import pod_uid
 from numawatch.model.cluster import OwnPod
 from numawatch.paths import Paths
 from numawatch.source import SourceSpec
-from numawatch.sources._files import read_optional_text
 from numawatch.sources.processes import cgroup_identity, parse_proc_cgroup
 
 # mountinfo: "<id> <parent> <major:minor> <root> <mount point> ...": the root of /etc/hosts' bind mount
@@ -56,7 +55,7 @@ def uid_from_mountinfo(text: str) -> str | None:
 def read(paths: Paths) -> OwnPod:
     own = paths.procfs / "self"
     cgroup_file = own / "cgroup"
-    text = read_optional_text(cgroup_file)
+    text = paths.fs.read_optional_text(cgroup_file)
     if text is not None:
         try:
             uid = uid_from_cgroup(text)
@@ -64,7 +63,7 @@ def read(paths: Paths) -> OwnPod:
             raise MalformedFile(cgroup_file, str(error)) from None
         if uid is not None:
             return OwnPod(uid=uid, origin="cgroup")
-    mountinfo = read_optional_text(own / "mountinfo", MOUNTINFO_LIMIT)
+    mountinfo = paths.fs.read_optional_text(own / "mountinfo", MOUNTINFO_LIMIT)
     if mountinfo is not None:
         uid = uid_from_mountinfo(mountinfo)
         if uid is not None:

@@ -32,13 +32,12 @@ import re
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.model import frozen_map
 from numawatch.model.pci import PciFunction, PciTopology, RdmaNic
 from numawatch.paths import Paths
 from numawatch.source import SourceSpec
-from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text
 from numawatch.sources.gpus_sysfs import parse_class, parse_numa_node, pci_sort_key
 
 BDF = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
@@ -82,7 +81,7 @@ def _rdma_devices(paths: Paths, problems: list[str]) -> dict[str, list[str]]:
     """PCI address -> names of its RDMA devices, from ``sys/class/infiniband/*/device``."""
     found: dict[str, list[str]] = {}
     directory = paths.sysfs / "class/infiniband"
-    for name in sorted(list_dir(directory)):
+    for name in sorted(paths.fs.list_dir(directory)):
         if not RDMA_NAME.match(name):
             problems.append(f"{directory}: an entry whose name is not an RDMA device name was skipped")
             continue
@@ -96,9 +95,9 @@ def _rdma_devices(paths: Paths, problems: list[str]) -> dict[str, list[str]]:
     return found
 
 
-def _attribute(path: Path, parse: Callable[[str], int | None], problems: list[str]) -> int | None:
+def _attribute(fs: HostFs, path: Path, parse: Callable[[str], int | None], problems: list[str]) -> int | None:
     """A function's optional attribute parsed; None when absent, and when malformed (noted in ``problems``)."""
-    text = read_optional_text(path, _ATTRIBUTE_LIMIT)
+    text = fs.read_optional_text(path, _ATTRIBUTE_LIMIT)
     if text is None:
         return None
     try:
@@ -110,13 +109,13 @@ def _attribute(path: Path, parse: Callable[[str], int | None], problems: list[st
 
 def read(paths: Paths) -> PciTopology:
     devices_dir = paths.sysfs / "bus/pci/devices"
-    if not confined.is_dir(devices_dir):
+    if not paths.fs.is_dir(devices_dir):
         raise SourceUnavailable(f"{devices_dir} does not exist")
     devices_root = _devices_root(paths)
     problems: list[str] = []
     functions: dict[str, PciFunction] = {}
     directories: dict[str, Path] = {}
-    for address in sorted(list_dir(devices_dir), key=pci_sort_key):
+    for address in sorted(paths.fs.list_dir(devices_dir), key=pci_sort_key):
         if not BDF.match(address):
             problems.append(f"{devices_dir}: an entry that is not a PCI address was skipped")
             continue
@@ -130,7 +129,7 @@ def read(paths: Paths) -> PciTopology:
         if placed is None:
             problems.append(f"{devices_dir / address}: the link does not lead to a PCI function under a host bridge")
             continue
-        class_code = _attribute(resolved / "class", parse_class, problems)
+        class_code = _attribute(paths.fs, resolved / "class", parse_class, problems)
         root, parents = placed
         functions[address] = PciFunction(address=address, root=root, parents=parents, class_code=class_code)
         directories[address] = resolved
@@ -142,7 +141,7 @@ def read(paths: Paths) -> PciTopology:
         if not names and not infiniband:
             continue
         directory = directories[address]
-        numa_node = _attribute(directory / "numa_node", parse_numa_node, problems)
+        numa_node = _attribute(paths.fs, directory / "numa_node", parse_numa_node, problems)
         nics.append(
             RdmaNic(
                 address=address,
@@ -161,15 +160,15 @@ def fingerprint(paths: Paths) -> Hashable:
     rdma_dir = paths.sysfs / "class/infiniband"
     root = os.fspath(rdma_dir)
     found: list[tuple[str, str | None]] = []
-    for name in sorted(list_dir(rdma_dir)):
-        # Opened through the device link: the confined opener follows it inside the host root as ``paths.resolve``
+    for name in sorted(paths.fs.list_dir(rdma_dir)):
+        # Opened through the device link: the Paths' HostFs follows it inside the host root as ``paths.resolve``
         # does, in one call instead of a walk per link. A link that does not resolve reads as unknown.
         try:
-            text = read_attribute_text(f"{root}/{name}/device/numa_node", 64)
+            text = paths.fs.read_attribute_text(f"{root}/{name}/device/numa_node", 64)
         except OSError:
             text = None
         found.append((name, text))
-    return tuple(sorted(list_dir(paths.sysfs / "bus/pci/devices"))), tuple(found)
+    return tuple(sorted(paths.fs.list_dir(paths.sysfs / "bus/pci/devices"))), tuple(found)
 
 
 SOURCE = SourceSpec(

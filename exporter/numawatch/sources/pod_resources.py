@@ -9,7 +9,7 @@ by default ``<kubelet root>/pod-resources/kubelet.sock``), each call with a dead
 - ``Get``, for one listed pod: whether the kubelet serves it (1.27+ with the KubeletPodResourcesGet gate).
 
 The socket is resolved inside the host root and connected to through the descriptor that resolution gave
-(``confined.open_socket``). No socket, a refused connection or no answer within the deadline: the source is down
+(``HostFs.open_socket``). No socket, a refused connection or no answer within the deadline: the source is down
 with a one-line reason, and what depends on it falls back on the checkpoint files (workloads.py). An answer that
 is not the API's messages, or that names what the kubelet cannot (a pod name that is no DNS subdomain, a CPU
 beyond any kernel's, a resource name Kubernetes would refuse), is ``MalformedFile`` naming the socket: nothing of
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from numawatch import confined, podresources
+from numawatch import podresources
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import excerpt, k8s_label, k8s_subdomain
 from numawatch.model import frozen_map
@@ -243,7 +243,7 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
     last: PodResourcesMemory | None = None if refresh.whole else refresh.memory
     socket = host_name(paths, paths.pod_resources)
     try:
-        fd = confined.open_socket(paths.pod_resources)
+        fd = paths.fs.open_socket(paths.pod_resources)
     except FileNotFoundError:
         raise SourceUnavailable(f"no pod-resources socket at {socket}") from None
     except OSError as error:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import excerpt, is_null, shown, strip_value
@@ -42,7 +42,6 @@ from numawatch.model import frozen_map
 from numawatch.model.topology import Cpu, IsolationParams, NumaNode, Topology
 from numawatch.paths import Paths
 from numawatch.source import SourceSpec
-from numawatch.sources._files import list_dir, read_optional_text, read_small
 
 T = TypeVar("T")
 
@@ -366,16 +365,16 @@ def _numbered(names: Iterable[str], prefix: str) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------------- readers
-def _essential(path: Path, parse: Callable[[str], T]) -> T | None:
+def _essential(fs: HostFs, path: Path, parse: Callable[[str], T]) -> T | None:
     """An essential file's value, None when it does not exist; malformed, it takes the source down (MalformedFile)."""
-    text = read_optional_text(path, 1 << 20)
+    text = fs.read_optional_text(path, 1 << 20)
     return None if text is None else _apply(path, parse, text)
 
 
-def _optional(path: Path, parse: Callable[[str], T], problems: dict[str, str], key: str) -> T | None:
+def _optional(fs: HostFs, path: Path, parse: Callable[[str], T], problems: dict[str, str], key: str) -> T | None:
     """An optional file's value, None when it does not exist or is malformed; the first malformed file of each
     ``key`` is described in ``problems`` so that only what depends on it is not evaluated."""
-    text = read_optional_text(path, 1 << 20)
+    text = fs.read_optional_text(path, 1 << 20)
     if text is None:
         return None
     try:
@@ -385,34 +384,34 @@ def _optional(path: Path, parse: Callable[[str], T], problems: dict[str, str], k
         return None
 
 
-def _read_hugepages(directory: Path, problems: dict[str, str]) -> dict[int, int]:
+def _read_hugepages(fs: HostFs, directory: Path, problems: dict[str, str]) -> dict[int, int]:
     """``<dir>/hugepages-<kB>kB/nr_hugepages`` for every size -> {kB: pages}."""
     pages: dict[int, int] = {}
-    for name in list_dir(directory):
+    for name in fs.list_dir(directory):
         size = hugepage_size_kb(name)
         if size is None:
             continue
-        count = _optional(directory / name / "nr_hugepages", parse_int_attribute, problems, "hugepages")
+        count = _optional(fs, directory / name / "nr_hugepages", parse_int_attribute, problems, "hugepages")
         if count is not None:
             pages[size] = count
     return pages
 
 
-def _listed_cpus(directory: Path) -> CPUSet:
+def _listed_cpus(fs: HostFs, directory: Path) -> CPUSet:
     """The CPUs a node directory names: ``cpulist``, else the ``cpumap`` mask (kernels before 2.6.26 have no
     cpulist), else its ``cpuM`` links (the oldest kernels have neither file). Essential: a malformed one raises."""
-    cpus = _essential(directory / "cpulist", parse_cpulist)
+    cpus = _essential(fs, directory / "cpulist", parse_cpulist)
     if cpus is None:
-        cpus = _essential(directory / "cpumap", parse_cpumask)
+        cpus = _essential(fs, directory / "cpumap", parse_cpumask)
     if cpus is None:
-        cpus = frozenset(_numbered(list_dir(directory), "cpu"))
+        cpus = frozenset(_numbered(fs.list_dir(directory), "cpu"))
     return cpus
 
 
-def _lists_cpus(directory: Path) -> bool:
+def _lists_cpus(fs: HostFs, directory: Path) -> bool:
     """Whether a node directory says its CPUs at all: a CPU-less node still has an empty ``cpulist`` (or ``cpumap``);
     one with none of them (a partial capture) has CPUs nobody can tell."""
-    names = list_dir(directory)
+    names = fs.list_dir(directory)
     return "cpulist" in names or "cpumap" in names or bool(_numbered(names, "cpu"))
 
 
@@ -423,24 +422,25 @@ def _read_nodes(paths: Paths, online: CPUSet, problems: dict[str, str]) -> tuple
     nodes claim the same CPUs; hwloc then keeps the CPU in the first node, and so does numawatch (the node's
     ``listed_cpus`` keeps what the file said, for the numa_topology_inconsistent check).
     """
+    fs = paths.fs
     node_dir = paths.sysfs / "devices/system/node"
-    node_ids = _numbered(list_dir(node_dir), "node")
+    node_ids = _numbered(fs.list_dir(node_dir), "node")
     if not node_ids:
         # CONFIG_NUMA=n (or a capture without node/): one node with everything, as the kernel then behaves.
         node = NumaNode(
             id=0,
             cpus=online,
             distances=(10,),
-            mem_total_bytes=_optional(paths.procfs / "meminfo", parse_meminfo_total, problems, "meminfo"),
-            hugepages_total=frozen_map(_read_hugepages(paths.sysfs / "kernel/mm/hugepages", problems)),
+            mem_total_bytes=_optional(fs, paths.procfs / "meminfo", parse_meminfo_total, problems, "meminfo"),
+            hugepages_total=frozen_map(_read_hugepages(fs, paths.sysfs / "kernel/mm/hugepages", problems)),
         )
         return {0: node}, False
     owner: dict[int, int] = {}
     listed: dict[int, CPUSet] = {}
     for node_id in node_ids:
         # Old kernels' cpumap names offline CPUs too; the node's CPUs are its online ones, as cpulist says today.
-        listed[node_id] = _listed_cpus(node_dir / f"node{node_id}") & online
-        if not listed[node_id] and not _lists_cpus(node_dir / f"node{node_id}"):
+        listed[node_id] = _listed_cpus(fs, node_dir / f"node{node_id}") & online
+        if not listed[node_id] and not _lists_cpus(fs, node_dir / f"node{node_id}"):
             problems.setdefault("cpulist", f"{node_dir / f'node{node_id}' / 'cpulist'}: missing")
         for cpu in listed[node_id]:
             owner.setdefault(cpu, node_id)
@@ -448,7 +448,7 @@ def _read_nodes(paths: Paths, online: CPUSet, problems: dict[str, str]) -> tuple
     for node_id in node_ids:
         directory = node_dir / f"node{node_id}"
         cpus = frozenset(cpu for cpu in listed[node_id] if owner[cpu] == node_id)
-        distances = _optional(directory / "distance", parse_distance, problems, "distance")
+        distances = _optional(fs, directory / "distance", parse_distance, problems, "distance")
         if distances is None:
             # Every NUMA kernel writes the file; without it the table is unknown, not empty.
             problems.setdefault("distance", f"{directory / 'distance'}: missing")
@@ -456,27 +456,27 @@ def _read_nodes(paths: Paths, online: CPUSet, problems: dict[str, str]) -> tuple
             id=node_id,
             cpus=cpus,
             distances=distances or (),
-            mem_total_bytes=_optional(directory / "meminfo", parse_meminfo_total, problems, "meminfo"),
-            hugepages_total=frozen_map(_read_hugepages(directory / "hugepages", problems)),
+            mem_total_bytes=_optional(fs, directory / "meminfo", parse_meminfo_total, problems, "meminfo"),
+            hugepages_total=frozen_map(_read_hugepages(fs, directory / "hugepages", problems)),
             listed_cpus=None if cpus == listed[node_id] else listed[node_id],
         )
     return nodes, True
 
 
-def _node_from_link(cpu_dir: Path) -> int | None:
+def _node_from_link(fs: HostFs, cpu_dir: Path) -> int | None:
     """The node of a CPU from its ``cpuN/nodeM`` link (offline CPUs keep it; their node's cpulist drops them)."""
-    numbers = _numbered(list_dir(cpu_dir), "node")
+    numbers = _numbered(fs.list_dir(cpu_dir), "node")
     return numbers[0] if numbers else None
 
 
-def _read_cpu(cpu_dir: Path, cpu: int, online: bool, node: int | None, problems: dict[str, str]) -> Cpu:
+def _read_cpu(fs: HostFs, cpu_dir: Path, cpu: int, online: bool, node: int | None, problems: dict[str, str]) -> Cpu:
     if not online:
         return Cpu(id=cpu, online=False, socket=None, core=None, numa_node=node)
     topology = cpu_dir / "topology"
     # A CPU that goes offline during the scan loses topology/: its fields are then unknown, not an error.
-    socket = _optional(topology / "physical_package_id", parse_int_attribute, problems, "cpu_topology")
-    core = _optional(topology / "core_id", parse_int_attribute, problems, "cpu_topology")
-    siblings = _read_siblings(topology, problems)
+    socket = _optional(fs, topology / "physical_package_id", parse_int_attribute, problems, "cpu_topology")
+    core = _optional(fs, topology / "core_id", parse_int_attribute, problems, "cpu_topology")
+    siblings = _read_siblings(fs, topology, problems)
     return Cpu(
         id=cpu,
         online=True,
@@ -497,9 +497,9 @@ _SIBLING_FILES = (
 )
 
 
-def _read_siblings(topology: Path, problems: dict[str, str]) -> CPUSet | None:
+def _read_siblings(fs: HostFs, topology: Path, problems: dict[str, str]) -> CPUSet | None:
     for name, parse in _SIBLING_FILES:
-        text = read_optional_text(topology / name, 1 << 20)
+        text = fs.read_optional_text(topology / name, 1 << 20)
         if text is None:
             continue
         try:
@@ -510,21 +510,21 @@ def _read_siblings(topology: Path, problems: dict[str, str]) -> CPUSet | None:
     return None
 
 
-def _online_without_list(cpu_root: Path, present: CPUSet, problems: dict[str, str]) -> CPUSet:
+def _online_without_list(fs: HostFs, cpu_root: Path, present: CPUSet, problems: dict[str, str]) -> CPUSet:
     """Online CPUs of a kernel without ``cpu/online``: each CPU's ``cpuN/online`` (the boot CPU has none)."""
     online = set()
     for cpu in present:
-        flag = _optional(cpu_root / f"cpu{cpu}/online", parse_int_attribute, problems, "present")
+        flag = _optional(fs, cpu_root / f"cpu{cpu}/online", parse_int_attribute, problems, "present")
         if flag != 0:
             online.add(cpu)
     return frozenset(online)
 
 
-def _read_cmdline(path: Path, problems: dict[str, str]) -> str:
+def _read_cmdline(fs: HostFs, path: Path, problems: dict[str, str]) -> str:
     """``proc/cmdline``, or "" with the reason in ``problems["cmdline"]`` when it is missing or cannot be read (a
     partial capture, a link loop): the CPU map does not depend on it, only the checks of its parameters do."""
     try:
-        text = read_optional_text(path, 1 << 20)
+        text = fs.read_optional_text(path, 1 << 20)
     except (OSError, MalformedFile) as error:
         problems["cmdline"] = str(error) if isinstance(error, MalformedFile) else f"{path}: {error.strerror or error}"
         return ""
@@ -546,22 +546,23 @@ def read(paths: Paths) -> Topology:
     unknown the same way, and so is a missing or unreadable ``proc/cmdline`` (``cmdline``: its parameters are then
     unknown, the CPU map is not). Command-line values the kernel would reject are in ``isolation.problems``.
     """
+    fs = paths.fs
     cpu_root = paths.sysfs / "devices/system/cpu"
-    if not confined.is_dir(cpu_root):
+    if not fs.is_dir(cpu_root):
         raise SourceUnavailable(f"{cpu_root} does not exist")
     problems: dict[str, str] = {}
-    present = _optional(cpu_root / "present", parse_cpulist, problems, "present")
+    present = _optional(fs, cpu_root / "present", parse_cpulist, problems, "present")
     if present is None:
-        present = frozenset(_numbered(list_dir(cpu_root), "cpu"))
-    online = _essential(cpu_root / "online", parse_cpulist)
+        present = frozenset(_numbered(fs.list_dir(cpu_root), "cpu"))
+    online = _essential(fs, cpu_root / "online", parse_cpulist)
     if online is None:  # very old or stripped sysfs
-        online = _online_without_list(cpu_root, present, problems)
+        online = _online_without_list(fs, cpu_root, present, problems)
     # cpu/offline names the present CPUs that are not online; where it and cpu/online (or the per-CPU flags)
     # disagree, a CPU it lists is not counted online.
-    offline = _optional(cpu_root / "offline", parse_sys_cpulist, problems, "present")
+    offline = _optional(fs, cpu_root / "offline", parse_sys_cpulist, problems, "present")
     if offline:
         online = online - offline
-    possible = _optional(cpu_root / "possible", parse_cpulist, problems, "possible")
+    possible = _optional(fs, cpu_root / "possible", parse_cpulist, problems, "possible")
 
     nodes, numa = _read_nodes(paths, online, problems)
     node_of: dict[int, int] = {}
@@ -576,17 +577,17 @@ def read(paths: Paths) -> Topology:
         if node_id is None and cpu not in online:
             # Only for offline CPUs: an online CPU that no node lists (a node the kernel left offline, firmware
             # that forgot it) has no node, as hwloc says too; numa_topology_inconsistent reports it.
-            node_id = _node_from_link(cpu_dir)
-        cpus[cpu] = _read_cpu(cpu_dir, cpu, cpu in online, node_id, problems)
+            node_id = _node_from_link(fs, cpu_dir)
+        cpus[cpu] = _read_cpu(fs, cpu_dir, cpu, cpu in online, node_id, problems)
 
     every = possible or present | online
     last_cpu = max(every) if every else None
     cmdline_path = paths.procfs / "cmdline"
     isolation = parse_isolation(
-        _read_cmdline(cmdline_path, problems),
+        _read_cmdline(fs, cmdline_path, problems),
         last_cpu=last_cpu,
-        sys_isolated=_optional(cpu_root / "isolated", parse_sys_cpulist, problems, "isolated"),
-        sys_nohz_full=_optional(cpu_root / "nohz_full", parse_sys_cpulist, problems, "nohz_full"),
+        sys_isolated=_optional(fs, cpu_root / "isolated", parse_sys_cpulist, problems, "isolated"),
+        sys_nohz_full=_optional(fs, cpu_root / "nohz_full", parse_sys_cpulist, problems, "nohz_full"),
         path=str(cmdline_path),
     )
     return Topology(
@@ -599,9 +600,9 @@ def read(paths: Paths) -> Topology:
     )
 
 
-def _mem_total_line(path: str) -> bytes | None:
+def _mem_total_line(fs: HostFs, path: str) -> bytes | None:
     """The ``MemTotal`` line of a meminfo file as it is (None without the file): its other lines move all the time."""
-    data = read_small(path, 1 << 16)
+    data = fs.read_small(path, 1 << 16)
     if data is None:
         return None
     start = data.find(b"MemTotal:")
@@ -611,7 +612,7 @@ def _mem_total_line(path: str) -> bytes | None:
     return data[start : end if end >= 0 else len(data)]
 
 
-def _node_memory(sysfs: str, procfs: str, sizes: list[str]) -> tuple[object, ...]:
+def _node_memory(fs: HostFs, sysfs: str, procfs: str, sizes: list[str]) -> tuple[object, ...]:
     """What the Memory Manager's machine state is compared with, per node: its MemTotal (memory taken offline or
     added, a balloon) and its huge pages per size (``sizes``: the ``hugepages-<kB>kB`` names; pages moved from one
     node to another leave the global count as it was). A kernel without nodes: ``proc/meminfo``'s MemTotal. With
@@ -619,14 +620,14 @@ def _node_memory(sysfs: str, procfs: str, sizes: list[str]) -> tuple[object, ...
     its node's list (and puts one coming back in its node's list first), so a reading between the two must not
     stand once the second is written."""
     node_dir = f"{sysfs}/devices/system/node"
-    nodes = _numbered(list_dir(node_dir), "node")
+    nodes = _numbered(fs.list_dir(node_dir), "node")
     if not nodes:
-        return (_mem_total_line(f"{procfs}/meminfo"),)
+        return (_mem_total_line(fs, f"{procfs}/meminfo"),)
     return tuple(
         (
-            _mem_total_line(f"{node_dir}/node{node}/meminfo"),
-            tuple(read_small(f"{node_dir}/node{node}/hugepages/{size}/nr_hugepages", 1 << 16) for size in sizes),
-            read_small(f"{node_dir}/node{node}/cpulist", 1 << 16),
+            _mem_total_line(fs, f"{node_dir}/node{node}/meminfo"),
+            tuple(fs.read_small(f"{node_dir}/node{node}/hugepages/{size}/nr_hugepages", 1 << 16) for size in sizes),
+            fs.read_small(f"{node_dir}/node{node}/cpulist", 1 << 16),
         )
         for node in nodes
     )
@@ -639,18 +640,19 @@ def fingerprint(paths: Paths) -> tuple[object, ...]:
 
     Raises when ``cpu/online`` cannot be read, so the reader reads for real and reports why.
     """
+    fs = paths.fs
     sysfs = os.fspath(paths.sysfs)  # strings, not pathlib: this runs at every reading
     procfs = os.fspath(paths.procfs)
-    online = confined.read_file(f"{sysfs}/devices/system/cpu/online", 1 << 16)
+    online = fs.read_file(f"{sysfs}/devices/system/cpu/online", 1 << 16)
     hugepages_dir = f"{sysfs}/kernel/mm/hugepages"
-    sizes = sorted(list_dir(hugepages_dir))
-    hugepages = tuple((name, read_small(f"{hugepages_dir}/{name}/nr_hugepages", 1 << 16)) for name in sizes)
+    sizes = sorted(fs.list_dir(hugepages_dir))
+    hugepages = tuple((name, fs.read_small(f"{hugepages_dir}/{name}/nr_hugepages", 1 << 16)) for name in sizes)
     return (
         online,
-        read_small(f"{sysfs}/devices/system/node/online", 1 << 16),
-        read_small(f"{procfs}/cmdline", 1 << 16),
+        fs.read_small(f"{sysfs}/devices/system/node/online", 1 << 16),
+        fs.read_small(f"{procfs}/cmdline", 1 << 16),
         hugepages,
-        _node_memory(sysfs, procfs, sizes),
+        _node_memory(fs, sysfs, procfs, sizes),
     )
 
 
