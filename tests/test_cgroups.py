@@ -440,8 +440,8 @@ def test_a_container_removed_between_listing_and_reading_is_skipped(fake_host, m
     doomed = fake_host.path(f"sys/fs/cgroup/{pod.container('sidecar').cgroup_path}")
     listing = cgroups._container_entries
 
-    def list_then_remove(path):
-        names = listing(path)
+    def list_then_remove(path, *args):
+        names = listing(path, *args)
         if doomed.parent == type(doomed)(path):
             shutil.rmtree(doomed)  # the runtime removed it right after we listed the pod
         return names

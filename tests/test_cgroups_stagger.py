@@ -60,9 +60,9 @@ def listed(monkeypatch) -> list[str]:
     paths: list[str] = []
     real = cgroups._container_entries
 
-    def recording(path):
+    def recording(path, *args):
         paths.append(path)
-        return real(path)
+        return real(path, *args)
 
     monkeypatch.setattr(cgroups, "_container_entries", recording)
     return paths

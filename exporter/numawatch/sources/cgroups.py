@@ -69,7 +69,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import NamedTuple
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.cpuset import EMPTY, CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.model import frozen_map
@@ -256,14 +256,14 @@ def _parse_cpus(data: bytes) -> CPUSet:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-def _read(path: str, reported: Reported, size: int = _READ_CHUNK) -> bytes | None:
+def _read(path: str, scan: _Scan, size: int = _READ_CHUNK) -> bytes | None:
     """The file's bytes, or None when it cannot be read (vanished cgroup, ENODEV after rmdir, controller off).
 
     One open, one read, one close for every file here: cgroup files are seq_files that fill the buffer until
-    EOF, so a short read is the whole file.
+    EOF, so a short read is the whole file. A file over the limit is logged as malformed (``scan.reported``).
     """
     try:
-        fd = confined.open_file(path)
+        fd = scan.open_file(path)
     except OSError:
         return None
     try:
@@ -275,7 +275,7 @@ def _read(path: str, reported: Reported, size: int = _READ_CHUNK) -> bytes | Non
                 chunks.append(chunk)
                 total += len(chunk)
                 if total > _READ_LIMIT:
-                    reported.malformed(path, f"larger than the {_READ_LIMIT}-byte limit")
+                    scan.reported.malformed(path, f"larger than the {_READ_LIMIT}-byte limit")
                     return None
             data = b"".join(chunks)
         return data
@@ -314,10 +314,12 @@ def _parsed(path: str, data: bytes | None, parse, reported: Reported):
 
 
 class _Layout:
-    """Where one scan reads each file: the cgroup version decides which hierarchy holds what."""
+    """Where one scan reads each file, and through what (the Paths' ``HostFs``): the cgroup version decides which
+    hierarchy holds what."""
 
     def __init__(self, paths: Paths, version: int) -> None:
         base = str(paths.cgroupfs)
+        self.fs = paths.fs
         self.version = version
         self.procfs = str(paths.procfs)
         if version == 2:
@@ -333,12 +335,12 @@ class _Layout:
 
 def _detect(paths: Paths) -> tuple[int, str, str]:
     """(version, driver, kubepods relative path) or SourceUnavailable naming where we looked."""
-    base = paths.cgroupfs
+    base, fs = paths.cgroupfs, paths.fs
     for name, driver in (("kubepods.slice", "systemd"), ("kubepods", "cgroupfs")):
-        if confined.exists(base / name / "cgroup.controllers"):
+        if fs.exists(base / name / "cgroup.controllers"):
             return 2, driver, name
     for name, driver in (("kubepods.slice", "systemd"), ("kubepods", "cgroupfs")):
-        if confined.is_dir(base / "cpuset" / name):
+        if fs.is_dir(base / "cpuset" / name):
             return 1, driver, name
     raise SourceUnavailable(
         f"no kubepods cgroup under {base} (looked for kubepods.slice and kubepods with cgroup.controllers, "
@@ -346,10 +348,10 @@ def _detect(paths: Paths) -> tuple[int, str, str]:
     )
 
 
-def _subdirs(path: str) -> list[str]:
+def _subdirs(path: str, fs: HostFs) -> list[str]:
     """Names of the subdirectories, [] when the directory vanished mid-scan."""
     try:
-        with confined.scandir(path) as entries:
+        with fs.scandir(path) as entries:
             return [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
     except OSError:
         return []
@@ -359,7 +361,7 @@ def _subdirs(path: str) -> list[str]:
 _CONTAINER_NAME_MIN = 64
 
 
-def _container_entries(path: str) -> list[str]:
+def _container_entries(path: str, fs: HostFs) -> list[str]:
     """Names in a pod cgroup directory long enough to be container directories, [] when it vanished mid-scan.
 
     A pod cgroup holds its ~3 containers and 60-80 interface files (``cpuset.cpus``, ``memory.stat``...), none of
@@ -368,7 +370,7 @@ def _container_entries(path: str) -> list[str]:
     of that shape that is not a directory fails its reads and is skipped, as a vanished container is.
     """
     try:
-        return [name for name in confined.listdir(path) if len(name) >= _CONTAINER_NAME_MIN]
+        return [name for name in fs.listdir(path) if len(name) >= _CONTAINER_NAME_MIN]
     except OSError:
         return []
 
@@ -465,6 +467,8 @@ class _Scan:
         reported: Reported | None = None,
     ) -> None:
         self.layout = layout
+        # Bound once: every file a reading reads is opened through it (hundreds of opens an evaluation).
+        self.open_file = layout.fs.open_file
         self.reported = reported if reported is not None else Reported()
         self.old_lists = lists or {}
         self.old_pods = pods or {}
@@ -576,7 +580,7 @@ class _Scan:
         if known is not None and known.pid == pid and known.verdict != _NOT_PAUSE_ONCE:
             verdict = known.verdict
         else:
-            comm = _read(f"{self.layout.procfs}/{pid}/comm", self.reported, 64)
+            comm = _read(f"{self.layout.procfs}/{pid}/comm", self, 64)
             if comm is None:
                 return False  # exited (or never readable): nothing to remember
             if comm == b"pause\n":
@@ -626,10 +630,10 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
         # change, at every turn of a busy container); anything else: the general path takes the bytes read here.
         layout = scan.layout
         cpuset_dir = layout.cpuset + "/" + rel
-        cpus_data = _read(cpuset_dir + layout.cpus_file, scan.reported)
-        read_mems = _read(cpuset_dir + layout.mems_file, scan.reported)
+        cpus_data = _read(cpuset_dir + layout.cpus_file, scan)
+        read_mems = _read(cpuset_dir + layout.mems_file, scan)
         numa_path = layout.memory + "/" + rel + "/memory.numa_stat"
-        numa_data = _read(numa_path, scan.reported)
+        numa_data = _read(numa_path, scan)
         if cpus_data is None or cpus_data != old_cpus or read_mems != mems_data or numa_data is None:
             scan.prefetched = _Prefetched(cid, cpus_data, read_mems, numa_data)
             return None
@@ -652,7 +656,7 @@ def _settled_unchanged(scan: _Scan, rel: str, cid: str) -> ContainerCgroup | Non
         known = ContainerRecord(known.procs, cpus_data, read_mems, container, scan.refresh.readings, placement.crc)
     else:
         layout = scan.layout
-        cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan.reported)
+        cpus_data = _read(layout.cpuset + "/" + rel + layout.cpus_file, scan)
         if cpus_data is None or cpus_data != old_cpus:
             return None
     # What the general path would do with a reused snapshot: share its parsed lists with the rest of this reading,
@@ -683,7 +687,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
         procs_data = carried.procs
     else:
         # cgroup.procs exists in every cgroup whatever the controllers: if it is gone, so is the container.
-        read_procs = _read(procs_path, scan.reported, _PROCS_READ_BYTES)
+        read_procs = _read(procs_path, scan, _PROCS_READ_BYTES)
         if read_procs is None:
             return None
         if len(read_procs) == _PROCS_READ_BYTES:  # more PIDs than we read: drop the cut last line
@@ -691,7 +695,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
         procs_data = read_procs
     cpus_path = cpuset_dir + layout.cpus_file
     mems_path = cpuset_dir + layout.mems_file
-    cpus_data = prefetched.cpus if prefetched is not None else _read(cpus_path, scan.reported)
+    cpus_data = prefetched.cpus if prefetched is not None else _read(cpus_path, scan)
     # cpuset.mems.effective goes with memory.numa_stat: memory placement, whose alerts wait 30 minutes, and which
     # no other pod's admission rewrites (the Memory Manager does not reconcile shared containers' mems the way the
     # CPU Manager does their cpus), except a Guaranteed pod's, read in its containers' turn (the Memory Manager pins
@@ -701,7 +705,7 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     if placement is not None and placement.mems is not None:
         mems_data = placement.mems
     else:
-        mems_data = prefetched.mems if prefetched is not None else _read(mems_path, scan.reported)
+        mems_data = prefetched.mems if prefetched is not None else _read(mems_path, scan)
     known = scan.old_containers.get(cid)
     if known is not None and known.container.cgroup_path != rel:
         known = None  # another directory: nothing of it applies here
@@ -711,13 +715,13 @@ def _read_container(scan: _Scan, rel: str, runtime: str, cid: str) -> ContainerC
     if numa is None:
         # v2: one unified tree, the same directory; v1: the same relative path in the memory hierarchy.
         numa_path = f"{layout.memory}/{rel}/memory.numa_stat"
-        numa_data = prefetched.numa if prefetched is not None else _read(numa_path, scan.reported)
+        numa_data = prefetched.numa if prefetched is not None else _read(numa_path, scan)
         numa_missing = numa_data is None
         parse = partial(parse_placement, parse=layout.parse_numa, previous=_placement_of(known))
         parsed = _parsed(numa_path, numa_data, parse, scan.reported)
         if parsed is not None:
             numa_crc, numa = parsed
-    if (numa_missing or cpus_data is None or mems_data is None) and not confined.is_dir(cpuset_dir):
+    if (numa_missing or cpus_data is None or mems_data is None) and not layout.fs.is_dir(cpuset_dir):
         return None  # removed after we read cgroup.procs (or, when that was skipped, since the last reading)
     # A file that reads the bytes it read last time has the value the previous snapshot holds (parsing is
     # deterministic): only what changed is parsed, which under moving counters is memory.numa_stat alone.
@@ -815,8 +819,9 @@ def _read_pod(scan: _Scan, rel: str, uid: str, qos: str) -> PodCgroup | None:
         names = old.names  # its containers' turn, not its listing's: the containers it held are read
     else:
         pod_dir = f"{scan.layout.cpuset}/{rel}"
-        names = tuple(sorted(_container_entries(pod_dir)))
-        if not names and not confined.is_dir(pod_dir):
+        fs = scan.layout.fs
+        names = tuple(sorted(_container_entries(pod_dir, fs)))
+        if not names and not fs.is_dir(pod_dir):
             return None  # the pod went away
     entries = old.entries if old is not None and old.names == names else _container_dirs(rel, names)
     # What the container-level functions look up and fill in (see _Scan): this pod's part of either reading.
@@ -866,7 +871,8 @@ def _pod_dirs(
     kubepods directory), the QoS class (its parent) and the name, which are all the UID is parsed from."""
     known = known or {}
     found = []
-    top = _subdirs(f"{layout.cpuset}/{kubepods}")
+    fs = layout.fs
+    top = _subdirs(f"{layout.cpuset}/{kubepods}", fs)
     qos_dirs = {}
     for qos in (QOS_BURSTABLE, QOS_BESTEFFORT):
         qos_dirs[f"kubepods-{qos}.slice" if driver == "systemd" else qos] = qos
@@ -874,7 +880,7 @@ def _pod_dirs(
         if name in qos_dirs:
             qos = qos_dirs[name]
             parent = f"{kubepods}/{name}"
-            for pod_name in _subdirs(f"{layout.cpuset}/{parent}"):
+            for pod_name in _subdirs(f"{layout.cpuset}/{parent}", fs):
                 rel = f"{parent}/{pod_name}"
                 old = known.get(rel)
                 uid = old.pod.uid if old is not None else parse_pod_dir(pod_name, driver, qos)
@@ -973,7 +979,7 @@ def _read_all(
     scan.guaranteed_share, scan.guaranteed_turn = refresh.rotation(GUARANTEED_PODS)
     # Read before the pods: a change of the online CPUs it shows means their cpusets must be read now.
     root_cpus_path = f"{layout.cpuset}/{kubepods}{layout.cpus_file}"
-    root_cpus = scan.cpus(root_cpus_path, _read(root_cpus_path, scan.reported))
+    root_cpus = scan.cpus(root_cpus_path, _read(root_cpus_path, scan))
     before = memory.moves if memory is not None else _Moves()
     moves = before.next(pool, root_cpus, refresh.stagger, memory is None)
     online_moving = moves.online_readings_left > 0
