@@ -214,7 +214,9 @@ def test_without_sched_files_migrations_are_unknown_and_not_read_again(fake_host
     fake.gpus = fake.gpus[:1]
     opened: list[str] = []
     real_read = processes._read
-    monkeypatch.setattr(processes, "_read", lambda path, **kw: opened.append(path) or real_read(path, **kw))
+    monkeypatch.setattr(
+        processes, "_read", lambda path, *args, **kw: opened.append(path) or real_read(path, *args, **kw)
+    )
     gpu = gpu_readers(fake)
 
     read_both(gpu, fake_host.paths)
@@ -279,7 +281,9 @@ def test_never_reads_numa_maps_or_frequency_files(fake_host, monkeypatch):
     write_reference_threads(fake_host)
     opened: list[str] = []
     real_read = processes._read
-    monkeypatch.setattr(processes, "_read", lambda path, **kw: opened.append(path) or real_read(path, **kw))
+    monkeypatch.setattr(
+        processes, "_read", lambda path, *args, **kw: opened.append(path) or real_read(path, *args, **kw)
+    )
 
     read_both(gpu_readers(reference_nvml()), fake_host.paths)
 

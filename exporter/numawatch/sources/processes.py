@@ -37,7 +37,8 @@ import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from numawatch import confined, telemetry
+from numawatch import telemetry
+from numawatch.confined import HostFs
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import printable
@@ -178,13 +179,13 @@ def parse_memlock(data: bytes, path: str = "limits") -> Limit | None:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-def _read(path: str, *, prefix: bool = False) -> bytes | None:
+def _read(path: str, fs: HostFs, *, prefix: bool = False) -> bytes | None:
     """A procfs/cgroupfs file's bytes; None when it (or its process) is gone, as happens mid-scan, or unreadable.
 
     ``prefix``: a file longer than the read limit gives its first whole lines instead of an error (``cgroup.procs`` of
     a fork-heavy container, of which only the first ``MAX_PIDS`` are wanted)."""
     try:
-        fd = confined.open_file(path)
+        fd = fs.open_file(path)
     except (FileNotFoundError, NotADirectoryError, ProcessLookupError, PermissionError):
         return None
     try:
@@ -208,10 +209,10 @@ def _read(path: str, *, prefix: bool = False) -> bytes | None:
         os.close(fd)
 
 
-def _comm(path: str, problems: list[str]) -> str:
+def _comm(path: str, fs: HostFs, problems: list[str]) -> str:
     """A process's name ("" when gone or malformed). Any process may set its own (prctl PR_SET_NAME), and it is
     repeated as a label and in messages: printable text of at most TASK_COMM_LEN - 1 characters, or a problem."""
-    data = _read(path)
+    data = _read(path, fs)
     if data is None:
         return ""
     text = data.decode("utf-8", errors="replace").removesuffix("\n")
@@ -225,9 +226,9 @@ def _comm(path: str, problems: list[str]) -> str:
 _COMM_LIMIT = 15  # TASK_COMM_LEN is 16 with the NUL; UTF-8 makes it fewer characters, never more
 
 
-def _tids(task_dir: str) -> list[int]:
+def _tids(task_dir: str, fs: HostFs) -> list[int]:
     try:
-        names = confined.listdir(task_dir)
+        names = fs.listdir(task_dir)
     except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
         return []
     return sorted(int(name) for name in names if name.isdigit())
@@ -348,7 +349,7 @@ class ProcessReader:
     ) -> HolderContainer:
         base = paths.cgroupfs / "cpuset" if version == 1 else paths.cgroupfs
         procs_path = f"{base}/{cgroup_path.strip('/')}/cgroup.procs"
-        data = _read(procs_path, prefix=True)
+        data = _read(procs_path, paths.fs, prefix=True)
         listed: tuple[int, ...] = ()
         truncated = False
         if data is not None:
@@ -425,15 +426,16 @@ class ProcessReader:
         with_limits: bool,
         problems: list[str],
     ) -> tuple[HolderProcess, list[tuple[int, _Thread]], list[int]] | None:
+        fs = paths.fs
         directory = f"{paths.procfs}/{pid}"
-        all_tids = _tids(f"{directory}/task")
+        all_tids = _tids(f"{directory}/task", fs)
         if not all_tids:
             return None
-        comm = _comm(f"{directory}/comm", problems)
+        comm = _comm(f"{directory}/comm", fs, problems)
         memlock = None
         if with_limits:
             limits_path = f"{directory}/limits"
-            data = _read(limits_path)
+            data = _read(limits_path, fs)
             if data is not None:
                 try:
                     memlock = parse_memlock(data, limits_path)
@@ -442,7 +444,7 @@ class ProcessReader:
         allowed: dict[CPUSet, int] = {}
         samples: list[tuple[int, _Thread]] = []
         for tid in all_tids[:thread_limit]:
-            thread = self._read_thread(f"{directory}/task/{tid}", problems)
+            thread = self._read_thread(f"{directory}/task/{tid}", fs, problems)
             if thread is None:
                 continue
             counters, cpus = thread
@@ -460,22 +462,22 @@ class ProcessReader:
         )
         return process, samples, all_tids
 
-    def _read_thread(self, directory: str, problems: list[str]) -> tuple[_Thread, CPUSet | None] | None:
+    def _read_thread(self, directory: str, fs: HostFs, problems: list[str]) -> tuple[_Thread, CPUSet | None] | None:
         status_path = f"{directory}/status"
         try:
-            status = _read(status_path)
+            status = _read(status_path, fs)
             if status is None:
                 return None  # the thread exited
             switches, cpus = parse_thread_status(status, status_path)
             run_delay = None
             schedstat_path = f"{directory}/schedstat"
-            data = _read(schedstat_path) if self._scheduling else None
+            data = _read(schedstat_path, fs) if self._scheduling else None
             if data is not None:
                 run_delay = parse_schedstat(data, schedstat_path)
             migrations = None
             if self._scheduling and self._has_sched is not False:
                 sched_path = f"{directory}/sched"
-                data = _read(sched_path)
+                data = _read(sched_path, fs)
                 if data is not None:
                     migrations = parse_nr_migrations(data, sched_path)
                 if self._has_sched is None:
