@@ -51,13 +51,14 @@ def factory_of(name: str):
 
 
 def recording(monkeypatch, module, name: str) -> list[str]:
-    """Record the first (path) argument of every call of ``module.name``."""
+    """Record the path argument of every call of ``module.name``: its first, or the one after the HostFs (a
+    ``HostFs`` method, or a helper handed the fs first)."""
     real = getattr(module, name)
     calls: list[str] = []
 
-    def wrapper(path, *args, **kwargs):
-        calls.append(os.fspath(path))
-        return real(path, *args, **kwargs)
+    def wrapper(*args, **kwargs):
+        calls.append(os.fspath(args[1] if isinstance(args[0], HostFs) else args[0]))
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(module, name, wrapper)
     return calls
@@ -239,7 +240,7 @@ def test_an_irq_seen_before_is_not_stat_ed_again_but_a_new_one_is(fake_host, mon
 def test_an_irq_without_effective_affinity_is_not_asked_for_it_again(fake_host, monkeypatch):
     some_irqs(fake_host)  # IRQ 32 has no effective_affinity_list, as on kernels without the option
     reader = Driven("irqs")
-    reads = recording(monkeypatch, irqs, "read_small")
+    reads = recording(monkeypatch, HostFs, "read_small")
     reader.read(fake_host.paths)
     assert any(path.endswith("/32/effective_affinity_list") for path in reads)
     reads.clear()
@@ -1308,7 +1309,7 @@ def test_a_staggered_irqs_reader_reads_each_irq_once_in_k_readings(fake_host, mo
     count = len(ROUND_OF_IRQS)
     many_irqs(fake_host, numbers=ROUND_OF_IRQS)
     reader = staggered(Driven("irqs"))
-    reads = recording(monkeypatch, irqs, "read_small")
+    reads = recording(monkeypatch, HostFs, "read_small")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/smp_affinity_list") for path in reads) == count
 
@@ -1385,14 +1386,14 @@ def test_a_staggered_irqs_reader_reads_new_irqs_at_once_and_drops_removed_ones_a
 def failing_reads(monkeypatch) -> set[int]:
     """IRQs whose smp_affinity_list reads fail (vanished mid-read) while their number is in the returned set."""
     failing: set[int] = set()
-    real = irqs.read_small
+    real = HostFs.read_small
 
-    def read_small(path: str, *args, **kwargs) -> bytes | None:
+    def read_small(fs: HostFs, path: str, *args, **kwargs) -> bytes | None:
         if path.endswith("/smp_affinity_list") and int(path.rsplit("/", 2)[1]) in failing:
             return None
-        return real(path, *args, **kwargs)
+        return real(fs, path, *args, **kwargs)
 
-    monkeypatch.setattr(irqs, "read_small", read_small)
+    monkeypatch.setattr(HostFs, "read_small", read_small)
     return failing
 
 
@@ -1401,9 +1402,9 @@ def fast_readings(monkeypatch) -> list[int]:
     taken: list[int] = []
     real = irqs._read_turn
 
-    def read_turn(memory, root, share, turn, *rest):
+    def read_turn(fs, memory, root, share, turn, *rest):
         taken.append(turn)
-        return real(memory, root, share, turn, *rest)
+        return real(fs, memory, root, share, turn, *rest)
 
     monkeypatch.setattr(irqs, "_read_turn", read_turn)
     return taken
@@ -1503,7 +1504,7 @@ def in_turn_and_requested(reader, fake_host, numbers=IRQS) -> int:
 def test_the_fast_path_reads_only_the_irqs_in_their_turn(fake_host, monkeypatch):
     reader = warm_staggered_irqs(fake_host)
     taken = fast_readings(monkeypatch)
-    reads = recording(monkeypatch, irqs, "read_small")
+    reads = recording(monkeypatch, HostFs, "read_small")
 
     for _ in range(A):
         reads.clear()
@@ -1521,7 +1522,7 @@ def test_an_irq_unreadable_at_some_readings_is_read_at_the_next_and_shows_in_sor
     vanishing = in_turn_and_requested(reader, fake_host)
     failing = failing_reads(monkeypatch)
     taken = fast_readings(monkeypatch)
-    reads = recording(monkeypatch, irqs, "read_small")
+    reads = recording(monkeypatch, HostFs, "read_small")
 
     failing.add(vanishing)
     for _ in range(2):  # vanished mid-read: drops out at once, and is not carried while unreadable
