@@ -24,7 +24,7 @@ import tempfile
 import time
 import tracemalloc
 
-from numawatch.sources._files import read_bytes
+from numawatch.confined import HostFs
 from numawatch.sources.interrupts import Remembered, parse_interrupts, read_interrupts
 
 NAMED_ROWS = (
@@ -111,11 +111,15 @@ def measure_file(data: bytes, watched: frozenset[int], repeat: int) -> None:
         path = os.path.join(directory, "interrupts")
         with open(path, "wb") as handle:
             handle.write(data)
-        _, known = read_interrupts(path, watched, known=Remembered())
+        fs = HostFs([directory])
+        _, known = read_interrupts(fs, path, watched, known=Remembered())
         ways = (
-            ("whole file: read_bytes + parse_interrupts", lambda: parse_interrupts(read_bytes(path), watched)),
-            ("in 1 MiB blocks: read_interrupts (check)", lambda: read_interrupts(path, watched)),
-            ("in 1 MiB blocks, rows of the last reading (serve)", lambda: read_interrupts(path, watched, known=known)),
+            ("whole file: read_bytes + parse_interrupts", lambda: parse_interrupts(fs.read_bytes(path), watched)),
+            ("in 1 MiB blocks: read_interrupts (check)", lambda: read_interrupts(fs, path, watched)),
+            (
+                "in 1 MiB blocks, rows of the last reading (serve)",
+                lambda: read_interrupts(fs, path, watched, known=known),
+            ),
         )
         print(f"  reading the file, {len(watched)} watched CPUs:")
         for label, work in ways:

@@ -23,9 +23,9 @@ from types import SimpleNamespace
 import pytest
 from fakehost import FakeHost
 from fakehost.pods import ContainerSpec, PodHandle, add_pod, remove_pod
-from numawatch import confined
 from numawatch.host import HostReader
 from numawatch.model.workloads import QOS_BURSTABLE, Names
+from numawatch.paths import Paths
 from numawatch.refresh import BUNDLE_CONFIGS, POD_LOG_DIRS, POLICIES
 from numawatch.sources import names
 from source_inputs import Driven
@@ -314,7 +314,7 @@ def settled_host(host: FakeHost, clock: Clock, pods: int) -> Stamps:
 
 
 class Seen:
-    """The host paths the names source used during a block, by kind (confined.observe)."""
+    """The host paths the names source used during a block, by kind (HostFs.observe)."""
 
     def __init__(self) -> None:
         self.paths: dict[str, list[str]] = {"opened": [], "listed": [], "stated": []}
@@ -326,10 +326,11 @@ class Seen:
         return [path for path in self.paths[kind] if path.endswith("/config.json")]
 
 
-def observed(read) -> Seen:
+def observed(read, paths: Paths) -> Seen:
+    """What ``read(paths)`` used of the host, seen through the Paths' own HostFs."""
     seen = Seen()
-    with confined.observe(seen):
-        read()
+    with paths.fs.observe(seen):
+        read(paths)
     return seen
 
 
@@ -341,12 +342,12 @@ def test_the_names_policy_rotates_the_bundle_configs():
 def test_each_known_bundle_is_stated_once_every_k_readings_and_a_whole_reading_states_all(fake_host, clock):
     settled_host(fake_host, clock, pods=8)
     driven = Driven(names.SOURCE, stagger=K)
-    every = observed(lambda: driven.read(fake_host.paths)).configs("stated")
+    every = observed(driven.read, fake_host.paths).configs("stated")
     assert len(every) == 8 * 3  # the first reading knows nothing: every bundle (sandbox and two containers)
     stated: Counter[str] = Counter()
     for reading in range(3 * R):
         turn = driven.readings % R
-        seen = observed(lambda: driven.read(fake_host.paths)).configs("stated")
+        seen = observed(driven.read, fake_host.paths).configs("stated")
         # Its turn by a CRC-32 of the container ID: the same bundles at the same turn, whatever the process.
         assert sorted(seen) == sorted(
             path for path in every if zlib.crc32(Path(path).parent.name.encode()) % R == turn
@@ -355,8 +356,8 @@ def test_each_known_bundle_is_stated_once_every_k_readings_and_a_whole_reading_s
     assert stated == Counter({path: 3 for path in every})  # once in every R readings
 
     driven.refresh_all()
-    assert sorted(observed(lambda: driven.read(fake_host.paths)).configs("stated")) == sorted(every)
-    assert sorted(observed(lambda: names.read(fake_host.paths)).configs("stated")) == sorted(every)
+    assert sorted(observed(driven.read, fake_host.paths).configs("stated")) == sorted(every)
+    assert sorted(observed(names.read, fake_host.paths).configs("stated")) == sorted(every)
 
 
 def test_a_reading_costs_what_changed(fake_host, clock):
@@ -364,7 +365,7 @@ def test_a_reading_costs_what_changed(fake_host, clock):
     driven = Driven(names.SOURCE, stagger=K)
     first = driven.read(fake_host.paths)
 
-    quiet = observed(lambda: driven.read(fake_host.paths))
+    quiet = observed(driven.read, fake_host.paths)
     assert quiet.paths["listed"] == [str(fake_host.paths.pod_logs)]  # no bundle directory, no pod log directory
     assert quiet.paths["opened"] == []
     assert driven.read(fake_host.paths) is first
@@ -378,7 +379,7 @@ def test_a_reading_costs_what_changed(fake_host, clock):
         containers=[ContainerSpec("app", cpus="0-3", mems="0")],
     )
     stamps()
-    after = observed(lambda: driven.read(fake_host.paths))
+    after = observed(driven.read, fake_host.paths)
     bundles = str(names.bundle_locations(fake_host.paths)[1][1])
     assert sorted(after.paths["listed"]) == sorted(
         [bundles, str(fake_host.paths.pod_logs), str(fake_host.path(new.log_dir))]
@@ -390,7 +391,7 @@ def test_a_reading_costs_what_changed(fake_host, clock):
 
     remove_pod(fake_host, new)
     stamps()
-    gone = observed(lambda: driven.read(fake_host.paths))
+    gone = observed(driven.read, fake_host.paths)
     assert gone.paths["opened"] == []  # a bundle that went is dropped, nothing else is read again
     assert driven.read(fake_host.paths) == first
 

@@ -44,6 +44,7 @@ from fakehost.reference import machine_state_tables, reference_node
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numawatch import checkpoint_checksum, cpuset, quantity
+from numawatch.confined import HostFs
 from numawatch.cpuset import MAX_CPU_ID, CPUListError
 from numawatch.errors import MalformedFile
 from numawatch.intent import Intent, IntentError
@@ -948,7 +949,7 @@ def test_reading_proc_interrupts_in_blocks_gives_what_parsing_it_whole_gives(
     with tempfile.NamedTemporaryFile(prefix="numawatch-interrupts-") as handle:
         handle.write(raw)
         handle.flush()
-        streamed = outcome(lambda: interrupts.read_interrupts(handle.name, watched, block=block)[0])
+        streamed = outcome(lambda: interrupts.read_interrupts(HostFs(), handle.name, watched, block=block)[0])
         whole = outcome(lambda: interrupts.parse_interrupts(raw, watched, path=handle.name))
     assert streamed == whole
 

@@ -19,6 +19,7 @@ from fakehost.topology import add_topology
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numawatch import host as host_module
+from numawatch.confined import HostFs
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.host import HostReader, Inputs, read_host_window
 from numawatch.model.workloads import QOS_BURSTABLE, QOS_GUARANTEED
@@ -40,6 +41,8 @@ from source_inputs import CgroupsReaderWithState, Driven
 
 UID = "5f0c3a9e-7b21-4d8e-9c4a-1e2f3a4b5c6d"
 OTHER_UID = "0b9e8d7c-6a5f-4e3d-8c2b-a1b2c3d4e5f6"
+# The readers of files a test writes under its tmp_path, confined to "/" as a tree with no root of its own is.
+HOST_FS = HostFs()
 
 
 def factory_of(name: str):
@@ -48,13 +51,14 @@ def factory_of(name: str):
 
 
 def recording(monkeypatch, module, name: str) -> list[str]:
-    """Record the first (path) argument of every call of ``module.name``."""
+    """Record the path argument of every call of ``module.name``: its first, or the one after the HostFs (a
+    ``HostFs`` method, or a helper handed the fs first)."""
     real = getattr(module, name)
     calls: list[str] = []
 
-    def wrapper(path, *args, **kwargs):
-        calls.append(os.fspath(path))
-        return real(path, *args, **kwargs)
+    def wrapper(*args, **kwargs):
+        calls.append(os.fspath(args[1] if isinstance(args[0], HostFs) else args[0]))
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(module, name, wrapper)
     return calls
@@ -236,7 +240,7 @@ def test_an_irq_seen_before_is_not_stat_ed_again_but_a_new_one_is(fake_host, mon
 def test_an_irq_without_effective_affinity_is_not_asked_for_it_again(fake_host, monkeypatch):
     some_irqs(fake_host)  # IRQ 32 has no effective_affinity_list, as on kernels without the option
     reader = Driven("irqs")
-    reads = recording(monkeypatch, irqs, "read_small")
+    reads = recording(monkeypatch, HostFs, "read_small")
     reader.read(fake_host.paths)
     assert any(path.endswith("/32/effective_affinity_list") for path in reads)
     reads.clear()
@@ -294,7 +298,7 @@ def test_reading_in_blocks_gives_what_parsing_the_whole_file_gives(tmp_path, blo
     for watched in ({0, 1}, {2, 3, 5, 6, 7, 9}, set(), {4, 8, 100}):
         expected = interrupts.parse_interrupts(data, watched, path=str(path))
 
-        found, _ = interrupts.read_interrupts(str(path), watched, block=block)
+        found, _ = interrupts.read_interrupts(HOST_FS, str(path), watched, block=block)
 
         assert found == interrupts.parse_interrupts(data, watched, path=str(path), read_at=found.read_at)
         assert found.rows == expected.rows
@@ -314,7 +318,7 @@ def test_bad_content_read_in_blocks_fails_as_the_whole_file_parse_does(tmp_path,
     path.write_bytes(content)
     for block in (3, 1 << 20):
         with pytest.raises(MalformedFile, match=message):
-            interrupts.read_interrupts(str(path), {0}, block=block)
+            interrupts.read_interrupts(HOST_FS, str(path), {0}, block=block)
     with pytest.raises(MalformedFile, match=message):
         interrupts.parse_interrupts(content, {0}, path=str(path))
 
@@ -323,7 +327,7 @@ def test_a_header_without_rows_or_newline_is_an_empty_reading(tmp_path):
     path = tmp_path / "interrupts"
     path.write_bytes(b"           CPU0       CPU1")
 
-    found, _ = interrupts.read_interrupts(str(path), {0, 1}, block=4)
+    found, _ = interrupts.read_interrupts(HOST_FS, str(path), {0, 1}, block=4)
 
     assert (found.cpus, found.rows) == ((0, 1), ())
 
@@ -360,7 +364,7 @@ def test_a_file_past_the_limit_is_refused(tmp_path):
     path.write_bytes(varied_interrupts())
 
     with pytest.raises(MalformedFile, match="larger than the 1000-byte limit"):
-        interrupts.read_interrupts(str(path), {0}, block=256, limit=1000)
+        interrupts.read_interrupts(HOST_FS, str(path), {0}, block=256, limit=1000)
 
 
 def test_a_large_nodes_file_past_the_other_files_read_limit_is_read_whole(tmp_path):
@@ -373,7 +377,7 @@ def test_a_large_nodes_file_past_the_other_files_read_limit_is_read_whole(tmp_pa
     path = tmp_path / "interrupts"
     path.write_bytes(content)
 
-    found, _ = interrupts.read_interrupts(str(path), {700, 5})
+    found, _ = interrupts.read_interrupts(HOST_FS, str(path), {700, 5})
 
     assert len(found.rows) == 2100 + 1  # and LOC
     assert found == interrupts.parse_interrupts(content, {700, 5}, path=str(path), read_at=found.read_at)
@@ -391,7 +395,7 @@ def test_a_file_past_the_limit_its_header_allows_is_refused(tmp_path, monkeypatc
     path.write_bytes(header + rows)
 
     with pytest.raises(MalformedFile, match=f"larger than the {limit}-byte limit"):
-        interrupts.read_interrupts(str(path), {0}, block=256)
+        interrupts.read_interrupts(HOST_FS, str(path), {0}, block=256)
 
 
 def test_a_line_too_long_for_this_file_is_refused_without_gathering_it(tmp_path, monkeypatch):
@@ -400,7 +404,7 @@ def test_a_line_too_long_for_this_file_is_refused_without_gathering_it(tmp_path,
     path.write_bytes(b"           CPU0       CPU1\n" + b"\0" * 10_000)
 
     with pytest.raises(MalformedFile, match="a line longer than the 300-byte limit"):
-        interrupts.read_interrupts(str(path), {0}, block=100)
+        interrupts.read_interrupts(HOST_FS, str(path), {0}, block=100)
 
 
 def test_reading_in_blocks_never_holds_the_whole_file(tmp_path):
@@ -413,7 +417,7 @@ def test_reading_in_blocks_never_holds_the_whole_file(tmp_path):
 
     tracemalloc.start()
     try:
-        found, _ = interrupts.read_interrupts(str(path), watched, block=1 << 18)
+        found, _ = interrupts.read_interrupts(HOST_FS, str(path), watched, block=1 << 18)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -490,9 +494,9 @@ def two_readings(tmp_path, first: bytes, second: bytes, watched, *, block: int =
     """What a reader's second reading gives (after reading ``first``), and the one-off parse of ``second``."""
     path = tmp_path / "interrupts"
     path.write_bytes(first)
-    before, known = interrupts.read_interrupts(str(path), watched, known=interrupts.Remembered(), block=block)
+    before, known = interrupts.read_interrupts(HOST_FS, str(path), watched, known=interrupts.Remembered(), block=block)
     path.write_bytes(second)
-    after, _ = interrupts.read_interrupts(str(path), watched, known=known, block=block)
+    after, _ = interrupts.read_interrupts(HOST_FS, str(path), watched, known=known, block=block)
     return before, after, interrupts.parse_interrupts(second, watched, read_at=after.read_at)
 
 
@@ -509,11 +513,11 @@ def test_rows_counting_only_on_unwatched_cpus_are_the_previous_rows_without_bein
     second = eight_cpu_rows({0: 900, 6: 40, 3: 1}, dict.fromkeys(range(8), 50))  # traffic on housekeeping only
     path = tmp_path / "interrupts"
     path.write_bytes(first)
-    before, known = interrupts.read_interrupts(str(path), watched, known=interrupts.Remembered())
+    before, known = interrupts.read_interrupts(HOST_FS, str(path), watched, known=interrupts.Remembered())
     path.write_bytes(second)
     converted = []
     monkeypatch.setattr(interrupts, "_count", lambda cell, key, path: converted.append(key) or int(cell))
-    after, _ = interrupts.read_interrupts(str(path), watched, known=known)
+    after, _ = interrupts.read_interrupts(HOST_FS, str(path), watched, known=known)
 
     assert converted == []  # LOC and row 40 have non-zero watched counts: they were not searched for them again
     assert all(a is b for a, b in zip(before.rows, after.rows, strict=True))
@@ -537,9 +541,9 @@ def test_other_watched_cpus_read_every_row_again(tmp_path):
     first = eight_cpu_rows({0: 100, 6: 3}, dict.fromkeys(range(8), 50))
     path = tmp_path / "interrupts"
     path.write_bytes(first)
-    _, known = interrupts.read_interrupts(str(path), {2, 3}, known=interrupts.Remembered())
+    _, known = interrupts.read_interrupts(HOST_FS, str(path), {2, 3}, known=interrupts.Remembered())
     # The same file, now with CPU 6 watched too (a container was pinned there): its counts must appear.
-    after, _ = interrupts.read_interrupts(str(path), {2, 3, 6}, known=known)
+    after, _ = interrupts.read_interrupts(HOST_FS, str(path), {2, 3, 6}, known=known)
 
     assert after == interrupts.parse_interrupts(first, {2, 3, 6}, read_at=after.read_at)
     assert dict({row.key: row for row in after.rows}["40"].counts) == {6: 3}
@@ -619,11 +623,11 @@ def test_a_row_counting_on_every_watched_cpu_is_converted_run_by_run_as_a_one_of
     second = loc_rows({**{cpu: 2000 + cpu for cpu in range(8)}, 3: 0, 6: 4_000_000_000}, {0: 5})
     path = tmp_path / "interrupts"
     path.write_bytes(first)
-    _, known = interrupts.read_interrupts(str(path), watched, known=interrupts.Remembered())
+    _, known = interrupts.read_interrupts(HOST_FS, str(path), watched, known=interrupts.Remembered())
     path.write_bytes(second)
     converted = counted(monkeypatch)
 
-    after, _ = interrupts.read_interrupts(str(path), watched, known=known)
+    after, _ = interrupts.read_interrupts(HOST_FS, str(path), watched, known=known)
 
     assert converted == []  # LOC had a count on every watched CPU: its runs were converted whole
     expected = interrupts.parse_interrupts(second, watched, read_at=after.read_at)
@@ -682,7 +686,7 @@ def test_unchanged_rows_take_one_crc_of_their_span_and_a_device_busy_between_wat
     path = tmp_path / "interrupts"
     path.write_bytes(loc_rows(loc, {4: 100}))
     sizes = crc_calls(monkeypatch)
-    first, known = interrupts.read_interrupts(str(path), watched, known=interrupts.Remembered())
+    first, known = interrupts.read_interrupts(HOST_FS, str(path), watched, known=interrupts.Remembered())
     span, run = 5 * interrupts.CELL, 2 * interrupts.CELL
     assert sorted(sizes) == [run] * 8 + [span] * 4  # each of 4 rows searched: runs and span taken for next time
 
@@ -690,7 +694,7 @@ def test_unchanged_rows_take_one_crc_of_their_span_and_a_device_busy_between_wat
     for nic in (200, 300, 300):  # eth0 counts on CPU 4 twice, then is idle
         sizes.clear()
         path.write_bytes(loc_rows(loc, {4: nic}))
-        after, known = interrupts.read_interrupts(str(path), watched, known=known)
+        after, known = interrupts.read_interrupts(HOST_FS, str(path), watched, known=known)
         readings.append(sorted(sizes))
         assert all(a is b for a, b in zip(first.rows, after.rows, strict=True))  # no watched count moved
         assert after == interrupts.parse_interrupts(loc_rows(loc, {4: nic}), watched, read_at=after.read_at)
@@ -709,18 +713,18 @@ def test_a_row_checked_run_by_run_sees_its_watched_count_move_and_is_checked_by_
     known = interrupts.Remembered()
     for nic in ({4: 100}, {4: 200}):
         path.write_bytes(loc_rows(loc, nic))
-        _, known = interrupts.read_interrupts(str(path), watched, known=known)
+        _, known = interrupts.read_interrupts(HOST_FS, str(path), watched, known=known)
     sizes = crc_calls(monkeypatch)
     span = 5 * interrupts.CELL
 
     moved = loc_rows(loc, {4: 300, 5: 7})  # a misrouted interrupt on CPU 5
     path.write_bytes(moved)
-    after, known = interrupts.read_interrupts(str(path), watched, known=known)
+    after, known = interrupts.read_interrupts(HOST_FS, str(path), watched, known=known)
     assert after == interrupts.parse_interrupts(moved, watched, read_at=after.read_at)
     assert dict({row.key: row for row in after.rows}["40"].counts) == {5: 7}
 
     sizes.clear()
-    after, _ = interrupts.read_interrupts(str(path), watched, known=known)
+    after, _ = interrupts.read_interrupts(HOST_FS, str(path), watched, known=known)
     assert sorted(sizes) == [span] * 4  # eth0 was searched and had its span taken again: one CRC-32 per row
     assert after == interrupts.parse_interrupts(moved, watched, read_at=after.read_at)
 
@@ -755,7 +759,7 @@ def test_a_readers_every_reading_equals_a_one_off_parse(tmp_path_factory, start,
             counts[row][cpu] += amount
         data = render()
         path.write_bytes(data)
-        found, known = interrupts.read_interrupts(str(path), watched, known=known, block=block)
+        found, known = interrupts.read_interrupts(HOST_FS, str(path), watched, known=known, block=block)
         expected = interrupts.parse_interrupts(data, watched, read_at=found.read_at)
         assert found == expected
         assert [list(row.counts.items()) for row in found.rows] == [list(row.counts.items()) for row in expected.rows]
@@ -1305,7 +1309,7 @@ def test_a_staggered_irqs_reader_reads_each_irq_once_in_k_readings(fake_host, mo
     count = len(ROUND_OF_IRQS)
     many_irqs(fake_host, numbers=ROUND_OF_IRQS)
     reader = staggered(Driven("irqs"))
-    reads = recording(monkeypatch, irqs, "read_small")
+    reads = recording(monkeypatch, HostFs, "read_small")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/smp_affinity_list") for path in reads) == count
 
@@ -1382,14 +1386,14 @@ def test_a_staggered_irqs_reader_reads_new_irqs_at_once_and_drops_removed_ones_a
 def failing_reads(monkeypatch) -> set[int]:
     """IRQs whose smp_affinity_list reads fail (vanished mid-read) while their number is in the returned set."""
     failing: set[int] = set()
-    real = irqs.read_small
+    real = HostFs.read_small
 
-    def read_small(path: str, *args, **kwargs) -> bytes | None:
+    def read_small(fs: HostFs, path: str, *args, **kwargs) -> bytes | None:
         if path.endswith("/smp_affinity_list") and int(path.rsplit("/", 2)[1]) in failing:
             return None
-        return real(path, *args, **kwargs)
+        return real(fs, path, *args, **kwargs)
 
-    monkeypatch.setattr(irqs, "read_small", read_small)
+    monkeypatch.setattr(HostFs, "read_small", read_small)
     return failing
 
 
@@ -1398,9 +1402,9 @@ def fast_readings(monkeypatch) -> list[int]:
     taken: list[int] = []
     real = irqs._read_turn
 
-    def read_turn(memory, root, share, turn, *rest):
+    def read_turn(fs, memory, root, share, turn, *rest):
         taken.append(turn)
-        return real(memory, root, share, turn, *rest)
+        return real(fs, memory, root, share, turn, *rest)
 
     monkeypatch.setattr(irqs, "_read_turn", read_turn)
     return taken
@@ -1500,7 +1504,7 @@ def in_turn_and_requested(reader, fake_host, numbers=IRQS) -> int:
 def test_the_fast_path_reads_only_the_irqs_in_their_turn(fake_host, monkeypatch):
     reader = warm_staggered_irqs(fake_host)
     taken = fast_readings(monkeypatch)
-    reads = recording(monkeypatch, irqs, "read_small")
+    reads = recording(monkeypatch, HostFs, "read_small")
 
     for _ in range(A):
         reads.clear()
@@ -1518,7 +1522,7 @@ def test_an_irq_unreadable_at_some_readings_is_read_at_the_next_and_shows_in_sor
     vanishing = in_turn_and_requested(reader, fake_host)
     failing = failing_reads(monkeypatch)
     taken = fast_readings(monkeypatch)
-    reads = recording(monkeypatch, irqs, "read_small")
+    reads = recording(monkeypatch, HostFs, "read_small")
 
     failing.add(vanishing)
     for _ in range(2):  # vanished mid-read: drops out at once, and is not carried while unreadable

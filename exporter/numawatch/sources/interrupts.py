@@ -58,7 +58,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.cpuset import EMPTY, CPUSet
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import excerpt, printable
@@ -591,6 +591,7 @@ def _blocks(fd: int, path: str, block: int, limit: int | None) -> Iterator[bytes
 
 
 def read_interrupts(
+    fs: HostFs,
     path: str,
     watched: Iterable[int],
     *,
@@ -599,14 +600,14 @@ def read_interrupts(
     known: Remembered | None = None,
     generation: int = 0,
 ) -> tuple[Interrupts, Remembered]:
-    """Read /proc/interrupts ``block`` bytes at a time and parse it as they arrive (``parse_reading``, ``known`` its
-    ``previous``): the same result as ``parse_interrupts`` of the whole file, without ever holding the whole file
-    (8 MB on a 384-CPU host, and as much again digit-marked). Returns the reading and what the next reading may
-    reuse (no rows unless ``known`` is given). FileNotFoundError when the file does not exist; MalformedFile past
-    ``limit`` bytes (None: ``size_limit`` of the header, and the files' read limit until the header is read) or on
-    bad content.
+    """Read /proc/interrupts, opened through ``fs``, ``block`` bytes at a time and parse it as they arrive
+    (``parse_reading``, ``known`` its ``previous``): the same result as ``parse_interrupts`` of the whole file,
+    without ever holding the whole file (8 MB on a 384-CPU host, and as much again digit-marked). Returns the reading
+    and what the next reading may reuse (no rows unless ``known`` is given). FileNotFoundError when the file does not
+    exist; MalformedFile past ``limit`` bytes (None: ``size_limit`` of the header, and the files' read limit until
+    the header is read) or on bad content.
     """
-    fd = confined.open_file(path)
+    fd = fs.open_file(path)
     try:
         parsed = parse_reading(_blocks(fd, path, block, limit), watched, known, path=path, generation=generation)
     finally:
@@ -704,7 +705,7 @@ def _read(
 ) -> tuple[Interrupts, Remembered]:
     path = paths.procfs / "interrupts"
     try:
-        return read_interrupts(str(path), watched, known=known, generation=generation)
+        return read_interrupts(paths.fs, str(path), watched, known=known, generation=generation)
     except FileNotFoundError:
         raise SourceUnavailable(f"{path} does not exist") from None
 

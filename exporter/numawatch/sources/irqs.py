@@ -46,14 +46,13 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import NamedTuple
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.cpuset import CPUListError, CPUSet, parse_cpulist, parse_cpumask
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.model.interrupts import Interrupts, IrqAffinity, Irqs
 from numawatch.paths import Paths
 from numawatch.refresh import AFFINITIES, REQUESTED_MASKS, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
-from numawatch.sources._files import read_small
 
 _READ_SIZE = 1 << 16  # a CPU list of 8,192 CPUs in the worst (every other CPU) shape fits easily
 
@@ -74,10 +73,10 @@ def parse_cpulist_file(data: bytes, path: str, cache: dict[bytes, CPUSet] | None
     return cpus
 
 
-def _mode_writable(directory: str) -> bool | None:
+def _mode_writable(fs: HostFs, directory: str) -> bool | None:
     """Whether ``smp_affinity`` has its owner write bit; None when it cannot be stat'ed."""
     try:
-        return bool(confined.stat_path(f"{directory}/smp_affinity").st_mode & stat.S_IWUSR)
+        return bool(fs.stat_path(f"{directory}/smp_affinity").st_mode & stat.S_IWUSR)
     except OSError:
         return None
 
@@ -125,13 +124,14 @@ def parse_irq(
     return SeenIrq(affinity, effective, entry)
 
 
-def read_irq(directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None) -> IrqAffinity | None:
+def read_irq(fs: HostFs, directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None) -> IrqAffinity | None:
     """One ``proc/irq/<n>`` directory (a string path, as the hot loop builds them), None when it vanished."""
+    read_small = fs.read_small
     affinity_data = read_small(f"{directory}/smp_affinity_list", _READ_SIZE, vanishing=True)
     if affinity_data is None:
         return None
     effective_data = read_small(f"{directory}/effective_affinity_list", _READ_SIZE, vanishing=True)
-    writable = _mode_writable(directory)
+    writable = _mode_writable(fs, directory)
     return parse_irq(irq, affinity_data, effective_data, writable, directory=directory, cache=cache).entry
 
 
@@ -139,12 +139,13 @@ def _list_irq_root(paths: Paths) -> tuple[str, list[str]]:
     """``proc/irq``'s path and its entries (numbered IRQ directories plus ``default_smp_affinity``)."""
     irq_root = paths.procfs / "irq"
     try:
-        return str(irq_root), confined.listdir(irq_root)
+        return str(irq_root), paths.fs.listdir(irq_root)
     except (FileNotFoundError, NotADirectoryError):
         raise SourceUnavailable(f"{irq_root} does not exist") from None
 
 
 def _read_one(
+    fs: HostFs,
     root: str,
     entry: str,
     irq: int,
@@ -157,7 +158,7 @@ def _read_one(
     """``_read_fresh``, with a malformed file of the IRQ described in ``problems`` and the IRQ then left out (None,
     as if it had vanished, so it is tried again at the next reading)."""
     try:
-        return _read_fresh(root, entry, irq, known, cache, requested, generation)
+        return _read_fresh(fs, root, entry, irq, known, cache, requested, generation)
     except MalformedFile as error:
         if problems is None:
             raise
@@ -166,6 +167,7 @@ def _read_one(
 
 
 def _read_fresh(
+    fs: HostFs,
     root: str,
     entry: str,
     irq: int,
@@ -181,6 +183,7 @@ def _read_fresh(
     ``effective_affinity_list`` and it reads the same bytes as last time, the IRQ is ``known`` again without
     ``smp_affinity_list`` being opened; when it changed (the IRQ moved), both files are read as usual."""
     directory = f"{root}/{entry}"
+    read_small = fs.read_small  # up to two reads per IRQ, 2,000 IRQs on a large node
     if not requested and known is not None and known.effective is not None:
         effective_data = read_small(f"{directory}/effective_affinity_list", _READ_SIZE, vanishing=True)
         if effective_data is None:
@@ -200,7 +203,7 @@ def _read_fresh(
     # The mode is set when the directory is created: an IRQ present in the previous reading keeps it.
     writable = known.entry.writable if known is not None else None
     if writable is None:
-        writable = _mode_writable(directory)
+        writable = _mode_writable(fs, directory)
     return parse_irq(
         irq, affinity_data, effective_data, writable, known, directory=directory, generation=generation, cache=cache
     )
@@ -229,10 +232,10 @@ def _requested_every(refresh: Refresh, share: int) -> int:
     return requested // share
 
 
-def _read_default(root: str) -> CPUSet | None:
+def _read_default(fs: HostFs, root: str) -> CPUSet | None:
     """``proc/irq/default_smp_affinity`` (a hex mask), None when absent or malformed: only the kernel-settings
     family shows it, and it leaves out what it does not know."""
-    default_data = read_small(f"{root}/default_smp_affinity", _READ_SIZE, vanishing=True)
+    default_data = fs.read_small(f"{root}/default_smp_affinity", _READ_SIZE, vanishing=True)
     if default_data is None:
         return None
     try:
@@ -290,6 +293,7 @@ def _read_all(
     """Every IRQ; with ``share`` > 1, the ones seen before whose number is not ``turn`` modulo ``share`` are carried
     over from ``seen`` instead of read, and those read skip ``smp_affinity_list`` as ``_requested_turn`` (in
     round ``round_``, one turn in ``every``) says. ``listed``: ``proc/irq`` already listed by the caller."""
+    fs = paths.fs
     root, listing = listed or _list_irq_root(paths)
     previous = seen or {}
     now: dict[int, SeenIrq] = {}
@@ -305,13 +309,13 @@ def _read_all(
             now[irq] = known  # not its turn: the previous reading's (immutable) entry
             continue
         requested = _requested_turn(irq, share, round_, every)
-        fresh = _read_one(root, entry, irq, known, cache, requested, problems, generation)
+        fresh = _read_one(fs, root, entry, irq, known, cache, requested, problems, generation)
         if fresh is None:
             missed.append((irq, entry))
         else:
             now[irq] = fresh
     entries = {irq: now[irq].entry for irq in sorted(now)}
-    default = _read_default(root)
+    default = _read_default(fs, root)
     result = _snapshot(
         entries,
         default,
@@ -387,12 +391,13 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
             # Every IRQ set up with a handler has its row in /proc/interrupts: while those rows are the ones of the
             # last listing, no IRQ came or went, and the 2,000-entry listing is not taken again. An IRQ directory
             # without a handler (it never fires) shows at the round's first turn, when proc/irq is listed anyway.
-            carried = _read_turn(memory, str(paths.procfs / "irq"), share, turn, round_, refresh.generation, every)
+            root = str(paths.procfs / "irq")
+            carried = _read_turn(paths.fs, memory, root, share, turn, round_, refresh.generation, every)
             return carried._replace(memory=carried.memory._replace(hint_generation=hint_generation))
         listed = _list_irq_root(paths)
         root, listing = listed
         if listing == memory.listing:  # one C comparison of the names
-            carried = _read_turn(memory, root, share, turn, round_, refresh.generation, every)
+            carried = _read_turn(paths.fs, memory, root, share, turn, round_, refresh.generation, every)
             kept = carried.memory._replace(rows_hint=hint, hint_generation=hint_generation)
             return carried._replace(memory=kept)
     seen = memory.seen if memory is not None else None
@@ -403,7 +408,7 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
 
 
 def _read_turn(
-    memory: IrqsMemory, root: str, share: int, turn: int, round_: int, generation: int = 0, every: int = 2
+    fs: HostFs, memory: IrqsMemory, root: str, share: int, turn: int, round_: int, generation: int = 0, every: int = 2
 ) -> Carried:
     """A rotating reading over the same listing as the previous one (see ``read_incremental``)."""
     plan = memory.plan
@@ -431,7 +436,7 @@ def _read_turn(
     for irq, entry in todo:
         known = seen.get(irq)
         requested = _requested_turn(irq, share, round_, every)
-        fresh = _read_one(root, entry, irq, known, cache, requested, problems, generation)
+        fresh = _read_one(fs, root, entry, irq, known, cache, requested, problems, generation)
         if fresh is known:
             if fresh is None:
                 missed.append((irq, entry))  # still unreadable: tried again next time
@@ -454,7 +459,7 @@ def _read_turn(
         entries = dict(sorted(entries.items()))
     # A turn that read the bytes it read before gives an equal snapshot: the HostReader then keeps the last one and
     # its generation, so what was made from it is reused.
-    result = _snapshot(entries, _read_default(root), writable > 0, read_only > 0, problems)
+    result = _snapshot(entries, _read_default(fs, root), writable > 0, read_only > 0, problems)
     memory = IrqsMemory(
         seen, entries, memory.listing, plan, missed, (writable, read_only), memory.rows_hint, memory.hint_generation
     )

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import k8s_label, k8s_subdomain, one_of, pod_uid
 from numawatch.model import frozen_map
@@ -44,7 +44,6 @@ from numawatch.model.workloads import ContainerIdentity, Names, PodIdentity
 from numawatch.paths import Paths
 from numawatch.refresh import BUNDLE_CONFIGS, POD_LOG_DIRS, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
-from numawatch.sources._files import list_dir, read_bytes
 
 log = logging.getLogger(__name__)
 
@@ -257,12 +256,12 @@ def _settled(stat: os.stat_result, now_ns: int) -> _State | None:
 
 
 def _bundle_listing(
-    directory: Path, runtime: str, config: str, known: _Listing | None, now_ns: int, trust: bool
+    fs: HostFs, directory: Path, runtime: str, config: str, known: _Listing | None, now_ns: int, trust: bool
 ) -> _Listing:
     """The bundle directory's entries: the known listing while the directory's settled (inode, mtime) is the one it
     was taken at (unless not ``trust``), else a new one."""
     try:
-        state = _settled(confined.stat_path(directory), now_ns)
+        state = _settled(fs.stat_path(directory), now_ns)
     except OSError:
         state = None
     if trust and state is not None and known is not None and known.state == state:
@@ -271,31 +270,31 @@ def _bundle_listing(
         state,
         tuple(
             _Read(container_id, runtime, f"{directory}/{container_id}/{config}")
-            for container_id in sorted(list_dir(directory))
+            for container_id in sorted(fs.list_dir(directory))
         ),
     )
 
 
-def _config_key(config: str) -> tuple[int, int, int] | None:
+def _config_key(fs: HostFs, config: str) -> tuple[int, int, int] | None:
     """A config.json's (inode, mtime, size); None when it is not there."""
     try:
-        stat = confined.stat_path(config)
+        stat = fs.stat_path(config)
     except OSError:
         return None
     return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
-def _parsed(container_id: str, runtime: str, config: str, known: _Bundle | None) -> _Bundle | None:
+def _parsed(fs: HostFs, container_id: str, runtime: str, config: str, known: _Bundle | None) -> _Bundle | None:
     """The bundle's config.json, parsed again only when its (inode, mtime, size) moved; None when it cannot be read
     (the bundle is being created, or removed)."""
-    key = _config_key(config)
+    key = _config_key(fs, config)
     if key is None:
         return None
     if known is not None and known.key == key:
         return known
     try:
         identity = identity_from_annotations(
-            container_id, runtime, parse_annotations(read_bytes(config, CONFIG_READ_LIMIT))
+            container_id, runtime, parse_annotations(fs.read_bytes(config, CONFIG_READ_LIMIT))
         )
     except OSError:
         return None
@@ -339,7 +338,7 @@ class _Identities:
         self.turns = turns
 
     @classmethod
-    def read(cls, reads: list[_Read], known: Mapping[str, _Bundle], share: int, turn: int) -> _Identities:
+    def read(cls, fs: HostFs, reads: list[_Read], known: Mapping[str, _Bundle], share: int, turn: int) -> _Identities:
         """From the entries: a bundle known from the previous reading is stat'ed again only in its turn of the
         rotation (``share``, ``turn``: every one when ``share`` is 1); one not parsed yet is stat'ed and parsed."""
         bundles: dict[str, _Bundle] = {}
@@ -355,7 +354,7 @@ class _Identities:
             if old is not None and share > 1 and old.turn % share != turn:
                 bundle = old  # not its turn: what it was parsed into stands
             else:
-                parsed = _parsed(container_id, runtime, config, old)
+                parsed = _parsed(fs, container_id, runtime, config, old)
                 if parsed is None:
                     waiting.append(entry)
                     continue
@@ -370,7 +369,7 @@ class _Identities:
         return cls(bundles, found, tuple(kept), tuple(waiting), changed or len(bundles) != len(known))
 
     @classmethod
-    def verified(cls, memory: NamesMemory, share: int, turn: int) -> _Identities | None:
+    def verified(cls, fs: HostFs, memory: NamesMemory, share: int, turn: int) -> _Identities | None:
         """The previous reading's identities, for entries that are the previous reading's: only the bundles due in
         this turn and those still waiting for their config.json are stat'ed. None when one of them moved (then
         ``read`` works it out)."""
@@ -382,19 +381,19 @@ class _Identities:
             turns = _Turns(share, tuple(tuple(group) for group in groups))
         bundles = memory.bundles
         for _, _, config in turns.groups[turn]:
-            if _config_key(config) != bundles[config].key:
+            if _config_key(fs, config) != bundles[config].key:
                 return None
         for _, _, config in memory.waiting:
-            if _config_key(config) is not None:
+            if _config_key(fs, config) is not None:
                 return None
         return cls(memory.bundles, memory.snapshot.containers, memory.kept, memory.waiting, False, turns)
 
 
-def _scan_pod_log_dir(pod_dir: Path, pod: PodIdentity, state: _State | None, turn: int = 0) -> _PodLogDir:
+def _scan_pod_log_dir(fs: HostFs, pod_dir: Path, pod: PodIdentity, state: _State | None, turn: int = 0) -> _PodLogDir:
     """The container log directories in one pod's log directory (``turn``: see _PodLogDir)."""
     trusted = state
     try:
-        with confined.scandir(pod_dir) as entries:
+        with fs.scandir(pod_dir) as entries:
             names = []
             for entry in entries:
                 if not _is_container_name(entry.name):
@@ -403,7 +402,7 @@ def _scan_pod_log_dir(pod_dir: Path, pod: PodIdentity, state: _State | None, tur
                     names.append(entry.name)
                 elif entry.is_symlink():
                     trusted = None  # its target may come or go without the directory's mtime moving
-                    if confined.is_dir(pod_dir / entry.name):  # followed under the root, not by the entry's stat()
+                    if fs.is_dir(pod_dir / entry.name):  # followed under the root, not by the entry's stat()
                         names.append(entry.name)
     except NotADirectoryError:
         return _PodLogDir(pod, state, None, turn)
@@ -413,6 +412,7 @@ def _scan_pod_log_dir(pod_dir: Path, pod: PodIdentity, state: _State | None, tur
 
 
 def _pod_log_dirs(
+    fs: HostFs,
     root: Path,
     known: Mapping[str, _PodLogDir | None] | None,
     now_ns: int,
@@ -428,9 +428,9 @@ def _pod_log_dirs(
     found: dict[str, _PodLogDir | None] = {}
     changed = known is None
     settled_before = now_ns - RACY_SECONDS * 1_000_000_000  # an mtime after it proves nothing (see _settled)
-    root_stat = confined.stat_path
+    root_stat = fs.stat_path
     try:
-        with confined.scandir(root) as entries:
+        with fs.scandir(root) as entries:
             for entry in entries:
                 name = entry.name
                 old = previous.get(name)
@@ -457,7 +457,7 @@ def _pod_log_dirs(
                     found[name] = old
                     continue
                 turn_key = old.turn if old is not None else zlib.crc32(name.encode())
-                scanned = found[name] = _scan_pod_log_dir(root / name, pod, state, turn_key)
+                scanned = found[name] = _scan_pod_log_dir(fs, root / name, pod, state, turn_key)
                 if old is None or scanned.containers != old.containers:
                     changed = True
     except (FileNotFoundError, NotADirectoryError):
@@ -484,32 +484,33 @@ def _read(
     ``turn``: the bundle configs' rotation; ``log_rotation``: the pod log directories' (share, turn). With ``trust``
     False every directory is listed again whatever its (inode, mtime); the parsed bundles are still reused while
     their config.json's (inode, mtime, size) is the same."""
+    fs = paths.fs
     now_ns = time.time_ns()
     listings: list[_Listing | None] = []
     present = False
     for index, (runtime, directory, config) in enumerate(bundle_locations(paths)):
-        if not confined.is_dir(directory):
+        if not fs.is_dir(directory):
             listings.append(None)
             continue
         present = True
         known = memory.listings[index] if memory is not None else None
-        listings.append(_bundle_listing(directory, runtime, config, known, now_ns, trust))
-    logs_present = confined.is_dir(paths.pod_logs)
+        listings.append(_bundle_listing(fs, directory, runtime, config, known, now_ns, trust))
+    logs_present = fs.is_dir(paths.pod_logs)
     if not present and not logs_present:
         places = ", ".join(str(directory) for _, directory, _ in bundle_locations(paths))
         raise SourceUnavailable(f"no container runtime bundles ({places}) and no {paths.pod_logs}")
     same_entries = memory is not None and all(
         _reads(listing) == _reads(old) for listing, old in zip(listings, memory.listings, strict=True)
     )
-    identities = _Identities.verified(memory, share, turn) if memory is not None and same_entries else None
+    identities = _Identities.verified(fs, memory, share, turn) if memory is not None and same_entries else None
     if identities is None:
         reads = [read for listing in listings if listing is not None for read in listing.reads]
-        identities = _Identities.read(reads, memory.bundles if memory is not None else {}, share, turn)
+        identities = _Identities.read(fs, reads, memory.bundles if memory is not None else {}, share, turn)
     logs: dict[str, _PodLogDir | None] | None = None
     logs_changed = memory is not None and memory.logs is not None
     if logs_present:
         known_logs = memory.logs if memory is not None else None
-        logs, logs_changed = _pod_log_dirs(paths.pod_logs, known_logs, now_ns, trust, *log_rotation)
+        logs, logs_changed = _pod_log_dirs(fs, paths.pod_logs, known_logs, now_ns, trust, *log_rotation)
     if memory is not None and same_entries and not identities.changed and not logs_changed:
         return memory.snapshot, _memory(memory.snapshot, listings, identities, logs), bool(identities.waiting), True
     containers = identities.found
