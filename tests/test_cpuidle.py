@@ -14,6 +14,7 @@ from fakehost.topology import add_topology
 from numawatch import metrics
 from numawatch.checks import evaluate
 from numawatch.checks.cpuidle import CPUIDLE_DEEP_STATE, idle_parameters
+from numawatch.confined import HostFs
 from numawatch.cpuset import format_cpulist
 from numawatch.host import HostReader, read_host
 from numawatch.intent import REFERENCE
@@ -164,13 +165,13 @@ def test_serves_reader_reads_names_and_latencies_once_and_staggered_disable_file
     reader = Driven("cpuidle")
     reader.set_stagger(2)
     opened: list[str] = []
-    real = cpuidle.read_attribute_text
+    real = HostFs.read_attribute_text
 
-    def spy(path, limit):
+    def spy(fs, path, limit):
         opened.append(os.fspath(path))
-        return real(path, limit)
+        return real(fs, path, limit)
 
-    monkeypatch.setattr(cpuidle, "read_attribute_text", spy)
+    monkeypatch.setattr(HostFs, "read_attribute_text", spy)
     first = reader.read(fake_host.paths)  # turn 0 of 2, but nothing is known yet: every CPU is read
     assert sum(p.endswith("/name") for p in opened) == 4  # one CPU's table, POLL's too (to learn it is latency 0)
     assert sum(p.endswith("/disable") for p in opened) == 4 * 3

@@ -256,8 +256,17 @@ def test_irqbalance_exiting_between_the_listing_and_its_comm_is_not_running(node
     assert running.host.get("irqbalance").pids == (4242,)
     assert [check for check, _ in findings(running)] == ["irqbalance_unbanned"]
     proc = node.paths.procfs / "4242"
-    # _comm(procfs, pid): the daemon exits after /proc was listed, before the first comm is read.
-    fired = vanishing_before(monkeypatch, irqbalance, "_comm", lambda procfs: True, lambda: shutil.rmtree(proc))
+    # The daemon exits after /proc was listed, before the first comm is read.
+    real_comm = irqbalance._comm
+    fired: list[str] = []
+
+    def comm(fs, procfs, pid):
+        if not fired:
+            fired.append(pid)
+            shutil.rmtree(proc)
+        return real_comm(fs, procfs, pid)
+
+    monkeypatch.setattr(irqbalance, "_comm", comm)
 
     evaluation = evaluate_node(node)
 

@@ -10,7 +10,6 @@ from fakehost.kubelet import write_kubelet_config
 from fakehost.pods import ContainerSpec, add_pod, set_pod_usage
 from fakehost.reference import GPUS, NODE_EXPORTER, ONLINE, VLLM, reference_node
 from fakehost.topology import add_topology
-from numawatch import confined
 from numawatch.checks import evaluate
 from numawatch.checks.node_isolation import NODE_TAINT_MISSING, NODE_WORKLOAD_NOT_ISOLATED
 from numawatch.errors import SourceUnavailable
@@ -306,9 +305,10 @@ def test_handed_the_cgroups_reading_the_source_lists_no_directory_and_reads_the_
     set_pod_usage(fake_host, node.pod(NODE_EXPORTER), cpu_seconds=42.5, memory_bytes=123456789)
     inputs = Inputs.of(cgroups=cgroups.read(fake_host.paths))
     used: list[tuple[str, str]] = []
+    paths = fake_host.paths  # the reading's own HostFs is the one observed
 
-    with confined.observe(lambda path, kind: used.append((kind, path))):
-        usage = pod_usage.read(fake_host.paths, inputs)
+    with paths.fs.observe(lambda path, kind: used.append((kind, path))):
+        usage = pod_usage.read(paths, inputs)
 
     assert usage == pod_usage.read(fake_host.paths)  # the same pods as its own listing finds
     assert not [path for kind, path in used if kind == "listed"]

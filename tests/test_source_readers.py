@@ -788,7 +788,7 @@ def test_a_policy_shared_by_several_cpus_gives_each_its_governor_from_one_read(f
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
     add_kernel_settings(fake_host, governors=None)
     policy(fake_host, 0, "0 1 2 3", "schedutil")  # acpi-cpufreq on a shared clock domain
-    reads = recording(monkeypatch, kernel, "read_small_text")
+    reads = recording(monkeypatch, HostFs, "read_small_text")
 
     settings = kernel.read(fake_host.paths)
 
@@ -800,7 +800,7 @@ def test_the_reader_remembers_policy_cpus_until_a_cpu_goes_offline(fake_host, mo
     add_topology(fake_host, sockets=1, cores_per_socket=4, threads_per_core=1)
     add_kernel_settings(fake_host, governors="performance", cpus=range(4))
     reader = Driven("kernel")
-    reads = recording(monkeypatch, kernel, "read_small_text")
+    reads = recording(monkeypatch, HostFs, "read_small_text")
     reader.read(fake_host.paths)
     reads.clear()
 
@@ -840,7 +840,7 @@ def test_an_unstaggered_kernel_reader_reads_every_governor_every_time(fake_host,
     add_topology(fake_host, sockets=1, cores_per_socket=8, threads_per_core=1)
     add_kernel_settings(fake_host, governors="performance", cpus=range(8))
     reader = Driven("kernel")  # as check and capture read
-    reads = recording(monkeypatch, kernel, "read_small_text")
+    reads = recording(monkeypatch, HostFs, "read_small_text")
 
     for _ in range(3):
         reads.clear()
@@ -850,7 +850,7 @@ def test_an_unstaggered_kernel_reader_reads_every_governor_every_time(fake_host,
 
 def test_a_staggered_kernel_reader_reads_each_governor_once_in_k_readings(fake_host, monkeypatch):
     reader = staggered_kernel(fake_host)
-    reads = recording(monkeypatch, kernel, "read_small_text")
+    reads = recording(monkeypatch, HostFs, "read_small_text")
     reader.read(fake_host.paths)
     assert sum(path.endswith("/scaling_governor") for path in reads) == 8  # every policy is new: all read
 
@@ -917,7 +917,7 @@ def test_a_settled_governor_that_turns_unreadable_is_dropped_and_reported_at_its
     reader = staggered_kernel(fake_host)
     for _ in range(2):  # the second reading has every governor remembered: only a turn's policies are read
         reader.read(fake_host.paths)
-    reads = recording(monkeypatch, kernel, "read_small_text")
+    reads = recording(monkeypatch, HostFs, "read_small_text")
     fake_host.write("sys/devices/system/cpu/cpufreq/policy5/scaling_governor", "")
 
     seen = []

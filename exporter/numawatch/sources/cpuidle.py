@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import strip_value
 from numawatch.model import frozen_map
@@ -44,7 +44,6 @@ from numawatch.model.kernel import CpuIdle, IdleState
 from numawatch.paths import Paths
 from numawatch.refresh import IDLE_STATES, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
-from numawatch.sources._files import list_dir, read_attribute_text
 
 _SMALL = 256  # every file here is one short line
 _STATE = re.compile(r"state(\d{1,3})\Z")
@@ -139,17 +138,17 @@ class _Reading:
         return found
 
 
-def _layout(reading: _Reading, cpu_dir: Path) -> _Layout | None:
+def _layout(fs: HostFs, reading: _Reading, cpu_dir: Path) -> _Layout | None:
     """The deep states of one CPU (latency > 0), by index; None when a name or latency could not be read."""
     states = []
-    for entry in list_dir(cpu_dir / "cpuidle"):
+    for entry in fs.list_dir(cpu_dir / "cpuidle"):
         match = _STATE.match(entry)
         if match is None:
             continue
         directory = cpu_dir / "cpuidle" / entry
-        name = reading.value(directory / "name", parse_state_name, read_attribute_text(directory / "name", _SMALL))
+        name = reading.value(directory / "name", parse_state_name, fs.read_attribute_text(directory / "name", _SMALL))
         latency_path = directory / "latency"
-        latency = reading.value(latency_path, parse_latency, read_attribute_text(latency_path, _SMALL))
+        latency = reading.value(latency_path, parse_latency, fs.read_attribute_text(latency_path, _SMALL))
         if name is None or latency is None:
             return None
         if latency > 0:
@@ -183,7 +182,13 @@ class CpuIdleMemory(NamedTuple):
 
 
 def _cpu_settings(
-    reading: _Reading, cpu_root: Path, root: str, cpu: int, key: _LayoutKey, remembered: dict[_LayoutKey, _Layout]
+    fs: HostFs,
+    reading: _Reading,
+    cpu_root: Path,
+    root: str,
+    cpu: int,
+    key: _LayoutKey,
+    remembered: dict[_LayoutKey, _Layout],
 ) -> tuple[tuple[IdleState, ...] | None, int | None] | None:
     """One CPU's deep states (None: it went offline while read) and PM QoS limit (None: none); None when they are
     unknown (a malformed name, latency or limit) or it has no deep state (offline, or polling only)."""
@@ -191,13 +196,13 @@ def _cpu_settings(
     # for every CPU: the names and latencies in sysfs are the driver's, read from one CPU.
     layout = remembered.get(key)
     if layout is None:
-        found_layout = _layout(reading, cpu_root / f"cpu{cpu}")
+        found_layout = _layout(fs, reading, cpu_root / f"cpu{cpu}")
         if not found_layout:
             return None  # malformed (None), or no deep state (empty)
         layout = remembered[key] = found_layout
     limit: int | None = None
     limit_path = f"{root}/cpu{cpu}/power/pm_qos_resume_latency_us"
-    limit_text = read_attribute_text(limit_path, _SMALL)
+    limit_text = fs.read_attribute_text(limit_path, _SMALL)
     if limit_text != "0\n":  # "0": no limit, the usual case
         failures = reading.failures
         limit = reading.value(Path(limit_path), parse_resume_latency, limit_text)
@@ -206,9 +211,9 @@ def _cpu_settings(
     found = []
     for index, name, latency in layout:
         path = f"{root}/cpu{cpu}/cpuidle/state{index}/disable"
-        text = read_attribute_text(path, _SMALL)
+        text = fs.read_attribute_text(path, _SMALL)
         if text is None:
-            if not confined.is_dir(path[: -len("/disable")]):
+            if not fs.is_dir(path[: -len("/disable")]):
                 return None, limit  # gone since the layout was learnt: the CPU went offline
             text = "0\n"  # a kernel before 3.7 has no disable attribute: every state is allowed
         disabled = _DISABLE.get(text)
@@ -223,23 +228,24 @@ def _read(
 ) -> tuple[CpuIdle, dict[_LayoutKey, _Layout], CpuListing, bool]:
     """(the reading, the layouts and (listing, CPUs) to remember, whether it is ``memory``'s reading handed out
     again)."""
+    fs = paths.fs
     cpu_root = paths.sysfs / "devices/system/cpu"
-    if not confined.is_dir(cpu_root):
+    if not fs.is_dir(cpu_root):
         raise SourceUnavailable(f"{cpu_root} does not exist")
     reading = _Reading()
     idle_dir = cpu_root / "cpuidle"
-    driver_text = read_attribute_text(idle_dir / "current_driver", _SMALL)
+    driver_text = fs.read_attribute_text(idle_dir / "current_driver", _SMALL)
     if driver_text is None:
         # No cpuidle in this kernel (or no driver ever registered): nothing more to read.
         return CpuIdle(driver=None, governor=None), {}, CpuListing([], []), False
     driver = reading.value(idle_dir / "current_driver", lambda t: parse_word(t, "driver"), driver_text)
     governor_path = idle_dir / "current_governor"
-    governor_text = read_attribute_text(governor_path, _SMALL)
+    governor_text = fs.read_attribute_text(governor_path, _SMALL)
     if governor_text is None:
         governor_path = idle_dir / "current_governor_ro"
-        governor_text = read_attribute_text(governor_path, _SMALL)
+        governor_text = fs.read_attribute_text(governor_path, _SMALL)
     governor = reading.value(governor_path, lambda t: parse_word(t, "governor"), governor_text)
-    listed = parse_cpu_listing(list_dir(cpu_root), memory.listed if memory is not None else None)
+    listed = parse_cpu_listing(fs.list_dir(cpu_root), memory.listed if memory is not None else None)
     cpus = listed.cpus
     # A copy: the memory handed in stays as the previous reading left it.
     remembered = dict(memory.layouts) if memory is not None else {}
@@ -247,12 +253,12 @@ def _read(
     root = os.fspath(cpu_root)  # strings, not pathlib, in the loop: it runs for every CPU at every reading
     # With CONFIG_CPU_IDLE_MULTIPLE_DRIVERS (big.LITTLE arm64) each CPU has a cpuidle/driver directory and CPUs of
     # different clusters have different states.
-    per_cpu_drivers = bool(cpus) and confined.is_dir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
+    per_cpu_drivers = bool(cpus) and fs.is_dir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
     shared = _LayoutKey(driver_text, SHARED)
 
     def settings_of(into: _Reading, cpu: int) -> tuple[tuple[IdleState, ...] | None, int | None] | None:
         key = _LayoutKey(driver_text, cpu) if per_cpu_drivers else shared
-        return _cpu_settings(into, cpu_root, root, cpu, key, remembered)
+        return _cpu_settings(fs, into, cpu_root, root, cpu, key, remembered)
 
     if (
         memory is not None

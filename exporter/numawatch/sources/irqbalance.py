@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.cpuset import CPUListError, parse_cpulist, parse_cpumask
 from numawatch.errors import SourceUnavailable
 from numawatch.hosttext import excerpt
@@ -47,7 +47,7 @@ from numawatch.model.interrupts import Irqbalance, IrqbalanceConfig
 from numawatch.paths import Paths
 from numawatch.refresh import DAEMON_SEARCH, FULL, FULL_PROCESS_SCAN, SEARCH_WHILE_RUNNING, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
-from numawatch.sources._files import parse_env_file, read_optional_text
+from numawatch.sources._files import parse_env_file
 
 COMM = "irqbalance"
 ENV_FILES = ("etc/default/irqbalance.env", "etc/default/irqbalance", "etc/sysconfig/irqbalance")
@@ -107,9 +107,9 @@ def socket_pids(unix_text: str) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------------- readers
-def _comm(procfs: str, pid: str) -> str | None:
+def _comm(fs: HostFs, procfs: str, pid: str) -> str | None:
     try:
-        fd = confined.open_file(f"{procfs}/{pid}/comm")
+        fd = fs.open_file(f"{procfs}/{pid}/comm")
     except OSError:
         return None  # exited, or not a process directory
     try:
@@ -124,14 +124,15 @@ def find_pids(paths: Paths, hinted: Iterable[int] = (), scan: _Scan | None = Non
     """The PIDs of every running irqbalance: candidates from its sockets (``hinted``: PIDs its socket files name),
     its systemd unit, and only when the socket table cannot be read, every process. ``scan`` (a reader's memory of
     the last such search) limits that last way to the processes it did not see; the PIDs listed go back into it."""
+    fs = paths.fs
     procfs = str(paths.procfs)
-    sockets = read_optional_text(paths.procfs / "1/net/unix", 4 << 20)
+    sockets = fs.read_optional_text(paths.procfs / "1/net/unix", 4 << 20)
     candidates: set[int] = set(socket_pids(sockets or ""))
     candidates.update(hinted)
     for rel in UNIT_CGROUPS:
-        text = read_optional_text(paths.cgroupfs / rel, 1 << 16) or ""
+        text = fs.read_optional_text(paths.cgroupfs / rel, 1 << 16) or ""
         candidates.update(int(word) for word in text.split() if word.isdigit())
-    found = sorted(pid for pid in candidates if _comm(procfs, str(pid)) == COMM)
+    found = sorted(pid for pid in candidates if _comm(fs, procfs, str(pid)) == COMM)
     if found:
         return tuple(found)
     if sockets is not None:
@@ -140,12 +141,12 @@ def find_pids(paths: Paths, hinted: Iterable[int] = (), scan: _Scan | None = Non
         # be sure would cost in proportion to the processes on the node.
         return ()
     try:
-        entries = confined.listdir(procfs)
+        entries = fs.listdir(procfs)
     except FileNotFoundError:
         raise SourceUnavailable(f"{procfs} does not exist") from None
     listed = [entry for entry in entries if entry.isdigit()]
     seen = scan.seen if scan is not None else frozenset()
-    daemons = [entry for entry in listed if entry not in seen and _comm(procfs, entry) == COMM]
+    daemons = [entry for entry in listed if entry not in seen and _comm(fs, procfs, entry) == COMM]
     if scan is not None:
         scan.seen = frozenset(listed).difference(daemons)  # a daemon found is looked at again at every search
     return tuple(sorted(int(entry) for entry in daemons))
@@ -183,9 +184,9 @@ def parse_stat_identity(data: bytes) -> ProcessIdentity | None:
     return ProcessIdentity(data[opening + 1 : closing].decode("utf-8", errors="replace"), int(fields[19]))
 
 
-def _identity(procfs: str, pid: int) -> ProcessIdentity | None:
+def _identity(fs: HostFs, procfs: str, pid: int) -> ProcessIdentity | None:
     try:
-        return parse_stat_identity(confined.read_file(f"{procfs}/{pid}/stat", 4096))
+        return parse_stat_identity(fs.read_file(f"{procfs}/{pid}/stat", 4096))
     except OSError:
         return None  # exited, or not a process directory
 
@@ -193,7 +194,7 @@ def _identity(procfs: str, pid: int) -> ProcessIdentity | None:
 def _hint(paths: Paths) -> tuple[str, ...] | None:
     """The names in ``<root>/run/irqbalance/`` (None: no such directory): a change means a daemon came or went."""
     try:
-        names = confined.listdir(paths.run / SOCKET_DIR)
+        names = paths.fs.listdir(paths.run / SOCKET_DIR)
     except OSError:  # absent or not a directory
         return None
     return tuple(sorted(names)[:MAX_HINT_NAMES])
@@ -243,7 +244,7 @@ def read_incremental(
     )
     if min(periods) < 1:
         raise ValueError(f"searches must be at least 1 reading apart, got {periods}")
-    if not confined.is_dir(paths.procfs):
+    if not paths.fs.is_dir(paths.procfs):
         raise SourceUnavailable(f"{paths.procfs} does not exist")
     memory = _pids(paths, None if refresh.whole else refresh.memory, *periods)
     return Carried(_reading(paths, tuple(daemon.pid for daemon in memory.daemons)), memory)
@@ -252,13 +253,14 @@ def read_incremental(
 def _pids(
     paths: Paths, memory: IrqbalanceMemory | None, rescan_every: int, rescan_running_every: int, full_scan_every: int
 ) -> IrqbalanceMemory:
+    fs = paths.fs
     procfs = str(paths.procfs)
     hint = _hint(paths)
     if (
         memory is not None
         and hint == memory.hint
         and memory.readings_since_search < (rescan_running_every if memory.daemons else rescan_every)
-        and all(known is not None and _identity(procfs, pid) == known for pid, known in memory.daemons)
+        and all(known is not None and _identity(fs, procfs, pid) == known for pid, known in memory.daemons)
     ):
         return memory._replace(
             readings_since_search=memory.readings_since_search + 1,
@@ -268,15 +270,17 @@ def _pids(
     scan = _Scan(frozenset() if full or memory is None else memory.seen)
     pids = find_pids(paths, hinted_pids(hint or ()), scan)
     since_full = 0 if full or memory is None else memory.readings_since_full + 1
-    return IrqbalanceMemory(tuple(Daemon(pid, _identity(procfs, pid)) for pid in pids), hint, 1, scan.seen, since_full)
+    return IrqbalanceMemory(
+        tuple(Daemon(pid, _identity(fs, procfs, pid)) for pid in pids), hint, 1, scan.seen, since_full
+    )
 
 
-def _file_config(root: Path, problems: list[str]) -> IrqbalanceConfig | None:
+def _file_config(fs: HostFs, root: Path, problems: list[str]) -> IrqbalanceConfig | None:
     merged: dict[str, str] = {}
     origins: list[str] = []
     for rel in ENV_FILES:
         path = root / rel
-        text = read_optional_text(path, 1 << 20)
+        text = fs.read_optional_text(path, 1 << 20)
         if text is None:
             continue
         values = parse_env_file(text)
@@ -297,13 +301,13 @@ def _reading(paths: Paths, pids: tuple[int, ...]) -> Irqbalance:
     config = None
     for pid in pids:
         try:
-            environ = confined.read_file(paths.procfs / str(pid) / "environ", 1 << 20)
+            environ = paths.fs.read_file(paths.procfs / str(pid) / "environ", 1 << 20)
         except OSError:
             continue  # exited, or no permission: fall back to the files
         config = config_from(parse_environ(environ), f"environment of irqbalance (PID {pid})", problems)
         break
     if config is None:
-        config = _file_config(paths.root, problems)
+        config = _file_config(paths.fs, paths.root, problems)
     return Irqbalance(pids=pids, config=config, problems=tuple(problems))
 
 

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.cpuset import CPUListError, parse_cpulist
 from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import checked, excerpt, strip_value
@@ -44,7 +44,6 @@ from numawatch.model.kernel import HugePageCounts, KernelSettings
 from numawatch.paths import Paths
 from numawatch.refresh import GOVERNORS, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
-from numawatch.sources._files import list_dir, read_attribute_text, read_optional_text, read_small_text
 from numawatch.sources.topology import hugepage_requests, hugepage_size_kb, parse_cmdline
 
 _SMALL = 4096  # every file here is a line or two
@@ -150,18 +149,18 @@ class _Problems:
             return None
 
 
-def _read_pool(directory: Path | str, problems: _Problems, setting: str) -> dict[int, HugePageCounts]:
+def _read_pool(fs: HostFs, directory: Path | str, problems: _Problems, setting: str) -> dict[int, HugePageCounts]:
     """``<directory>/hugepages-<kB>kB/*`` for every size -> {kB: counts}."""
     pools: dict[int, HugePageCounts] = {}
     root = os.fspath(directory)  # strings, not pathlib: four files per size and node at every reading
-    for entry in sorted(list_dir(directory)):
+    for entry in sorted(fs.list_dir(directory)):
         size = hugepage_size_kb(entry)
         if size is None:
             continue
         values = {}
         for name in ("nr_hugepages", "free_hugepages", "surplus_hugepages", "resv_hugepages"):
             path = f"{root}/{entry}/{name}"
-            values[name] = problems.parse(setting, path, parse_sysctl_int, read_attribute_text(path, _SMALL))
+            values[name] = problems.parse(setting, path, parse_sysctl_int, fs.read_attribute_text(path, _SMALL))
         if values["nr_hugepages"] is None:
             continue
         pools[size] = HugePageCounts(
@@ -173,10 +172,10 @@ def _read_pool(directory: Path | str, problems: _Problems, setting: str) -> dict
     return pools
 
 
-def read_hugepage_pool(directory: Path | str) -> tuple[dict[int, HugePageCounts], str | None]:
+def read_hugepage_pool(fs: HostFs, directory: Path | str) -> tuple[dict[int, HugePageCounts], str | None]:
     """One directory of ``hugepages-<kB>kB`` pools (global or per node) and the first problem met, if any."""
     problems = _Problems()
-    pools = _read_pool(directory, problems, "hugepages")
+    pools = _read_pool(fs, directory, problems, "hugepages")
     return pools, next(iter(problems.lines.values()), None)
 
 
@@ -188,35 +187,35 @@ def parse_affected_cpus(text: str) -> frozenset[int]:
     return frozenset(int(word) for word in words)
 
 
-def _governors_per_cpu(root: str, online: frozenset[int], problems: _Problems) -> dict[int, str]:
+def _governors_per_cpu(fs: HostFs, root: str, online: frozenset[int], problems: _Problems) -> dict[int, str]:
     """``cpuN/cpufreq/scaling_governor`` of every online CPU: the way when the policies do not say their CPUs."""
     governors: dict[int, str] = {}
     for cpu in sorted(online):
         path = f"{root}/cpu{cpu}/cpufreq/scaling_governor"
         # A CPU without cpufreq/ (or one going offline right now) just has no governor.
-        value = problems.parse("cpufreq_governor", Path(path), parse_governor, read_small_text(path, _SMALL))
+        value = problems.parse("cpufreq_governor", Path(path), parse_governor, fs.read_small_text(path, _SMALL))
         if value is not None:
             governors[cpu] = value
     return governors
 
 
-def _listed_cpus(cpu_root: Path) -> frozenset[int]:
+def _listed_cpus(fs: HostFs, cpu_root: Path) -> frozenset[int]:
     """The ``cpuN`` directories: the CPUs to ask when ``cpu/online`` is missing (an offline CPU of such a kernel has
     no ``cpufreq/``, so asking it finds no governor)."""
-    names = list_dir(cpu_root)
+    names = fs.list_dir(cpu_root)
     return frozenset(int(name[3:]) for name in names if name[:3] == "cpu" and name[3:].isascii() and name[3:].isdigit())
 
 
 def _governors_without_policies(
-    cpu_root: Path, online: frozenset[int] | None, problems: _Problems
+    fs: HostFs, cpu_root: Path, online: frozenset[int] | None, problems: _Problems
 ) -> dict[int, str] | None:
     """Kernels before cpufreq's ``policyN`` directories (RHEL 7's 3.10) keep each CPU's governor in a real
     ``cpuN/cpufreq/`` directory. None when the first CPU has no ``cpufreq`` either: no cpufreq driver at all
     (virtual machines), found with one listing instead of one failed open per CPU."""
-    cpus = online if online is not None else _listed_cpus(cpu_root)
-    if not cpus or "cpufreq" not in list_dir(cpu_root / f"cpu{min(cpus)}"):
+    cpus = online if online is not None else _listed_cpus(fs, cpu_root)
+    if not cpus or "cpufreq" not in fs.list_dir(cpu_root / f"cpu{min(cpus)}"):
         return None
-    return _governors_per_cpu(str(cpu_root), cpus, problems)
+    return _governors_per_cpu(fs, str(cpu_root), cpus, problems)
 
 
 def _policy_turn(policy: str, share: int) -> int:
@@ -264,17 +263,18 @@ def _governors(
     previous = memory.governors if memory is not None and share > 1 else {}
     # A reading that ends early (no policies, no online list, per-CPU files) carries no governor over.
     nothing = KernelMemory(dict(memory.affected) if memory is not None else {}, {})
+    fs = paths.fs
     cpu_root = paths.sysfs / "devices/system/cpu"
     # No policy at all: no cpufreq driver (virtual machines, or cpufreq compiled out). Checked first so a VM does
     # not pay one failed open per CPU.
-    listing = list_dir(cpu_root / "cpufreq")
+    listing = fs.list_dir(cpu_root / "cpufreq")
     known = memory.settled if memory is not None else None
     if known is not None and known.listing == listing:
         policies = known.policies  # the same listing: the same policies (hundreds of names not sorted again)
     else:
         policies = sorted(name for name in listing if name.startswith("policy"))
     online_path = cpu_root / "online"
-    online_text = read_attribute_text(online_path, 1 << 16)
+    online_text = fs.read_attribute_text(online_path, 1 << 16)
     online: frozenset[int] | None = None  # unknown: a kernel or a capture without cpu/online
     if online_text is not None:
         try:
@@ -284,7 +284,7 @@ def _governors(
             return None, nothing
     root = str(cpu_root)
     if not policies:
-        return _governors_without_policies(cpu_root, online, problems), nothing
+        return _governors_without_policies(fs, cpu_root, online, problems), nothing
     if online_text is None:
         online_text = ""  # the memory's key: each policy's affected_cpus names only its online CPUs anyway
     settled = memory.settled if memory is not None and share > 1 else None
@@ -295,7 +295,7 @@ def _governors(
         and settled is not None
         and (settled.share, settled.online, settled.policies) == (share, online_text, policies)
         and all(
-            _read_governor(f"{root}/cpufreq/{policy}/scaling_governor", problems) == memory.governors[policy]
+            _read_governor(fs, f"{root}/cpufreq/{policy}/scaling_governor", problems) == memory.governors[policy]
             for policy in settled.due[turn]
         )
     ):
@@ -310,21 +310,21 @@ def _governors(
         directory = f"{root}/cpufreq/{policy}"
         cpus = remembered.get((policy, online_text))
         if cpus is None:
-            text = read_small_text(f"{directory}/affected_cpus", _SMALL)
+            text = fs.read_small_text(f"{directory}/affected_cpus", _SMALL)
             try:
                 cpus = parse_affected_cpus(text) if text is not None else None
             except ValueError:
                 cpus = None
             if cpus is None:  # a policy that does not say its CPUs: ask each CPU instead (never staggered)
-                every = online if online is not None else _listed_cpus(cpu_root)
-                return _governors_per_cpu(root, every, problems), KernelMemory({}, {})
+                every = online if online is not None else _listed_cpus(fs, cpu_root)
+                return _governors_per_cpu(fs, root, every, problems), KernelMemory({}, {})
             remembered[(policy, online_text)] = cpus
         covered = cpus & online if online is not None else cpus
         if not covered:
             continue  # the policy of CPUs that are offline now
         value = previous.get(policy)
         if value is None or _policy_turn(policy, share) == turn:
-            value = _read_governor(f"{directory}/scaling_governor", problems, names)
+            value = _read_governor(fs, f"{directory}/scaling_governor", problems, names)
         if value is not None:
             found[policy] = value
             for cpu in covered:
@@ -345,10 +345,10 @@ def _governors(
     return result, KernelMemory(remembered, found, settled=settled)
 
 
-def _read_governor(path: str, problems: _Problems, names: dict[str, str] | None = None) -> str | None:
+def _read_governor(fs: HostFs, path: str, problems: _Problems, names: dict[str, str] | None = None) -> str | None:
     """One policy's ``scaling_governor``, None when unreadable or malformed (recorded in ``problems``). ``names``:
     file text -> governor, shared by a reading's policies (hundreds of them print the same few names)."""
-    text = read_small_text(path, _SMALL)
+    text = fs.read_small_text(path, _SMALL)
     value = names.get(text) if names is not None and text is not None else None
     if value is None:
         value = problems.parse("cpufreq_governor", path, parse_governor, text)
@@ -363,31 +363,36 @@ def _read_settings(
     sysctl = paths.procfs / "sys"
     thp = paths.sysfs / "kernel/mm/transparent_hugepage"
     cpufreq = paths.sysfs / "devices/system/cpu/cpufreq"
-    if not confined.is_dir(sysctl) and not confined.is_dir(paths.sysfs / "kernel/mm") and not confined.is_dir(cpufreq):
+    fs = paths.fs
+    if not fs.is_dir(sysctl) and not fs.is_dir(paths.sysfs / "kernel/mm") and not fs.is_dir(cpufreq):
         # With cpufreq's directory alone (a capture of sysfs' CPUs only) the governors are still read; each other
         # setting is then missing, and only the checks of those are not evaluated.
         raise SourceUnavailable(f"neither {sysctl} nor {paths.sysfs / 'kernel/mm'} nor {cpufreq} exists")
     problems = _Problems()
 
     def value(setting: str, path: Path, parse):
-        return problems.parse(setting, path, parse, read_attribute_text(path, _SMALL))
+        return problems.parse(setting, path, parse, fs.read_attribute_text(path, _SMALL))
 
     numa_balancing = value("numa_balancing", sysctl / "kernel/numa_balancing", parse_sysctl_int)
     swappiness = value("swappiness", sysctl / "vm/swappiness", parse_sysctl_int)
     enabled = value("thp_enabled", thp / "enabled", parse_bracketed)
     defrag = value("thp_defrag", thp / "defrag", parse_bracketed)
     governors, kept = _governors(paths, problems, memory, share, turn)
-    hugepages = _read_pool(paths.sysfs / "kernel/mm/hugepages", problems, "hugepages")
+    hugepages = _read_pool(fs, paths.sysfs / "kernel/mm/hugepages", problems, "hugepages")
     try:
-        cmdline = read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
+        cmdline = fs.read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
     except (OSError, MalformedFile):
         cmdline = ""  # a link loop or a FIFO: no per-node request is known (the topology source names the file)
     requests = parse_per_node_requests(cmdline, memory.cmdline if memory is not None else None)
     absent = set()
-    if enabled is None and "thp_enabled" not in problems.lines and _lacks(thp.parent, thp.name):
+    if enabled is None and "thp_enabled" not in problems.lines and _lacks(fs, thp.parent, thp.name):
         absent.add(THP)
     balancing = sysctl / "kernel/numa_balancing"
-    if numa_balancing is None and "numa_balancing" not in problems.lines and _lacks(balancing.parent, balancing.name):
+    if (
+        numa_balancing is None
+        and "numa_balancing" not in problems.lines
+        and _lacks(fs, balancing.parent, balancing.name)
+    ):
         absent.add(NUMA_BALANCING)
     settings = KernelSettings(
         numa_balancing=numa_balancing,
@@ -420,9 +425,9 @@ def parse_per_node_requests(cmdline: str, previous: CmdlineRequests | None = Non
     return CmdlineRequests(cmdline, frozen_map({node: frozen_map(sizes) for node, sizes in per_node.items()}))
 
 
-def _lacks(directory: Path, name: str) -> bool:
+def _lacks(fs: HostFs, directory: Path, name: str) -> bool:
     """The directory is there (so the kernel could have put ``name`` in it) and has no ``name``."""
-    entries = list_dir(directory)
+    entries = fs.list_dir(directory)
     return bool(entries) and name not in entries
 
 

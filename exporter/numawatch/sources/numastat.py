@@ -120,7 +120,7 @@ def read(paths: Paths) -> NumaCounters:
         if text is None:  # a node removed (memory hot-unplug) while we list them
             continue
         # The pools are optional: a malformed file leaves its pool out and says so, the counters stay.
-        pools, problem = read_hugepage_pool(f"{root}/node{node}/hugepages")
+        pools, problem = read_hugepage_pool(paths.fs, f"{root}/node{node}/hugepages")
         nodes[node] = NodeCounters(
             node=node,
             numastat=frozen_map(parse_numastat(text, path)),

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from numawatch import confined
+from numawatch.confined import HostFs
 from numawatch.errors import MalformedFile
 from numawatch.hosttext import strip_value
 from numawatch.model import frozen_map
@@ -31,7 +31,6 @@ from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANT
 from numawatch.paths import Paths
 from numawatch.refresh import POD_USAGE, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
-from numawatch.sources._files import list_dir, read_small_text
 from numawatch.sources.cgroups import _detect as detect_kubepods
 from numawatch.sources.cgroups import parse_pod_dir
 
@@ -68,15 +67,16 @@ def parse_bytes(text: str) -> int:
 def pod_directories(paths: Paths) -> tuple[int, list[tuple[str, str, str]]]:
     """(cgroup version, [(path relative to the hierarchy, uid, qos)]) of every pod cgroup."""
     version, driver, kubepods = detect_kubepods(paths)
+    fs = paths.fs
     base = paths.cgroupfs if version == 2 else paths.cgroupfs / "cpuset"
     found = []
     qos_dirs = {
         (f"kubepods-{qos}.slice" if driver == "systemd" else qos): qos for qos in (QOS_BURSTABLE, QOS_BESTEFFORT)
     }
-    for name in sorted(list_dir(base / kubepods)):
+    for name in sorted(fs.list_dir(base / kubepods)):
         if name in qos_dirs:
             qos = qos_dirs[name]
-            for pod_name in sorted(list_dir(base / kubepods / name)):
+            for pod_name in sorted(fs.list_dir(base / kubepods / name)):
                 uid = parse_pod_dir(pod_name, driver, qos)
                 if uid is not None:
                     found.append((f"{kubepods}/{name}/{pod_name}", uid, qos))
@@ -87,9 +87,9 @@ def pod_directories(paths: Paths) -> tuple[int, list[tuple[str, str, str]]]:
     return version, found
 
 
-def _value(path: str, parse: Callable[[str], float | int]) -> float | int | None:
+def _value(fs: HostFs, path: str, parse: Callable[[str], float | int]) -> float | int | None:
     # One read: a cgroup's cpu.stat and memory.current are a few hundred bytes, filled in one read by the kernel.
-    text = read_small_text(path, _LIMIT)
+    text = fs.read_small_text(path, _LIMIT)
     if text is None:
         return None
     try:
@@ -103,7 +103,7 @@ def _cpu_hierarchy(paths: Paths, version: int) -> Path:
     root = paths.cgroupfs
     if version == 2:
         return root
-    return root / "cpuacct" if confined.is_dir(root / "cpuacct") else root / "cpu,cpuacct"
+    return root / "cpuacct" if paths.fs.is_dir(root / "cpuacct") else root / "cpu,cpuacct"
 
 
 def _read_pod(
@@ -119,7 +119,7 @@ def _read_pod(
     values: list[float | int | None] = []
     for path, parse in ((cpu_path, cpu_parse), (memory_path, parse_bytes)):
         try:
-            values.append(_value(path, parse))
+            values.append(_value(paths.fs, path, parse))
         except MalformedFile as error:
             values.append(None)  # that value of that pod is unknown; the rest is read
             problems.setdefault(uid, str(error))
