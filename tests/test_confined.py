@@ -315,28 +315,6 @@ def test_an_observer_sees_only_its_own_trees_reads(tree, mode, tmp_path):
     assert seen == [(str(paths.procfs / "sys/vm/swappiness"), "opened")]
 
 
-@pytest.mark.slow
-def test_a_held_root_is_released_with_the_last_paths_that_holds_it(tree, tmp_path):
-    """The roots the module-level functions read through (``confined.HELD``): a root's descriptor is closed by the
-    next hold after the garbage collector finalised the last holder (a finalizer may run anywhere, so it only queues
-    the release)."""
-    root, _ = tree
-    paths = Paths.from_root(root)
-    again = Paths.from_root(root)
-    os.close(confined.open_file(paths.procfs / "sys/vm/swappiness"))
-    real = os.path.realpath(root)
-    held = confined.HELD._roots[real]
-    del paths
-    gc.collect()
-    Paths.from_root(tmp_path)
-    assert confined.HELD._roots.get(real) is held and held._fd >= 0  # ``again`` still holds it
-    del again
-    gc.collect()
-    Paths.from_root(tmp_path)
-    assert real not in confined.HELD._roots
-    assert held._fd == -1
-
-
 def open_descriptors() -> set[str]:
     """What this process's descriptors point at (``/proc/self/fd``), as the kernel names them."""
     found = set()

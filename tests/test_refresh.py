@@ -27,6 +27,7 @@ from numawatch.refresh import (
     Refresh,
     Turns,
     policy_of,
+    turn_since,
 )
 from numawatch.sources import SOURCES, irqs
 
@@ -83,12 +84,13 @@ def test_an_object_visited_at_some_readings_only_is_due_at_the_first_visit_after
     for reading in range(1, 6 * K):
         turns.advance()
         refresh = turns.refresh("s", policy, memory)
-        if reading % 3 == 0 and refresh.due_since("a", 1, last):  # visited at one reading in three
+        share, _ = refresh.rotation("a")
+        if reading % 3 == 0 and turn_since(share, 1, refresh.readings, last):  # visited at one reading in three
             reads.append(reading)
             last = reading
     # its turns are readings 1, 5, 9, 13, 17, 21; it is read at the first visit after each
     assert reads == [3, 6, 9, 15, 18, 21]
-    assert FULL.due_since("a", 1, 10)  # not rotating: always due
+    assert turn_since(FULL.rotation("a")[0], 1, FULL.readings, 10)  # not rotating: always due
 
 
 def test_a_stretched_family_turns_over_its_multiple_of_k_readings_while_the_others_keep_k():

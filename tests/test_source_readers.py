@@ -33,8 +33,8 @@ from numawatch.refresh import (
     POLICIES,
     SHARED_PODS,
 )
-from numawatch.sources import _files, cgroups, interrupts, irqs, kernel, kubelet_state, topology
-from numawatch.sources._files import DEFAULT_READ_LIMIT, read_attribute_text, read_optional_text
+from numawatch.sources import cgroups, interrupts, irqs, kernel, kubelet_state, topology
+from numawatch.sources._files import DEFAULT_READ_LIMIT
 from numawatch.sources.cgroups import parse_numa_stat_v2
 from numawatch.sources.kernel import parse_affected_cpus
 from source_inputs import CgroupsReaderWithState, Driven
@@ -341,18 +341,18 @@ def test_read_bytes_reads_a_file_whole_across_its_chunks(tmp_path, size):
     content = bytes(random.Random(size).randrange(256) for _ in range(size))
     path.write_bytes(content)
 
-    assert _files.read_bytes(path) == content
-    assert _files.read_bytes(path, limit=size) == content
+    assert HOST_FS.read_bytes(path) == content
+    assert HOST_FS.read_bytes(path, limit=size) == content
     if size:
         with pytest.raises(MalformedFile, match=f"larger than the {size - 1}-byte limit"):
-            _files.read_bytes(path, limit=size - 1)
+            HOST_FS.read_bytes(path, limit=size - 1)
 
 
 def test_read_bytes_reads_a_procfs_file_whole():
     """A real procfs file larger than one chunk (short reads, size 0 in its stat) reads whole: the same bytes as
     Python's own reading of it, give or take what changed in between (this process's own mappings: read twice)."""
     path = "/proc/self/smaps"
-    ours = _files.read_bytes(path)
+    ours = HOST_FS.read_bytes(path)
     assert len(ours) > 65536
     assert ours.count(b"\n") > 1000 and ours.endswith(b"\n")
     with open(path, "rb") as python:
@@ -1960,9 +1960,9 @@ def test_an_attribute_read_in_one_read_is_what_reading_to_the_end_gives(fake_hos
     for name, content in (("short", "2048\n"), ("exact", "x" * 63 + "\n"), ("invalid", b"\xff1\n"), ("empty", b"")):
         fake_host.write(f"sys/a/{name}", content)
         path = fake_host.paths.sysfs / "a" / name
-        assert read_attribute_text(path, 64) == read_optional_text(path, 64)
-    assert read_attribute_text(fake_host.paths.sysfs / "a/missing", 64) is None
+        assert HOST_FS.read_attribute_text(path, 64) == HOST_FS.read_optional_text(path, 64)
+    assert HOST_FS.read_attribute_text(fake_host.paths.sysfs / "a/missing", 64) is None
     fake_host.write("sys/a/long", "x" * 65)
-    for read in (read_attribute_text, read_optional_text):  # over the limit: refused the same way
+    for read in (HOST_FS.read_attribute_text, HOST_FS.read_optional_text):  # over the limit: refused the same way
         with pytest.raises(MalformedFile, match="larger than the 64-byte limit"):
             read(str(fake_host.paths.sysfs / "a/long"), 64)

@@ -195,8 +195,7 @@ class _Recorder:
             self.active = recorded
             os.stat, os.lstat = recording_stat, recording_lstat
             try:
-                # The module-level opener too: what reads through the roots every Paths holds (confined.HELD).
-                with fs.observe(self._observed), confined.observe(self._observed):
+                with fs.observe(self._observed):
                     yield recorded
             finally:
                 os.stat, os.lstat = real_stat, real_lstat

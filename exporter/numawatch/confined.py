@@ -26,8 +26,8 @@ symlink restarts at the root (not at this machine's ``/``), and ``..`` at the ro
 - Bounded reads (``read_bytes``, ``read_small``, ``read_attribute_text``...): what the sources read files with,
   one system call where possible, a file past its limit ``MalformedFile``.
 
-Callers pass the path strings they always built (``<root>/sys/...``) to their Paths' ``fs``. The module-level
-functions read through ``HELD``, the roots of every live ``Paths``, for callers not yet handed one.
+Callers pass the path strings they always built (``<root>/sys/...``) to their Paths' ``fs``: there is no
+module-level registry of roots, so two host trees read at once (a test's, a bundle's) never meet.
 """
 
 from __future__ import annotations
@@ -48,21 +48,11 @@ from numawatch.errors import MalformedFile
 
 __all__ = [
     "DEFAULT_READ_LIMIT",
-    "HELD",
     "MAX_SYMLINKS",
     "ClosedHostFs",
     "HostFs",
     "NotRegularFile",
-    "exists",
-    "hold",
-    "is_dir",
-    "listdir",
-    "observe",
-    "open_file",
     "openat2_available",
-    "read_file",
-    "scandir",
-    "stat_path",
     "use_openat2",
 ]
 
@@ -180,15 +170,13 @@ def use_openat2(enabled: bool) -> Iterator[None]:
 class _Root:
     """One directory paths are confined to, with its ``O_PATH`` descriptor (opened on first use)."""
 
-    __slots__ = ("_c_fd", "_closed", "_fd", "_lock", "_retired", "holders", "path", "spellings")
+    __slots__ = ("_c_fd", "_closed", "_fd", "_lock", "path", "spellings")
 
     def __init__(self, path: str, spellings: tuple[str, ...]) -> None:
         self.path = path
         self.spellings = spellings  # each ends with "/"
-        self.holders = 0
         self._fd = -1
         self._c_fd: Any = None
-        self._retired: list[int] = []
         self._closed = False
         self._lock = threading.Lock()
 
@@ -212,32 +200,14 @@ class _Root:
             self.fd(logical)
         return self._c_fd
 
-    def revalidate(self) -> None:
-        """Point at the directory the path names now (a tree rebuilt in place while a descriptor was kept)."""
-        with self._lock:
-            if self._fd < 0:
-                return
-            try:
-                now, kept = os.stat(self.path), os.fstat(self._fd)
-                same = (now.st_dev, now.st_ino) == (kept.st_dev, kept.st_ino)
-            except OSError:
-                same = False
-            if not same:
-                # Another thread may be in a call with the old descriptor: it is closed with the root, not now.
-                self._retired.append(self._fd)
-                self._fd = -1
-                self._c_fd = None
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for fd in (self._fd, *self._retired):
-                if fd >= 0:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+            if self._fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
             self._fd = -1
             self._c_fd = None
-            self._retired.clear()
 
 
 def _spellings(base: str) -> tuple[tuple[str, ...], str]:
@@ -698,90 +668,3 @@ class HostFs:
             return self.listdir(path)
         except (FileNotFoundError, NotADirectoryError):
             return []
-
-
-# --------------------------------------------------------------------------------------------------- held roots
-# The roots every live ``Paths`` holds, for the callers not yet handed its HostFs: the module-level functions below
-# read through ``HELD``, whose roots ``hold`` adds and the holders' finalizers let go of.
-HELD = HostFs()
-_registry_lock = threading.Lock()
-_queued: list[_Root] = []  # roots whose holder went away (list.append and pop are atomic)
-
-
-def hold(bases: Iterable[str | os.PathLike[str]]) -> Callable[[], None]:
-    """Confine paths under each of ``bases`` to it, for the module-level functions, until the returned function is
-    called (``Paths`` does both).
-
-    The release runs from a finalizer, which the garbage collector may call in the middle of anything (this function
-    included), so it takes no lock: it queues the roots, and the next ``hold`` lets them go."""
-    held: list[_Root] = []
-    with _registry_lock:
-        _release_queued()
-        for base in dict.fromkeys(os.fspath(item) for item in bases):
-            spellings, real = _spellings(base)
-            if real == "/":
-                continue  # "/" is always a root
-            root = HELD._roots.get(real)
-            if root is None:
-                root = HELD._roots[real] = _Root(real, spellings)
-            else:
-                root.revalidate()
-                root.spellings = tuple(dict.fromkeys((*root.spellings, *spellings)))
-            root.holders += 1
-            held.append(root)
-        HELD._order = _ordered(HELD._roots.values(), HELD._slash)
-    released = [False]
-
-    def release() -> None:
-        if not released[0]:
-            released[0] = True
-            _queued.extend(held)
-
-    return release
-
-
-def _release_queued() -> None:
-    """Let go of the roots whose holders went away (called with the registry lock held)."""
-    changed = False
-    while _queued:
-        root = _queued.pop()
-        root.holders -= 1
-        if root.holders == 0 and HELD._roots.get(root.path) is root:
-            del HELD._roots[root.path]
-            root.close()
-            changed = True
-    if changed:
-        HELD._order = _ordered(HELD._roots.values(), HELD._slash)
-
-
-def observe(observer: Callable[[str, str], None]) -> contextlib.AbstractContextManager[None]:
-    """``HostFs.observe`` of the held roots."""
-    return HELD.observe(observer)
-
-
-def open_file(path: str | os.PathLike[str]) -> int:
-    return HELD.open_file(path)
-
-
-def read_file(path: str | os.PathLike[str], size: int) -> bytes:
-    return HELD.read_file(path, size)
-
-
-def listdir(path: str | os.PathLike[str]) -> list[str]:
-    return HELD.listdir(path)
-
-
-def scandir(path: str | os.PathLike[str]) -> contextlib.AbstractContextManager[Iterator[os.DirEntry[str]]]:
-    return HELD.scandir(path)
-
-
-def stat_path(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> os.stat_result:
-    return HELD.stat_path(path, follow_symlinks=follow_symlinks)
-
-
-def exists(path: str | os.PathLike[str]) -> bool:
-    return HELD.exists(path)
-
-
-def is_dir(path: str | os.PathLike[str]) -> bool:
-    return HELD.is_dir(path)

@@ -8,7 +8,6 @@ Nothing else in numawatch spells ``/proc`` or ``/sys``.
 from __future__ import annotations
 
 import os
-import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,8 +32,6 @@ class Paths:
     def __post_init__(self) -> None:
         bases = self.confinement_bases()
         object.__setattr__(self, "fs", confined.HostFs(bases))
-        # The roots of the module-level functions (confined.HELD), for sources not yet reading through ``fs``.
-        weakref.finalize(self, confined.hold(bases))
 
     def confinement_bases(self) -> list[Path]:
         """The root, and each part given outside it (``--path.procfs=/other/proc``), which is then its own root."""

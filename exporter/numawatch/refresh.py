@@ -294,15 +294,15 @@ class Refresh:
         share, turn = self.rotation(family)
         return share <= 1 or key % share == turn
 
-    def due_since(self, family: str, key: int, last: int) -> bool:
-        """Whether the object of ``family`` whose turn is decided by ``key``, last read at reading ``last`` (its
-        ``readings``), had its turn since: at this reading or at one between, for a reader that visits the object at
-        some readings only (a pod carried over between its own turns)."""
-        share, _ = self.rotation(family)
-        if share <= 1:
-            return True
-        latest_turn = self.readings - (self.readings - key % share) % share
-        return last < latest_turn
+
+def turn_since(share: int, key: int, readings: int, last: int) -> bool:
+    """Whether the object whose turn is decided by ``key``, in a family turning over ``share`` readings, had its
+    turn since reading ``last``, ``readings`` being this reading's number (``Refresh.readings``): at this reading or
+    at one between, for a reader that visits the object at some readings only (a pod carried over between its own
+    turns)."""
+    if share <= 1:
+        return True
+    return last < readings - (readings - key % share) % share
 
 
 FULL = Refresh()  # a one-off reading: everything, no memory

@@ -7,7 +7,6 @@ to the host root, non-blocking, regular files only, bounded.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from numawatch import confined
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -15,32 +14,6 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 __all__ = ["MalformedFile", "SourceUnavailable"]
 
 DEFAULT_READ_LIMIT = confined.DEFAULT_READ_LIMIT
-
-
-# The bounded reads through the roots every live Paths holds, for the sources not yet reading through their Paths'
-# HostFs (``paths.fs.read_bytes`` and the rest: confined.py).
-def read_bytes(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
-    return confined.HELD.read_bytes(path, limit)
-
-
-def read_small(path: Path | str, size: int, *, vanishing: bool = False) -> bytes | None:
-    return confined.HELD.read_small(path, size, vanishing=vanishing)
-
-
-def read_small_text(path: Path | str, size: int) -> str | None:
-    return confined.HELD.read_small_text(path, size)
-
-
-def read_optional_text(path: Path | str, limit: int = DEFAULT_READ_LIMIT) -> str | None:
-    return confined.HELD.read_optional_text(path, limit)
-
-
-def read_attribute_text(path: Path | str, limit: int) -> str | None:
-    return confined.HELD.read_attribute_text(path, limit)
-
-
-def list_dir(path: Path | str) -> list[str]:
-    return confined.HELD.list_dir(path)
 
 
 _INLINE_COMMENT = re.compile(r"(?:^|\s)#")

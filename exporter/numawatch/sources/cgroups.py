@@ -76,7 +76,16 @@ from numawatch.model import frozen_map
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.workloads import QOS_BESTEFFORT, QOS_BURSTABLE, QOS_GUARANTEED, Cgroups, ContainerCgroup, PodCgroup
 from numawatch.paths import Paths
-from numawatch.refresh import FULL, GUARANTEED_CONTAINERS, GUARANTEED_PODS, PLACEMENT, SHARED_PODS, Carried, Refresh
+from numawatch.refresh import (
+    FULL,
+    GUARANTEED_CONTAINERS,
+    GUARANTEED_PODS,
+    PLACEMENT,
+    SHARED_PODS,
+    Carried,
+    Refresh,
+    turn_since,
+)
 from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import line_after
 
@@ -545,12 +554,9 @@ class _Scan:
         )
 
     def _due_since(self, share: int, key: int, last: int) -> bool:
-        """``Refresh.due_since`` for a family whose share this reading took once (it is asked for every container
-        at every visit): whether the object of turn ``key`` had its turn since reading ``last``."""
-        if share <= 1:
-            return True
-        readings = self.readings
-        return last < readings - (readings - key % share) % share
+        """``turn_since`` for a family whose share this reading took once (it is asked for every container at every
+        visit)."""
+        return turn_since(share, key, self.readings, last)
 
     def settled(self, cid: str, container: ContainerCgroup) -> bool:
         """Whether this container's sandbox verdict is final for the first PID its snapshot lists: then its

@@ -124,17 +124,6 @@ def parse_irq(
     return SeenIrq(affinity, effective, entry)
 
 
-def read_irq(fs: HostFs, directory: str, irq: int, cache: dict[bytes, CPUSet] | None = None) -> IrqAffinity | None:
-    """One ``proc/irq/<n>`` directory (a string path, as the hot loop builds them), None when it vanished."""
-    read_small = fs.read_small
-    affinity_data = read_small(f"{directory}/smp_affinity_list", _READ_SIZE, vanishing=True)
-    if affinity_data is None:
-        return None
-    effective_data = read_small(f"{directory}/effective_affinity_list", _READ_SIZE, vanishing=True)
-    writable = _mode_writable(fs, directory)
-    return parse_irq(irq, affinity_data, effective_data, writable, directory=directory, cache=cache).entry
-
-
 def _list_irq_root(paths: Paths) -> tuple[str, list[str]]:
     """``proc/irq``'s path and its entries (numbered IRQ directories plus ``default_smp_affinity``)."""
     irq_root = paths.procfs / "irq"
@@ -480,4 +469,4 @@ SOURCE = SourceSpec(
     description="requested and effective affinity of every IRQ (/proc/irq/<n>)",
 )
 
-__all__ = ["SOURCE", "IrqsMemory", "SeenIrq", "parse_cpulist_file", "parse_irq", "read", "read_incremental", "read_irq"]
+__all__ = ["SOURCE", "IrqsMemory", "SeenIrq", "parse_cpulist_file", "parse_irq", "read", "read_incremental"]
