@@ -285,6 +285,13 @@ def test_known_segments_and_new_ones_never_share_a_part():
     assert gzipbody.groups(segments, limit=32, known=set()) == gzipbody.groups(segments, limit=32)
 
 
+def test_the_member_made_from_the_segments_alone_is_the_one_made_with_the_body_joined():
+    segments = [b"# HELP x y\n" * 50, b"z" * 70_000, b"\xff\x00" * 10]
+    joined = gzipbody.SegmentedGzip(1).compress(segments, b"".join(segments))
+
+    assert gzipbody.SegmentedGzip(1).compress(segments) == joined
+
+
 def test_an_empty_body_is_a_valid_empty_member():
     assert decompressed(gzipbody.SegmentedGzip(1).compress([], b"")) == b""
 

@@ -97,8 +97,8 @@ class SegmentedGzip:
         self._previous: dict[tuple[bytes, ...], bytes] = {}
         self._lock = threading.Lock()
 
-    def compress(self, segments: Sequence[bytes], body: bytes) -> bytes:
-        """The gzip member of ``body``, which is ``b"".join(segments)``."""
+    def compress(self, segments: Sequence[bytes], body: bytes | None = None) -> bytes:
+        """The gzip member of the body ``b"".join(segments)`` (``body``, when the caller has it joined already)."""
         with self._lock:
             previous = self._previous
             current: dict[tuple[bytes, ...], bytes] = {}
@@ -115,5 +115,12 @@ class SegmentedGzip:
                 packed.append(deflated)
             self._previous = current
         packed.append(_FINAL_BLOCK)
-        packed.append(struct.pack("<II", zlib.crc32(body), len(body) & 0xFFFFFFFF))
+        if body is not None:
+            crc, size = zlib.crc32(body), len(body)
+        else:  # the CRC-32 of the body, segment after segment, without joining them
+            crc, size = 0, 0
+            for segment in segments:
+                crc = zlib.crc32(segment, crc)
+                size += len(segment)
+        packed.append(struct.pack("<II", crc, size & 0xFFFFFFFF))
         return b"".join(packed)
