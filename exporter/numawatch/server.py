@@ -283,8 +283,14 @@ class Sampler:
     async def write_body(self, snapshot: Snapshot, form: BodyFormat) -> bytes:
         """``snapshot``'s body in ``form``, written off the event loop. A body that cannot be written (a bug: the
         families are built already) is logged and answered with the last body of that form that could be."""
+        def write() -> bytes:
+            try:
+                return snapshot.bodies.get(form)
+            finally:
+                release_free_memory()  # what writing freed (the line cache's last lines), as after an evaluation
+
         try:
-            written = await in_daemon_thread(lambda: snapshot.bodies.get(form), "numawatch-exposition")
+            written = await in_daemon_thread(write, "numawatch-exposition")
         except Exception:
             self.failures += 1
             log.exception("writing the exposition failed; answering with the previous one")
