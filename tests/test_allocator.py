@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from numawatch import allocator, server
 from test_server import Switchable
 
@@ -36,3 +40,48 @@ def test_serve_releases_free_memory_after_every_evaluation(monkeypatch):
     sampler.evaluate_once()
     sampler.evaluate_once()
     assert len(released) == 2
+
+
+# Threads allocating at once (each holds what it allocated until all have), then glibc's malloc_info: one <heap nr=
+# element per arena.
+ARENAS = """
+import ctypes, sys, threading
+from numawatch import allocator
+if sys.argv[1] == "limited":
+    assert allocator.limit_arenas()
+barrier = threading.Barrier(4)
+def work():
+    held = [bytearray(100_000) for _ in range(50)]
+    barrier.wait()
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(3)]
+for thread in threads:
+    thread.start()
+barrier.wait()
+libc = ctypes.CDLL("libc.so.6")
+libc.fdopen.restype = ctypes.c_void_p
+libc.fdopen.argtypes = [ctypes.c_int, ctypes.c_char_p]
+stream = libc.fdopen(1, b"w")
+libc.malloc_info(0, ctypes.c_void_p(stream))
+libc.fflush(ctypes.c_void_p(stream))
+barrier.wait()
+for thread in threads:
+    thread.join()
+"""
+
+
+def arenas(mode: str) -> int:
+    env = {key: value for key, value in os.environ.items() if key != "MALLOC_ARENA_MAX"}
+    done = subprocess.run([sys.executable, "-c", ARENAS, mode], capture_output=True, text=True, env=env, timeout=60,
+                          check=True)
+    return done.stdout.count("<heap nr=")
+
+
+def test_with_the_arenas_limited_threads_allocating_at_once_share_one():
+    assert arenas("default") > 1  # what glibc does by itself: an arena per thread that finds the main one busy
+    assert arenas("limited") == 1
+
+
+def test_the_environment_s_own_arena_limit_is_left_as_it_says(monkeypatch):
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert not allocator.limit_arenas()

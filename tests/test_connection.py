@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import gc
+import socket
+import ssl
 import threading
 
 import bcrypt
 import pytest
+import trustme
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numawatch import server
 from numawatch.connection import RequestFraming
+from numawatch.descriptors import ConnectionSocket
 from numawatch.host import HostReader, SourceSpec
 from numawatch.intent import REFERENCE
 from numawatch.intentfile import parse_intent
@@ -310,3 +316,51 @@ async def test_a_client_that_gave_a_wrong_password_waits_for_everyone_else_and_e
 
     assert order == ["a 0", "b 0", "a 1", "guess 0", "guess 1"]
     assert pool.waiting == 0
+
+
+# ------------------------------------------------------------------------------------------------ closed connections
+def connection_sockets() -> int:
+    return sum(isinstance(item, ConnectionSocket) for item in gc.get_objects())
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+async def test_a_closed_connection_leaves_nothing_for_the_collector(tls):
+    """Scrapes over new connections against a real ``server.serve``, the collector off: every connection's socket,
+    transport and protocol are freed by reference counting once it is closed (Prometheus scrapers that do not keep
+    connections alive would otherwise leave a cycle per scrape until the collector's next pass over them)."""
+    client_tls: ssl.SSLContext | None = None
+    gate = server.Gate()
+    if tls:
+        authority = trustme.CA()
+        gate.ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        authority.issue_cert("127.0.0.1").configure_cert(gate.ssl_context)
+        client_tls = ssl.create_default_context()
+        authority.configure_trust(client_tls)
+    sampler = server.Sampler(HostReader(Paths.from_root("/nonexistent"), (SourceSpec("topology", one_cpu),)),
+                             REFERENCE, checks=())
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    serving = asyncio.create_task(server.serve(server.make_app(sampler, run_sampler=False, gate=gate), [listener]))
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(20):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_tls)
+            writer.write(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            answer = await reader.read()  # to the server's close
+            assert answer.startswith(b"HTTP/1.1 503 ")  # no evaluation yet: an answer all the same
+            writer.close()
+            with contextlib.suppress(ConnectionError, ssl.SSLError):
+                await writer.wait_closed()
+        for _ in range(200):  # the server's side closes a moment after the client saw the answer
+            if gate.connections.sockets == 0 and not len(gate.connections):
+                break
+            await asyncio.sleep(0.01)
+        assert gate.connections.sockets == 0
+
+        assert connection_sockets() == 0
+    finally:
+        gc.enable()
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving

@@ -245,6 +245,53 @@ def test_only_the_parts_that_changed_are_deflated_again(monkeypatch):
     assert decompressed(third) == b"".join(third_segments)
 
 
+def test_a_family_that_changes_every_time_is_deflated_alone_from_the_second_change_on(monkeypatch):
+    """Small families share parts; one that changes at every evaluation (an evaluation's duration) must not make
+    its neighbours' part deflated again at every evaluation."""
+    deflated: list[tuple[bytes, ...]] = []
+    real = gzipbody._deflate
+
+    def counted(part, level):
+        deflated.append(part)
+        return real(part, level)
+
+    monkeypatch.setattr(gzipbody, "_deflate", counted)
+    packer = gzipbody.SegmentedGzip(1)
+    quarter = gzipbody.GROUP_BYTES // 4
+    steady = [bytes([65 + index]) * quarter for index in range(8)]
+
+    def body(tick: int) -> list[bytes]:
+        return [*steady[:3], f"numawatch_evaluations_total {tick}\n".encode(), *steady[3:]]
+
+    packed = []
+    for tick in range(4):
+        deflated.clear()
+        segments = body(tick)
+        packed.append((packer.compress(segments, b"".join(segments)), segments))
+
+    assert deflated == [(b"numawatch_evaluations_total 3\n",)]  # the fourth: the changed family alone
+    for member, segments in packed:
+        assert decompressed(member) == b"".join(segments)
+
+
+def test_known_segments_and_new_ones_never_share_a_part():
+    old = [b"a" * 10, b"b" * 10, b"c" * 10]
+    new = [b"x" * 10, b"y" * 10]
+    segments = [old[0], new[0], old[1], old[2], new[1]]
+
+    parts = gzipbody.groups(segments, limit=32, known={id(segment) for segment in old})
+
+    assert parts == [(old[0],), (new[0],), (old[1], old[2]), (new[1],)]
+    assert gzipbody.groups(segments, limit=32, known=set()) == gzipbody.groups(segments, limit=32)
+
+
+def test_the_member_made_from_the_segments_alone_is_the_one_made_with_the_body_joined():
+    segments = [b"# HELP x y\n" * 50, b"z" * 70_000, b"\xff\x00" * 10]
+    joined = gzipbody.SegmentedGzip(1).compress(segments, b"".join(segments))
+
+    assert gzipbody.SegmentedGzip(1).compress(segments) == joined
+
+
 def test_an_empty_body_is_a_valid_empty_member():
     assert decompressed(gzipbody.SegmentedGzip(1).compress([], b"")) == b""
 

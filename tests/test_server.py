@@ -266,6 +266,34 @@ async def test_the_formats_scraped_are_written_with_the_next_evaluation_and_only
     assert writes.openmetrics == 2  # answered from the body written with the evaluation
 
 
+async def test_a_scraper_asking_for_gzip_only_leaves_no_plain_body_written(aiohttp_client, host):
+    """The plain body is not joined to make the gzip one: a gzip-only scraper (Prometheus) costs no plain copy."""
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False), auto_decompress=False)
+    await sampler.refresh()
+    await (await client.get("/metrics", headers={"Accept": PROMETHEUS_2_ACCEPT, "Accept-Encoding": "gzip"})).read()
+
+    snapshot = await sampler.refresh()
+    answer = await client.get("/metrics", headers={"Accept": PROMETHEUS_2_ACCEPT, "Accept-Encoding": "gzip"})
+    packed = await answer.read()
+
+    assert snapshot.bodies.ready(server.BodyFormat(openmetrics=True, gzip=False)) is None
+    assert packed == snapshot.bodies.ready(server.BodyFormat(openmetrics=True, gzip=True))
+    assert gzip.decompress(packed) == server.metrics.exposition.write(snapshot.bodies._families, openmetrics=True)
+
+
+async def test_a_body_written_on_demand_hands_the_memory_it_freed_back(aiohttp_client, host, monkeypatch):
+    sampler = host.sampler()
+    client = await aiohttp_client(server.make_app(sampler, run_sampler=False))
+    await sampler.refresh()
+    released: list[str] = []
+    monkeypatch.setattr(server, "release_free_memory", lambda: released.append(threading.current_thread().name))
+
+    await (await client.get("/metrics", headers={"Accept-Encoding": "identity"})).read()
+
+    assert released == ["numawatch-exposition"]  # in the thread that wrote it, once written
+
+
 async def test_concurrent_scrapes_of_an_unwritten_body_write_it_once_and_agree(aiohttp_client, host, monkeypatch):
     sampler = host.sampler()
     writes = CountingWrites(sampler, monkeypatch)

@@ -10,20 +10,25 @@ returns the free pages of every arena; it costs about 0.1 ms after an evaluation
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any
 
+# glibc's mallopt parameter for the most arenas (malloc.h's M_ARENA_MAX).
+_M_ARENA_MAX = -8
 
-def _load() -> Any | None:
+
+def _load(name: str, argtypes: list[Any]) -> Any | None:
     try:
-        function = ctypes.CDLL("libc.so.6").malloc_trim
+        function = getattr(ctypes.CDLL("libc.so.6"), name)
     except (OSError, AttributeError):  # not glibc
         return None
-    function.argtypes = [ctypes.c_size_t]
+    function.argtypes = argtypes
     function.restype = ctypes.c_int
     return function
 
 
-_MALLOC_TRIM = _load()
+_MALLOC_TRIM = _load("malloc_trim", [ctypes.c_size_t])
+_MALLOPT = _load("mallopt", [ctypes.c_int, ctypes.c_int])
 
 
 def release_free_memory() -> bool:
@@ -32,3 +37,14 @@ def release_free_memory() -> bool:
         return False
     _MALLOC_TRIM(0)
     return True
+
+
+def limit_arenas(count: int = 1) -> bool:
+    """Have glibc make no more than ``count`` arenas from now on (call it before threads start allocating); False
+    where this C library cannot, or where the environment sets the limit itself (``MALLOC_ARENA_MAX``,
+    ``GLIBC_TUNABLES``' ``glibc.malloc.arena_max``), which is then left as it says."""
+    if _MALLOPT is None:
+        return False
+    if "MALLOC_ARENA_MAX" in os.environ or "arena_max" in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
+    return bool(_MALLOPT(_M_ARENA_MAX, count))

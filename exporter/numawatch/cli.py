@@ -551,6 +551,7 @@ def tune_gc_for_serve() -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from numawatch import server
+    from numawatch.allocator import limit_arenas
     from numawatch.descriptors import raise_soft_limit
     from numawatch.filewatch import FileWatch
     from numawatch.host import HostReader
@@ -560,6 +561,8 @@ def run_serve(args: argparse.Namespace) -> int:
     paths = make_paths(args)
     gate: server.Gate | None = None
     web_config: WebConfig | None = None
+    # Before any thread of serve's allocates: its threads share glibc's one arena (allocator.py).
+    limit_arenas()
     # Before anything holds descriptors; the Gate below keeps a reserve of this limit from clients.
     descriptor_limit = raise_soft_limit()
 

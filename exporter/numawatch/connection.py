@@ -141,6 +141,7 @@ class Connection(web.RequestHandler):
         self._timer: asyncio.TimerHandle | None = None
         self._first = True  # the first request's clock started at the connection
         self._connections = connections
+        self._socket_transport: asyncio.BaseTransport | None = None
 
     # ----------------------------------------------------------------------------------------- the deadline
     def _arm(self) -> None:
@@ -162,6 +163,7 @@ class Connection(web.RequestHandler):
             self.force_close()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._socket_transport = socket_transport(transport)
         super().connection_made(transport)
         if self._connections is not None:
             self._connections.opened(self)
@@ -185,6 +187,8 @@ class Connection(web.RequestHandler):
         if self._connections is not None:
             self._connections.closed(self)
         super().connection_lost(exc)
+        transport, self._socket_transport = self._socket_transport, None
+        drop_read_callback(transport)
 
     # ----------------------------------------------------------------------------------------- making room
     def idle(self) -> bool:
@@ -220,6 +224,26 @@ class Connection(web.RequestHandler):
             response.force_close()
         self._answer(response)
         return response
+
+
+def socket_transport(transport: asyncio.BaseTransport) -> asyncio.BaseTransport:
+    """The socket's own transport under ``transport``: itself, or under TLS the one asyncio's SSL protocol reads from
+    (which the connection's ``connection_lost`` comes after, when the SSL protocol has let go of it)."""
+    ssl_protocol = getattr(transport, "_ssl_protocol", None)
+    underlying = getattr(ssl_protocol, "_transport", None)
+    return underlying if isinstance(underlying, asyncio.BaseTransport) else transport
+
+
+def drop_read_callback(transport: asyncio.BaseTransport | None) -> None:
+    """Break the reference cycle of a closed socket transport.
+
+    CPython 3.11's selector transport keeps the callback it reads with as a bound method of itself
+    (``_read_ready_cb``), which it never drops: each closed connection's transport, its extra information and the
+    closed socket (``descriptors.ConnectionSocket``) stay until the collector's next pass over them, which serve's
+    thresholds make rare. Once the connection is lost the transport reads no more, so the callback can go.
+    """
+    if transport is not None and getattr(transport, "_read_ready_cb", None) is not None:
+        transport._read_ready_cb = None  # type: ignore[attr-defined]
 
 
 def _too_large(error: BaseException | None) -> bool:

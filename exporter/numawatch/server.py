@@ -141,8 +141,10 @@ class Bodies:
         self._families = families
         self._renderer = renderer
         self._written: dict[BodyFormat, bytes] = {}
-        self._segments: dict[bool, list[bytes]] = {}  # a plain body's families' bytes, until its gzip is written
-        self._lock = threading.RLock()  # a gzip body writes its plain one under the same lock
+        # Each format's families' bytes, written once for its plain and gzip bodies alike. A gzip body is made from
+        # them without the plain one being joined: a scraper asking for gzip only costs no plain copy of the body.
+        self._segments: dict[bool, list[bytes]] = {}
+        self._lock = threading.Lock()
 
     def ready(self, form: BodyFormat) -> bytes | None:
         """The body in ``form`` if it was written already (no work), else None."""
@@ -156,16 +158,13 @@ class Bodies:
         with self._lock:
             found = self._written.get(form)
             if found is None:
-                if form.gzip:
-                    plain = self.get(BodyFormat(form.openmetrics, False))
-                    # The renderer deflates only the families that changed since its last gzip body of this form.
-                    segments = self._segments[form.openmetrics]
-                    found = self._renderer.gzip(segments, plain, openmetrics=form.openmetrics)
-                    del self._segments[form.openmetrics]
-                else:
+                segments = self._segments.get(form.openmetrics)
+                if segments is None:
                     segments = self._renderer.write_segments(list(self._families), openmetrics=form.openmetrics)
                     self._segments[form.openmetrics] = segments
-                    found = b"".join(segments)
+                # A gzip body: the renderer deflates only the families that changed since its last one of this form.
+                found = (self._renderer.gzip(segments, openmetrics=form.openmetrics) if form.gzip
+                         else b"".join(segments))
                 self._written[form] = found
             return found
 
@@ -268,7 +267,7 @@ class Sampler:
         bodies = Bodies(families, self.renderer)
         with self._asked_lock:
             asked, self._asked = self._asked, set()
-        for form in BODY_FORMATS:  # in a fixed order: a gzip body reuses its plain one
+        for form in BODY_FORMATS:  # a format's plain and gzip bodies are made from one write of its families
             if form in asked:
                 bodies.get(form)
         release_free_memory()  # what the reading freed, back to the kernel (allocator.py)
@@ -279,15 +278,19 @@ class Sampler:
         evaluation writes it at once); None: ``write_body`` must write it first."""
         with self._asked_lock:
             self._asked.add(form)
-            if form.gzip:
-                self._asked.add(BodyFormat(form.openmetrics, False))
         return snapshot.bodies.ready(form)
 
     async def write_body(self, snapshot: Snapshot, form: BodyFormat) -> bytes:
         """``snapshot``'s body in ``form``, written off the event loop. A body that cannot be written (a bug: the
         families are built already) is logged and answered with the last body of that form that could be."""
+        def write() -> bytes:
+            try:
+                return snapshot.bodies.get(form)
+            finally:
+                release_free_memory()  # what writing freed (the line cache's last lines), as after an evaluation
+
         try:
-            written = await in_daemon_thread(lambda: snapshot.bodies.get(form), "numawatch-exposition")
+            written = await in_daemon_thread(write, "numawatch-exposition")
         except Exception:
             self.failures += 1
             log.exception("writing the exposition failed; answering with the previous one")

@@ -122,6 +122,7 @@ class Renderer:
         with self._locks[openmetrics]:
             return exposition.write_segments(built, cache, openmetrics=openmetrics)
 
-    def gzip(self, segments: list[bytes], body: bytes, *, openmetrics: bool = False) -> bytes:
-        """The gzip member of ``body`` (``b"".join(segments)``, from ``write_segments`` in that format)."""
+    def gzip(self, segments: list[bytes], body: bytes | None = None, *, openmetrics: bool = False) -> bytes:
+        """The gzip member of the body ``b"".join(segments)`` (``segments`` from ``write_segments`` in that format;
+        ``body``, that body when it is at hand)."""
         return self._gzips[openmetrics].compress(segments, body)

@@ -7,7 +7,10 @@ ended with a sync flush: its blocks refer to nothing before it, none is marked f
 boundary, so raw deflate parts laid end to end are one deflate stream (RFC 1951 §3.2.3: a stream is a sequence of
 blocks). The body is one gzip member (RFC 1952): header, the parts, an empty final block, the CRC-32 and length of
 the whole body. A part made of the very segments the last compression had (``write_segments`` hands an unchanged
-family back as the same bytes object) reuses its deflated bytes.
+family back as the same bytes object) reuses its deflated bytes. Families that changed since the last compression
+are grouped apart from those that did not: a family that changes at every evaluation (an evaluation's duration, the
+process' CPU seconds) is then deflated alone from the next compression on, instead of making its neighbours' part
+deflated again each time.
 
 What it costs: every part starts with its own Huffman tables and without the previous part's window, so the body is
 somewhat bigger than one deflate of the whole (docs/performance.md has the measured sizes); the parts' size is that
@@ -19,7 +22,7 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 __all__ = ["GROUP_BYTES", "SegmentedGzip", "groups"]
 
@@ -33,9 +36,25 @@ _OS_UNKNOWN = b"\xff"
 _FINAL_BLOCK = b"\x03\x00"
 
 
-def groups(segments: Sequence[bytes], limit: int = GROUP_BYTES) -> list[tuple[bytes, ...]]:
+def groups(
+    segments: Sequence[bytes], limit: int = GROUP_BYTES, known: Collection[int] | None = None
+) -> list[tuple[bytes, ...]]:
     """``segments`` in order, cut into parts of at least ``limit`` bytes (the last one may be smaller); a segment
-    of ``limit`` bytes or more is a part of its own."""
+    of ``limit`` bytes or more is a part of its own. With ``known`` (the ``id`` of every segment the last
+    compression had, all still alive), a part holds either known segments only or new ones only: each run of
+    either kind is cut on its own."""
+    if known is None:
+        return _cut(segments, limit)
+    parts: list[tuple[bytes, ...]] = []
+    start = 0
+    for index in range(1, len(segments) + 1):
+        if index == len(segments) or (id(segments[index]) in known) != (id(segments[start]) in known):
+            parts.extend(_cut(segments[start:index], limit))
+            start = index
+    return parts
+
+
+def _cut(segments: Sequence[bytes], limit: int) -> list[tuple[bytes, ...]]:
     parts: list[tuple[bytes, ...]] = []
     pending: list[bytes] = []
     size = 0
@@ -78,13 +97,15 @@ class SegmentedGzip:
         self._previous: dict[tuple[bytes, ...], bytes] = {}
         self._lock = threading.Lock()
 
-    def compress(self, segments: Sequence[bytes], body: bytes) -> bytes:
-        """The gzip member of ``body``, which is ``b"".join(segments)``."""
+    def compress(self, segments: Sequence[bytes], body: bytes | None = None) -> bytes:
+        """The gzip member of the body ``b"".join(segments)`` (``body``, when the caller has it joined already)."""
         with self._lock:
             previous = self._previous
             current: dict[tuple[bytes, ...], bytes] = {}
             packed = [self._header]
-            for part in groups(segments, GROUP_BYTES):
+            # The last compression's segments are alive (its parts hold them), so their ids are theirs alone.
+            known = {id(segment) for part in previous for segment in part}
+            for part in groups(segments, GROUP_BYTES, known):
                 deflated = current.get(part)
                 if deflated is None:
                     deflated = previous.get(part)
@@ -94,5 +115,12 @@ class SegmentedGzip:
                 packed.append(deflated)
             self._previous = current
         packed.append(_FINAL_BLOCK)
-        packed.append(struct.pack("<II", zlib.crc32(body), len(body) & 0xFFFFFFFF))
+        if body is not None:
+            crc, size = zlib.crc32(body), len(body)
+        else:  # the CRC-32 of the body, segment after segment, without joining them
+            crc, size = 0, 0
+            for segment in segments:
+                crc = zlib.crc32(segment, crc)
+                size += len(segment)
+        packed.append(struct.pack("<II", crc, size & 0xFFFFFFFF))
         return b"".join(packed)
