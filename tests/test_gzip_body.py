@@ -221,7 +221,8 @@ def test_parts_are_the_segments_in_order_and_a_big_segment_is_a_part_of_its_own(
     assert gzipbody.groups([], limit=32) == []
 
 
-def test_only_the_parts_that_changed_are_deflated_again(monkeypatch):
+def deflations(monkeypatch) -> list[tuple[bytes, ...]]:
+    """The parts gzipbody deflates from now on, in order."""
     deflated: list[tuple[bytes, ...]] = []
     real = gzipbody._deflate
 
@@ -230,6 +231,11 @@ def test_only_the_parts_that_changed_are_deflated_again(monkeypatch):
         return real(part, level)
 
     monkeypatch.setattr(gzipbody, "_deflate", counted)
+    return deflated
+
+
+def test_only_the_parts_that_changed_are_deflated_again(monkeypatch):
+    deflated = deflations(monkeypatch)
     packer = gzipbody.SegmentedGzip(1)
     big = [bytes([65 + index]) * gzipbody.GROUP_BYTES for index in range(4)]
     changed = b"changed\n" * 2
@@ -248,14 +254,7 @@ def test_only_the_parts_that_changed_are_deflated_again(monkeypatch):
 def test_a_family_that_changes_every_time_is_deflated_alone_from_the_second_change_on(monkeypatch):
     """Small families share parts; one that changes at every evaluation (an evaluation's duration) must not make
     its neighbours' part deflated again at every evaluation."""
-    deflated: list[tuple[bytes, ...]] = []
-    real = gzipbody._deflate
-
-    def counted(part, level):
-        deflated.append(part)
-        return real(part, level)
-
-    monkeypatch.setattr(gzipbody, "_deflate", counted)
+    deflated = deflations(monkeypatch)
     packer = gzipbody.SegmentedGzip(1)
     quarter = gzipbody.GROUP_BYTES // 4
     steady = [bytes([65 + index]) * quarter for index in range(8)]

@@ -348,6 +348,15 @@ def _link_target(name: str, directory: int, logical: str, code: int) -> str:
         raise _fail(code if error.errno == errno.EINVAL else error.errno, logical) from None
 
 
+def _mode_or_close(fd: int) -> int:
+    """The mode of what ``fd`` is open on; ``fd`` closed when it cannot be had."""
+    try:
+        return os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+
+
 def _open(root: _Root, rel: str, flags: int, logical: str) -> int:
     if _OPENAT2:
         return _openat2(root, rel, flags, logical)
@@ -456,7 +465,7 @@ class HostFs:
                 fd = _openat2(root, rel, FILE_FLAGS, text)  # a race the kernel asks to retry
         else:
             fd = _open(root, rel, FILE_FLAGS, text)
-        try:
+        try:  # _mode_or_close inlined: this is the hot path
             mode = os.fstat(fd).st_mode
         except OSError:
             os.close(fd)
@@ -533,11 +542,7 @@ class HostFs:
         if observer is not None:
             observer(logical, "stated")
         fd = _open(root, rel, _PATH_FLAGS, logical)
-        try:
-            mode = os.fstat(fd).st_mode
-        except OSError:
-            os.close(fd)
-            raise
+        mode = _mode_or_close(fd)
         if not stat.S_ISSOCK(mode):
             os.close(fd)
             kind = _KINDS.get(stat.S_IFMT(mode), "a regular file" if stat.S_ISREG(mode) else "not a socket")
