@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import gzip
 import io
 import pstats
@@ -97,6 +98,9 @@ def profile_cprofile(loop: Callable[[Pause | None], None], evaluations: int, top
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("tottime").print_stats(top)
+    callees = os.environ.get("PROFILE_CALLEES")
+    if callees:  # the callees of the functions named (a regular expression), for a closer look
+        stats.print_callees(callees)
     return out.getvalue()
 
 

@@ -266,10 +266,13 @@ def _bundle_listing(
         state = None
     if trust and state is not None and known is not None and known.state == state:
         return known
+    # A changed directory (a container created or removed) keeps most entries: each is the known one where the
+    # container was listed before (under pod churn, all but one or two of ~900).
+    kept = {read.container_id: read for read in known.reads} if known is not None else {}
     return _Listing(
         state,
         tuple(
-            _Read(container_id, runtime, f"{directory}/{container_id}/{config}")
+            kept.get(container_id) or _Read(container_id, runtime, f"{directory}/{container_id}/{config}")
             for container_id in sorted(fs.list_dir(directory))
         ),
     )
