@@ -38,7 +38,10 @@ def check_container_gpus_not_peered(host: Host, intent: Intent) -> Iterator[Find
     state: KubeletState = require(host, "kubelet_state")
     if state.devices is None:
         raise NotEvaluated("the kubelet has no readable device-plugin checkpoint, so GPU assignments are unknown")
-    holders = [(workload, gpus) for workload in found if len(gpus := physical_gpus(workload)) >= 2]
+    # Most containers hold no GPU, and one holding fewer than two devices holds fewer than two whole GPUs.
+    holders = [
+        (workload, gpus) for workload in found if len(workload.gpus) >= 2 and len(gpus := physical_gpus(workload)) >= 2
+    ]
     if not holders:
         raise NotApplicable("no container holds two or more GPUs")
     nvml: NvmlSnapshot = require(host, "nvml")
