@@ -35,10 +35,10 @@ Per shape:
    default), ``--evaluations`` times (for d384churn with one churn advance before each, outside the timed part):
    each source's CPU time (its wall time too, in the JSON), each check's (run one by one, in the registry's order,
    memos shared as in ``evaluate``; a check's median is over the evaluations that judged it: one whose verdict was
-   reused costs nothing and is not counted), each group of metric families, the exposition writer and the gzip (of
-   the whole body: serve deflates only the parts that changed), medians in milliseconds. An evaluation here follows
-   the previous one at once: after an idle second, as serve runs, the same work costs more on this VM
-   (docs/performance.md), which is why the verdict comes from 1.
+   reused costs nothing and is not counted), each group of metric families, the exposition writer and the gzip (as
+   serve makes it: ``gzipbody.SegmentedGzip``, deflating only the parts that changed), medians in milliseconds. An
+   evaluation here follows the previous one at once: after an idle second, as serve runs, the same work costs more on
+   this VM (docs/performance.md), which is why the verdict comes from 1.
 
 Per sweep point: 1 with ``--sweep-rounds`` rounds of ``--sweep-window`` seconds, and 3.
 
@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import json
 import os
 import re
@@ -382,7 +381,7 @@ def profile(root: str, evaluations: int, *, churn: bool) -> dict[str, Any]:
     from numawatch import metrics
     from numawatch.checks import all_checks, evaluate
     from numawatch.intent import REFERENCE
-    from numawatch.metrics import exposition
+    from numawatch.metrics import exposition, gzipbody
 
     mover = bench_churn.Churn(root, seconds=1.0, pods=CHURN_PODS_PER_ADVANCE, pinned_every=CHURN_PINNED_EVERY) \
         if churn else None  # fmt: skip
@@ -390,6 +389,7 @@ def profile(root: str, evaluations: int, *, churn: bool) -> dict[str, Any]:
     reader.read()  # as serve's first evaluation: caches filled
     stats = metrics.EvaluationStats()
     lines = exposition.LineCache()
+    packer = gzipbody.SegmentedGzip(1)
     reference = metrics.Renderer()
     parts: dict[str, list[float]] = {}
     checked = False
@@ -416,10 +416,11 @@ def profile(root: str, evaluations: int, *, churn: bool) -> dict[str, Any]:
             families += build()
             keep(f"metrics: {name}", time.process_time() - started)
         started = time.process_time()
-        body = exposition.write(families, lines)
+        segments = exposition.write_segments(families, lines)
+        body = b"".join(segments)
         keep("exposition (write)", time.process_time() - started)
         started = time.process_time()
-        gzip.compress(body, compresslevel=1)
+        packer.compress(segments, body)
         ended = time.process_time()
         keep("gzip", ended - started)
         if not checked:  # the parts add up to what serve renders (else the profile measures something else)

@@ -486,9 +486,9 @@ def test_liveness_and_readiness_probe_healthz_on_the_metrics_port():
 
 def test_resources_request_a_fraction_of_a_cpu_and_limit_only_memory():
     resources = container()["resources"]
-    assert resources["requests"] == {"cpu": "60m", "memory": "96Mi"}
+    assert resources["requests"] == {"cpu": "60m", "memory": "112Mi"}
     # no CPU limit: CFS throttling would stretch every evaluation burst (deploy/README.md)
-    assert resources["limits"] == {"memory": "192Mi"}
+    assert resources["limits"] == {"memory": "224Mi"}
     # a fractional CPU request keeps the pod Burstable, so the static CPU Manager never gives it exclusive CPUs
     assert resources["requests"]["cpu"].endswith("m")
 
