@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import gzip
 import io
+import os
 import pstats
 import sys
 import time
