@@ -485,13 +485,17 @@ class HostFs:
         finally:
             os.close(fd)
 
-    def listdir(self, path: str | os.PathLike[str]) -> list[str]:
-        """The names in the directory at ``path`` (confined)."""
+    def _open_directory(self, path: str | os.PathLike[str]) -> int:
+        """A descriptor of the directory at ``path`` (confined), told to the observer as listed."""
         root, rel, logical = self._locate(path)
         observer = self._observer
         if observer is not None:
             observer(logical, "listed")
-        fd = _open(root, rel, _DIR_FLAGS, logical)
+        return _open(root, rel, _DIR_FLAGS, logical)
+
+    def listdir(self, path: str | os.PathLike[str]) -> list[str]:
+        """The names in the directory at ``path`` (confined)."""
+        fd = self._open_directory(path)
         try:
             return os.listdir(fd)
         finally:
@@ -502,11 +506,7 @@ class HostFs:
         """``os.scandir`` of the directory at ``path`` (confined). Use ``entry.is_dir(follow_symlinks=False)``,
         ``entry.is_symlink()`` and ``entry.stat(follow_symlinks=False)``: following an entry's link goes through
         ``stat_path``/``is_dir`` of the joined path, never the entry's own ``stat()``."""
-        root, rel, logical = self._locate(path)
-        observer = self._observer
-        if observer is not None:
-            observer(logical, "listed")
-        fd = _open(root, rel, _DIR_FLAGS, logical)
+        fd = self._open_directory(path)
         try:
             with os.scandir(fd) as entries:  # it works on a duplicate of fd
                 yield entries
