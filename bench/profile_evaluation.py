@@ -4,6 +4,8 @@
     .venv/bin/python bench/profile_evaluation.py --host-root /tmp/host384                  # cProfile, top 30
     .venv/bin/python bench/profile_evaluation.py --host-root /tmp/host384 --pyinstrument   # call tree
     .venv/bin/python bench/profile_evaluation.py --host-root /tmp/host384 --memory         # tracemalloc peaks
+    PROFILE_CALLEES='_join' .venv/bin/python bench/profile_evaluation.py --host-root ...
+        # cProfile, and what the functions matching the expression called
 
 What is profiled is what ``numawatch serve`` does per evaluation: ``HostReader.read()`` (warm: the fingerprinted
 sources come from the cache after the first reading, and the stateful readers are staggered as in serve:
