@@ -461,6 +461,17 @@ def host_reader(fake_host, stagger: int = K) -> HostReader:
     return reader
 
 
+def pinned_at(fake_host, offset: int, stagger: int = K) -> tuple[HostReader, list]:
+    """Pinned pods beside some shared ones (and the kubelet state), and a serving reader ``offset`` readings into its
+    rotation: a change made now comes at that turn."""
+    shared_pods(fake_host, count=2)
+    pods = pinned_pods(fake_host)
+    reader = host_reader(fake_host, stagger)
+    for _ in range(offset):
+        reader.read()
+    return reader, pods
+
+
 def apps(reader: HostReader, pods) -> list:
     found = reader.read().cgroups
     assert found is not None
@@ -472,11 +483,7 @@ def apps(reader: HostReader, pods) -> list:
 def test_a_guaranteed_containers_rewritten_cpuset_shows_within_2_readings_whatever_the_stagger(
     fake_host, stagger, offset
 ):
-    shared_pods(fake_host, count=2)  # the kubelet state and some shared pods around
-    pods = pinned_pods(fake_host)
-    reader = host_reader(fake_host, stagger)
-    for _ in range(offset):  # the change comes at every turn of the rotation
-        reader.read()
+    reader, pods = pinned_at(fake_host, offset, stagger)  # the change comes at every turn of the rotation
 
     for pod in pods:
         set_container_cpus(fake_host, pod, "app", "40-41")  # someone else rewrote the pinned cpusets
@@ -489,11 +496,7 @@ def test_a_guaranteed_containers_rewritten_cpuset_shows_within_2_readings_whatev
 
 @pytest.mark.parametrize("offset", range(K))
 def test_a_guaranteed_containers_memory_moved_to_the_remote_node_shows_within_2_readings(fake_host, offset):
-    shared_pods(fake_host, count=2)
-    pods = pinned_pods(fake_host)
-    reader = host_reader(fake_host)
-    for _ in range(offset):
-        reader.read()
+    reader, pods = pinned_at(fake_host, offset)
 
     for pod in pods:
         set_numa_bytes(fake_host, pod, "app", {0: 1 << 20, 1: 1 << 30})  # the kernel moved its pages to node 1
@@ -504,11 +507,7 @@ def test_a_guaranteed_containers_memory_moved_to_the_remote_node_shows_within_2_
 
 @pytest.mark.parametrize("offset", range(K))
 def test_a_guaranteed_containers_cpuset_mems_moved_shows_within_2_readings(fake_host, offset):
-    shared_pods(fake_host, count=2)
-    pods = pinned_pods(fake_host)
-    reader = host_reader(fake_host)
-    for _ in range(offset):
-        reader.read()
+    reader, pods = pinned_at(fake_host, offset)
 
     for pod in pods:
         set_container_cpus(fake_host, pod, "app", pod.container("app").cpus, mems="1")  # mems moved to node 1
