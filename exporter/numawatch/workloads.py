@@ -529,14 +529,6 @@ class _PodJoin:
     layout_version: Hashable
 
 
-@dataclass(frozen=True, slots=True)
-class _LayoutJoin:
-    """One pod's join under its layout key (the key object itself handed on, as ``_PodJoin.key``)."""
-
-    joined: tuple[Workload, ...]
-    key: Hashable
-
-
 @dataclass(frozen=True, eq=False)
 class _Join:
     """One Host's join, and what the next join starts from (``by_key``, ``by_layout``, ``versions``: the current
@@ -554,7 +546,7 @@ class _Join:
     # in place of its generation.
     layout_keys: tuple[Hashable | None, ...] = ()
     by_key: Mapping[Hashable, _PodJoin] = field(default_factory=dict, repr=False)
-    by_layout: Mapping[Hashable, _LayoutJoin] = field(default_factory=dict, repr=False)
+    by_layout: Mapping[Hashable, _PodJoin] = field(default_factory=dict, repr=False)  # by layout key
     versions: Mapping[str, _PodVersions] = field(default_factory=dict, repr=False)  # by pod cgroup path
     # What every per_pod table of one kind works out alike at this reading (``units``, ``positions``), made once.
     _shared: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -598,7 +590,7 @@ def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
     keys: list[Hashable | None] = []
     layout_keys: list[Hashable | None] = []
     by_key: dict[Hashable, _PodJoin] = {}
-    by_layout: dict[Hashable, _LayoutJoin] = {}
+    by_layout: dict[Hashable, _PodJoin] = {}
     versions_by_path: dict[str, _PodVersions] = {}
     slices = _DevicesByUid(state)
     names_of = _NamesOf(names)
@@ -635,16 +627,16 @@ def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
             # every turn of its fixed round) is the same workloads over the new container objects.
             same_layout = before.by_layout.get(layout_key) if layout_key is not None else None
             if same_layout is not None:
-                layout_key = same_layout.key
+                layout_key = same_layout.layout_key
                 joined = _over_containers(same_layout.joined, pod)
             else:
                 if shared is None:
                     shared = _Shared(names, state, host.pod_resources, inventory, topology, intent)
                 joined = _join_pod(pod, shared)
         if key is not None:
-            by_key[key] = entry if entry is not None else _PodJoin(joined, key, layout_key, layout_version)
-        if layout_key is not None:
-            by_layout[layout_key] = _LayoutJoin(joined, layout_key)
+            if entry is None:
+                entry = _PodJoin(joined, key, layout_key, layout_version)
+            by_key[key] = by_layout[layout_key] = entry  # a pod with a key has a layout key
         keys.append(key)
         layout_keys.append(layout_key)
         per_pod.append(joined)
