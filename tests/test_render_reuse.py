@@ -25,7 +25,7 @@ from fakehost.reference import (
     replace_container,
     with_results,
 )
-from numawatch import metrics
+from numawatch import metrics, workloads
 from numawatch.capacity import build_capacity
 from numawatch.checks import evaluate
 from numawatch.host import Host, HostReader
@@ -247,11 +247,14 @@ def test_the_rows_of_a_deleted_pod_are_not_kept():
     family_rows(next_reading(second))  # a reading later, what only the first reading asked for is gone
 
     assert not rows_of_pod(after["cpus"], TRTLLM.uid) and not rows_of_pod(after["memory"], TRTLLM.uid)
-    trtllm = next(pod for pod in first.cgroups.pods if pod.uid == TRTLLM.uid)
-    # One table per family (workloads.per_pod), of the pods of the readings it is kept for: by pod key (path 4th).
+    # One table per family (workloads.per_pod), of the pods of the readings it is kept for, by pod key: none of the
+    # keys the deleted pod's join had is among them.
+    joined = workloads._joined(first, REFERENCE)
+    at = next(index for index, pod in enumerate(first.cgroups.pods) if pod.uid == TRTLLM.uid)
+    trtllm_keys = {joined.keys[at], joined.layout_keys[at]}
     names = [key for key in first.store if key[:1] == ("per_pod",) and key[1].startswith("metrics.pod_rows.")]
     kept = [pod_key for name in names for pod_key in readings.stored(first.store, name).keys]
-    assert kept and all(pod_key[3] != trtllm.cgroup_path for pod_key in kept)
+    assert None not in trtllm_keys and kept and not trtllm_keys & set(kept)
 
 
 def naive_rows(host: Host) -> dict[str, list]:

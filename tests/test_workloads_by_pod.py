@@ -96,3 +96,19 @@ def test_a_pod_whose_only_change_is_its_memory_numbers_is_not_joined_again_and_r
     assert [new is old for new, old in zip(after, before, strict=True)] == [
         pod.uid != VLLM.uid for pod in second.cgroups.pods
     ]
+
+
+def test_a_join_over_new_container_objects_keeps_every_other_field_of_each_workload():
+    # _over_containers calls Workload's constructor field by field (cheaper than dataclasses.replace): a field added
+    # to Workload must be added there too, or a pod whose memory numbers moved would lose it.
+    from numawatch.workloads import Workload, _over_containers
+
+    assert [f.name for f in fields(Workload)] == [
+        "pod_uid", "qos", "namespace", "pod_name", "container_name", "container_id", "cgroup", "exclusive_cpus",
+        "gpus", "memory_blocks", "must_pin",
+    ]  # fmt: skip
+    host = reference_snapshot()
+    for pod, workloads in zip(host.cgroups.pods, workloads_by_pod(host, REFERENCE), strict=True):
+        moved = replace(pod, containers=tuple(replace(c, numa_bytes={0: 4096}) for c in pod.containers))
+        by_id = {c.container_id: c for c in moved.containers}
+        assert _over_containers(workloads, moved) == tuple(replace(w, cgroup=by_id[w.container_id]) for w in workloads)

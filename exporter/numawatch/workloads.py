@@ -21,7 +21,7 @@ import itertools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from numawatch import telemetry
@@ -344,35 +344,43 @@ def _versions(
     ``names_generation`` and ``state_generation``: those sources' generations in the Host (the latter those of
     the kubelet state and the pod-resources answer)."""
     generation = pod.generation
-    if known is not None and known.generation == generation and known.state_generation == state_generation:
-        if known.names_generation == names_generation:
-            return known
-        if names(pod) == known.views[0]:
-            # Only the names source was read again, and it says the same of this pod (under pod churn, every pod
-            # but the new one's): the versions stand.
-            return _PodVersions(generation, names_generation, state_generation, known.versions, known.views)
-    names_version = state_version = layout_version = None
-    names_view = state_view = layout_view = None
-    same_pod = False
-    if known is not None:
-        same_pod = known.generation == generation
-        names_version, state_version, layout_version = known.versions
-        names_view, state_view, layout_view = known.views
-    if known is None or not same_pod or known.names_generation != names_generation:
-        view = names(pod)
-        if known is None or view != names_view:
-            names_version = (names_generation, generation)
-        names_view = view
-    if known is None or not same_pod or known.state_generation != state_generation:
-        view = _state_of(pod, state, slices)
-        if known is None or view != state_view:
-            state_version = (state_generation, generation)
-        state_view = view
-    if known is None or not same_pod:
+    if known is None:
+        names_view, state_view, layout_view = names(pod), _state_of(pod, state, slices), _layout_of(pod)
+        return _PodVersions(
+            generation,
+            names_generation,
+            state_generation,
+            ((names_generation, generation), (state_generation, generation), generation),
+            (names_view, state_view, layout_view),
+        )
+    if (
+        known.generation == generation
+        and known.names_generation == names_generation
+        and known.state_generation == state_generation
+    ):
+        return known  # nothing of it was read again
+    names_version, state_version, layout_version = known.versions
+    names_view, state_view, layout_view = known.views
+    # What the names and the kubelet state say of a pod depends on the pod through its UID and its containers' IDs
+    # alone, which its layout holds: while the layout is the same (a new generation of the pod whose containers'
+    # memory numbers moved, the usual one), those views change only with their sources.
+    same_layout = known.generation == generation
+    if not same_layout:
         view = _layout_of(pod)
-        if known is None or view != layout_view:
+        same_layout = view == layout_view
+        if not same_layout:
             layout_version = generation
         layout_view = view
+    if not same_layout or known.names_generation != names_generation:
+        view = names(pod)
+        if view != names_view:
+            names_version = (names_generation, generation)
+        names_view = view
+    if not same_layout or known.state_generation != state_generation:
+        view = _state_of(pod, state, slices)
+        if view != state_view:
+            state_version = (state_generation, generation)
+        state_view = view
     return _PodVersions(
         generation,
         names_generation,
@@ -517,36 +525,44 @@ def _joined(host: Host, intent: Intent) -> _Join:
 
 # Tells one join from every other (``_Join.serial``): a per_pod table names the join whose keys it holds by it.
 _JOIN_SERIALS = itertools.count(1)
+# A pod's key (and layout key) is a number drawn when its join is made and handed on while the join is reused, so
+# that every per_pod table compares and looks up plain integers, never the versions a key stands for.
+_KEY_SERIALS = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
 class _PodJoin:
-    """One pod's join, under the keys it was made under."""
+    """One pod's join, with what it was made under: the pod's generation, the versions of what the names and the
+    kubelet state say of it, and its layout's version (the join's intent and ``_context`` are the ``_Join``'s); and
+    its keys."""
 
     joined: tuple[Workload, ...]
-    key: Hashable  # the pod's key (``_Join.keys``)
-    layout_key: Hashable  # its key without its containers' numa_bytes (``_Join.layout_keys``)
+    generation: int
+    sources: tuple[Hashable, Hashable]  # the names' and the kubelet state's versions (``_PodVersions.versions``)
     layout_version: Hashable
+    key: int  # the pod's key (``_Join.keys``): the same number exactly while this join is reused
+    layout_key: int  # its key without its containers' numa_bytes (``_Join.layout_keys``)
 
 
 @dataclass(frozen=True, eq=False)
 class _Join:
-    """One Host's join, and what the next join starts from (``by_key``, ``by_layout``, ``versions``: the current
-    pods' only, so a pod that goes is forgotten with the next join)."""
+    """One Host's join, and what the next join starts from (``by_path``, ``versions``: the current pods' only, so a
+    pod that goes is forgotten with the next join)."""
 
     serial: int
     workloads: tuple[Workload, ...]
     per_pod: tuple[tuple[Workload, ...], ...]  # the workloads of each pod in cgroups.pods, in order
-    # Each pod's key: the generations of the pod and of the sources joined with it (of the names and the kubelet
-    # state, the versions of what they say of the pod) and the intent's version; None when one is unknown (a Host not
-    # made by a HostReader, a pod from a one-off reading): never reused.
-    keys: tuple[Hashable | None, ...]
-    context: Hashable | None = None  # what every pod's key holds besides the pod (_context)
-    # Each pod's key without its containers' numa_bytes (per_pod's reads_numa_bytes=False): its layout's version
-    # in place of its generation.
-    layout_keys: tuple[Hashable | None, ...] = ()
-    by_key: Mapping[Hashable, _PodJoin] = field(default_factory=dict, repr=False)
-    by_layout: Mapping[Hashable, _PodJoin] = field(default_factory=dict, repr=False)  # by layout key
+    # Each pod's key: a number that stays the same exactly while the pod's join is reused, that is while the pod's
+    # generation, the versions of what the names and the kubelet state say of it, the intent's version and
+    # ``context`` stay the same; None when one is unknown (a Host not made by a HostReader, a pod from a one-off
+    # reading): never reused.
+    keys: tuple[int | None, ...]
+    context: Hashable | None = None  # what every pod's join depends on besides the pod (_context)
+    # Each pod's key without its containers' numa_bytes (per_pod's reads_numa_bytes=False): the same number while
+    # its layout's version (in place of its generation) and the rest stay the same.
+    layout_keys: tuple[int | None, ...] = ()
+    intent: str | None = None  # the version of the intent joined under
+    by_path: Mapping[str, _PodJoin] = field(default_factory=dict, repr=False)  # by pod cgroup path
     versions: Mapping[str, _PodVersions] = field(default_factory=dict, repr=False)  # by pod cgroup path
     # What every per_pod table of one kind works out alike at this reading (``units``, ``positions``), made once.
     _shared: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -576,21 +592,23 @@ _NO_JOIN = _Join(0, (), (), (), None, ())
 
 @derivation("workloads.join", inputs=(WORKLOADS,), per_intent=True, incremental=True)
 def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
-    """The join of every pod, starting from the previous join (``previous``): a pod whose key is the same is the
-    same workloads, and one whose layout is the same the same workloads over its new container objects."""
+    """The join of every pod, starting from the previous join (``previous``): a pod made under the same versions is
+    the same workloads (and keys), and one whose layout is the same the same workloads over its new container
+    objects. The previous join's pods are reused only when it was made for the same intent and ``_context``."""
     names, state, inventory, topology = host.names, host.kubelet_state, telemetry.inventory_of(host), host.topology
     cgroups = host.cgroups
     if cgroups is None:
         return _Join(next(_JOIN_SERIALS), (), (), (), None, ())
     before = previous if previous is not None else _NO_JOIN
     context = _context(host)
+    reusable = context is not None and before.intent == intent.version and before.context == context
+    before_by_path: Mapping[str, _PodJoin] = before.by_path if reusable else {}
     shared: _Shared | None = None  # built on the first pod that is joined: none when every pod is reused
     workloads: list[Workload] = []
     per_pod: list[tuple[Workload, ...]] = []
-    keys: list[Hashable | None] = []
-    layout_keys: list[Hashable | None] = []
-    by_key: dict[Hashable, _PodJoin] = {}
-    by_layout: dict[Hashable, _PodJoin] = {}
+    keys: list[int | None] = []
+    layout_keys: list[int | None] = []
+    by_path: dict[str, _PodJoin] = {}
     versions_by_path: dict[str, _PodVersions] = {}
     slices = _DevicesByUid(state)
     names_of = _NamesOf(names)
@@ -598,52 +616,46 @@ def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
     names_generation = host.generation("names")
     state_generation = (host.generation("kubelet_state"), host.generation("pod_resources"))
     for pod in cgroups.pods:
-        key: Hashable | None = None
-        layout_key: Hashable | None = None
-        layout_version: Hashable = None
-        sources: Hashable = None
-        if context is not None and pod.generation:
-            versions = versions_by_path[pod.cgroup_path] = _versions(
-                pod, before.versions.get(pod.cgroup_path), names_of, declared, slices, names_generation,
-                state_generation,
-            )  # fmt: skip
-            names_version, state_version, layout_version = versions.versions
-            sources = (names_version, state_version)
-            key = ("workloads.pod", intent.version, context, pod.cgroup_path, pod.generation, sources)
-        # The keys are handed on as the objects made before, in place of the equal ones just built: every per_pod
-        # table compares each pod's key with the last reading's, and the same object compares at once.
-        prior = before.by_key.get(key) if key is not None else None
-        entry: _PodJoin | None = None
-        if prior is not None:
-            joined, key = prior.joined, prior.key
-            if prior.layout_version == layout_version:
-                layout_key, entry = prior.layout_key, prior
+        path = pod.cgroup_path
+        if context is None or not pod.generation:
+            if shared is None:
+                shared = _Shared(names, state, host.pod_resources, inventory, topology, intent)
+            joined = _join_pod(pod, shared)
+            keys.append(None)
+            layout_keys.append(None)
+            per_pod.append(joined)
+            workloads.extend(joined)
+            continue
+        versions = versions_by_path[path] = _versions(
+            pod, before.versions.get(path), names_of, declared, slices, names_generation, state_generation
+        )
+        names_version, state_version, layout_version = versions.versions
+        entry = before_by_path.get(path)
+        if entry is not None and (entry.sources[0] != names_version or entry.sources[1] != state_version):
+            entry = None  # what the names or the kubelet state say of it moved: joined anew
+        if entry is not None and entry.generation != pod.generation:
+            if entry.layout_version == layout_version:
+                # Only its containers' numa_bytes moved (a Guaranteed pod's at every turn of its fixed round): the
+                # same workloads over the new container objects.
+                joined = _over_containers(entry.joined, pod)
+                entry = _PodJoin(joined, pod.generation, entry.sources, layout_version, next(_KEY_SERIALS),
+                                 entry.layout_key)  # fmt: skip
             else:
-                layout_key = ("workloads.layout", intent.version, context, pod.cgroup_path, layout_version, sources)
-        else:
-            if key is not None:
-                layout_key = ("workloads.layout", intent.version, context, pod.cgroup_path, layout_version, sources)
-            # The pod's join under the same layout (only its containers' numa_bytes moved: a Guaranteed pod's at
-            # every turn of its fixed round) is the same workloads over the new container objects.
-            same_layout = before.by_layout.get(layout_key) if layout_key is not None else None
-            if same_layout is not None:
-                layout_key = same_layout.layout_key
-                joined = _over_containers(same_layout.joined, pod)
-            else:
-                if shared is None:
-                    shared = _Shared(names, state, host.pod_resources, inventory, topology, intent)
-                joined = _join_pod(pod, shared)
-        if key is not None:
-            if entry is None:
-                entry = _PodJoin(joined, key, layout_key, layout_version)
-            by_key[key] = by_layout[layout_key] = entry  # a pod with a key has a layout key
-        keys.append(key)
-        layout_keys.append(layout_key)
-        per_pod.append(joined)
-        workloads.extend(joined)
+                entry = None
+        if entry is None:
+            if shared is None:
+                shared = _Shared(names, state, host.pod_resources, inventory, topology, intent)
+            joined = _join_pod(pod, shared)
+            entry = _PodJoin(joined, pod.generation, (names_version, state_version), layout_version,
+                             next(_KEY_SERIALS), next(_KEY_SERIALS))  # fmt: skip
+        by_path[path] = entry
+        keys.append(entry.key)
+        layout_keys.append(entry.layout_key)
+        per_pod.append(entry.joined)
+        workloads.extend(entry.joined)
     return _Join(
         next(_JOIN_SERIALS), tuple(workloads), tuple(per_pod), tuple(keys), context, tuple(layout_keys),
-        by_key, by_layout, versions_by_path,
+        intent.version, by_path, versions_by_path,
     )  # fmt: skip
 
 
@@ -652,7 +664,14 @@ def _over_containers(workloads: tuple[Workload, ...], pod: PodCgroup) -> tuple[W
     ``numa_bytes``), over ``pod``'s container objects: what the join took of a container is the same, and a value
     that reads ``Workload.numa_bytes`` reads the new numbers."""
     containers = {container.container_id: container for container in pod.containers}
-    return tuple(replace(workload, cgroup=containers[workload.container_id]) for workload in workloads)
+    # The constructor, not dataclasses.replace (which reads every field by name): half the cost, and this runs for
+    # every container of every Guaranteed pod at its turn.
+    return tuple([_with_cgroup(w, containers[w.container_id]) for w in workloads])
+
+
+def _with_cgroup(w: Workload, cgroup: ContainerCgroup) -> Workload:
+    return Workload(w.pod_uid, w.qos, w.namespace, w.pod_name, w.container_name, w.container_id, cgroup,
+                    w.exclusive_cpus, w.gpus, w.memory_blocks, w.must_pin)  # fmt: skip
 
 
 class _Shared:
