@@ -22,7 +22,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from numawatch import telemetry
 from numawatch.cpuset import CPUSet
@@ -317,13 +317,12 @@ def _context(host: Host) -> tuple[Hashable, ...] | None:
 _JOINED_SOURCES = ("gpus_sysfs",)
 
 
-@dataclass(frozen=True, slots=True)
-class _PodVersions:
-    """What ``_versions`` worked out for one pod, for the next join to start from."""
+class _PodVersions(NamedTuple):
+    """What ``_versions`` worked out for one pod, for the next join to start from. The generations of the names and
+    the kubelet state it was worked out under are the join's (``_Join.names_generation``, ``state_generation``):
+    every join works out every current pod's."""
 
     generation: int  # the pod's (PodCgroup.generation)
-    names_generation: int | None
-    state_generation: Hashable
     versions: tuple[Hashable, Hashable, Hashable]  # of what the names, the kubelet state and the layout say of it
     views: tuple[Hashable, Hashable, Hashable]  # what they say of it
 
@@ -336,57 +335,50 @@ def _versions(
     slices: _DevicesByUid,
     names_generation: int | None,
     state_generation: Hashable,
+    read_again: tuple[bool, bool],
 ) -> _PodVersions:
     """Tokens that change exactly when what the names say of ``pod`` (``_NamesOf``), what the kubelet state says of
     it (``_state_of``) and its layout (``_layout_of``: the pod less its containers' ``numa_bytes``) do: the
-    generations at which each last changed. Small, so the keys holding them hash cheaply; each worked out again
+    generations at which each last changed. Small, so the keys holding them compare cheaply; each worked out again
     only when its source or the pod was read again, from what the previous join worked out (``known``).
     ``names_generation`` and ``state_generation``: those sources' generations in the Host (the latter those of
-    the kubelet state and the pod-resources answer)."""
+    the kubelet state and the pod-resources answer); ``read_again``: whether each moved since ``known`` was worked
+    out."""
     generation = pod.generation
     if known is None:
         names_view, state_view, layout_view = names(pod), _state_of(pod, state, slices), _layout_of(pod)
         return _PodVersions(
             generation,
-            names_generation,
-            state_generation,
             ((names_generation, generation), (state_generation, generation), generation),
             (names_view, state_view, layout_view),
         )
-    if (
-        known.generation == generation
-        and known.names_generation == names_generation
-        and known.state_generation == state_generation
-    ):
+    names_read, state_read = read_again
+    same_layout = known.generation == generation
+    if same_layout and not names_read and not state_read:
         return known  # nothing of it was read again
     names_version, state_version, layout_version = known.versions
     names_view, state_view, layout_view = known.views
-    # What the names and the kubelet state say of a pod depends on the pod through its UID and its containers' IDs
-    # alone, which its layout holds: while the layout is the same (a new generation of the pod whose containers'
-    # memory numbers moved, the usual one), those views change only with their sources.
-    same_layout = known.generation == generation
+    # What the names and the kubelet state say of a pod depends on it through its UID and its containers' IDs alone,
+    # which its layout holds: while the layout is the same (a new generation of the pod whose containers' memory
+    # numbers moved, the usual one), those views change only with their sources.
     if not same_layout:
         view = _layout_of(pod)
         same_layout = view == layout_view
         if not same_layout:
             layout_version = generation
         layout_view = view
-    if not same_layout or known.names_generation != names_generation:
+    if not same_layout or names_read:
         view = names(pod)
         if view != names_view:
             names_version = (names_generation, generation)
         names_view = view
-    if not same_layout or known.state_generation != state_generation:
+    if not same_layout or state_read:
         view = _state_of(pod, state, slices)
         if view != state_view:
             state_version = (state_generation, generation)
         state_view = view
     return _PodVersions(
-        generation,
-        names_generation,
-        state_generation,
-        (names_version, state_version, layout_version),
-        (names_view, state_view, layout_view),
+        generation, (names_version, state_version, layout_version), (names_view, state_view, layout_view)
     )
 
 
@@ -564,6 +556,10 @@ class _Join:
     intent: str | None = None  # the version of the intent joined under
     by_path: Mapping[str, _PodJoin] = field(default_factory=dict, repr=False)  # by pod cgroup path
     versions: Mapping[str, _PodVersions] = field(default_factory=dict, repr=False)  # by pod cgroup path
+    # The generations of the names and of the kubelet state (with the pod-resources answer) ``versions`` were worked
+    # out under.
+    names_generation: int | None = None
+    state_generation: Hashable = None
     # What every per_pod table of one kind works out alike at this reading (``units``, ``positions``), made once.
     _shared: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -615,6 +611,7 @@ def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
     declared = _Declared(state, host.pod_resources, names)
     names_generation = host.generation("names")
     state_generation = (host.generation("kubelet_state"), host.generation("pod_resources"))
+    read_again = (names_generation != before.names_generation, state_generation != before.state_generation)
     for pod in cgroups.pods:
         path = pod.cgroup_path
         if context is None or not pod.generation:
@@ -627,7 +624,7 @@ def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
             workloads.extend(joined)
             continue
         versions = versions_by_path[path] = _versions(
-            pod, before.versions.get(path), names_of, declared, slices, names_generation, state_generation
+            pod, before.versions.get(path), names_of, declared, slices, names_generation, state_generation, read_again
         )
         names_version, state_version, layout_version = versions.versions
         entry = before_by_path.get(path)
@@ -655,7 +652,7 @@ def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
         workloads.extend(entry.joined)
     return _Join(
         next(_JOIN_SERIALS), tuple(workloads), tuple(per_pod), tuple(keys), context, tuple(layout_keys),
-        intent.version, by_path, versions_by_path,
+        intent.version, by_path, versions_by_path, names_generation, state_generation,
     )  # fmt: skip
 
 
