@@ -8,6 +8,7 @@ from dataclasses import fields, replace
 import readings
 from fakehost.reference import (
     DEFAULT_CPUSET,
+    TRTLLM,
     VLLM,
     reference_snapshot,
     replace_container,
@@ -112,3 +113,64 @@ def test_a_join_over_new_container_objects_keeps_every_other_field_of_each_workl
         moved = replace(pod, containers=tuple(replace(c, numa_bytes={0: 4096}) for c in pod.containers))
         by_id = {c.container_id: c for c in moved.containers}
         assert _over_containers(workloads, moved) == tuple(replace(w, cgroup=by_id[w.container_id]) for w in workloads)
+
+
+def _renamed(names, container_id: str, container_name: str):
+    """``names`` with the container's name changed (a new identity object), everything else the same objects."""
+    from numawatch.model import frozen_map
+
+    containers = dict(names.containers)
+    containers[container_id] = replace(containers[container_id], container_name=container_name)
+    return replace(names, containers=frozen_map(containers))
+
+
+def test_the_names_entries_that_moved_are_told_from_those_that_did_not():
+    from numawatch.model import frozen_map
+    from numawatch.workloads import _names_moved
+
+    names = reference_snapshot().names
+    vllm, trtllm = VLLM.container.container_id, TRTLLM.container.container_id
+    assert _names_moved(names, names) == frozenset()
+    assert _names_moved(None, names) is None and _names_moved(names, None) is None
+    # An equal entry in a new object has not moved; a changed one has.
+    copied = replace(names, containers=frozen_map({k: replace(v) for k, v in names.containers.items()}))
+    assert _names_moved(names, copied) == frozenset()
+    assert _names_moved(names, _renamed(names, vllm, "vllm-2")) == {vllm}
+    # Added and removed, in each of the three mappings.
+    fewer = replace(names, containers=frozen_map({k: v for k, v in names.containers.items() if k != trtllm}))
+    assert _names_moved(names, fewer) == {trtllm} == _names_moved(fewer, names)
+    pods = replace(names, pods=frozen_map({k: v for k, v in names.pods.items() if k != VLLM.uid}))
+    assert _names_moved(names, pods) == {VLLM.uid}
+    logs = replace(names, pod_log_containers=frozen_map({**names.pod_log_containers, TRTLLM.uid: ("trtllm", "x")}))
+    assert names.pod_log_containers.get(TRTLLM.uid) != ("trtllm", "x")
+    assert _names_moved(names, logs) == {TRTLLM.uid}
+
+
+def test_a_container_renamed_rejoins_its_pod_only_and_the_join_equals_one_from_scratch(monkeypatch):
+    import numawatch.workloads as workloads
+
+    first = readings.as_reading(reference_snapshot())
+    before = workloads_by_pod(first, REFERENCE)
+    second = readings.next_reading(first, names=_renamed(first.names, VLLM.container.container_id, "vllm-renamed"))
+    joined: list[str] = []
+    real = workloads._join_pod
+    monkeypatch.setattr(workloads, "_join_pod", lambda pod, shared: joined.append(pod.uid) or real(pod, shared))
+    viewed: list[str] = []
+    view = workloads._NamesOf.__call__
+    monkeypatch.setattr(workloads._NamesOf, "__call__", lambda self, pod: viewed.append(pod.uid) or view(self, pod))
+
+    after = workloads_by_pod(second, REFERENCE)
+
+    assert joined == [VLLM.uid]
+    assert viewed == [VLLM.uid]  # the other pods' names were not looked up again: none of their entries moved
+    assert [new is old for new, old in zip(after, before, strict=True)] == [
+        pod.uid != VLLM.uid for pod in second.cgroups.pods
+    ]
+    vllm = next(pod for pod in after if pod and pod[0].pod_uid == VLLM.uid)
+    assert [w.container_name for w in vllm] == ["vllm-renamed"]
+    assert after == workloads_by_pod(readings.from_scratch(second), REFERENCE)
+    # Renamed back at the next reading: joined again, with its first name.
+    joined.clear()
+    third = readings.next_reading(second, names=first.names)
+    assert workloads_by_pod(third, REFERENCE) == before
+    assert joined == [VLLM.uid]

@@ -325,6 +325,7 @@ class _PodVersions(NamedTuple):
     generation: int  # the pod's (PodCgroup.generation)
     versions: tuple[Hashable, Hashable, Hashable]  # of what the names, the kubelet state and the layout say of it
     views: tuple[Hashable, Hashable, Hashable]  # what they say of it
+    looked_up: frozenset[str]  # what the names are looked up by for it: its UID and its containers' IDs
 
 
 def _versions(
@@ -336,6 +337,7 @@ def _versions(
     names_generation: int | None,
     state_generation: Hashable,
     read_again: tuple[bool, bool],
+    names_moved: frozenset[str] | None,
 ) -> _PodVersions:
     """Tokens that change exactly when what the names say of ``pod`` (``_NamesOf``), what the kubelet state says of
     it (``_state_of``) and its layout (``_layout_of``: the pod less its containers' ``numa_bytes``) do: the
@@ -343,7 +345,7 @@ def _versions(
     only when its source or the pod was read again, from what the previous join worked out (``known``).
     ``names_generation`` and ``state_generation``: those sources' generations in the Host (the latter those of
     the kubelet state and the pod-resources answer); ``read_again``: whether each moved since ``known`` was worked
-    out."""
+    out; ``names_moved``: the names' entries that moved then (``_names_moved``; None: unknown)."""
     generation = pod.generation
     if known is None:
         names_view, state_view, layout_view = names(pod), _state_of(pod, state, slices), _layout_of(pod)
@@ -351,22 +353,28 @@ def _versions(
             generation,
             ((names_generation, generation), (state_generation, generation), generation),
             (names_view, state_view, layout_view),
+            _looked_up(pod),
         )
     names_read, state_read = read_again
     same_layout = known.generation == generation
-    if same_layout and not names_read and not state_read:
-        return known  # nothing of it was read again
+    looked_up = known.looked_up
     names_version, state_version, layout_version = known.versions
     names_view, state_view, layout_view = known.views
     # What the names and the kubelet state say of a pod depends on it through its UID and its containers' IDs alone,
     # which its layout holds: while the layout is the same (a new generation of the pod whose containers' memory
-    # numbers moved, the usual one), those views change only with their sources.
+    # numbers moved, the usual one), those views change only with their sources, and the names' only when an entry
+    # it is looked up by moved.
     if not same_layout:
         view = _layout_of(pod)
         same_layout = view == layout_view
         if not same_layout:
             layout_version = generation
+            looked_up = _looked_up(pod)
         layout_view = view
+    if same_layout and names_read and names_moved is not None and names_moved.isdisjoint(looked_up):
+        names_read = False
+    if known.generation == generation and not names_read and not state_read:
+        return known  # nothing of it was read again
     if not same_layout or names_read:
         view = names(pod)
         if view != names_view:
@@ -378,8 +386,12 @@ def _versions(
             state_version = (state_generation, generation)
         state_view = view
     return _PodVersions(
-        generation, (names_version, state_version, layout_version), (names_view, state_view, layout_view)
+        generation, (names_version, state_version, layout_version), (names_view, state_view, layout_view), looked_up
     )
+
+
+def _looked_up(pod: PodCgroup) -> frozenset[str]:
+    return frozenset((pod.uid, *(container.container_id for container in pod.containers)))
 
 
 def _state_of(pod: PodCgroup, declared: _Declared, slices: _DevicesByUid) -> Hashable:
@@ -560,6 +572,7 @@ class _Join:
     # out under.
     names_generation: int | None = None
     state_generation: Hashable = None
+    names: Names | None = field(default=None, repr=False)  # the names snapshot of ``names_generation``
     # What every per_pod table of one kind works out alike at this reading (``units``, ``positions``), made once.
     _shared: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -611,7 +624,11 @@ def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
     declared = _Declared(state, host.pod_resources, names)
     names_generation = host.generation("names")
     state_generation = (host.generation("kubelet_state"), host.generation("pod_resources"))
-    read_again = (names_generation != before.names_generation, state_generation != before.state_generation)
+    names_read = names_generation != before.names_generation
+    state_read = state_generation != before.state_generation
+    # Under pod churn the names move at nearly every reading, for the few pods that came or went: the entries that
+    # moved tell which pods' views to look at again (None: every pod's).
+    moved = _names_moved(before.names, names) if names_read else None
     for pod in cgroups.pods:
         path = pod.cgroup_path
         if context is None or not pod.generation:
@@ -624,8 +641,9 @@ def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
             workloads.extend(joined)
             continue
         versions = versions_by_path[path] = _versions(
-            pod, before.versions.get(path), names_of, declared, slices, names_generation, state_generation, read_again
-        )
+            pod, before.versions.get(path), names_of, declared, slices, names_generation, state_generation,
+            (names_read, state_read), moved,
+        )  # fmt: skip
         names_version, state_version, layout_version = versions.versions
         entry = before_by_path.get(path)
         if entry is not None and (entry.sources[0] != names_version or entry.sources[1] != state_version):
@@ -652,8 +670,40 @@ def _join(host: Host, intent: Intent, previous: _Join | None) -> _Join:
         workloads.extend(entry.joined)
     return _Join(
         next(_JOIN_SERIALS), tuple(workloads), tuple(per_pod), tuple(keys), context, tuple(layout_keys),
-        intent.version, by_path, versions_by_path, names_generation, state_generation,
+        intent.version, by_path, versions_by_path, names_generation, state_generation, names,
     )  # fmt: skip
+
+
+_ABSENT = object()
+
+
+def _names_moved(before: Names | None, now: Names | None) -> frozenset[str] | None:
+    """The container IDs and pod UIDs whose entries in the names snapshot ``now`` differ from ``before``'s (added,
+    removed or changed): all that ``_NamesOf`` looks a pod up by. None when either is unknown. The source hands an
+    unchanged entry out as the same object, so most are told apart by identity, the rest by equality."""
+    if before is None or now is None:
+        return None
+    moved: set[str] = set()
+    for current, previous in (
+        (now.containers, before.containers),
+        (now.pods, before.pods),
+        (now.pod_log_containers, before.pod_log_containers),
+    ):
+        if current is previous:
+            continue
+        get = previous.get
+        present = 0
+        for key, value in current.items():
+            old = get(key, _ABSENT)
+            if old is _ABSENT:
+                moved.add(key)
+                continue
+            present += 1
+            if old is not value and old != value:
+                moved.add(key)
+        if present != len(previous):  # some went
+            moved.update(key for key in previous if key not in current)
+    return frozenset(moved)
 
 
 def _over_containers(workloads: tuple[Workload, ...], pod: PodCgroup) -> tuple[Workload, ...]:
