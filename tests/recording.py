@@ -1,5 +1,6 @@
 """What a check, a metric family or a derivation reads of a Host: a copy of the Host that notes every source asked
-of it (its result, its down reason, its generation), and ``PREVIOUS`` when the previous reading is asked.
+of it (its result, its down reason, its generation), and ``PREVIOUS`` when the previous reading is asked; and which
+per-pod tables (numawatch.perpod's judges) it renews.
 
 The copy keeps the Host's generations but starts with an empty store, so nothing is handed out from an earlier
 reading: what a value reads, it reads now. A derivation (numawatch.derivation) is still made once per copy, and
@@ -7,10 +8,10 @@ what it read counts for every value that uses it, at its first use and every lat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from numawatch.derivation import Derivation
 from numawatch.host import Host
@@ -18,6 +19,7 @@ from numawatch.intent import Intent
 from numawatch.store import Store
 
 PREVIOUS = "<previous reading>"
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class RecordingHost(Host):
     mark: str | None = field(default=None, compare=False, repr=False)
     # Every derivation's reads, by its name, over every use (for the derivations' own declarations).
     by_derivation: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
+    # The name of every table renewed (``Host.renew``: a per-pod judge's is ("per_pod", its name, ...)), in order.
+    renewed: list[Hashable] = field(default_factory=list, compare=False, repr=False)
 
     def _note(self, name: str) -> None:
         if self.stack:
@@ -57,6 +61,10 @@ class RecordingHost(Host):
         if self.stack:
             self.stack[-1].update(self.derivation_reads[key])
         return made
+
+    def renew(self, name: Hashable, make: Callable[[Any | None], _T]) -> _T:
+        self.renewed.append(name)
+        return super().renew(name, make)
 
     @contextmanager
     def reads(self) -> Iterator[set[str]]:

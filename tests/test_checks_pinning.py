@@ -664,9 +664,9 @@ def odd_topology():
 
 
 @pytest.mark.parametrize("topology", [reference_snapshot().topology, odd_topology()], ids=["reference", "odd"])
-def test_the_checks_node_finder_answers_what_the_topology_answers(topology):
+def test_the_checks_cpu_nodes_answer_what_the_topology_answers(topology):
     host = with_results(reference_snapshot(), topology=topology)
-    nodes_of = pinning_checks.node_finder(host, topology)
+    nodes_of = pinning_checks.cpu_nodes(host, REFERENCE).nodes_of
     sets = [frozenset(), frozenset({99}), frozenset({7}), frozenset({6}), frozenset({3, 4}), frozenset(topology.cpus)]
     sets += [frozenset({cpu}) for cpu in topology.cpus] + [frozenset(range(n)) for n in range(0, 40, 3)]
 

@@ -1,7 +1,7 @@
 """The checks that judge pod by pod (pod_not_guaranteed, container_cpuset_drift, exclusive_cpu_overlap,
 node_workload_not_isolated, and the NUMA alignment checks container_numa_split, container_gpu_numa_mismatch,
 container_memory_numa_mismatch and container_memory_remote) make a pod's findings once and reuse them while the
-pod's generations and their other inputs stay (``workloads.per_pod``, through ``checks.pod_findings``): through
+pod's generations and their other inputs stay (``perpod.pod_values``, through ``workloads.per_pod``): through
 random sequences of changes to a node (pods added, removed, lingering under a second QoS cgroup, cpusets rewritten,
 the CPU Manager's state rewritten, pod usage moving, a CPU going offline, another intent), every reading's findings,
 in order, are those of the same reading judged from scratch; and what is reused is the previous reading's, for the

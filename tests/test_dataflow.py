@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_amdsmi import reference_amdsmi
@@ -34,6 +35,7 @@ from numawatch.metrics import capacity, core, gpu, platform
 from numawatch.metrics import host as host_metrics
 from numawatch.nvml_session import NvmlSession
 from numawatch.paths import Paths
+from numawatch.perpod import JUDGES, PodJudge, no_context
 from numawatch.shapes import parse_shape
 from numawatch.sources import SOURCES
 from numawatch.sources.amdsmi import amdsmi_session
@@ -51,12 +53,13 @@ HOST_READING: tuple[Callable[..., object], ...] = (
     capacity.families,
     *platform.BUILDERS,
 )
-# The reference profile, one with a named shape (capacity's replicas) and one asking huge pages of a node (read from
-# the numastat source).
+# The reference profile, one with a named shape (capacity's replicas), one asking huge pages of a node (read from
+# the numastat source) and one aligning containers rather than pods (container_numa_split judges them pod by pod).
 INTENTS = (
     REFERENCE,
     replace(REFERENCE, shapes=(parse_shape("cpu=2,memory=4Gi", name="small"),)),
     replace(REFERENCE, kernel=replace(REFERENCE.kernel, hugepages_per_node={0: {2048: 4}})),
+    replace(REFERENCE, topology_manager_scope="container"),
 )
 
 
@@ -162,20 +165,41 @@ def observed(tmp_path_factory) -> dict[str, object]:
         *_snapshots(),
     ]
     derivations: dict[str, set[str]] = {}
+    # Per pod judge: who used it (a check id, a builder), and what its context and pod inputs read.
+    judge_users: dict[str, set[str]] = {}
+    judges: dict[str, set[str]] = {}
+
+    def note_judges(recorder: RecordingHost, intent: Intent, user: str, since: int) -> None:
+        for key in recorder.renewed[since:]:
+            if isinstance(key, tuple) and key[0] == "per_pod" and key[1] in JUDGES:
+                judge_users.setdefault(key[1], set()).add(user)
+                judges.setdefault(key[1], set()).update(judge_reads(JUDGES[key[1]], recorder, intent))
+
     for host in hosts:
         recorder = recording(host)
         for intent in INTENTS:
             for check in all_checks():
+                since = len(recorder.renewed)
                 reads.setdefault(check.id, set()).update(check_reads(check, recorder, intent))
+                note_judges(recorder, intent, check.id, since)
             evaluation = replace(evaluate(host, intent), host=recorder)
             for build in HOST_READING:
+                since = len(recorder.renewed)
                 read, names = family_reads(build, evaluation)
+                note_judges(recorder, intent, build.__qualname__, since)
                 reads.setdefault(build.__qualname__, set()).update(read)
                 if names is not None:
                     made.setdefault(build.__qualname__, set()).update(names)
         for name, read in recorder.by_derivation.items():
             derivations.setdefault(name, set()).update(read)
-    return {"reads": reads, "made": made, "derivations": derivations}
+    return {"reads": reads, "made": made, "derivations": derivations, "judge_users": judge_users, "judges": judges}
+
+
+def judge_reads(judge: PodJudge[Any, Any], host: RecordingHost, intent: Intent) -> set[str]:
+    """What a per-pod judge's context (and where its pods' own inputs are looked up) reads of ``host``: all that
+    each pod's value depends on besides its workloads and the intent."""
+    pod_inputs = judge.pod_inputs
+    return reads_of(host, lambda: (judge.context(host, intent), pod_inputs and pod_inputs(host, intent)))
 
 
 # ------------------------------------------------------------------------------------------------- checks
@@ -206,6 +230,23 @@ def test_a_derivation_reads_only_what_it_declares(name, observed):
         pytest.skip("declared by a test")
     assert read, f"{name} was not made on any host: the proof would be empty"
     assert undeclared(derivation.inputs, read) == set(), f"{name} reads sources it does not declare"
+
+
+@pytest.mark.parametrize("name", sorted(JUDGES))
+def test_a_pod_judge_reads_only_what_each_check_or_family_using_it_declares(name, observed):
+    if name.startswith("tests."):
+        pytest.skip("declared by a test")
+    judge = JUDGES[name]
+    users = observed["judge_users"].get(name, set())
+    assert users, f"{name} was used by no check or family on any host: the proof would be empty"
+    read = observed["judges"][name]
+    assert read or (judge.context is no_context and judge.pod_inputs is None), f"{name}'s context read nothing"
+    declared = {check.id: check.inputs for check in all_checks()}
+    for build in HOST_READING:
+        declaration = declaration_of(build)
+        assert declaration is not None
+        declared[build.__qualname__] = declaration.inputs
+    assert {user: undeclared(declared[user], read) for user in users} == {user: set() for user in users}
 
 
 def test_every_registered_check_declares_its_inputs():
@@ -279,3 +320,18 @@ def test_a_family_declaring_less_than_it_reads_or_other_names_than_it_makes_is_c
     assert declaration is not None
     assert undeclared(declaration.inputs, read) == {"topology"}
     assert names != set(declaration.names)
+
+
+def _online_cpus(host: Host, intent: Intent) -> int:
+    return len(require(host, "topology").online)
+
+
+def _pod_size(context: int, intent: Intent, pod: tuple) -> int:
+    return len(pod)
+
+
+def test_a_pod_judges_context_reading_more_than_its_user_declares_is_caught():
+    judge = PodJudge("tests.dataflow.online_cpus", _online_cpus, _pod_size)
+    host = recording(reference_snapshot())
+    assert undeclared((KERNEL,), judge_reads(judge, host, REFERENCE)) == {"topology"}
+    assert undeclared((KERNEL, TOPOLOGY), judge_reads(judge, host, REFERENCE)) == set()

@@ -24,7 +24,6 @@ from numawatch.checks.check import (
     NotEvaluated,
     NotEvaluatedCheck,
     partial_topology,
-    pod_findings,
     require,
     require_known,
 )
@@ -45,7 +44,6 @@ __all__ = [
     "all_checks",
     "evaluate",
     "partial_topology",
-    "pod_findings",
     "require",
     "require_known",
 ]

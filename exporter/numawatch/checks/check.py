@@ -9,9 +9,8 @@ imports neither, so the checks and the registry that names them do not depend on
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any
 
 from numawatch.host import Host
@@ -19,7 +18,6 @@ from numawatch.inputs import Input, Keying, keying
 from numawatch.intent import Intent
 from numawatch.model import frozen_map
 from numawatch.model.topology import Topology
-from numawatch.workloads import Workload, per_pod
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -108,34 +106,6 @@ class Finding:
 
 
 CheckFunction = Callable[[Host, Intent], Iterable[Finding]]
-
-
-def pod_findings(
-    host: Host,
-    intent: Intent,
-    check: str,
-    inputs: Hashable,
-    findings_of: Callable[[tuple[Workload, ...]], Iterable[Finding]],
-    *,
-    pod_input: Callable[[tuple[Workload, ...]], Hashable] | None = None,
-    by_uid: bool = False,
-    reads_numa_bytes: bool = True,
-) -> list[Finding]:
-    """The findings of a check that judges pod by pod: ``findings_of(one pod's workloads)`` for every pod, in pod
-    order, made once per pod for as long as the pod's join, ``inputs`` and ``pod_input`` stay the same
-    (``workloads.per_pod``, which says what they may name, and what ``reads_numa_bytes=False`` promises). A node's
-    pods mostly do not change from one reading to the next, so serve makes the findings of the few that did."""
-    made = per_pod(
-        host,
-        intent,
-        f"findings.{check}",
-        inputs,
-        lambda workloads: tuple(findings_of(workloads)),
-        pod_input=pod_input,
-        by_uid=by_uid,
-        reads_numa_bytes=reads_numa_bytes,
-    )
-    return list(chain.from_iterable(made))
 
 
 @dataclass(frozen=True)

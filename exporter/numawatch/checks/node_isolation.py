@@ -20,16 +20,20 @@ A node without GPUs has nothing to keep others away from: both are not applicabl
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from itertools import chain
+from typing import NamedTuple
 
-from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated, pod_findings
+from numawatch.checks.check import Check, Finding, NotApplicable, NotEvaluated
 from numawatch.checks.kubelet import RKE2_CONFIG, require
 from numawatch.host import Host
 from numawatch.inputs import GPUS, KUBELET_CONFIG, KUBELET_STATE, KUBERNETES_API, OWN_POD, POD_USAGES, WORKLOADS
 from numawatch.intent import Intent
 from numawatch.model.cluster import ClusterView, NodeObject
 from numawatch.model.kubelet import KubeletConfig, KubeletState, NodeRegistration
-from numawatch.model.workloads import Names, PodsUsage, PodUsage
+from numawatch.model.workloads import Names, PodUsage
+from numawatch.perpod import pod_judge, pod_values
 from numawatch.workloads import Workload, workloads_by_pod
 
 GiB = 1 << 30
@@ -189,21 +193,80 @@ def _holds_gpu(pod: tuple[Workload, ...]) -> bool:
     return any(workload.gpus for workload in pod)
 
 
-def _node_agent(
-    uid: str, namespace: str, own_uid: str | None, cluster: ClusterView | None, names: Names | None, intent: Intent
-) -> tuple[bool, str]:
+@dataclass(frozen=True)
+class Neighbours:
+    """What every pod's verdict reads besides its own workloads and witnesses (``foreign_pods``' context)."""
+
+    allowed: frozenset[str]  # the namespaces whose pods may run here: the intent's and those of the GPU pods
+    own_uid: str | None  # numawatch's own pod's
+    usage_down: str | None  # why no pod's usage is known (the pod_usage source's down reason); None when it is up
+
+
+def neighbours(host: Host, intent: Intent) -> Neighbours:
+    pods = workloads_by_pod(host, intent)
+    gpu_namespaces = {w.namespace for pod in pods if _holds_gpu(pod) for w in pod if w.namespace}
+    own = host.own_pod
+    usage_down = host.down_reason("pod_usage") if host.pod_usage is None else None
+    return Neighbours(
+        frozenset(intent.node.allowed_namespaces | gpu_namespaces), own.uid if own is not None else None, usage_down
+    )
+
+
+@dataclass(frozen=True)
+class Witnesses:
+    """Where each pod's own witnesses are looked up (``witnesses_of``): its usage, the API's and CRI-O's word."""
+
+    usage: Mapping[str, PodUsage]
+    problems: Mapping[str, str]  # pod UID -> a malformed usage file, named
+    cluster: ClusterView | None
+    names: Names | None
+
+
+def witnesses(host: Host, intent: Intent) -> Witnesses:
+    usage = host.pod_usage
+    return Witnesses(
+        usage.pods if usage is not None else {},
+        usage.problems if usage is not None else {},
+        host.kubernetes_api,
+        host.names,
+    )
+
+
+class PodWitnesses(NamedTuple):
+    """What one pod's verdict reads besides its join: its usage reading and the malformed file that hid the rest, what
+    controls it as the API says (its controller's kind, whether it is a node agent) and whether CRI-O's pod labels
+    call it a DaemonSet's."""
+
+    used: PodUsage | None
+    problem: str | None
+    api: tuple[str | None, bool] | None  # None: the API does not list the pod, or is not read
+    daemonset: bool | None
+
+
+def witnesses_of(witnesses: Witnesses, pod: tuple[Workload, ...]) -> PodWitnesses:
+    uid = pod[0].pod_uid
+    used = witnesses.usage.get(uid)
+    api_pod = witnesses.cluster.pods.get(uid) if witnesses.cluster is not None else None
+    identity = witnesses.names.pods.get(uid) if witnesses.names is not None else None
+    return PodWitnesses(
+        used,
+        witnesses.problems.get(used.uid) if used is not None else None,
+        (api_pod.controller_kind, api_pod.node_agent) if api_pod is not None else None,
+        identity.daemonset if identity is not None else None,
+    )
+
+
+def _node_agent(uid: str, namespace: str, own_uid: str | None, pod: PodWitnesses, intent: Intent) -> tuple[bool, str]:
     """(whether the pod is a node agent, what says who owns it), judged by the most direct witness that answers:
     numawatch's own pod; the API's ownerReferences; CRI-O's pod labels; the node-agent namespaces."""
     if own_uid is not None and uid == own_uid:
         return True, "numawatch's own pod"
-    api_pod = cluster.pods.get(uid) if cluster is not None else None
-    if api_pod is not None:
-        kind = api_pod.controller_kind
-        return api_pod.node_agent, (f"a {kind}'s pod, says the API" if kind else "a bare pod, says the API")
-    identity = names.pods.get(uid) if names is not None else None
-    if identity is not None and identity.daemonset is not None:
-        return identity.daemonset, (
-            "a DaemonSet's pod, says CRI-O" if identity.daemonset else "no DaemonSet's pod, say CRI-O's pod labels"
+    if pod.api is not None:
+        kind, agent = pod.api
+        return agent, (f"a {kind}'s pod, says the API" if kind else "a bare pod, says the API")
+    if pod.daemonset is not None:
+        return pod.daemonset, (
+            "a DaemonSet's pod, says CRI-O" if pod.daemonset else "no DaemonSet's pod, say CRI-O's pod labels"
         )
     if intent.node.is_agent_namespace(namespace):
         return True, "a node-agent namespace's pod"
@@ -217,76 +280,48 @@ def check_node_workload_not_isolated(host: Host, intent: Intent) -> Iterator[Fin
         raise NotEvaluated("the kubelet has no readable device-plugin checkpoint, so who holds accelerators is unknown")
     if not gpu_node(host, intent):
         raise NotApplicable("the node has no GPU: every workload may run here")
-    pods = [pod for pod in workloads_by_pod(host, intent) if pod]
-    gpu_namespaces = {w.namespace for pod in pods if _holds_gpu(pod) for w in pod if w.namespace}
-    allowed = intent.node.allowed_namespaces | gpu_namespaces
-    usage: PodsUsage | None = host.pod_usage
-    own = host.own_pod
-    own_uid = own.uid if own is not None else None
-    cluster: ClusterView | None = host.kubernetes_api
-    names: Names | None = host.names
-    unnamed = [pod[0].pod_uid for pod in pods if pod[0].namespace is None and not _holds_gpu(pod)]
-
-    def findings_of(pod: tuple[Workload, ...]) -> tuple[Finding, ...]:
-        first = pod[0]
-        if _holds_gpu(pod) or first.namespace is None or first.namespace in allowed:
-            return ()
-        agent, owner = _node_agent(first.pod_uid, first.namespace, own_uid, cluster, names, intent)
-        if agent:
-            return ()
-        used = usage.pods.get(first.pod_uid) if usage is not None else None
-        return (
-            NODE_WORKLOAD_NOT_ISOLATED.finding(
-                intent,
-                {**first.pod_labels, "value": first.qos},
-                f"pod {first.pod_display} ({first.qos.capitalize()}) holds no GPU and its namespace is neither a "
-                f"system namespace nor one whose pods hold GPUs on this node, and it is no node agent ({owner}); "
-                + _use(used, usage, host)
-                + ", taking memory bandwidth, cache and shared-pool CPU time from the pinned inference pods",
-                "keep it off the GPU node: taint the node (nvidia.com/gpu=present:NoSchedule) and remove the pod's "
-                "toleration, or give it a nodeSelector/affinity for the nodes it belongs on; if it must run here, "
-                "list its namespace in the intent's node.systemNamespaces",
-            ),
-        )
-
-    def ownership(pod: tuple[Workload, ...]) -> Hashable:
-        """What the pod's verdict reads besides its join: its API entry's owner and CRI-O's word."""
-        uid = pod[0].pod_uid
-        api_pod = cluster.pods.get(uid) if cluster is not None else None
-        identity = names.pods.get(uid) if names is not None else None
-        return (
-            api_pod.owners if api_pod is not None else None,
-            identity.daemonset if identity is not None else None,
-        )
-
-    # Per pod: its workloads, the namespaces allowed here, who numawatch is, its usage reading (or why there is
-    # none), and what says who owns it.
-    if usage is None:
-        used_by: Mapping[str, PodUsage] = {}
-        inputs: tuple[object, ...] = (allowed, own_uid, cluster is not None, host.down_reason("pod_usage"))
-    else:
-        used_by, inputs = usage.pods, (allowed, own_uid, cluster is not None, usage.problems)
-    findings = pod_findings(
-        host,
-        intent,
-        NODE_WORKLOAD_NOT_ISOLATED.id,
-        inputs,
-        findings_of,
-        pod_input=lambda pod: (used_by.get(pod[0].pod_uid), ownership(pod)),
-        reads_numa_bytes=False,
-    )
-    if not findings and unnamed:
-        raise NotEvaluated(
-            f"the namespaces of {len(unnamed)} pod(s) are unknown (the names source: {host.down_reason('names')})"
-            if host.names is None
-            else f"the namespaces of {len(unnamed)} pod(s) are unknown, e.g. pod UID {unnamed[0]}"
-        )
+    findings = list(chain.from_iterable(pod_values(host, intent, FOREIGN_PODS)))
+    if not findings:
+        pods = [pod for pod in workloads_by_pod(host, intent) if pod]
+        unnamed = [pod[0].pod_uid for pod in pods if pod[0].namespace is None and not _holds_gpu(pod)]
+        if unnamed:
+            raise NotEvaluated(
+                f"the namespaces of {len(unnamed)} pod(s) are unknown (the names source: {host.down_reason('names')})"
+                if host.names is None
+                else f"the namespaces of {len(unnamed)} pod(s) are unknown, e.g. pod UID {unnamed[0]}"
+            )
     yield from findings
 
 
-def _use(used: PodUsage | None, usage: PodsUsage | None, host: Host) -> str:
+def foreign_pods(
+    neighbours: Neighbours, intent: Intent, pod: tuple[Workload, ...], witnessed: PodWitnesses
+) -> tuple[Finding, ...]:
+    """The finding of one pod that holds no GPU, runs outside the namespaces allowed here, and is no node agent."""
+    first = pod[0]
+    if _holds_gpu(pod) or first.namespace is None or first.namespace in neighbours.allowed:
+        return ()
+    agent, owner = _node_agent(first.pod_uid, first.namespace, neighbours.own_uid, witnessed, intent)
+    if agent:
+        return ()
+    return (
+        NODE_WORKLOAD_NOT_ISOLATED.finding(
+            intent,
+            {**first.pod_labels, "value": first.qos},
+            f"pod {first.pod_display} ({first.qos.capitalize()}) holds no GPU and its namespace is neither a "
+            f"system namespace nor one whose pods hold GPUs on this node, and it is no node agent ({owner}); "
+            + _use(witnessed, neighbours.usage_down)
+            + ", taking memory bandwidth, cache and shared-pool CPU time from the pinned inference pods",
+            "keep it off the GPU node: taint the node (nvidia.com/gpu=present:NoSchedule) and remove the pod's "
+            "toleration, or give it a nodeSelector/affinity for the nodes it belongs on; if it must run here, "
+            "list its namespace in the intent's node.systemNamespaces",
+        ),
+    )
+
+
+def _use(pod: PodWitnesses, usage_down: str | None) -> str:
+    used = pod.used
     if used is None:
-        why = host.down_reason("pod_usage") if usage is None else "its pod cgroup was not read"
+        why = usage_down if usage_down is not None else "its pod cgroup was not read"
         return f"its CPU and memory use are unknown ({why})"
     parts = []
     if used.cpu_cores is not None:
@@ -295,9 +330,8 @@ def _use(used: PodUsage | None, usage: PodsUsage | None, host: Host) -> str:
         parts.append(f"it has used {used.cpu_seconds:.0f} CPU-seconds since it started")
     if used.memory_bytes is not None:
         parts.append(f"{used.memory_bytes / GiB:.2f} GiB of memory")
-    problem = usage.problems.get(used.uid) if usage is not None else None
-    if problem is not None:
-        parts.append(f"the rest is unknown ({problem})")
+    if pod.problem is not None:
+        parts.append(f"the rest is unknown ({pod.problem})")
     return " and ".join(parts) if parts else "its CPU and memory use are unknown"
 
 
@@ -323,3 +357,14 @@ NODE_WORKLOAD_NOT_ISOLATED = Check(
 )
 
 CHECKS: tuple[Check, ...] = (NODE_TAINT_MISSING, NODE_WORKLOAD_NOT_ISOLATED)
+
+# Per pod: its workloads, the namespaces allowed here, who numawatch is, why usage is unknown (numawatch.perpod), and
+# the pod's own usage reading and what says who owns it.
+FOREIGN_PODS = pod_judge(
+    f"findings.{NODE_WORKLOAD_NOT_ISOLATED.id}",
+    context=neighbours,
+    judge=foreign_pods,
+    pod_inputs=witnesses,
+    pod_input=witnesses_of,
+    reads_numa_bytes=False,
+)

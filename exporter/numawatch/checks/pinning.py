@@ -15,9 +15,12 @@ once, by ``kubelet_state_stale``, and no message here names an offline CPU as mi
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import chain
 
-from numawatch.checks.check import Check, Finding, NotEvaluated, pod_findings, require, require_known
+from numawatch.checks.check import Check, Finding, NotEvaluated, require, require_known
 from numawatch.checks.kubelet import kubelet_root, restart_steps, set_setting
 from numawatch.cpuset import CPUSet, format_cpulist
 from numawatch.derivation import derivation
@@ -27,7 +30,8 @@ from numawatch.intent import Intent
 from numawatch.model.kubelet import CpuManagerState, KubeletState
 from numawatch.model.topology import Topology
 from numawatch.model.workloads import QOS_GUARANTEED
-from numawatch.workloads import Workload, build_workloads, per_pod
+from numawatch.perpod import pod_judge, pod_values
+from numawatch.workloads import Workload, build_workloads
 
 _QOS_NAMES = {"guaranteed": "Guaranteed", "burstable": "Burstable", "besteffort": "BestEffort"}
 
@@ -72,21 +76,30 @@ def qos_name(qos: str) -> str:
     return _QOS_NAMES.get(qos, qos)
 
 
-def node_finder(host: Host, topology: Topology) -> Callable[[CPUSet], frozenset[int]]:
-    """``topology.nodes_of`` for one check of one Host: the same answer from each node's CPU set, one set test per
-    node instead of a lookup per CPU (a shared pool holds hundreds), and remembered per CPU set, since the ~860
-    containers hold a handful of distinct sets."""
-    # Not this Host's own topology (never, in the checks here): nothing shared.
-    by_node = _host_cpus_by_node(host) if topology is host.topology else _cpus_by_node(topology)
-    found: dict[CPUSet, frozenset[int]] = {}
+@dataclass(frozen=True)
+class CpuNodes:
+    """What the NUMA alignment checks read of the topology, the context of their per-pod judges (``cpu_nodes``):
+    which CPUs each node holds, the online CPUs and the nodes without CPUs."""
 
-    def nodes_of(cpus: CPUSet) -> frozenset[int]:
-        nodes = found.get(cpus)
+    by_node: tuple[tuple[int, CPUSet], ...]  # (node, its CPUs), as ``_cpus_by_node``
+    online: CPUSet
+    cpuless: frozenset[int]  # nodes without online CPUs (HBM, CXL, a Grace-class node's GPU memory)
+    # ``nodes_of``'s answers per CPU set: the ~860 containers hold a handful of distinct sets.
+    found: dict[CPUSet, frozenset[int]] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def nodes_of(self, cpus: CPUSet) -> frozenset[int]:
+        """``Topology.nodes_of``: the same answer from each node's CPU set, one set test per node instead of a lookup
+        per CPU (a shared pool holds hundreds)."""
+        nodes = self.found.get(cpus)
         if nodes is None:
-            nodes = found[cpus] = frozenset(node for node, members in by_node if not members.isdisjoint(cpus))
+            nodes = self.found[cpus] = frozenset(node for node, members in self.by_node if not members.isdisjoint(cpus))
         return nodes
 
-    return nodes_of
+
+def cpu_nodes(host: Host, intent: Intent) -> CpuNodes:
+    """The Host's ``CpuNodes`` (NotEvaluated without a topology whose CPU lists are known)."""
+    topology: Topology = require(host, "topology")
+    return CpuNodes(_host_cpus_by_node(host), topology.online, _cpuless_nodes(topology))
 
 
 @derivation("pinning.cpus_by_node", inputs=(TOPOLOGY,))
@@ -113,37 +126,38 @@ def _pin_reason(workload: Workload, intent: Intent) -> str:
 # --------------------------------------------------------------------------------------------- pod QoS
 def check_pod_not_guaranteed(host: Host, intent: Intent) -> Iterator[Finding]:
     require(host, "cgroups")
-    # A pod holding a GPU must be pinned even when its containers' names (needed for the per-container join) are
-    # unknown: the device checkpoint knows the pod UID.
-    gpu_pods: set[str] = set()
-    state = host.kubelet_state
-    if intent.pin_gpu_containers and state is not None and state.devices is not None:
-        gpu_pods = {e.pod_uid for e in state.devices.entries if intent.is_gpu_resource(e.resource_name)}
+    yield from chain.from_iterable(pod_values(host, intent, NOT_GUARANTEED_PODS))
 
-    def findings_of(members: tuple[Workload, ...]) -> Iterator[Finding]:
-        first = members[0]
-        if first.qos == QOS_GUARANTEED:
-            return
-        reasons = [
-            f"container {w.container_name or w.container_id[:12]} {_pin_reason(w, intent)}"
-            for w in members
-            if w.must_pin
-        ]
-        if not reasons and first.pod_uid in gpu_pods:
-            reasons = ["it holds a GPU"]
-        if not reasons:
-            return
-        yield POD_NOT_GUARANTEED.finding(
+
+def gpu_pods(host: Host, intent: Intent) -> frozenset[str]:
+    """The UIDs of the pods the device checkpoint gives a GPU (none when the intent does not pin GPU containers): a pod
+    holding a GPU must be pinned even when its containers' names (needed for the per-container join) are unknown."""
+    state = host.kubelet_state
+    if not intent.pin_gpu_containers or state is None or state.devices is None:
+        return frozenset()
+    return frozenset(e.pod_uid for e in state.devices.entries if intent.is_gpu_resource(e.resource_name))
+
+
+def not_guaranteed(gpu_pods: frozenset[str], intent: Intent, members: tuple[Workload, ...]) -> tuple[Finding, ...]:
+    """The finding of one pod UID (its pod cgroups together) that must be pinned and is not Guaranteed."""
+    first = members[0]
+    if first.qos == QOS_GUARANTEED:
+        return ()
+    reasons = [
+        f"container {w.container_name or w.container_id[:12]} {_pin_reason(w, intent)}" for w in members if w.must_pin
+    ]
+    if not reasons and first.pod_uid in gpu_pods:
+        reasons = ["it holds a GPU"]
+    if not reasons:
+        return ()
+    return (
+        POD_NOT_GUARANTEED.finding(
             intent,
             first.pod_labels,
             f"pod {first.pod_display} must be pinned ({'; '.join(reasons)}) but its QoS class is "
             f"{qos_name(first.qos)}: the CPU Manager gives exclusive CPUs only to Guaranteed pods with an integer "
             "CPU request, so it runs on the shared pool",
-        )
-
-    # Per pod UID (its pod cgroups together): its workloads and the pods the device checkpoint gives a GPU.
-    yield from pod_findings(
-        host, intent, POD_NOT_GUARANTEED.id, frozenset(gpu_pods), findings_of, by_uid=True, reads_numa_bytes=False
+        ),
     )
 
 
@@ -192,33 +206,64 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
     policy = config.cpu_manager_policy if config is not None else cpu_state.policy_name
     if policy != "static" or cpu_state.policy_name != "static":
         raise NotEvaluated(f'the CPU Manager policy is "{policy}": the kubelet assigns no cpusets to compare with')
-    online = online_cpus(host)
-    # Comparing two equal sets of hundreds of CPUs walks them all, and ~860 containers hold a handful of distinct
-    # sets (mostly the shared pool): compare each pair once.
-    same: dict[tuple[CPUSet, CPUSet], bool] = {}
+    yield from chain.from_iterable(pod_values(host, intent, DRIFTED_CPUSETS))
 
-    def findings_of(pod: tuple[Workload, ...]) -> Iterator[Finding]:
-        for workload in pod:
-            cpus = workload.cpus
-            if cpus is None:
-                continue
-            if workload.container_name is None and workload.pod_uid in cpu_state.entries:
-                continue  # the pod has exclusive entries but we cannot tell which is this container's
-            if workload.exclusive_cpus:
-                assigned, what = workload.exclusive_cpus, "its exclusive CPUs"
-            else:
-                assigned, what = cpu_state.default_cpuset, "the shared pool (defaultCpuSet)"
-            expected = assigned_online(assigned, online)
-            pair = (cpus, expected)
-            equal = same.get(pair)
-            if equal is None:
-                equal = same[pair] = cpus == expected
-            if equal:
-                continue
-            if not expected:
-                # Every assigned CPU went offline: a v2 cpuset then falls back to its parent's CPUs (a v1 one empties
-                # and its tasks move to the parent cgroup). The container is unpinned until it gets online CPUs again.
-                yield CPUSET_DRIFT.finding(
+
+@dataclass(frozen=True)
+class Assignment:
+    """What every container's cpuset is compared with besides its own exclusive CPUs (``cpuset_drifts``' context)."""
+
+    shared: CPUSet  # the CPU Manager's shared pool (defaultCpuSet)
+    online: CPUSet | None  # ``online_cpus``
+    # Whether a cpuset equals what is expected, per pair: comparing two equal sets of hundreds of CPUs walks them all,
+    # and ~860 containers hold a handful of distinct sets (mostly the shared pool).
+    same: dict[tuple[CPUSet, CPUSet], bool] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def equal(self, cpus: CPUSet, expected: CPUSet) -> bool:
+        pair = (cpus, expected)
+        equal = self.same.get(pair)
+        if equal is None:
+            equal = self.same[pair] = cpus == expected
+        return equal
+
+
+def assignment(host: Host, intent: Intent) -> Assignment:
+    return Assignment(require_cpu_state(host).default_cpuset, online_cpus(host))
+
+
+def cpu_entries(host: Host, intent: Intent) -> Mapping[str, object]:
+    """The CPU Manager's entries by pod UID, for ``has_entries``."""
+    return require_cpu_state(host).entries
+
+
+def has_entries(entries: Mapping[str, object], pod: tuple[Workload, ...]) -> bool:
+    """Whether the CPU Manager holds exclusive entries for the pod's UID (a pod's own input to ``cpuset_drifts``)."""
+    return pod[0].pod_uid in entries
+
+
+def cpuset_drifts(
+    assigned_to: Assignment, intent: Intent, pod: tuple[Workload, ...], entries_held: bool
+) -> tuple[Finding, ...]:
+    """The findings of one pod's containers whose cpuset is not their assignment's online part."""
+    found: list[Finding] = []
+    for workload in pod:
+        cpus = workload.cpus
+        if cpus is None:
+            continue
+        if workload.container_name is None and entries_held:
+            continue  # the pod has exclusive entries but we cannot tell which is this container's
+        if workload.exclusive_cpus:
+            assigned, what = workload.exclusive_cpus, "its exclusive CPUs"
+        else:
+            assigned, what = assigned_to.shared, "the shared pool (defaultCpuSet)"
+        expected = assigned_online(assigned, assigned_to.online)
+        if assigned_to.equal(cpus, expected):
+            continue
+        if not expected:
+            # Every assigned CPU went offline: a v2 cpuset then falls back to its parent's CPUs (a v1 one empties
+            # and its tasks move to the parent cgroup). The container is unpinned until it gets online CPUs again.
+            found.append(
+                CPUSET_DRIFT.finding(
                     intent,
                     {**workload.labels, "cpus": format_cpulist(cpus)},
                     f"container {workload.display} runs on CPUs {format_cpulist(cpus)}: every one of {what} is "
@@ -226,126 +271,156 @@ def check_cpuset_drift(host: Host, intent: Intent) -> Iterator[Finding]:
                     "bring the CPUs back online, or rebuild the kubelet's CPU state (kubelet_state_stale names the "
                     "file) and recreate the pod so the kubelet assigns it online CPUs",
                 )
-                continue
-            extra, missing = cpus - expected, expected - cpus
-            detail = []
-            if extra:
-                detail.append(f"{format_cpulist(extra)} not assigned to it")
-            if missing:
-                detail.append(f"{format_cpulist(missing)} missing")
-            online_part = " (those of its assignment that are online)" if expected != assigned else ""
-            yield CPUSET_DRIFT.finding(
+            )
+            continue
+        extra, missing = cpus - expected, expected - cpus
+        detail = []
+        if extra:
+            detail.append(f"{format_cpulist(extra)} not assigned to it")
+        if missing:
+            detail.append(f"{format_cpulist(missing)} missing")
+        online_part = " (those of its assignment that are online)" if expected != assigned else ""
+        found.append(
+            CPUSET_DRIFT.finding(
                 intent,
                 {**workload.labels, "cpus": format_cpulist(cpus), "expected": format_cpulist(expected)},
                 f"container {workload.display} runs on CPUs {format_cpulist(cpus)} but the kubelet assigned "
                 f"{what} {format_cpulist(expected)}{online_part} ({', '.join(detail)})",
             )
-
-    # Per pod: its workloads (their join holds what the CPU Manager's state says of the pod's UID), the shared pool
-    # and the online CPUs.
-    inputs = (cpu_state.default_cpuset, online)
-    yield from pod_findings(host, intent, CPUSET_DRIFT.id, inputs, findings_of, reads_numa_bytes=False)
+        )
+    return tuple(found)
 
 
 def check_exclusive_overlap(host: Host, intent: Intent) -> Iterator[Finding]:
     found = workloads(host, intent)
     require_cpu_state(host)
     # Only exclusive CPUs of running containers count: entries of exited init containers are reused by their pod.
-    owners = [w for w in found if w.exclusive_cpus]
-    if not owners:
+    if not any(w.exclusive_cpus for w in found):
         return
-    # An offline CPU is in no cpuset, so it never overlaps; comparing the online part says so in the code too.
-    online = online_cpus(host)
-    held = {w.container_id: assigned_online(w.exclusive_cpus or frozenset(), online) for w in owners}
-    everything: CPUSet = frozenset().union(*held.values())
-    # Most containers hold one of a handful of CPU sets (the shared pool): test each (cpus, own) pair once.
-    intrudes: dict[tuple[CPUSet, CPUSet], bool] = {}
+    yield from chain.from_iterable(pod_values(host, intent, OVERLAPS))
 
-    def findings_of(pod: tuple[Workload, ...]) -> Iterator[Finding]:
-        for workload in pod:
-            if workload.cpus is None:
+
+@dataclass(frozen=True)
+class Owners:
+    """Every running container given exclusive CPUs (``overlaps``' context): (its container ID, itself as findings
+    name it, the online part of its exclusive CPUs), in the join's order."""
+
+    owned: tuple[tuple[str, str, CPUSet], ...]
+    # Whether a cpuset intrudes on another's exclusive CPUs, per (cpus, its own exclusive CPUs): most containers
+    # hold one of a handful of CPU sets (the shared pool).
+    intrudes: dict[tuple[CPUSet, CPUSet], bool] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    @cached_property
+    def held(self) -> dict[str, CPUSet]:
+        return {container_id: cpus for container_id, _, cpus in self.owned}
+
+    @cached_property
+    def everything(self) -> CPUSet:
+        return frozenset().union(*self.held.values())
+
+    def intruding(self, cpus: CPUSet, own: CPUSet) -> bool:
+        pair = (cpus, own)
+        intruding = self.intrudes.get(pair)
+        if intruding is None:
+            intruding = self.intrudes[pair] = bool((cpus & self.everything) - own)
+        return intruding
+
+
+def owners(host: Host, intent: Intent) -> Owners:
+    """The Host's ``Owners``: an offline CPU is in no cpuset, so it never overlaps; comparing the online part says
+    so in the code too."""
+    found = [w for w in build_workloads(host, intent) if w.exclusive_cpus]
+    online = online_cpus(host)
+    held = {w.container_id: assigned_online(w.exclusive_cpus or frozenset(), online) for w in found}
+    return Owners(tuple((owner.container_id, owner.display, held[owner.container_id]) for owner in found))
+
+
+def overlaps(owners: Owners, intent: Intent, pod: tuple[Workload, ...]) -> tuple[Finding, ...]:
+    """The findings of one pod's containers that can run on CPUs given exclusively to another container."""
+    found: list[Finding] = []
+    for workload in pod:
+        if workload.cpus is None:
+            continue
+        own = owners.held.get(workload.container_id, frozenset())
+        if not owners.intruding(workload.cpus, own):
+            continue
+        intruded = []
+        overlap: set[int] = set()
+        for container_id, display, cpus in owners.owned:
+            if container_id == workload.container_id:
                 continue
-            own = held.get(workload.container_id, frozenset())
-            pair = (workload.cpus, own)
-            intruding = intrudes.get(pair)
-            if intruding is None:
-                intruding = intrudes[pair] = bool((workload.cpus & everything) - own)
-            if not intruding:
-                continue
-            intruded = []
-            overlap: set[int] = set()
-            for owner in owners:
-                if owner.container_id == workload.container_id:
-                    continue
-                shared = workload.cpus & held[owner.container_id]
-                if shared:
-                    intruded.append(f"{owner.display} ({format_cpulist(shared)})")
-                    overlap |= shared
-            if not overlap:
-                continue
-            why = ""
-            if workload.exclusive_cpus and not own:
-                why = (
-                    ": every CPU of its own exclusive assignment is offline, so the kernel runs it on its parent "
-                    "cgroup's CPUs"
-                )
-            yield EXCLUSIVE_OVERLAP.finding(
+            shared = workload.cpus & cpus
+            if shared:
+                intruded.append(f"{display} ({format_cpulist(shared)})")
+                overlap |= shared
+        if not overlap:
+            continue
+        why = ""
+        if workload.exclusive_cpus and not own:
+            why = (
+                ": every CPU of its own exclusive assignment is offline, so the kernel runs it on its parent "
+                "cgroup's CPUs"
+            )
+        found.append(
+            EXCLUSIVE_OVERLAP.finding(
                 intent,
                 {**workload.labels, "cpus": format_cpulist(overlap)},
                 f"container {workload.display} can run on CPUs {format_cpulist(overlap)} given exclusively to "
                 f"{', '.join(intruded)}{why}",
             )
-
-    # Per pod: its workloads and every owner of exclusive CPUs (who, named as the findings name it, and which CPUs).
-    owned = tuple((owner.container_id, owner.display, held[owner.container_id]) for owner in owners)
-    yield from pod_findings(host, intent, EXCLUSIVE_OVERLAP.id, owned, findings_of, reads_numa_bytes=False)
+        )
+    return tuple(found)
 
 
 # --------------------------------------------------------------------------------------------- NUMA alignment
 def check_numa_split(host: Host, intent: Intent) -> Iterator[Finding]:
     require(host, "cgroups")
-    topology: Topology = require(host, "topology")
+    require(host, "topology")
     require_cpu_state(host)
-    nodes_of = node_finder(host, topology)
-    online = topology.online
     # A container whose every exclusive CPU went offline runs on its parent's CPUs: where those span nodes, its
     # threads really are split now (as they really overlap other containers' CPUs), whatever caused it.
-    if intent.topology_manager_scope == "pod":
-        by_pod: dict[str, list[Workload]] = defaultdict(list)
-        for workload in (w for w in workloads(host, intent) if w.pinned):
-            by_pod[workload.pod_uid].append(workload)
-        for members in by_pod.values():
-            nodes = nodes_of(frozenset().union(*(_cpus(w, online) for w in members)))
-            if len(nodes) < 2:
-                continue
-            parts = [
-                f"{w.container_name or w.container_id[:12]} on {nodes_text(nodes_of(_cpus(w, online)))}"
-                for w in members
-            ]
-            yield NUMA_SPLIT.finding(
-                intent,
-                {**members[0].pod_labels, "numa_node": nodes_text(nodes)},
-                f"pod {members[0].pod_display} has its pinned CPUs on NUMA nodes {nodes_text(nodes)} "
-                f"({'; '.join(parts)})",
-            )
+    if intent.topology_manager_scope != "pod":
+        yield from chain.from_iterable(pod_values(host, intent, SPLIT_CONTAINERS))
         return
+    nodes = cpu_nodes(host, intent)
+    online = nodes.online
+    by_pod: dict[str, list[Workload]] = defaultdict(list)
+    for workload in (w for w in workloads(host, intent) if w.pinned):
+        by_pod[workload.pod_uid].append(workload)
+    for members in by_pod.values():
+        split = nodes.nodes_of(frozenset().union(*(_cpus(w, online) for w in members)))
+        if len(split) < 2:
+            continue
+        parts = [
+            f"{w.container_name or w.container_id[:12]} on {nodes_text(nodes.nodes_of(_cpus(w, online)))}"
+            for w in members
+        ]
+        yield NUMA_SPLIT.finding(
+            intent,
+            {**members[0].pod_labels, "numa_node": nodes_text(split)},
+            f"pod {members[0].pod_display} has its pinned CPUs on NUMA nodes {nodes_text(split)} "
+            f"({'; '.join(parts)})",
+        )
 
-    def findings_of(pod: tuple[Workload, ...]) -> Iterator[Finding]:
-        for workload in pod:
-            if not workload.pinned:
-                continue
-            cpus = _cpus(workload, online)
-            nodes = nodes_of(cpus)
-            if len(nodes) < 2:
-                continue
-            yield NUMA_SPLIT.finding(
+
+def split_containers(nodes: CpuNodes, intent: Intent, pod: tuple[Workload, ...]) -> tuple[Finding, ...]:
+    """The findings of one pod's pinned containers whose CPUs span NUMA nodes (topology-manager-scope container)."""
+    found: list[Finding] = []
+    for workload in pod:
+        if not workload.pinned:
+            continue
+        cpus = _cpus(workload, nodes.online)
+        split = nodes.nodes_of(cpus)
+        if len(split) < 2:
+            continue
+        found.append(
+            NUMA_SPLIT.finding(
                 intent,
-                {**workload.labels, "numa_node": nodes_text(nodes)},
-                f"container {workload.display} has its CPUs {format_cpulist(cpus)} on NUMA nodes {nodes_text(nodes)}",
+                {**workload.labels, "numa_node": nodes_text(split)},
+                f"container {workload.display} has its CPUs {format_cpulist(cpus)} on NUMA nodes {nodes_text(split)}",
             )
-
-    # Per pod: its workloads and the topology (the same object while it is not read again).
-    yield from pod_findings(host, intent, NUMA_SPLIT.id, topology, findings_of, reads_numa_bytes=False)
+        )
+    return tuple(found)
 
 
 def _cpus(workload: Workload, online: CPUSet | None) -> CPUSet:
@@ -364,65 +439,61 @@ def check_gpu_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
         raise NotEvaluated("the kubelet has no readable device-plugin checkpoint, so GPU assignments are unknown")
     if len(topology.nodes) < 2:
         return
-    nodes_of = node_finder(host, topology)
+    # Per pod: its workloads (their GPUs come from the device checkpoint through the join) and where CPUs sit.
+    yield from chain.from_iterable(pod_values(host, intent, GPU_MISMATCHES))
 
-    def findings_of(pod: tuple[Workload, ...]) -> Iterator[Finding]:
-        for workload in pod:
-            if not workload.gpus or workload.cpus is None:
+
+def gpu_mismatches(nodes: CpuNodes, intent: Intent, pod: tuple[Workload, ...]) -> tuple[Finding, ...]:
+    """The findings of one pod's containers running on CPUs off their GPUs' NUMA node."""
+    found: list[Finding] = []
+    for workload in pod:
+        if not workload.gpus or workload.cpus is None:
+            continue
+        cpus_on = nodes.nodes_of(workload.cpus)
+        for gpu in workload.gpus:
+            node = gpu.numa_node
+            if node is None or cpus_on <= {node}:
                 continue
-            cpu_nodes = nodes_of(workload.cpus)
-            for gpu in workload.gpus:
-                node = gpu.numa_node
-                if node is None or cpu_nodes <= {node}:
-                    continue
-                where = "its exclusive CPUs" if workload.pinned else "the shared pool"
-                uuid = f" ({gpu.uuid})" if gpu.uuid and gpu.uuid != gpu.label else ""
-                yield GPU_NUMA_MISMATCH.finding(
+            where = "its exclusive CPUs" if workload.pinned else "the shared pool"
+            uuid = f" ({gpu.uuid})" if gpu.uuid and gpu.uuid != gpu.label else ""
+            found.append(
+                GPU_NUMA_MISMATCH.finding(
                     intent,
                     {**workload.labels, "gpu": gpu.label, "numa_node": str(node)},
                     f"container {workload.display} uses GPU {gpu.label}{uuid} on NUMA node {node} but runs on "
-                    f"{where} {format_cpulist(workload.cpus)} (NUMA nodes {nodes_text(cpu_nodes)})",
+                    f"{where} {format_cpulist(workload.cpus)} (NUMA nodes {nodes_text(cpus_on)})",
                 )
-
-    # Per pod: its workloads (their GPUs come from the device checkpoint through the join) and the topology.
-    yield from pod_findings(host, intent, GPU_NUMA_MISMATCH.id, topology, findings_of, reads_numa_bytes=False)
+            )
+    return tuple(found)
 
 
 def check_memory_numa_mismatch(host: Host, intent: Intent) -> Iterator[Finding]:
     require(host, "cgroups")
-    topology: Topology = require(host, "topology")
+    require(host, "topology")
     if intent.memory_manager_policy != "Static":
         raise NotEvaluated(f'intent does not bind memory (memoryManagerPolicy "{intent.memory_manager_policy}")')
-    nodes_of = node_finder(host, topology)
-    cpuless = _cpuless_nodes(topology)
-    # Per pod: its workloads (their Memory Manager blocks come through the join) and the topology.
-    yield from pod_findings(
-        host,
-        intent,
-        MEMORY_NUMA_MISMATCH.id,
-        topology,
-        lambda pod: _memory_numa_mismatches(pod, intent, nodes_of, cpuless),
-        reads_numa_bytes=False,
-    )
+    # Per pod: its workloads (their Memory Manager blocks come through the join) and where CPUs sit.
+    yield from chain.from_iterable(pod_values(host, intent, MEMORY_MISMATCHES))
 
 
-def _memory_numa_mismatches(
-    pod: tuple[Workload, ...], intent: Intent, nodes_of: Callable[[CPUSet], frozenset[int]], cpuless: frozenset[int]
-) -> Iterator[Finding]:
+def memory_mismatches(nodes: CpuNodes, intent: Intent, pod: tuple[Workload, ...]) -> tuple[Finding, ...]:
+    """The findings of one pod's pinned or memory-bound containers that may allocate memory off their CPUs' nodes or
+    off the Memory Manager's."""
+    found: list[Finding] = []
     for workload in pod:
         if not (workload.pinned or workload.memory_blocks) or workload.mems is None or workload.cpus is None:
             continue
-        cpu_nodes = nodes_of(workload.cpus)
+        cpus_on = nodes.nodes_of(workload.cpus)
         # A GPU holder may be allowed the CPU-less nodes that hold GPU memory (Grace-class nodes): they are no CPU's
         # local memory, so they cannot be remote to its CPUs.
-        mems = workload.mems - cpuless if workload.gpus else workload.mems
+        mems = workload.mems - nodes.cpuless if workload.gpus else workload.mems
         problems = []
         # Only exclusive CPUs must share the memory's nodes. A shared-pool container of a Guaranteed pod (a
         # fractional-CPU sidecar) legitimately runs anywhere while the Memory Manager binds its memory to one node.
         # Memory on fewer nodes than the CPUs (CPUs split over two nodes, memory bound to one) is not remote memory:
         # container_numa_split reports the CPUs.
-        if workload.pinned and not mems <= cpu_nodes:
-            problems.append(f"its CPUs are on NUMA nodes {nodes_text(cpu_nodes)}")
+        if workload.pinned and not mems <= cpus_on:
+            problems.append(f"its CPUs are on NUMA nodes {nodes_text(cpus_on)}")
         assigned = workload.memory_nodes
         if assigned and mems != assigned:
             problems.append(f"the Memory Manager assigned NUMA nodes {nodes_text(assigned)}")
@@ -435,59 +506,57 @@ def _memory_numa_mismatches(
                 "find what rewrote cpuset.mems (systemctl daemon-reload, an NRI/DRA plugin, a hand edit), then restart "
                 "the container (kubectl delete pod) so the kubelet applies the Memory Manager's nodes again"
             )
-        yield MEMORY_NUMA_MISMATCH.finding(
-            intent,
-            {**workload.labels, "numa_node": nodes_text(workload.mems)},
-            f"container {workload.display} may allocate memory on NUMA nodes {nodes_text(workload.mems)} but "
-            f"{' and '.join(problems)}",
-            remediation,
+        found.append(
+            MEMORY_NUMA_MISMATCH.finding(
+                intent,
+                {**workload.labels, "numa_node": nodes_text(workload.mems)},
+                f"container {workload.display} may allocate memory on NUMA nodes {nodes_text(workload.mems)} but "
+                f"{' and '.join(problems)}",
+                remediation,
+            )
         )
+    return tuple(found)
 
 
 def check_memory_remote(host: Host, intent: Intent) -> Iterator[Finding]:
     require(host, "cgroups")
-    topology: Topology = require(host, "topology")
-    nodes_of = node_finder(host, topology)
-    cpuless = _cpuless_nodes(topology)
-
-    def judged(pod: tuple[Workload, ...]) -> tuple[bool, bool, tuple[Finding, ...]]:
-        """(whether the pod has a container to measure, whether one was measured, its findings)."""
-        candidates = [w for w in pod if (w.pinned or w.must_pin) and w.cpus is not None]
-        measured = [w for w in candidates if w.numa_bytes is not None]
-        return bool(candidates), bool(measured), tuple(_remote_memory(measured, intent, topology, nodes_of, cpuless))
-
-    # Per pod: its workloads (memory.numa_stat included) and the topology; the intent's thresholds are the intent's.
-    pods = per_pod(host, intent, f"findings.{MEMORY_REMOTE.id}", topology, judged)
+    require(host, "topology")
+    # Per pod: its workloads (memory.numa_stat included) and where CPUs sit; the intent's thresholds are the intent's.
+    pods = pod_values(host, intent, REMOTE_MEMORY)
     if any(candidate for candidate, _, _ in pods) and not any(measured for _, measured, _ in pods):
         raise NotEvaluated("no pinned container's memory.numa_stat could be read")
     for _, _, findings in pods:
         yield from findings
 
 
-def _remote_memory(
-    measured: list[Workload],
-    intent: Intent,
-    topology: Topology,
-    nodes_of: Callable[[CPUSet], frozenset[int]],
-    cpuless: frozenset[int],
-) -> Iterator[Finding]:
+def remote_memory(
+    nodes: CpuNodes, intent: Intent, pod: tuple[Workload, ...]
+) -> tuple[bool, bool, tuple[Finding, ...]]:
+    """(whether the pod has a container to measure, whether one was measured, the findings of its containers with
+    too much of their resident memory on nodes remote to their CPUs)."""
+    candidates = [w for w in pod if (w.pinned or w.must_pin) and w.cpus is not None]
+    measured = [w for w in candidates if w.numa_bytes is not None]
+    found: list[Finding] = []
     for workload in measured:
-        local = nodes_of(_cpus(workload, topology.online))
+        local = nodes.nodes_of(_cpus(workload, nodes.online))
         numa_bytes = workload.numa_bytes or {}
         total = sum(numa_bytes.values())
         # GPU memory a GPU holder reaches through the driver sits on CPU-less nodes on Grace-class nodes: not remote.
-        skipped = cpuless if workload.gpus else frozenset()
+        skipped = nodes.cpuless if workload.gpus else frozenset()
         remote_nodes = {n: b for n, b in numa_bytes.items() if n not in local and n not in skipped and b > 0}
         remote = sum(remote_nodes.values())
         if not total or remote < intent.remote_memory_min_bytes or remote / total <= intent.remote_memory_ratio:
             continue
-        yield MEMORY_REMOTE.finding(
-            intent,
-            {**workload.labels, "numa_node": nodes_text(remote_nodes)},
-            f"container {workload.display} has {_size(remote)} of its {_size(total)} resident memory "
-            f"({remote / total:.0%}) on NUMA nodes {nodes_text(remote_nodes)}, remote to its CPUs on "
-            f"{nodes_text(local)} (threshold {intent.remote_memory_ratio:.0%})",
+        found.append(
+            MEMORY_REMOTE.finding(
+                intent,
+                {**workload.labels, "numa_node": nodes_text(remote_nodes)},
+                f"container {workload.display} has {_size(remote)} of its {_size(total)} resident memory "
+                f"({remote / total:.0%}) on NUMA nodes {nodes_text(remote_nodes)}, remote to its CPUs on "
+                f"{nodes_text(local)} (threshold {intent.remote_memory_ratio:.0%})",
+            )
         )
+    return bool(candidates), bool(measured), tuple(found)
 
 
 def _cpuless_nodes(topology: Topology) -> frozenset[int]:
@@ -651,3 +720,28 @@ CHECKS: tuple[Check, ...] = (
     MEMORY_REMOTE,
     OUTSIDE_ISOLATED,
 )
+
+# --------------------------------------------------------------------------------------------- per-pod judges
+# What each pod-by-pod check reads besides a pod's workloads and the intent is its judge's context (numawatch.perpod).
+NOT_GUARANTEED_PODS = pod_judge(
+    f"findings.{POD_NOT_GUARANTEED.id}", context=gpu_pods, judge=not_guaranteed, by_uid=True, reads_numa_bytes=False
+)
+DRIFTED_CPUSETS = pod_judge(
+    f"findings.{CPUSET_DRIFT.id}",
+    context=assignment,
+    judge=cpuset_drifts,
+    pod_inputs=cpu_entries,
+    pod_input=has_entries,
+    reads_numa_bytes=False,
+)
+OVERLAPS = pod_judge(f"findings.{EXCLUSIVE_OVERLAP.id}", context=owners, judge=overlaps, reads_numa_bytes=False)
+SPLIT_CONTAINERS = pod_judge(
+    f"findings.{NUMA_SPLIT.id}", context=cpu_nodes, judge=split_containers, reads_numa_bytes=False
+)
+GPU_MISMATCHES = pod_judge(
+    f"findings.{GPU_NUMA_MISMATCH.id}", context=cpu_nodes, judge=gpu_mismatches, reads_numa_bytes=False
+)
+MEMORY_MISMATCHES = pod_judge(
+    f"findings.{MEMORY_NUMA_MISMATCH.id}", context=cpu_nodes, judge=memory_mismatches, reads_numa_bytes=False
+)
+REMOTE_MEMORY = pod_judge(f"findings.{MEMORY_REMOTE.id}", context=cpu_nodes, judge=remote_memory)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -33,10 +33,12 @@ from numawatch.cpuset import format_cpulist
 from numawatch.derivation import derivation
 from numawatch.host import Host
 from numawatch.inputs import INTENT, KUBELET_CONFIG, READINGS, SELF, TOPOLOGY, WORKLOADS, declaration_of, exposes
+from numawatch.intent import Intent
 from numawatch.metrics import drift as drift_families
 from numawatch.metrics.exposition import GaugeRows
 from numawatch.model.topology import Topology
-from numawatch.workloads import Workload, build_workloads, per_pod
+from numawatch.perpod import PodJudge, pod_judge, pod_values
+from numawatch.workloads import Workload, build_workloads
 
 log = logging.getLogger(__name__)
 
@@ -289,84 +291,87 @@ def gpu_info(evaluation: Evaluation) -> Metric:
 
 def _container_cpu_rows(evaluation: Evaluation) -> tuple[tuple, ...]:
     """(namespace, pod, pod_uid, container, numa_node, qos, exclusive, count) per container and NUMA node."""
-    host = evaluation.host
-    topology = host.topology
-    state = host.kubelet_state
+    return pod_rows(evaluation, CONTAINER_CPU_ROWS)
+
+
+@dataclass(frozen=True)
+class CpuPlaces:
+    """What every pod's ``container_cpus`` rows read besides its workloads (``cpu_rows``' context)."""
+
+    # The topology's generation as well: a topology read again makes every pod's rows again. Under one generation it
+    # is one object (a HostReader hands out the last one while a new reading equals it), so comparing it costs little.
+    generation: int | None
+    topology: Topology | None
     # Without cpu_manager_state nobody knows whether CPUs are exclusive: say so with an empty label, not "false".
-    exclusive_known = state is not None and state.cpu is not None
-    # Most containers share a handful of cpusets (every Burstable and BestEffort one holds the same shared pool, and
-    # the cgroups source hands out one set object per distinct list): split each distinct set once.
-    splits: dict[frozenset[int], list[tuple[str, int]]] = {}
-
-    def rows_of(workloads: tuple[Workload, ...]) -> Iterator[tuple]:
-        seen: set[tuple[str, ...]] = set()
-        for workload in workloads:
-            cpus = workload.cpus
-            if cpus is None:
-                continue
-            per_node = splits.get(cpus)
-            if per_node is None:
-                per_node = splits[cpus] = sorted(_cpus_per_node(cpus, topology).items())
-            # The subject labels as Workload.labels spells them, without building its two dicts per container.
-            namespace, pod, uid = workload.namespace or "", workload.pod_name, workload.pod_uid
-            container = workload.container_name or workload.container_id[:12]
-            exclusive = flag(workload.pinned if exclusive_known else None)
-            for node, count in per_node:
-                values = (namespace, pod, uid, container, node, workload.qos, exclusive)
-                # A restarted container can leave its old cgroup behind for a moment under the same name; one series
-                # per label set is all Prometheus accepts, so the first instance listed wins.
-                if values in seen:
-                    continue
-                seen.add(values)
-                yield (*values, count)
-
-    inputs = (host.generation("topology"), exclusive_known)
-    return pod_rows(evaluation, "container_cpus", inputs, rows_of, reads_numa_bytes=False)
-
-
-def pod_rows(
-    evaluation: Evaluation,
-    family: str,
-    inputs: Hashable,
-    rows_of: Callable[[tuple[Workload, ...]], Iterable[tuple]],
-    *,
-    reads_numa_bytes: bool = True,
-) -> tuple[tuple, ...]:
-    """The rows of the per-container family ``family`` (one per-pod table each), made pod by pod: ``rows_of(workloads
-    of one pod)`` gives the rows of one pod (label values, pod UID third, then the value; one row per label set) and
-    may depend on nothing but those workloads and what ``inputs`` names (generation numbers and flags).
-
-    Making the rows of every container of a large node again is a noticeable part of a render, and in serve most
-    pods' workloads were joined under the same generations as at the previous reading (``workloads.per_pod``): such a
-    pod gets the rows made then (``workloads.per_pod``, with ``inputs``; ``reads_numa_bytes=False``: ``rows_of``
-    reads no ``Workload.numa_bytes``, see there).
-    """
-    host, intent = evaluation.host, evaluation.intent
-    rows: list[tuple] = []
-    uids: set[str] = set()
-    made = per_pod(
-        host, intent, f"metrics.pod_rows.{family}", inputs, _rows_with_uid(rows_of), reads_numa_bytes=reads_numa_bytes
+    exclusive_known: bool
+    # Each distinct cpuset split per node once: most containers share a handful of cpusets (every Burstable and
+    # BestEffort one holds the same shared pool, and the cgroups source hands out one set object per distinct list).
+    splits: dict[frozenset[int], list[tuple[str, int]]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
     )
-    for uid, block in made:
-        if not block:
+
+    def per_node(self, cpus: frozenset[int]) -> list[tuple[str, int]]:
+        per_node = self.splits.get(cpus)
+        if per_node is None:
+            per_node = self.splits[cpus] = sorted(_cpus_per_node(cpus, self.topology).items())
+        return per_node
+
+
+def cpu_places(host: Host, intent: Intent) -> CpuPlaces:
+    state = host.kubelet_state
+    return CpuPlaces(host.generation("topology"), host.topology, state is not None and state.cpu is not None)
+
+
+def cpu_rows(places: CpuPlaces, intent: Intent, workloads: tuple[Workload, ...]) -> tuple[tuple, ...]:
+    """The ``container_cpus`` rows of one pod's containers."""
+    rows: list[tuple] = []
+    seen: set[tuple[str, ...]] = set()
+    for workload in workloads:
+        cpus = workload.cpus
+        if cpus is None:
             continue
-        if uid in uids:
-            # Rows of pods with other UIDs never share a label set (pod_uid is one). Two pod cgroups with one UID (an
-            # old one lingering) can: the first listed wins, as it does within a pod.
-            taken = {row[:-1] for row in rows}
-            block = tuple(row for row in block if row[:-1] not in taken)
-        uids.add(uid)
-        rows.extend(block)
+        # The subject labels as Workload.labels spells them, without building its two dicts per container.
+        namespace, pod, uid = workload.namespace or "", workload.pod_name, workload.pod_uid
+        container = workload.container_name or workload.container_id[:12]
+        exclusive = flag(workload.pinned if places.exclusive_known else None)
+        for node, count in places.per_node(cpus):
+            values = (namespace, pod, uid, container, node, workload.qos, exclusive)
+            # A restarted container can leave its old cgroup behind for a moment under the same name; one series
+            # per label set is all Prometheus accepts, so the first instance listed wins.
+            if values in seen:
+                continue
+            seen.add(values)
+            rows.append((*values, count))
     return tuple(rows)
 
 
-def _rows_with_uid(
-    rows_of: Callable[[tuple[Workload, ...]], Iterable[tuple]],
-) -> Callable[[tuple[Workload, ...]], tuple[str, tuple[tuple, ...]]]:
-    def made(workloads: tuple[Workload, ...]) -> tuple[str, tuple[tuple, ...]]:
-        return workloads[0].pod_uid, tuple(rows_of(workloads))
+def pod_rows(evaluation: Evaluation, rows: PodJudge[Any, tuple[tuple, ...]]) -> tuple[tuple, ...]:
+    """The rows of a per-container family, made pod by pod by the judge ``rows`` (numawatch.perpod): the rows of one
+    pod (label values, pod UID third, then the value; one row per label set).
 
-    return made
+    Making the rows of every container of a large node again is a noticeable part of a render, and in serve most
+    pods' workloads were joined under the same generations as at the previous reading: such a pod gets the rows
+    made then (``perpod.pod_values``).
+    """
+    made: list[tuple] = []
+    uids: set[str] = set()
+    for block in pod_values(evaluation.host, evaluation.intent, rows):
+        if not block:
+            continue
+        uid = block[0][2]
+        if uid in uids:
+            # Rows of pods with other UIDs never share a label set (pod_uid is one). Two pod cgroups with one UID (an
+            # old one lingering) can: the first listed wins, as it does within a pod.
+            taken = {row[:-1] for row in made}
+            block = tuple(row for row in block if row[:-1] not in taken)
+        uids.add(uid)
+        made.extend(block)
+    return tuple(made)
+
+
+CONTAINER_CPU_ROWS = pod_judge(
+    "metrics.pod_rows.container_cpus", context=cpu_places, judge=cpu_rows, reads_numa_bytes=False
+)
 
 
 def _cpus_per_node(cpus: frozenset[int], topology: Topology | None) -> dict[str, int]:

@@ -11,7 +11,7 @@ depend on the host.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -35,11 +35,13 @@ from numawatch.inputs import (
     WORKLOADS,
     exposes,
 )
+from numawatch.intent import Intent
 from numawatch.irqplacement import device_irqs, managed_irqs
 from numawatch.metrics.core import built, host_only, pod_rows
 from numawatch.metrics.exposition import CounterRows, GaugeRows
 from numawatch.model.interrupts import INTERRUPT_KINDS, Interrupts, Irqbalance, Irqs
 from numawatch.model.kernel import InterSocketTraffic, KernelSettings, NumaCounters
+from numawatch.perpod import no_context, pod_judge
 from numawatch.workloads import Workload
 
 
@@ -178,12 +180,14 @@ def container_numa_memory(evaluation: Evaluation) -> Metric:
         "on cgroup v2, total on v1), in bytes.",
         labels=("namespace", "pod", "pod_uid", "container", "numa_node"),
     )
-    family.rows.extend(pod_rows(evaluation, "container_numa_memory", (), _numa_memory_rows))
+    family.rows.extend(pod_rows(evaluation, NUMA_MEMORY_ROWS))
     return family
 
 
-def _numa_memory_rows(workloads: tuple[Workload, ...]) -> Iterator[tuple]:
-    """(namespace, pod, pod_uid, container, numa_node, bytes) for the containers of one pod (``pod_rows``)."""
+def numa_memory_rows(context: None, intent: Intent, workloads: tuple[Workload, ...]) -> tuple[tuple, ...]:
+    """(namespace, pod, pod_uid, container, numa_node, bytes) for the containers of one pod (``pod_rows``): they read
+    nothing but its workloads."""
+    rows: list[tuple] = []
     seen: set[tuple[str, ...]] = set()
     for workload in workloads:
         numa_bytes = workload.numa_bytes
@@ -200,7 +204,11 @@ def _numa_memory_rows(workloads: tuple[Workload, ...]) -> Iterator[tuple]:
             if key in seen:
                 continue  # a restarted container's old cgroup under the same name: one series per label set
             seen.add(key)
-            yield (*key, value)  # a row, not a Sample (~1,100 on a 384-CPU node)
+            rows.append((*key, value))  # a row, not a Sample (~1,100 on a 384-CPU node)
+    return tuple(rows)
+
+
+NUMA_MEMORY_ROWS = pod_judge("metrics.pod_rows.container_numa_memory", context=no_context, judge=numa_memory_rows)
 
 
 @exposes("numawatch_intersocket_bytes_total", inputs=(INTERSOCKET,))
