@@ -368,19 +368,19 @@ def _write_rows(
     _RowFormat(metric, sample_name, openmetrics).write(metric.rows, out, known, kept)
 
 
-def _chunks(
-    rows: list[tuple[Any, ...]], form: _RowFormat, per_chunk: int, before: Sequence[_Chunk]
-) -> list[_Chunk]:
-    """``rows`` cut after each boundary row (one whose label values hash to 0 modulo ``per_chunk``): a chunk made of
-    the rows of one of ``before`` (the last write's chunks) is that chunk, its bytes not written again.
+def _chunks(metric: _Rows, per_chunk: int, before: Sequence[_Chunk], openmetrics: bool) -> list[_Chunk]:
+    """``metric``'s rows cut after each boundary row (one whose label values hash to 0 modulo ``per_chunk``): a chunk
+    made of the rows of one of ``before`` (the last write's chunks) is that chunk, its bytes not written again.
 
     Whether a row is a boundary depends on its label values alone, so a row that comes, goes or changes its value
     moves no boundary but its own: every other chunk comes back with the rows it had. The last write's chunks are
     tried in order, each where the one before it ended, so an unchanged stretch costs one comparison per chunk and
     no hashing; only where a comparison fails are the rows hashed to find where the chunk ends. Raises TypeError on
     an unhashable label value."""
+    rows = metric.rows
     chunks: list[_Chunk] = []
     ends: dict[tuple[Any, ...], int] | None = None  # the last write's chunks by the label values of their last row
+    form: _RowFormat | None = None  # made for the first chunk written (none when the family is unchanged)
     count, start, expected = len(rows), 0, 0
     while start < count:
         if expected < len(before):
@@ -408,6 +408,8 @@ def _chunks(
             # came or went) or of the one that was tried here (a boundary row came: this is its first part).
             tried = before[expected].lines if expected < len(before) else {}
             known = tried if old is None else old.lines if old.lines is tried else {**tried, **old.lines}
+            if form is None:
+                form = _RowFormat(metric, metric.name + metric.sample_suffix, openmetrics)
             chunks.append(form.chunk(piece, closed, known))
         if index is not None:
             expected = index + 1
@@ -544,13 +546,12 @@ def _row_chunks(
     metric: _Rows, key: tuple[Any, ...], before: _Written | None, per_chunk: int, cache: LineCache, openmetrics: bool
 ) -> list[bytes]:
     """A big row family as its header and its chunks (``_chunks``), each a segment."""
-    form = _RowFormat(metric, metric.name + metric.sample_suffix, openmetrics)
     if before is not None and before.chunks is not None:
         previous, header = before.chunks, before.segments[0]  # the header is made of the family's key alone
     else:
         previous, header = [], ("\n".join(_header(metric, openmetrics)) + "\n").encode("utf-8")
     try:
-        chunks = _chunks(metric.rows, form, per_chunk, previous)
+        chunks = _chunks(metric, per_chunk, previous, openmetrics)
     except TypeError:  # an unhashable label value: the family is written whole, uncached
         return _segments(metric, None, openmetrics)
     segments = [header, *(chunk.segment for chunk in chunks)]
