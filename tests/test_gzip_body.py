@@ -7,6 +7,7 @@ tests/test_e2e_prometheus.py has a real Prometheus (Go's gzip reader) scrape it.
 from __future__ import annotations
 
 import gzip
+import operator
 import random
 import re
 import shutil
@@ -16,9 +17,13 @@ import time
 import urllib.error
 import urllib.request
 import zlib
+from collections.abc import Callable
+from unittest import mock
 
 import pytest
 from fakehost.reference import reference_node
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numawatch import metrics
 from numawatch.metrics import exposition, gzipbody
 from prometheus_client.metrics_core import (
@@ -271,6 +276,103 @@ def test_a_family_that_changes_every_time_is_deflated_alone_from_the_second_chan
     assert deflated == [(b"numawatch_evaluations_total 3\n",)]  # the fourth: the changed family alone
     for member, segments in packed:
         assert decompressed(member) == b"".join(segments)
+
+
+def test_a_changed_segment_in_the_middle_deflates_only_the_part_it_was_in(monkeypatch):
+    """A new segment among known ones must not move the cut points of the known run after it: every later part is
+    the last compression's, not deflated again."""
+    deflated = deflations(monkeypatch)
+    packer = gzipbody.SegmentedGzip(1)
+    segments = [(b"family %d " % index) * 300 for index in range(60)]  # about 3 KB each, a dozen to a part
+    packer.compress(segments)
+    parts = list(deflated)
+    deflated.clear()
+
+    changed = [*segments[:25], b"family 25 changed\n" * 100, *segments[26:]]
+    member = packer.compress(changed)
+
+    (old,) = [part for part in parts if any(segment is segments[25] for segment in part)]
+    again = [segment for part in deflated for segment in part]
+    assert {id(segment) for segment in again} <= {id(segment) for segment in old} | {id(changed[25])}
+    assert changed[25] in again
+    assert decompressed(member) == b"".join(changed)
+
+
+def test_a_part_is_reused_wherever_its_segments_come_back_in_a_row(monkeypatch):
+    deflated = deflations(monkeypatch)
+    packer = gzipbody.SegmentedGzip(1)
+    big = [bytes([65 + index]) * gzipbody.GROUP_BYTES for index in range(4)]
+    packer.compress(big)
+    deflated.clear()
+
+    moved = [b"new\n", big[2], big[3], b"another\n", big[0], big[1]]  # parts moved around, new ones between
+    member = packer.compress(moved)
+
+    assert deflated == [(b"new\n",), (b"another\n",)]
+    assert decompressed(member) == b"".join(moved)
+
+
+def counting(deflated: list[tuple[bytes, ...]]) -> Callable[[tuple[bytes, ...], int], bytes]:
+    """gzipbody's ``_deflate``, noting each part it deflates in ``deflated``."""
+    real = gzipbody._deflate
+
+    def counted(part: tuple[bytes, ...], level: int) -> bytes:
+        deflated.append(part)
+        return real(part, level)
+
+    return counted
+
+
+# A change to a list of segments: ("new", at, size), ("remove", at, _), ("move", at, to).
+SEGMENT_CHANGES = st.lists(
+    st.tuples(
+        st.sampled_from(("new", "remove", "move")),
+        st.integers(min_value=0, max_value=1000),
+        st.integers(min_value=2, max_value=40_000),
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    # Two bytes at least, as a family's lines are: CPython hands out one shared object for every 1-byte bytes.
+    sizes=st.lists(st.integers(min_value=2, max_value=40_000), max_size=30),
+    steps=st.lists(SEGMENT_CHANGES, min_size=1, max_size=6),
+)
+def test_every_part_that_comes_back_whole_is_reused_and_every_member_is_the_body(sizes, steps):
+    serial = iter(range(1_000_000))
+
+    def segment(size: int) -> bytes:
+        return ((b"segment %d " % next(serial)) * (size // 10 + 1))[:size]
+
+    packer = gzipbody.SegmentedGzip(1)
+    segments = [segment(size) for size in sizes]
+    assert decompressed(packer.compress(segments)) == b"".join(segments)
+    for changes in steps:
+        for kind, at, amount in changes:
+            where = at % (len(segments) + 1)
+            if kind == "new":
+                segments.insert(where, segment(amount))
+            elif segments and where < len(segments):
+                gone = segments.pop(where)
+                if kind == "move":
+                    segments.insert(amount % (len(segments) + 1), gone)
+        before = list(packer._previous)
+        deflated: list[tuple[bytes, ...]] = []
+        with mock.patch.object(gzipbody, "_deflate", counting(deflated)):
+            member = packer.compress(segments)
+        assert decompressed(member) == b"".join(segments)
+        # Each part of the last compression whose segments are here again, in a row, is its deflated bytes again.
+        at = {id(item): index for index, item in enumerate(segments)}
+        for part, packed in before:
+            first = at.get(id(part[0]))
+            here = segments[first : first + len(part)] if first is not None else []
+            if len(here) == len(part) and all(map(operator.is_, part, here)):
+                assert (part, packed) in packer._previous
+                assert not any(segment is part[0] for again in deflated for segment in again)
+        # Parts hold the segments in order, each once.
+        assert [item for part, _ in packer._previous for item in part] == segments
 
 
 def test_known_segments_and_new_ones_never_share_a_part():

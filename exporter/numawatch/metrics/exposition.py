@@ -64,6 +64,9 @@ _INF = math.inf
 # Integers in this range print as "<n>.0" in Go's float formatting; outside it the exponent form may start.
 _INT_LOW, _INT_HIGH = -(10**15), 1_000_000
 _INT_EXACT = 10**15  # below this an integer's float repr is its digits and ".0" (no exponent, no rounding)
+# Bytes of a chunk of a big row family, on average (write_segments): the gzip body deflates a changed chunk with
+# what it is grouped with, so smaller chunks deflate fewer bytes per changed row and compress worse.
+CHUNK_BYTES = 8192
 
 
 def _escape_name(name: str, legacy: re.Pattern[str], colon: bool) -> str:
@@ -206,12 +209,23 @@ class CounterRows(_Rows, CounterMetricFamily):
         super().__init__(name, documentation, labels=labels)
 
 
+class _Chunk(NamedTuple):
+    """Consecutive rows of a big row family as the last write wrote them."""
+
+    rows: list[tuple[Any, ...]]
+    segment: bytes  # their lines, each ended by a newline, UTF-8
+    lines: dict[tuple[Any, ...], str]  # each row's line (empty where a row is unhashable)
+    closed: bool  # its last row is a boundary (else it is the family's last chunk, ended by the rows' end)
+
+
 class _Written(NamedTuple):
     """One family as the last write wrote it: what its bytes were made of, and the bytes."""
 
-    items: list[Any]  # its rows (a row family) or its samples, copied
+    items: list[Any] | None  # its rows (a row family in one segment) or its samples, copied
     values: bytes | None  # a family of samples: its values as float64s, bit for bit
-    segment: bytes
+    segments: list[bytes]  # its bytes: one segment, or (a row family in chunks) its header and its chunks' segments
+    chunks: list[_Chunk] | None  # a row family in chunks: the chunks
+    per_chunk: int  # a row family: the rows a chunk holds on average, fixed when the family is first written; else 0
 
 
 class LineCache:
@@ -221,10 +235,14 @@ class LineCache:
       written as the very bytes it was written as then: one list comparison instead of formatting it again (most of
       a node's families are placement and configuration, which stay put);
     - within a row family that did change, a row that comes back unchanged (same label values, same value) is the
-      same line, found by one dict lookup instead of formatted again.
+      same line, found by one dict lookup instead of formatted again;
+    - a big row family (rows of ``CHUNK_BYTES`` or more, twice over) is written in chunks of rows, each cut after a
+      row chosen by its label values alone (``_chunks``), and kept chunk by chunk: a chunk made of the last write's
+      rows is the very bytes it was then, whatever changed elsewhere in the family (a pod's rows coming or going, a
+      value moving), and a changed chunk finds the lines of its unchanged rows in its last version.
 
-    Size: only the last finished write's families and lines are kept (each write replaces them), plus those of the
-    write under way, so a series that went away is forgotten at once and the cache never holds more than one
+    Size: only the last finished write's families, chunks and lines are kept (each write replaces them), plus those
+    of the write under way, so a series that went away is forgotten at once and the cache never holds more than one
     exposition besides the one being written (tests/test_cache_bounds.py). Rows must be hashable (label strings and
     a number), a family whose rows are not is written uncached. Rows equal as Python values are one line: 0 and
     -0.0 would both print as the first one seen (no family of ours makes a negative zero; every other pair of equal
@@ -283,43 +301,120 @@ def _plain(samples: Sequence[Any]) -> bool:
     return True
 
 
+class _RowFormat:
+    """How the rows of one row family are written: its template, and the label values of a row in the order the
+    template takes them."""
+
+    __slots__ = ("pick", "quotes", "text")
+
+    def __init__(self, metric: _Rows, sample_name: str, openmetrics: bool) -> None:
+        names = metric._labelnames
+        template = _Template(sample_name, names, openmetrics)
+        order = sorted(range(len(names)), key=names.__getitem__)  # the template takes the values in label-name order
+        size = len(names)
+        # The label values of a row in that order, as a tuple (itemgetter of one index returns the item itself).
+        self.pick: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+        if order == list(range(size)):
+            self.pick = itemgetter(slice(0, size))
+        elif size == 1:
+            self.pick = lambda row: (row[0],)
+        else:
+            self.pick = itemgetter(*order)
+        self.text, self.quotes = template.text, template.quotes
+
+    def write(
+        self,
+        rows: Iterable[tuple[Any, ...]],
+        out: list[str],
+        known: dict[tuple[Any, ...], str],
+        kept: dict[tuple[Any, ...], str] | None,
+    ) -> None:
+        """The lines of ``rows``, appended to ``out``: a row in ``known`` (the last write's lines) is its line there.
+        Every row's line goes into ``kept`` (the next write's ``known``) as long as the rows are hashable."""
+        pick, text, quotes = self.pick, self.text, self.quotes
+        for row in rows:
+            if kept is not None:
+                try:
+                    line = known.get(row)
+                except TypeError:  # an unhashable label value: nothing more of this family can be kept
+                    kept = None
+                else:
+                    if line is not None:
+                        kept[row] = line
+                        out.append(line)
+                        continue
+            values = pick(row)
+            value = row[-1]
+            rendered = f"{value}.0" if type(value) is int and _INT_LOW < value < _INT_HIGH else format_value(value)
+            line = text % (*values, rendered)
+            if line.count('"') != quotes or "\\" in line or "\n" in line:
+                line = text % (*(escape_label_value(item) for item in values), rendered)
+            if kept is not None:
+                kept[row] = line
+            out.append(line)
+
+    def chunk(self, rows: list[tuple[Any, ...]], closed: bool, known: dict[tuple[Any, ...], str]) -> _Chunk:
+        lines: list[str] = []
+        kept: dict[tuple[Any, ...], str] = {}
+        self.write(rows, lines, known, kept)
+        return _Chunk(rows, ("\n".join(lines) + "\n").encode("utf-8"), kept, closed)
+
+
 def _write_rows(
     metric: _Rows, sample_name: str, out: list[str], cache: LineCache | None = None, openmetrics: bool = False
 ) -> None:
     """The rows of a row family, written as ``_family`` writes the samples they stand for."""
-    names = metric._labelnames
-    template = _Template(sample_name, names, openmetrics)
-    order = sorted(range(len(names)), key=names.__getitem__)  # the template takes the values in label-name order
-    size = len(names)
-    # The label values of a row in that order, as a tuple (itemgetter of one index returns the item itself).
-    if order == list(range(size)):
-        pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] = itemgetter(slice(0, size))
-    elif size == 1:
-        pick = lambda row: (row[0],)  # noqa: E731
-    else:
-        pick = itemgetter(*order)
-    text, quotes = template.text, template.quotes
-    known, kept = cache.lines(sample_name, tuple(names)) if cache is not None else ({}, None)
-    for row in metric.rows:
-        if kept is not None:
-            try:
-                line = known.get(row)
-            except TypeError:  # an unhashable label value: nothing more of this family can be kept
-                kept = None
-            else:
-                if line is not None:
-                    kept[row] = line
-                    out.append(line)
-                    continue
-        values = pick(row)
-        value = row[-1]
-        rendered = f"{value}.0" if type(value) is int and _INT_LOW < value < _INT_HIGH else format_value(value)
-        line = text % (*values, rendered)
-        if line.count('"') != quotes or "\\" in line or "\n" in line:
-            line = text % (*(escape_label_value(item) for item in values), rendered)
-        if kept is not None:
-            kept[row] = line
-        out.append(line)
+    known, kept = cache.lines(sample_name, tuple(metric._labelnames)) if cache is not None else ({}, None)
+    _RowFormat(metric, sample_name, openmetrics).write(metric.rows, out, known, kept)
+
+
+def _chunks(metric: _Rows, per_chunk: int, before: Sequence[_Chunk], openmetrics: bool) -> list[_Chunk]:
+    """``metric``'s rows cut after each boundary row (one whose label values hash to 0 modulo ``per_chunk``): a chunk
+    made of the rows of one of ``before`` (the last write's chunks) is that chunk, its bytes not written again.
+
+    Whether a row is a boundary depends on its label values alone, so a row that comes, goes or changes its value
+    moves no boundary but its own: every other chunk comes back with the rows it had. The last write's chunks are
+    tried in order, each where the one before it ended, so an unchanged stretch costs one comparison per chunk and
+    no hashing; only where a comparison fails are the rows hashed to find where the chunk ends. Raises TypeError on
+    an unhashable label value."""
+    rows = metric.rows
+    chunks: list[_Chunk] = []
+    ends: dict[tuple[Any, ...], int] | None = None  # the last write's chunks by the label values of their last row
+    form: _RowFormat | None = None  # made for the first chunk written (none when the family is unchanged)
+    count, start, expected = len(rows), 0, 0
+    while start < count:
+        if expected < len(before):
+            chunk = before[expected]
+            end = start + len(chunk.rows)
+            # The family's last chunk may end without a boundary: it is that chunk only where the rows end too.
+            if rows[start:end] == chunk.rows and (chunk.closed or end == count):
+                chunks.append(chunk)
+                start, expected = end, expected + 1
+                continue
+        end = start
+        while end < count and hash(rows[end][:-1]) % per_chunk:
+            end += 1
+        closed = end < count
+        end += closed
+        piece = rows[start:end]
+        if ends is None:
+            ends = {chunk.rows[-1][:-1]: index for index, chunk in enumerate(before)}
+        index = ends.get(piece[-1][:-1])
+        old = before[index] if index is not None else None
+        if old is not None and old.closed == closed and old.rows == piece:
+            chunks.append(old)
+        else:
+            # The rows' lines are most likely those of the chunk ending where this one does (values changed, rows
+            # came or went) or of the one that was tried here (a boundary row came: this is its first part).
+            tried = before[expected].lines if expected < len(before) else {}
+            known = tried if old is None else old.lines if old.lines is tried else {**tried, **old.lines}
+            if form is None:
+                form = _RowFormat(metric, metric.name + metric.sample_suffix, openmetrics)
+            chunks.append(form.chunk(piece, closed, known))
+        if index is not None:
+            expected = index + 1
+        start = end
+    return chunks
 
 
 def _help(documentation: str, openmetrics: bool) -> str:
@@ -327,18 +422,24 @@ def _help(documentation: str, openmetrics: bool) -> str:
     return escaped.replace('"', '\\"') if openmetrics else escaped
 
 
+def _header(metric: Any, openmetrics: bool) -> list[str]:
+    """A family's HELP and TYPE lines (and UNIT, in OpenMetrics)."""
+    documentation = _help(metric.documentation, openmetrics)
+    if openmetrics:
+        exposed = metric_name(metric.name)
+        header = [f"# HELP {exposed} {documentation}\n# TYPE {exposed} {metric.type}"]
+        if metric.unit:
+            header.append(f"# UNIT {exposed} {metric.unit}")
+        return header
+    suffix, shown = _EXPOSED.get(metric.type, ("", metric.type))
+    exposed = metric_name(metric.name + suffix)
+    return [f"# HELP {exposed} {documentation}\n# TYPE {exposed} {shown}"]
+
+
 def _family(metric: Any, out: list[str], cache: LineCache | None = None, openmetrics: bool = False) -> None:
     name = metric.name
     documentation = _help(metric.documentation, openmetrics)
-    if openmetrics:
-        exposed = metric_name(name)
-        out.append(f"# HELP {exposed} {documentation}\n# TYPE {exposed} {metric.type}")
-        if metric.unit:
-            out.append(f"# UNIT {exposed} {metric.unit}")
-    else:
-        suffix, shown = _EXPOSED.get(metric.type, ("", metric.type))
-        exposed = metric_name(name + suffix)
-        out.append(f"# HELP {exposed} {documentation}\n# TYPE {exposed} {shown}")
+    out.extend(_header(metric, openmetrics))
     if isinstance(metric, _Rows) and not metric._samples:  # filled through add_metric too: the general way
         _write_rows(metric, name + metric.sample_suffix, out, cache, openmetrics)
         return
@@ -393,23 +494,32 @@ def _family(metric: Any, out: list[str], cache: LineCache | None = None, openmet
         out.extend(deferred[extra])
 
 
-def _segment(metric: Any, cache: LineCache | None, openmetrics: bool) -> bytes:
-    """One family's lines, each ended by a newline, UTF-8: the last write's bytes when it is made of what it was."""
+def _segments(metric: Any, cache: LineCache | None, openmetrics: bool) -> list[bytes]:
+    """One family's lines, each ended by a newline, UTF-8, in one segment or (a big row family, with ``cache``) in
+    several: the last write's bytes objects where they are made of what they were."""
     rows = isinstance(metric, _Rows) and not metric._samples  # as _family decides
     if cache is None:
         lines: list[str] = []
         _family(metric, lines, None, openmetrics)
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        return [("\n".join(lines) + "\n").encode("utf-8")]
     labelnames = tuple(metric._labelnames) if rows else None
     # Everything the family's lines are made of besides its items (one cache may even serve both formats).
     key = (metric.name, metric.type, metric.documentation, metric.unit, labelnames, openmetrics)
+    before = cache.previous_families.get(key) if key not in cache.current_families else None
+    if rows:
+        per_chunk = before.per_chunk if before is not None else 0
+        if not per_chunk and metric.rows:  # fixed at first sight, so that the boundaries stay where they are
+            first: list[str] = []
+            _RowFormat(metric, metric.name + metric.sample_suffix, openmetrics).write(metric.rows[:1], first, {}, None)
+            per_chunk = max(1, CHUNK_BYTES // (len(first[0]) + 1))
+        if per_chunk and len(metric.rows) >= 2 * per_chunk:
+            return _row_chunks(metric, key, before, per_chunk, cache, openmetrics)
     items = metric.rows if rows else metric.samples
-    before = cache.previous_families.get(key)
     # Equal rows are what the line cache would write as the last write's lines anyway; samples must also have the
     # same float64s (that cache never saw them, so 0 and -0.0 must stay apart).
     if (
         before is not None
-        and key not in cache.current_families
+        and before.items is not None
         and items == before.items
         and (rows or _float64s(map(_VALUE, items)) == before.values)
     ):
@@ -419,31 +529,50 @@ def _segment(metric: Any, cache: LineCache | None, openmetrics: bool) -> bytes:
             known = cache.previous.get(line_key)
             if known is not None:
                 cache.current.setdefault(line_key, known)
-        return before.segment
+        return before.segments
     lines = []
     _family(metric, lines, cache, openmetrics)
-    segment = ("\n".join(lines) + "\n").encode("utf-8")
+    segments = [("\n".join(lines) + "\n").encode("utf-8")]
     if rows:
-        cache.current_families[key] = _Written(list(items), None, segment)
+        cache.current_families[key] = _Written(list(items), None, segments, None, per_chunk)
     elif _plain(items):
         values = _float64s(map(_VALUE, items))
         if values is not None:
-            cache.current_families[key] = _Written(list(items), values, segment)
-    return segment
+            cache.current_families[key] = _Written(list(items), values, segments, None, 0)
+    return segments
+
+
+def _row_chunks(
+    metric: _Rows, key: tuple[Any, ...], before: _Written | None, per_chunk: int, cache: LineCache, openmetrics: bool
+) -> list[bytes]:
+    """A big row family as its header and its chunks (``_chunks``), each a segment."""
+    if before is not None and before.chunks is not None:
+        previous, header = before.chunks, before.segments[0]  # the header is made of the family's key alone
+    else:
+        previous, header = [], ("\n".join(_header(metric, openmetrics)) + "\n").encode("utf-8")
+    try:
+        chunks = _chunks(metric, per_chunk, previous, openmetrics)
+    except TypeError:  # an unhashable label value: the family is written whole, uncached
+        return _segments(metric, None, openmetrics)
+    segments = [header, *(chunk.segment for chunk in chunks)]
+    cache.current_families[key] = _Written(None, None, segments, chunks, per_chunk)
+    return segments
 
 
 def write_segments(
     families: Iterable[Any], cache: LineCache | None = None, *, openmetrics: bool = False
 ) -> list[bytes]:
-    """``write``'s bytes cut where one family ends and the next begins (OpenMetrics' ``# EOF`` a segment of its own):
-    ``b"".join`` of them is ``write``'s. A family that the last write with ``cache`` wrote the same is the very same
-    bytes object, so a reader of the segments (the gzip body) can tell it unchanged by identity."""
+    """``write``'s bytes cut where one family ends and the next begins (OpenMetrics' ``# EOF`` a segment of its own),
+    and with ``cache`` a big row family also into its header and chunks of rows (about ``CHUNK_BYTES`` each, cut
+    after rows chosen by their label values alone): ``b"".join`` of them is ``write``'s. A family, or a chunk of
+    rows, that the last write with ``cache`` wrote the same is the very same bytes objects, so a reader of the
+    segments (the gzip body) can tell it unchanged by identity."""
     segments: list[bytes] = []
     if cache is not None:
         cache.start()
     for metric in families:
         try:
-            segments.append(_segment(metric, cache, openmetrics))
+            segments.extend(_segments(metric, cache, openmetrics))
         except Exception as error:  # as generate_latest does: say which family could not be written
             error.args = (*(error.args or ("",)), metric)
             raise

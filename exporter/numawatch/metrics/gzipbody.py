@@ -1,20 +1,25 @@
 """The gzip ``/metrics`` bodies, compressed by the part, so that an evaluation compresses only what changed.
 
-A body is the concatenation of its families' bytes (``exposition.write_segments``). Consecutive families are
-grouped into parts of at least ``GROUP_BYTES`` (a family that big is a part of its own, so a small family that
-changes every evaluation never drags a big one along). Each part is deflated on its own by a fresh compressor and
+A body is the concatenation of its segments (``exposition.write_segments``: a family each, a big row family cut
+into chunks of rows). Each part, a run of consecutive segments, is deflated on its own by a fresh compressor and
 ended with a sync flush: its blocks refer to nothing before it, none is marked final, and it ends on a byte
 boundary, so raw deflate parts laid end to end are one deflate stream (RFC 1951 §3.2.3: a stream is a sequence of
 blocks). The body is one gzip member (RFC 1952): header, the parts, an empty final block, the CRC-32 and length of
-the whole body. A part made of the very segments the last compression had (``write_segments`` hands an unchanged
-family back as the same bytes object) reuses its deflated bytes. Families that changed since the last compression
-are grouped apart from those that did not: a family that changes at every evaluation (an evaluation's duration, the
-process' CPU seconds) is then deflated alone from the next compression on, instead of making its neighbours' part
-deflated again each time.
+the whole body.
+
+Which parts: a part of the last compression whose segments come back, the very same objects (``write_segments``
+hands an unchanged family or chunk back as the same bytes object) one after another, is that part again, its
+deflated bytes reused, wherever it now stands. The segments between such parts are grouped into new parts of at
+least ``GROUP_BYTES`` (a segment that big is a part of its own), segments the last compression had (what is left
+of a part that changed) apart from new ones: one new segment in the middle of the body makes only the part it
+fell in deflated again, and a family that changes at every evaluation (an evaluation's duration, the process' CPU
+seconds) is deflated alone from the next compression on, instead of making its neighbours' part deflated again
+each time.
 
 What it costs: every part starts with its own Huffman tables and without the previous part's window, so the body is
-somewhat bigger than one deflate of the whole (docs/performance.md has the measured sizes); the parts' size is that
-trade. Only the last compression's parts are kept.
+somewhat bigger than one deflate of the whole, and a part that comes back whole is never merged with its neighbours:
+where changes keep landing, parts shrink towards the segments (docs/performance.md has the measured sizes). Only the
+last compression's parts are kept.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Collection, Sequence
+from operator import is_
 
 __all__ = ["GROUP_BYTES", "SegmentedGzip", "groups"]
 
@@ -39,10 +45,10 @@ _FINAL_BLOCK = b"\x03\x00"
 def groups(
     segments: Sequence[bytes], limit: int = GROUP_BYTES, known: Collection[int] | None = None
 ) -> list[tuple[bytes, ...]]:
-    """``segments`` in order, cut into parts of at least ``limit`` bytes (the last one may be smaller); a segment
-    of ``limit`` bytes or more is a part of its own. With ``known`` (the ``id`` of every segment the last
-    compression had, all still alive), a part holds either known segments only or new ones only: each run of
-    either kind is cut on its own."""
+    """``segments`` (those between the parts reused) in order, cut into parts of at least ``limit`` bytes (the last
+    one may be smaller); a segment of ``limit`` bytes or more is a part of its own. With ``known`` (the ``id`` of
+    every segment the last compression had, all still alive), a part holds either known segments only or new ones
+    only: each run of either kind is cut on its own."""
     if known is None:
         return _cut(segments, limit)
     parts: list[tuple[bytes, ...]] = []
@@ -93,26 +99,33 @@ class SegmentedGzip:
         self.level = level
         # RFC 1952's XFL: 4 for the fastest method, 2 for the slowest, as gzip(1) and Python's gzip write it.
         self._header = _MAGIC + (b"\x04" if level == 1 else b"\x02" if level == 9 else b"\x00") + _OS_UNKNOWN
-        # Size: the parts of the last body compressed, no more (each compression replaces it with its own).
-        self._previous: dict[tuple[bytes, ...], bytes] = {}
+        # Size: the parts of the last body compressed, in order, no more (each compression replaces it with its own).
+        self._previous: list[tuple[tuple[bytes, ...], bytes]] = []
         self._lock = threading.Lock()
 
     def compress(self, segments: Sequence[bytes], body: bytes | None = None) -> bytes:
         """The gzip member of the body ``b"".join(segments)`` (``body``, when the caller has it joined already)."""
         with self._lock:
             previous = self._previous
-            current: dict[tuple[bytes, ...], bytes] = {}
+            current: list[tuple[tuple[bytes, ...], bytes]] = []
             packed = [self._header]
             # The last compression's segments are alive (its parts hold them), so their ids are theirs alone.
-            known = {id(segment) for part in previous for segment in part}
-            for part in groups(segments, GROUP_BYTES, known):
-                deflated = current.get(part)
-                if deflated is None:
-                    deflated = previous.get(part)
-                    if deflated is None:
-                        deflated = _deflate(part, self.level)
-                    current[part] = deflated
-                packed.append(deflated)
+            starts = {id(part[0]): (part, deflated) for part, deflated in previous}
+            known = {id(segment) for part, _ in previous for segment in part}
+            rest = 0  # the first segment not in a part yet
+            index, count = 0, len(segments)
+            while index < count:
+                found = starts.get(id(segments[index]))
+                if found is not None:
+                    end = index + len(found[0])
+                    if end <= count and all(map(is_, found[0], segments[index:end])):
+                        self._pack(segments[rest:index], known, current, packed)
+                        current.append(found)
+                        packed.append(found[1])
+                        index = rest = end
+                        continue
+                index += 1
+            self._pack(segments[rest:], known, current, packed)
             self._previous = current
         packed.append(_FINAL_BLOCK)
         if body is not None:
@@ -124,3 +137,17 @@ class SegmentedGzip:
                 size += len(segment)
         packed.append(struct.pack("<II", crc, size & 0xFFFFFFFF))
         return b"".join(packed)
+
+    def _pack(
+        self,
+        segments: Sequence[bytes],
+        known: Collection[int],
+        current: list[tuple[tuple[bytes, ...], bytes]],
+        packed: list[bytes],
+    ) -> None:
+        """Deflate ``segments``, none of them in a part of the last compression that came back whole, as new
+        parts."""
+        for part in groups(segments, GROUP_BYTES, known):
+            deflated = _deflate(part, self.level)
+            current.append((part, deflated))
+            packed.append(deflated)
