@@ -33,7 +33,7 @@ import os
 import time
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
@@ -435,6 +435,20 @@ def _found(
     return _Found(bundles, waiting, None, -1)
 
 
+def _kept_object(
+    found: _Found, before: ContainerIdentity | None, bundles: dict[str, _Bundle]
+) -> ContainerIdentity | None:
+    """The identity found, or ``before`` where they are equal: the same value from another bundle (the container's
+    bundle moved between locations) stays the same object, in the snapshot and in the bundle it came from (whose
+    identity is then the snapshot's, so the next reading finds it the same object)."""
+    identity = found.identity
+    if identity is None or identity is before or identity != before:
+        return identity
+    config = next(reversed(found.bundles))  # the bundle the identity came from: the last one looked at
+    bundles[config] = replace(bundles[config], identity=before)
+    return before
+
+
 class _Containers:
     """The containers' part of a reading: the previous reading's, made again for the containers that moved.
 
@@ -477,13 +491,14 @@ class _Containers:
             came.extend((config, bundle.turn) for config, bundle in found.bundles.items())
             waiting.update(dict.fromkeys(found.waiting, container_id))
             before = containers.get(container_id)
-            if found.identity is before:
+            identity = _kept_object(found, before, bundles)
+            if identity is before and (identity is None or ranks[container_id] == found.rank):
                 continue
-            self.changes.append((before, found.identity))
-            if found.identity is None:
+            self.changes.append((before, identity))  # a rank moved alone may change which container names the pod
+            if identity is None:
                 del containers[container_id], ranks[container_id]
             else:
-                containers[container_id], ranks[container_id] = found.identity, found.rank
+                containers[container_id], ranks[container_id] = identity, found.rank
         self.bundles, self.waiting, self.containers, self.ranks = bundles, waiting, containers, ranks
         self.turns = _edited(self.turns, gone, came)
 
@@ -586,7 +601,7 @@ class _Logs:
         self.crowded = memory.crowded
         self.turns = memory.log_turns
         self.unsettled = memory.unsettled
-        self.uids: set[str] = set(memory.crowded)  # a crowded UID's winner may move with the listing's order
+        self.uids: set[str] = set(memory.crowded)  # a crowded UID's winner may move with the listing's order alone
         self.order: list[str] = []
 
     def renew(self, fs: HostFs, root: Path | None, now_ns: int, trust: bool, rotation: tuple[int, int]) -> None:
@@ -662,7 +677,6 @@ class _Logs:
         self.unsettled = frozenset(unsettled)
         self.turns = _edited(self.turns, gone, came)
         self.crowded = frozenset(uid for uid in self.crowded | touched if len(log_names.get(uid, ())) > 1)
-        self.uids |= self.crowded
 
     def pod_of(self, uid: str) -> tuple[PodIdentity | None, tuple[str, ...] | None]:
         """The pod as its pod log directories name it and the container log directories they hold, as a whole
