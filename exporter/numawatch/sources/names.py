@@ -26,7 +26,6 @@ shows within 4K readings). ``read`` reads everything.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -563,26 +562,19 @@ def _scan_pod_log_dir(fs: HostFs, pod_dir: Path, pod: PodIdentity, state: _State
 
 
 def _visited(
-    fs: HostFs,
-    root: str,
-    entry: os.DirEntry[str],
-    pod: PodIdentity,
-    old: _PodLogDir | None,
-    settled_before: int,
-    trust: bool,
+    fs: HostFs, path: str, pod: PodIdentity, old: _PodLogDir | None, settled_before: int, trust: bool
 ) -> _PodLogDir:
     """A pod log directory (``old``: as the previous reading found it, None when new), scanned again unless its
     settled (inode, mtime) is the one it was scanned at (every one unless ``trust``)."""
-    name = entry.name
-    try:  # a link is followed under the root, never by the entry's own stat()
-        stat = fs.stat_path(f"{root}/{name}") if entry.is_symlink() else entry.stat(follow_symlinks=False)
+    try:  # a link is followed under the root
+        stat = fs.stat_path(path)
         state = (stat.st_ino, stat.st_mtime_ns) if stat.st_mtime_ns <= settled_before else None
     except OSError:
         state = None
     if trust and state is not None and old is not None and old.state == state:
         return old
-    turn = old.turn if old is not None else zlib.crc32(name.encode())
-    return _scan_pod_log_dir(fs, Path(root, name), pod, state, turn)
+    turn = old.turn if old is not None else zlib.crc32(path.rsplit("/", 1)[-1].encode())
+    return _scan_pod_log_dir(fs, Path(path), pod, state, turn)
 
 
 def _log_view(item: _PodLogDir | None) -> tuple[PodIdentity, tuple[str, ...] | None] | None:
@@ -605,24 +597,9 @@ class _Logs:
         self.order: list[str] = []
 
     def renew(self, fs: HostFs, root: Path | None, now_ns: int, trust: bool, rotation: tuple[int, int]) -> None:
-        """var/log/pods (None: not there) read again, its entries by name in listing order (which decides for a UID
-        named twice); the listing is held open while they are stat'ed (a DirEntry's stat() works on it)."""
-        with contextlib.ExitStack() as stack:
-            entries: dict[str, os.DirEntry[str]] = {}
-            if root is not None:
-                with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # removed since we looked
-                    entries = {entry.name: entry for entry in stack.enter_context(fs.scandir(root))}
-            self._renew(fs, f"{root}", entries, now_ns, trust, rotation)
-
-    def _renew(
-        self,
-        fs: HostFs,
-        root: str,
-        entries: dict[str, os.DirEntry[str]],
-        now_ns: int,
-        trust: bool,
-        rotation: tuple[int, int],
-    ) -> None:
+        """var/log/pods (None: not there) read again: its names in listing order (which decides for a UID named
+        twice), the entries to look at stat'ed by name (only they: a few in a listing of hundreds)."""
+        entries = dict.fromkeys(fs.list_dir(root) if root is not None else ())
         previous = self.logs
         share, turn = rotation
         self.turns = _regrouped(self.turns, share, ((name, item.turn) for name, item in previous.items() if item))
@@ -645,7 +622,7 @@ class _Logs:
                 if pod is None:
                     logs[name] = None  # not a pod log directory's name: it never becomes one
                     continue
-                logs[name] = item = _visited(fs, root, entries[name], pod, old, settled_before, trust)
+                logs[name] = item = _visited(fs, f"{root}/{name}", pod, old, settled_before, trust)
                 moved.append((name, old, item))
             self.logs = logs
             self._index(moved)
@@ -731,8 +708,8 @@ def _renewed_pods(
     if pods is None and listed is None:
         return None
     return (
-        frozen_map(pods) if pods is not None else previous.pods,
-        frozen_map(listed) if listed is not None else previous.pod_log_containers,
+        MappingProxyType(pods) if pods is not None else previous.pods,  # copies of this reading's, read-only
+        MappingProxyType(listed) if listed is not None else previous.pod_log_containers,
     )
 
 
@@ -768,7 +745,8 @@ def _read(
     snapshot = last.snapshot
     if containers.changes or pods is not None:
         pods_now, listed = pods if pods is not None else (snapshot.pods, snapshot.pod_log_containers)
-        changed = frozen_map(containers.containers) if containers.changes else snapshot.containers
+        # this reading's own copy (a reading copies the previous one's before changing it): read-only as it is
+        changed = MappingProxyType(containers.containers) if containers.changes else snapshot.containers
         snapshot = Names(containers=changed, pods=pods_now, pod_log_containers=listed)
     kept = NamesMemory(snapshot, tuple(listings), containers.bundles, containers.waiting, containers.turns,
                        containers.ranks, pod_index, logs.logs, logs.log_names, logs.crowded, logs.turns,
