@@ -21,7 +21,10 @@ what changed (``read_incremental``): the bundle directories and pod log director
 of the refresh table's rotation (one rewritten in place shows within its round, 4K readings). var/log/pods is listed at
 every reading (a pod log directory coming or going shows at once); a known pod log directory is stat'ed again in its
 turn of another rotation (a container log directory added to one, which only names a container the bundles do not,
-shows within 4K readings). ``read`` reads everything.
+shows within 4K readings). When a listing moved, only the containers listed or unlisted since, those whose
+config.json moved in their turn and those still waiting for one are found again, and the snapshot is the previous one
+with those containers, and the pods they or the pod log directories that moved name, made again: a container's or a
+pod's value that did not change stays the same object. ``read`` reads everything: a reading from an empty memory.
 """
 
 from __future__ import annotations
