@@ -242,7 +242,7 @@ class _Turns(NamedTuple):
     groups: tuple[frozenset[str], ...]
 
 
-_NO_TURNS = _Turns(0, ())
+_NO_TURNS = _Turns(0, ())  # grouped for no share: a reading groups them for its own first (_regrouped)
 
 
 @dataclass(frozen=True)
@@ -265,6 +265,7 @@ class NamesMemory:
 
 
 def _empty_memory(locations: int) -> NamesMemory:
+    """The memory before a first reading: every container and pod log directory that reading finds is new."""
     nothing: Mapping = frozen_map()
     return NamesMemory(Names(nothing, nothing, nothing), (None,) * locations, nothing, nothing, _NO_TURNS, nothing,
                        nothing, nothing, nothing, frozenset(), _NO_TURNS, frozenset())  # fmt: skip
