@@ -6,7 +6,8 @@ test).
     cp -a /var/tmp/numawatch-shapes/d384churn /dev/shm/tree && PYTHONPATH=exporter .venv/bin/python \
         bench/evaluation_parts.py /dev/shm/tree --churn --pods 1 --pinned-every 30   # moving (changes the tree)
 
-One ``HostReader`` as ``bench/run.py``'s ``serve_reader`` makes it (serve's stagger), three warm-up evaluations, then
+One ``HostReader`` as ``bench/run.py``'s ``serve_reader`` makes it (serve's stagger) and serve's garbage collector
+settings (``cli.tune_gc_for_serve``), three warm-up evaluations, then
 ``--runs`` evaluations: ``reader.read()``, every check, ``metrics.families`` and the gzip OpenMetrics body as serve
 writes it (``server.Bodies``: the plain body, then its gzip at level 1; a version without ``Bodies`` writes the body
 and gzips it whole). With ``--churn`` (bench/churn.py) the tree moves on before each evaluation, outside the timing,
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--stray, --pods and --pinned-every need --churn")
     sys.path.insert(0, args.bench)
     import run as bench_run  # bench/run.py of the version measured
-    from numawatch import metrics
+    from numawatch import cli, metrics
     from numawatch.checks import all_checks, evaluate
     from numawatch.intent import REFERENCE
 
@@ -51,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     mover = bench_churn.Churn(args.tree, stray=args.stray, seconds=1.0, pods=args.pods,
                               pinned_every=args.pinned_every) if args.churn else None  # fmt: skip
     reader = bench_run.serve_reader(args.tree)
+    # serve's collector settings (a version without them: CPython's defaults): with CPython's, a collection of
+    # everything the warm reader holds falls into whichever part allocates past the threshold.
+    tune_gc = getattr(cli, "tune_gc_for_serve", None)
+    if tune_gc is not None:
+        tune_gc()
     renderer = metrics.Renderer()
     stats = metrics.EvaluationStats()
     parts: dict[str, list[float]] = {"read": [], "checks": [], "families": [], "write+gzip": [], "total": []}
