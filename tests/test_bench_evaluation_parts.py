@@ -9,7 +9,7 @@ from bench_modules import load_bench
 gen = load_bench("bench_generate_host", "generate_host.py")
 parts = load_bench("bench_evaluation_parts", "evaluation_parts.py")
 SMALL = gen.HostSpec(cpus=16, gpus=2, pods=6, irqs=40, processes=60)
-PARTS = ["read", "checks", "families", "write+gzip", "total"]
+PARTS = ["read", "join", "checks", "families", "write+gzip", "total"]
 
 
 @pytest.fixture
