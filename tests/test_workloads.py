@@ -76,6 +76,17 @@ def test_reference_gpu_container_carries_identity_exclusive_cpus_gpus_and_memory
         "pod_uid": VLLM.uid,
         "container": "vllm",
     }
+    assert vllm.subject == tuple(vllm.labels[name] for name in ("namespace", "pod", "pod_uid", "container"))
+
+
+def test_a_workloads_subject_is_its_labels_values_when_its_names_are_unknown():
+    from dataclasses import replace
+
+    vllm = by_name(build_workloads(reference_snapshot(), REFERENCE))["vllm"]
+    unnamed = replace(vllm, namespace=None, container_name=None)
+
+    assert unnamed.subject == ("", vllm.pod_name, VLLM.uid, vllm.container_id[:12])
+    assert unnamed.subject == tuple(unnamed.labels[name] for name in ("namespace", "pod", "pod_uid", "container"))
 
 
 def test_shared_pool_container_has_no_exclusive_cpus_and_need_not_be_pinned():

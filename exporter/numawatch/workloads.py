@@ -143,6 +143,12 @@ class Workload:
         return {**self.pod_labels, "container": self.container_name or self.container_id[:12]}
 
     @property
+    def subject(self) -> tuple[str, str, str, str]:
+        """The values of ``labels`` (namespace, pod, pod_uid, container) without building its dicts: a metric family
+        makes a row of them for every container."""
+        return self.namespace or "", self.pod_name, self.pod_uid, self.container_name or self.container_id[:12]
+
+    @property
     def display(self) -> str:
         """``namespace/pod/container`` for messages."""
         return f"{self.namespace or '?'}/{self.pod_name}/{self.container_name or self.container_id[:12]}"

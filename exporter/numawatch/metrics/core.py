@@ -330,9 +330,7 @@ def cpu_rows(places: CpuPlaces, intent: Intent, workloads: tuple[Workload, ...])
         cpus = workload.cpus
         if cpus is None:
             continue
-        # The subject labels as Workload.labels spells them, without building its two dicts per container.
-        namespace, pod, uid = workload.namespace or "", workload.pod_name, workload.pod_uid
-        container = workload.container_name or workload.container_id[:12]
+        namespace, pod, uid, container = workload.subject
         exclusive = flag(workload.pinned if places.exclusive_known else None)
         for node, count in places.per_node(cpus):
             values = (namespace, pod, uid, container, node, workload.qos, exclusive)

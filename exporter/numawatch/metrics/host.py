@@ -193,9 +193,7 @@ def numa_memory_rows(context: None, intent: Intent, workloads: tuple[Workload, .
         numa_bytes = workload.numa_bytes
         if numa_bytes is None:
             continue
-        # The subject labels as Workload.labels spells them, without building its two dicts per container.
-        namespace, pod, pod_uid = workload.namespace or "", workload.pod_name, workload.pod_uid
-        container = workload.container_name or workload.container_id[:12]
+        namespace, pod, pod_uid, container = workload.subject
         for node, value in sorted(numa_bytes.items()):
             if not value:
                 continue  # nodes the container has nothing on: absent rather than 0, to keep the series count down
