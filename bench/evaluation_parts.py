@@ -5,6 +5,7 @@ test).
     PYTHONPATH=/tmp/old/exporter .venv/bin/python bench/evaluation_parts.py TREE --bench /tmp/old/bench  # older
     cp -a /var/tmp/numawatch-shapes/d384churn /dev/shm/tree && PYTHONPATH=exporter .venv/bin/python \
         bench/evaluation_parts.py /dev/shm/tree --churn --pods 1 --pinned-every 30   # moving (changes the tree)
+    PYTHONPATH=exporter .venv/bin/python bench/evaluation_parts.py TREE --pace 1   # each after an idle second
 
 One ``HostReader`` as ``bench/run.py``'s ``serve_reader`` makes it (serve's stagger) and serve's garbage collector
 settings (``cli.tune_gc_for_serve``), three warm-up evaluations, then
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("tree", help="a host tree made by bench/shapes.py or bench/generate_host.py")
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--bench", default=str(Path(__file__).resolve().parent), help="the bench/ of the version")
+    parser.add_argument("--pace", type=float, default=0.0, metavar="SECONDS",
+                        help="sleep this long before each evaluation, outside the timings: serve's idle gap, after "
+                             "which an evaluation costs more than back to back (0: back to back)")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import churn as bench_churn  # bench/churn.py, next to this file
 
@@ -66,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.runs + 3):
         if mover is not None:
             mover.advance()
+        if args.pace:
+            time.sleep(args.pace)
         t0 = time.process_time()
         host = reader.read()
         t1 = time.process_time()

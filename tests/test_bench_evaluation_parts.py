@@ -37,3 +37,22 @@ def test_it_prints_every_part_of_an_evaluation(tree, capsys, churn):
 def test_the_churn_options_need_churn(tree):
     with pytest.raises(SystemExit):
         parts.main([str(tree), "--pods", "2"])
+
+
+def test_pace_sleeps_before_every_evaluation_outside_the_timings(tree, capsys, monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(parts.time, "sleep", slept.append)
+
+    assert parts.main([str(tree), "--runs", "2", "--pace", "0.5"]) == 0
+
+    assert slept == [0.5] * 5  # the three warm-up evaluations and the two measured
+    assert list(printed(capsys)) == PARTS
+
+
+def test_without_pace_nothing_sleeps(tree, capsys, monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(parts.time, "sleep", slept.append)
+
+    assert parts.main([str(tree), "--runs", "1"]) == 0
+
+    assert slept == []
