@@ -3,8 +3,12 @@ node_exporter's per scrape at the same pace) and the tree reading of bench/inter
 
 from __future__ import annotations
 
+import http.server
+import socketserver
+import threading
 from pathlib import Path
 
+import pytest
 from bench_modules import load_bench
 
 run = load_bench("bench_run", "run.py")
@@ -51,3 +55,72 @@ def test_reading_the_tree_skips_a_file_gone_since_it_was_listed(tmp_path):
     kept = tmp_path / "kept"
     kept.write_bytes(b"1" * (3 << 20))  # more than one read of 1 MiB
     assert interleaved.read_all([str(tmp_path / "gone"), str(kept)]) >= 0.0
+
+
+class _Counting(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive; counts connections; ``/close`` answers and closes, ``/missing`` is a 404."""
+
+    protocol_version = "HTTP/1.1"
+    connections = 0
+
+    def setup(self) -> None:
+        super().setup()
+        type(self).connections += 1
+
+    def do_GET(self) -> None:
+        if self.path == "/missing":
+            self.send_error(404)
+            return
+        body = f"{self.headers.get('Accept-Encoding')}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        if self.path == "/close":
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    def server_bind(self) -> None:
+        # HTTPServer's own asks the resolver for the host's name (socket.getfqdn), which waits out its timeouts on
+        # a machine without DNS.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
+
+
+@pytest.fixture
+def http_server():
+    _Counting.connections = 0
+    server = _Server(("127.0.0.1", 0), _Counting)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_scraper_keeps_its_connection_as_prometheus_does(http_server):
+    scraper = interleaved.Scraper(http_server, {"Accept-Encoding": "gzip"})
+    bodies = [scraper.get() for _ in range(3)]
+    scraper.close()
+    assert bodies == [b"gzip\n"] * 3
+    assert _Counting.connections == 1
+
+
+def test_the_scraper_opens_a_new_connection_when_the_server_closed_one(http_server):
+    scraper = interleaved.Scraper(http_server, {}, path="/close")
+    assert scraper.get() == b"identity\n"
+    assert scraper.get() == b"identity\n"
+    scraper.close()
+    assert _Counting.connections == 2
+
+
+def test_the_scraper_stops_on_an_answer_that_is_not_200(http_server):
+    scraper = interleaved.Scraper(http_server, {}, path="/missing")
+    with pytest.raises(SystemExit, match="HTTP 404"):
+        scraper.get()
+    scraper.close()
