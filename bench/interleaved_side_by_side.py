@@ -79,24 +79,24 @@ class Scraper:
         self.connection: http.client.HTTPConnection | None = None
 
     def get(self) -> bytes:
-        for attempt in (1, 2):
-            if self.connection is None:
-                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-            try:
-                self.connection.request("GET", self.path, headers=self.headers)
-                response = self.connection.getresponse()
-                body = response.read()
-            except (http.client.HTTPException, ConnectionError):
-                self.close()
-                if attempt == 2:
-                    raise
-                continue
-            if response.status != 200:
-                raise SystemExit(f"GET {self.path} on port {self.port}: HTTP {response.status}")
-            if response.will_close:
-                self.close()
-            return body
-        raise AssertionError("unreachable")
+        try:
+            return self._get()
+        except (http.client.HTTPException, ConnectionError):
+            # The server closed the kept-alive connection between two scrapes: once more, on a new one.
+            self.close()
+            return self._get()
+
+    def _get(self) -> bytes:
+        if self.connection is None:
+            self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        self.connection.request("GET", self.path, headers=self.headers)
+        response = self.connection.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise SystemExit(f"GET {self.path} on port {self.port}: HTTP {response.status}")
+        if response.will_close:
+            self.close()
+        return body
 
     def close(self) -> None:
         if self.connection is not None:

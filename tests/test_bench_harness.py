@@ -58,7 +58,8 @@ def test_reading_the_tree_skips_a_file_gone_since_it_was_listed(tmp_path):
 
 
 class _Counting(http.server.BaseHTTPRequestHandler):
-    """HTTP/1.1 with keep-alive; counts connections; ``/close`` answers and closes, ``/missing`` is a 404."""
+    """HTTP/1.1 with keep-alive; counts connections; ``/close`` answers and closes, ``/drop`` closes without saying
+    so, ``/missing`` is a 404."""
 
     protocol_version = "HTTP/1.1"
     connections = 0
@@ -76,6 +77,7 @@ class _Counting(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         if self.path == "/close":
             self.send_header("Connection", "close")
+        if self.path in ("/close", "/drop"):
             self.close_connection = True
         self.end_headers()
         self.wfile.write(body)
@@ -115,6 +117,14 @@ def test_the_scraper_opens_a_new_connection_when_the_server_closed_one(http_serv
     scraper = interleaved.Scraper(http_server, {}, path="/close")
     assert scraper.get() == b"identity\n"
     assert scraper.get() == b"identity\n"
+    scraper.close()
+    assert _Counting.connections == 2
+
+
+def test_the_scraper_tries_once_more_when_a_kept_connection_was_dropped(http_server):
+    scraper = interleaved.Scraper(http_server, {}, path="/drop")
+    assert scraper.get() == b"identity\n"
+    assert scraper.get() == b"identity\n"  # the first try meets the closed connection, the second a new one
     scraper.close()
     assert _Counting.connections == 2
 
