@@ -98,7 +98,7 @@ class _Server(http.server.ThreadingHTTPServer):
 def http_server():
     _Counting.connections = 0
     server = _Server(("127.0.0.1", 0), _Counting)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server.server_address[1]
     server.shutdown()
