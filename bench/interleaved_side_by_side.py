@@ -7,15 +7,16 @@
 Why: after an idle second an evaluation (or a scrape) on this benchmark VM costs 2-4 times what one run back to back
 costs, and how much more moves from one minute to the next (other tenants, the host's caches), so two cold figures
 taken a minute apart (bench/paced_side_by_side.py) can differ by half. Here both run in the same minutes: serve
-evaluates every ``--pace`` seconds (``--interval``) and node_exporter (Debian's 1.5.0, the small configuration:
-cpu, cpufreq, meminfo_numa, vmstat; gzip asked for) is scraped every ``--pace`` seconds, half a pace after each
-evaluation starts, so they seldom overlap and see the same conditions. serve is scraped right after, as Prometheus
-scrapes it (its Accept header, gzip): serve writes a body only in the formats scraped, so an unscraped serve would
-be measured without its exposition. Each exporter is scraped over one kept-alive connection, made before the
-window, as Prometheus keeps its connection to a target between scrapes (``Scraper``; before 2026-12-06 every scrape
-opened a new one, which cost serve about 0.3 ms more a scrape after an idle second and node_exporter no measurable
-amount). CPU seconds (``/proc/<pid>/stat`` utime+stime) over the window, divided by
-serve's ``numawatch_evaluations_total`` delta and by the scrapes taken. Each round starts both processes afresh.
+evaluates every ``--pace`` seconds (``--interval``) and node_exporter (Debian's 1.5.0, the small configuration: cpu,
+cpufreq, meminfo_numa, vmstat; gzip asked for) is scraped every ``--pace`` seconds, half a pace after each evaluation
+starts, so they seldom overlap and see the same conditions. serve is scraped right after, as Prometheus scrapes it
+(its Accept header, gzip): serve writes a body only in the formats scraped, so an unscraped serve would be measured
+without its exposition. Each exporter is scraped over one kept-alive connection, made before the window, as
+Prometheus keeps its connection to a target between scrapes (``Scraper``; before 2026-12-06 every scrape opened a new
+one, which cost serve about 0.3 ms more a scrape after an idle second and node_exporter no measurable amount). CPU
+seconds over the window (the process's CPU-time clock, to the nanosecond; before 2026-12-06 16:00 UTC
+``/proc/<pid>/stat``'s utime+stime, in 10-ms ticks, a 3 % step on host32's window), divided by serve's
+``numawatch_evaluations_total`` delta and by the scrapes taken. Each round starts both processes afresh.
 
 ``--hot-files``: the tree's files are regular page-cache files, and on this VM a page-cache page left idle for 15 s
 costs ~20 us to touch again (the host takes idle guest memory back), so at a 15 s pace both exporters mostly pay for

@@ -9,8 +9,9 @@ back to back costs (caches and kernel state go cold; see "A whole evaluation on 
 docs/performance.md). bench/run.py compares serve at its 1 s interval with node_exporter scraped once a second (and
 shows the back-to-back scrape beside it). Here both are measured both ways, alternately, minutes apart at most:
 
-- node_exporter (Debian's 1.5.0, the small configuration: cpu, cpufreq, meminfo_numa, vmstat; gzip asked for):
-  CPU seconds (``/proc/<pid>/stat`` utime+stime) over N scrapes, divided by N; back to back, then one a second;
+- node_exporter (Debian's 1.5.0, the small configuration: cpu, cpufreq, meminfo_numa, vmstat; gzip asked for): CPU
+  seconds (the process's CPU-time clock, ``bench/run.py``'s ``proc_cpu_seconds``) over N scrapes, divided by N; back
+  to back, then one a second;
 - ``numawatch serve --interval 0.05`` (evaluations back to back) and ``--interval 1``: CPU seconds over a window
   divided by the ``numawatch_evaluations_total`` delta (two scrapes in the window, so serving costs nearly nothing).
 
@@ -29,14 +30,13 @@ import urllib.request
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+from run import proc_cpu_seconds as cpu_seconds  # noqa: E402
+
 NUMAWATCH = BENCH.parent / ".venv/bin/numawatch"
 NODE_EXPORTER = "/tmp/nodeexp/root/usr/bin/prometheus-node-exporter"  # bench/run.py unpacks it there
 SMALL = ("cpu", "cpufreq", "meminfo_numa", "vmstat")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def node_exporter(binary: str, root: str, port: int, pace: float, scrapes: int) -> float:

@@ -3,9 +3,9 @@
     python bench/generate_host.py --out /tmp/host384 --cpus 384
     python bench/serve_idle_penalty.py --host /tmp/host384 --intervals 0.05,1,3
 
-For each interval it starts serve on the tree, waits for warm-up, then divides the process's CPU time
-(``/proc/<pid>/stat`` utime+stime) over a fixed window by the ``numawatch_evaluations_total`` delta. A bench, not a
-test: the figures go to docs/performance.md.
+For each interval it starts serve on the tree, waits for warm-up, then divides the process's CPU time (its CPU-time
+clock, ``bench/run.py``'s ``proc_cpu_seconds``) over a fixed window by the ``numawatch_evaluations_total`` delta. A
+bench, not a test: the figures go to docs/performance.md.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
-VENV_NUMAWATCH = Path(__file__).resolve().parents[1] / ".venv/bin/numawatch"
+BENCH = Path(__file__).resolve().parent
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+from run import proc_cpu_seconds as cpu_seconds  # noqa: E402
 
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+VENV_NUMAWATCH = BENCH.parent / ".venv/bin/numawatch"
 
 
 def _evaluations(url: str) -> float:
@@ -46,10 +46,10 @@ def measure(binary: str, host: str, interval: float, warmup: float, window: floa
         try:
             url = _listening_url(process, log)
             time.sleep(warmup)
-            count, cpu = _evaluations(url), _cpu_seconds(process.pid)
+            count, cpu = _evaluations(url), cpu_seconds(process.pid)
             time.sleep(window)
             evaluations = int(_evaluations(url) - count)
-            return evaluations, (_cpu_seconds(process.pid) - cpu) / max(evaluations, 1)
+            return evaluations, (cpu_seconds(process.pid) - cpu) / max(evaluations, 1)
         finally:
             process.kill()
             process.wait(timeout=10)

@@ -21,7 +21,7 @@ Per shape:
    cpu, cpufreq, meminfo_numa and vmstat collectors, gzip asked for), both started afresh for each of ``--rounds``
    rounds, both running over the same ``--window`` seconds: serve evaluates every second, node_exporter is scraped
    every second half a second after each evaluation starts, and serve right after it, each over one kept-alive
-   connection as Prometheus scrapes. CPU seconds (``/proc/<pid>/stat`` utime+stime) over the
+   connection as Prometheus scrapes. CPU seconds (each process's CPU-time clock, to the nanosecond) over the
    window per evaluation (serve's ``numawatch_evaluations_total`` delta) and per scrape. The ratio is taken per
    round, and the report gives every round's range. For d384churn, bench/churn.py moves the counters and replaces
    pods every second in a child process meanwhile (its CPU counts for neither). Before each round every file of the

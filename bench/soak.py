@@ -79,7 +79,7 @@ class Soak:
     scrapes: int = 0
     scrape_errors: list[str] = field(default_factory=list)
     evaluations: float | None = None  # numawatch_evaluations_total at the last scrape
-    cpu_seconds: float | None = None  # serve's utime + stime at the last sample
+    cpu_seconds: float | None = None  # serve's CPU-time clock at the last sample
     errors: int = 0  # tracebacks and error lines serve logged
     exit_code: int | None = None  # set when serve stopped before the soak ended
 

@@ -1,10 +1,14 @@
 """The benchmark harness's own logic: bench/run.py's closing verdict (serve's CPU per evaluation against
-node_exporter's per scrape at the same pace) and the tree reading of bench/interleaved_side_by_side.py --hot-files."""
+node_exporter's per scrape at the same pace), the tree reading of bench/interleaved_side_by_side.py --hot-files, its
+kept-alive scraper and the CPU-time reading every side by side divides."""
 
 from __future__ import annotations
 
 import http.server
+import os
 import socketserver
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -134,3 +138,45 @@ def test_the_scraper_stops_on_an_answer_that_is_not_200(http_server):
     with pytest.raises(SystemExit, match="HTTP 404"):
         scraper.get()
     scraper.close()
+
+
+# A child whose CPU is spent in a thread that has exited by the time it is read, as serve's evaluation threads have.
+_BURN_IN_A_THREAD = """
+import sys, threading, time
+def burn():
+    end = time.thread_time() + 0.15
+    while time.thread_time() < end:
+        pass
+worker = threading.Thread(target=burn)
+worker.start()
+worker.join()
+print("done", flush=True)
+sys.stdin.read()
+"""
+
+
+def _ticks(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_cpu_seconds_count_exited_threads_finer_than_clock_ticks():
+    child = subprocess.Popen([sys.executable, "-c", _BURN_IN_A_THREAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"done\n"
+        precise, ticks = run.proc_cpu_seconds(child.pid), _ticks(child.pid)
+        assert precise >= 0.15  # the exited thread's time is in it
+        assert abs(precise - ticks) <= 0.011  # the same time as the ticks count, to within one tick
+        assert precise != round(precise, 2)  # finer than the 10-ms tick (nanoseconds: never a round figure)
+    finally:
+        child.communicate(b"")
+
+
+def test_cpu_seconds_fall_back_to_clock_ticks_where_the_clock_cannot_be_read(monkeypatch):
+    def refused(clock: int) -> float:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(run.time, "clock_gettime", refused)
+    pid = os.getpid()
+    before = _ticks(pid)
+    assert before <= run.proc_cpu_seconds(pid) <= _ticks(pid)
