@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import os
 import signal
@@ -428,6 +429,80 @@ async def test_closing_the_app_stops_the_background_sampler(aiohttp_client, host
 
     assert [task for task in asyncio.all_tasks() if task.get_name() == "numawatch-sampler"] == []
     assert reads == host.reads
+
+
+async def test_a_failed_evaluation_in_the_background_keeps_the_previous_snapshot_and_is_counted(host, caplog):
+    sampler = host.sampler(interval=0.01)
+    evaluate = sampler.evaluate_once
+    calls: list[int] = []
+
+    def fails_once_after_the_first() -> server.Snapshot:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the evaluation broke")
+        return evaluate()
+
+    sampler.evaluate_once = fails_once_after_the_first  # type: ignore[method-assign]
+    running = asyncio.create_task(sampler.run())
+    try:
+        async def first() -> bool:
+            return sampler.latest is not None
+
+        await _wait_for(first, "the first evaluation")
+        served = sampler.latest
+
+        async def failed() -> bool:
+            return sampler.failures == 1
+
+        await _wait_for(failed, "the failed evaluation")
+        assert sampler.latest is served  # the failure served nothing new
+
+        async def recovered() -> bool:
+            return sampler.latest is not served
+
+        await _wait_for(recovered, "the evaluation after the failure")
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+    assert sampler.failures == 1
+    assert "evaluation failed; still serving the previous one" in caplog.text
+    assert "the evaluation broke" in caplog.text  # with its traceback
+
+
+async def test_an_evaluation_longer_than_the_interval_is_warned_about(host, caplog):
+    sampler = host.sampler(interval=0.01)
+    evaluate = sampler.evaluate_once
+
+    def slow() -> server.Snapshot:
+        time.sleep(0.03)
+        return evaluate()
+
+    sampler.evaluate_once = slow  # type: ignore[method-assign]
+    running = asyncio.create_task(sampler.run())
+    try:
+        async def warned() -> bool:
+            return "longer than the 0.01s interval" in caplog.text
+
+        await _wait_for(warned, "the warning")
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
+def test_an_evaluation_that_raises_system_exit_ends_the_sampler_with_it(host):
+    """As from a task of its own: asyncio hands SystemExit out of the loop (here, out of asyncio.run)."""
+    sampler = host.sampler(interval=0.01)
+
+    def exits() -> server.Snapshot:
+        raise SystemExit(3)
+
+    sampler.evaluate_once = exits  # type: ignore[method-assign]
+    with pytest.raises(SystemExit):
+        asyncio.run(asyncio.wait_for(sampler.run(), 10))  # a bound on a hang
+    assert sampler.latest is None and sampler.failures == 0
 
 
 def test_sampler_refuses_an_interval_that_is_not_positive(host):

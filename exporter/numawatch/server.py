@@ -61,7 +61,7 @@ from aiohttp import web
 
 from numawatch import __version__, metrics
 from numawatch.allocator import release_free_memory
-from numawatch.background import in_daemon_thread
+from numawatch.background import Repeating, in_daemon_thread
 from numawatch.checks import Check, Evaluation, evaluate
 from numawatch.collectors import Collectors
 from numawatch.connection import Connection
@@ -250,7 +250,7 @@ class Sampler:
         # Why the last evaluation was not served (sources short of descriptors), None when it was.
         self.not_served: str | None = None
         self.failures = 0
-        self._wake: asyncio.Event | None = None
+        self._repeating: Repeating[Snapshot] | None = None  # run()'s evaluation thread, while it runs
 
     def evaluate_once(self) -> Snapshot:
         """Read, judge, build the families and write the bodies scraped since the previous evaluation (blocking:
@@ -313,13 +313,20 @@ class Sampler:
         return families
 
     async def refresh(self) -> Snapshot | None:
-        """One evaluation off the event loop; on failure keep serving the previous snapshot."""
+        """One evaluation off the event loop, now; on failure keep serving the previous snapshot."""
         try:
             snapshot = await in_daemon_thread(self.evaluate_once, "numawatch-evaluation")
-        except Exception:
-            self.failures += 1
-            log.exception("evaluation failed; still serving the previous one")
+        except Exception as error:
+            self._failed(error)
             return None
+        return self._take(snapshot)
+
+    def _failed(self, error: Exception) -> None:
+        self.failures += 1
+        log.error("evaluation failed; still serving the previous one", exc_info=error)
+
+    def _take(self, snapshot: Snapshot) -> Snapshot | None:
+        """Serve ``snapshot`` from now on (on the event loop), unless sources were starved of descriptors."""
         starved = [status for status in snapshot.evaluation.host.statuses.values() if status.starved]
         if starved:
             # Sources down for want of a descriptor say nothing about the host: their findings would be missing,
@@ -336,18 +343,30 @@ class Sampler:
         return snapshot
 
     async def run(self) -> None:
-        """Evaluate now, then every ``interval`` seconds (start to start) or sooner when woken, until cancelled."""
+        """Evaluate now, then every ``interval`` seconds (start to start) or sooner when woken, until cancelled: in
+        one daemon thread (``Repeating``), whose snapshots are taken here, on the event loop."""
         loop = asyncio.get_running_loop()
-        self._wake = wake = asyncio.Event()
-        while True:
-            started = loop.time()
-            wake.clear()  # a wake-up during this evaluation still leads to another one right after
-            await self.refresh()
-            elapsed = loop.time() - started
-            if elapsed > self.interval:
-                log.warning("evaluation took %.2fs, longer than the %.2fs interval", elapsed, self.interval)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), max(0.0, self.interval - elapsed))
+        ended: asyncio.Future[None] = loop.create_future()  # only by an error that is not an Exception
+
+        def take(snapshot: Snapshot | None, error: BaseException | None, seconds: float) -> None:
+            if seconds > self.interval:
+                log.warning("evaluation took %.2fs, longer than the %.2fs interval", seconds, self.interval)
+            if isinstance(error, Exception):
+                self._failed(error)
+            elif error is not None:  # SystemExit and the like end the sampler, as they would end a task
+                if not ended.done():
+                    ended.set_exception(error)
+            elif snapshot is not None:
+                self._take(snapshot)
+
+        repeating = Repeating(self.evaluate_once, lambda: self.interval, take, loop, "numawatch-evaluation")
+        self._repeating = repeating
+        repeating.start()
+        try:
+            await ended
+        finally:
+            repeating.stop()
+            self._repeating = None
 
     def refresh_soon(self, sources: Iterable[str] | None = None) -> None:
         """Forget cached results (of ``sources``, or all) and evaluate as soon as possible: for SIGHUP and hotplug
@@ -357,8 +376,8 @@ class Sampler:
         else:
             for name in sources:
                 self.reader.invalidate(name)
-        if self._wake is not None:
-            self._wake.set()
+        if self._repeating is not None:
+            self._repeating.wake()
 
     async def reload(self) -> bool:
         """Load the intent file again (SIGHUP). An invalid file keeps the current intent; either way the host is

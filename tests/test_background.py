@@ -1,0 +1,196 @@
+"""background.Repeating: serve's evaluation thread, which keeps the schedule itself and hands outcomes to the loop.
+
+Every wait below is a bound on a hang (10 s), never a timing assertion; the only time compared is that a call
+starts no sooner than the interval after the one before, which the thread's sleep guarantees."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import threading
+import time
+
+from numawatch.background import Repeating
+
+HANG = 10.0  # seconds: a bound on a hang, not a timing assertion
+
+
+class Outcomes:
+    """What ``deliver`` was given, with the thread it ran on, and a way to wait for the n-th outcome."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[object, BaseException | None, float]] = []
+        self.threads: set[int] = set()
+        self.arrived = asyncio.Event()
+
+    def deliver(self, result: object, error: BaseException | None, seconds: float) -> None:
+        self.items.append((result, error, seconds))
+        self.threads.add(threading.get_ident())
+        self.arrived.set()
+
+    async def wait_for(self, count: int) -> None:
+        deadline = time.monotonic() + HANG
+        while len(self.items) < count:
+            assert time.monotonic() < deadline, f"only {len(self.items)} of {count} outcomes came"
+            self.arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.arrived.wait(), 0.1)
+
+
+def _join(repeating: Repeating[object]) -> None:
+    deadline = time.monotonic() + HANG
+    while repeating.alive:
+        assert time.monotonic() < deadline, "the thread did not end"
+        time.sleep(0.01)
+
+
+async def test_it_calls_now_then_again_each_interval_start_to_start_and_delivers_on_the_loop():
+    starts: list[float] = []
+
+    def call() -> int:
+        starts.append(time.monotonic())
+        return len(starts)
+
+    outcomes = Outcomes()
+    repeating = Repeating(call, lambda: 0.05, outcomes.deliver, asyncio.get_running_loop(), "numawatch-test")
+    repeating.start()
+    try:
+        await outcomes.wait_for(3)
+    finally:
+        repeating.stop()
+
+    assert [result for result, _, _ in outcomes.items[:3]] == [1, 2, 3]
+    assert all(error is None and seconds >= 0 for _, error, seconds in outcomes.items)
+    assert outcomes.threads == {threading.get_ident()}  # delivered on the loop's thread, not the caller's
+    assert all(later - earlier >= 0.049 for earlier, later in itertools.pairwise(starts))
+
+
+async def test_its_thread_is_one_named_daemon_for_every_call():
+    threads: list[threading.Thread] = []
+    outcomes = Outcomes()
+    repeating = Repeating(lambda: threads.append(threading.current_thread()), lambda: 0.01, outcomes.deliver,
+                          asyncio.get_running_loop(), "numawatch-evaluation")  # fmt: skip
+    repeating.start()
+    try:
+        await outcomes.wait_for(3)
+    finally:
+        repeating.stop()
+
+    assert len(set(threads)) == 1
+    assert threads[0].daemon and threads[0].name == "numawatch-evaluation"
+    assert threads[0] is not threading.current_thread()
+
+
+async def test_a_wake_calls_again_at_once_instead_of_after_the_interval():
+    outcomes = Outcomes()
+    repeating = Repeating(time.monotonic, lambda: 3600.0, outcomes.deliver, asyncio.get_running_loop(), "t")
+    repeating.start()
+    try:
+        await outcomes.wait_for(1)
+        repeating.wake()
+        await outcomes.wait_for(2)
+    finally:
+        repeating.stop()
+
+    assert len(outcomes.items) == 2
+
+
+async def test_a_wake_during_a_call_leads_to_another_call_right_after_it():
+    entered, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def call() -> int:
+        calls.append(1)
+        entered.set()
+        if len(calls) == 1:
+            assert release.wait(HANG)
+        return len(calls)
+
+    outcomes = Outcomes()
+    repeating = Repeating(call, lambda: 3600.0, outcomes.deliver, asyncio.get_running_loop(), "t")
+    repeating.start()
+    try:
+        assert await asyncio.to_thread(entered.wait, HANG)
+        repeating.wake()  # while the first call runs
+        release.set()
+        await outcomes.wait_for(2)
+    finally:
+        repeating.stop()
+
+    assert [result for result, _, _ in outcomes.items] == [1, 2]
+
+
+async def test_a_failing_call_is_delivered_as_its_error_and_the_calls_go_on():
+    calls: list[int] = []
+
+    def call() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(5, "Input/output error")
+        return len(calls)
+
+    outcomes = Outcomes()
+    repeating = Repeating(call, lambda: 0.01, outcomes.deliver, asyncio.get_running_loop(), "t")
+    repeating.start()
+    try:
+        await outcomes.wait_for(2)
+    finally:
+        repeating.stop()
+
+    (first, error, _), (second, no_error, _) = outcomes.items[:2]
+    assert first is None and isinstance(error, OSError) and error.errno == 5
+    assert second == 2 and no_error is None
+
+
+async def test_stop_lets_the_call_in_flight_end_delivers_nothing_more_and_starts_no_other():
+    entered, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def call() -> int:
+        calls.append(1)
+        entered.set()
+        assert release.wait(HANG)
+        return len(calls)
+
+    outcomes = Outcomes()
+    repeating = Repeating(call, lambda: 0.0, outcomes.deliver, asyncio.get_running_loop(), "t")
+    repeating.start()
+    assert await asyncio.to_thread(entered.wait, HANG)
+    repeating.stop()
+    release.set()
+    await asyncio.to_thread(_join, repeating)
+    await asyncio.sleep(0.05)  # the loop runs whatever the thread handed it before it ended
+
+    assert calls == [1]
+    assert outcomes.items == []
+
+
+def test_the_thread_ends_once_the_loop_is_closed():
+    entered, release = threading.Event(), threading.Event()
+
+    def call() -> None:
+        entered.set()
+        assert release.wait(HANG)
+
+    loop = asyncio.new_event_loop()
+    repeating: Repeating[None] = Repeating(call, lambda: 0.0, lambda *outcome: None, loop, "t")
+    repeating.start()
+    assert entered.wait(HANG)
+    loop.close()
+    release.set()
+    _join(repeating)
+
+    assert not repeating.alive
+
+
+async def test_each_outcome_says_how_long_its_call_took():
+    outcomes = Outcomes()
+    repeating = Repeating(lambda: time.sleep(0.02), lambda: 0.0, outcomes.deliver, asyncio.get_running_loop(), "t")
+    repeating.start()
+    try:
+        await outcomes.wait_for(2)
+    finally:
+        repeating.stop()
+
+    assert all(seconds >= 0.02 for _, _, seconds in outcomes.items)
