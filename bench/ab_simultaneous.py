@@ -4,15 +4,17 @@
     python bench/ab_simultaneous.py --host TREE --a exporter --b exporter   # A/A: the harness's own spread
 
 Why: on this shared VM a side by side moves 5-10 % from one round to the next (bench/interleaved_side_by_side.py
-against node_exporter, whose cost moves with serve's), so a change worth 5 % cannot be told from noise by
-comparing rounds taken minutes apart. Here A and B run in the same seconds and meet the same VM: each is ``serve
---interval 1`` on its own copy of the tree (in ``--scratch``, tmpfs by default, so neither reads pages the other
-has just warmed), scraped over one kept-alive connection as Prometheus scrapes (its Accept header, gzip) half a
-second after each of its evaluations starts. The two start a third of a second apart and the one started first
-alternates from round to round: in A/A runs on host32 the one started second cost up to 5 % less. CPU is each
-process's CPU-time clock over the window, per evaluation (``numawatch_evaluations_total``); the figure is B / A
-per round and the mean of the rounds. An A/A run (both sides the same code) shows how far the mean strays when
-nothing differs; on host32, 2026-12-06: 0.996-1.048 per round, mean 1.02.
+against node_exporter, whose cost moves with serve's), so a change worth 5 % cannot be told from noise by comparing
+rounds taken minutes apart. Here A and B run in the same seconds and meet the same VM: each is ``serve --interval 1``
+on its own copy of the tree (in ``--scratch``, tmpfs by default, so neither reads pages the other has just warmed),
+scraped over one kept-alive connection as Prometheus scrapes (its Accept header, gzip) half a second after each of
+its evaluations starts. The two start half a second apart, so each evaluates while the other is scraped, and the one
+started first alternates from round to round: the order matters (in A/A runs on host32 with a third of a second
+between the starts, the one started second cost up to 5 % less; with half a second the A-first rounds of an A/B run
+still came out 3-8 % lower than the B-first ones), so only the mean over an even number of rounds counts. CPU is each
+process's CPU-time clock over the window, per evaluation (``numawatch_evaluations_total``); the figure is B / A per
+round and the mean of the rounds. An A/A run (both sides the same code) shows how far the mean strays when nothing
+differs: on host32, 2026-12-06, 0.996-1.048 per round, mean 1.02 (a third of a second apart).
 
 A bench, not a test: the figures go to docs/performance.md.
 """
@@ -36,7 +38,7 @@ if str(BENCH) not in sys.path:
 from interleaved_side_by_side import PROMETHEUS_ACCEPT, Scraper, _evaluations, _wait_for  # noqa: E402
 from run import proc_cpu_seconds  # noqa: E402
 
-STAGGER = 1 / 3  # seconds between the two starts: their evaluations and scrapes never meet at a pace of 1 s
+STAGGER = 0.5  # seconds between the two starts: a half pace, so each side evaluates while the other is scraped
 PACE = 1.0
 
 
