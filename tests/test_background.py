@@ -38,6 +38,18 @@ class Outcomes:
                 await asyncio.wait_for(self.arrived.wait(), 0.1)
 
 
+async def outcomes_of(function, interval: float, count: int, name: str = "t") -> Outcomes:
+    """Run ``function`` repeatedly until ``count`` outcomes came, then stop."""
+    outcomes = Outcomes()
+    repeating = Repeating(function, lambda: interval, outcomes.deliver, asyncio.get_running_loop(), name)
+    repeating.start()
+    try:
+        await outcomes.wait_for(count)
+    finally:
+        repeating.stop()
+    return outcomes
+
+
 def _join(repeating: Repeating[object]) -> None:
     deadline = time.monotonic() + HANG
     while repeating.alive:
@@ -52,13 +64,7 @@ async def test_it_calls_now_then_again_each_interval_start_to_start_and_delivers
         starts.append(time.monotonic())
         return len(starts)
 
-    outcomes = Outcomes()
-    repeating = Repeating(call, lambda: 0.05, outcomes.deliver, asyncio.get_running_loop(), "numawatch-test")
-    repeating.start()
-    try:
-        await outcomes.wait_for(3)
-    finally:
-        repeating.stop()
+    outcomes = await outcomes_of(call, 0.05, 3)
 
     assert [result for result, _, _ in outcomes.items[:3]] == [1, 2, 3]
     assert all(error is None and seconds >= 0 for _, error, seconds in outcomes.items)
@@ -68,14 +74,7 @@ async def test_it_calls_now_then_again_each_interval_start_to_start_and_delivers
 
 async def test_its_thread_is_one_named_daemon_for_every_call():
     threads: list[threading.Thread] = []
-    outcomes = Outcomes()
-    repeating = Repeating(lambda: threads.append(threading.current_thread()), lambda: 0.01, outcomes.deliver,
-                          asyncio.get_running_loop(), "numawatch-evaluation")  # fmt: skip
-    repeating.start()
-    try:
-        await outcomes.wait_for(3)
-    finally:
-        repeating.stop()
+    await outcomes_of(lambda: threads.append(threading.current_thread()), 0.01, 3, "numawatch-evaluation")
 
     assert len(set(threads)) == 1
     assert threads[0].daemon and threads[0].name == "numawatch-evaluation"
@@ -130,13 +129,7 @@ async def test_a_failing_call_is_delivered_as_its_error_and_the_calls_go_on():
             raise OSError(5, "Input/output error")
         return len(calls)
 
-    outcomes = Outcomes()
-    repeating = Repeating(call, lambda: 0.01, outcomes.deliver, asyncio.get_running_loop(), "t")
-    repeating.start()
-    try:
-        await outcomes.wait_for(2)
-    finally:
-        repeating.stop()
+    outcomes = await outcomes_of(call, 0.01, 2)
 
     (first, error, _), (second, no_error, _) = outcomes.items[:2]
     assert first is None and isinstance(error, OSError) and error.errno == 5
@@ -185,12 +178,6 @@ def test_the_thread_ends_once_the_loop_is_closed():
 
 
 async def test_each_outcome_says_how_long_its_call_took():
-    outcomes = Outcomes()
-    repeating = Repeating(lambda: time.sleep(0.02), lambda: 0.0, outcomes.deliver, asyncio.get_running_loop(), "t")
-    repeating.start()
-    try:
-        await outcomes.wait_for(2)
-    finally:
-        repeating.stop()
+    outcomes = await outcomes_of(lambda: time.sleep(0.02), 0.0, 2)
 
     assert all(seconds >= 0.02 for _, _, seconds in outcomes.items)
