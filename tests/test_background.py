@@ -41,7 +41,7 @@ class Outcomes:
 async def outcomes_of(function, interval: float, count: int, name: str = "t") -> Outcomes:
     """Run ``function`` repeatedly until ``count`` outcomes came, then stop."""
     outcomes = Outcomes()
-    repeating = Repeating(function, lambda: interval, outcomes.deliver, asyncio.get_running_loop(), name)
+    repeating = Repeating(function, interval, outcomes.deliver, asyncio.get_running_loop(), name)
     repeating.start()
     try:
         await outcomes.wait_for(count)
@@ -50,11 +50,27 @@ async def outcomes_of(function, interval: float, count: int, name: str = "t") ->
     return outcomes
 
 
-def _join(repeating: Repeating[object]) -> None:
-    deadline = time.monotonic() + HANG
-    while repeating.alive:
-        assert time.monotonic() < deadline, "the thread did not end"
-        time.sleep(0.01)
+class Held:
+    """A call that says when it started; the first one then waits until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.calls = 0
+
+    def __call__(self) -> int:
+        self.calls += 1
+        self.entered.set()
+        if self.calls == 1:
+            assert self.release.wait(HANG)
+        return self.calls
+
+
+def _join(name: str) -> None:
+    """Wait for the thread called ``name`` to end (it may have ended already)."""
+    for thread in threading.enumerate():
+        if thread.name == name:
+            thread.join(HANG)
+            assert not thread.is_alive(), "the thread did not end"
 
 
 async def test_it_calls_now_then_again_each_interval_start_to_start_and_delivers_on_the_loop():
@@ -83,7 +99,7 @@ async def test_its_thread_is_one_named_daemon_for_every_call():
 
 async def test_a_wake_calls_again_at_once_instead_of_after_the_interval():
     outcomes = Outcomes()
-    repeating = Repeating(time.monotonic, lambda: 3600.0, outcomes.deliver, asyncio.get_running_loop(), "t")
+    repeating = Repeating(time.monotonic, 3600.0, outcomes.deliver, asyncio.get_running_loop(), "t")
     repeating.start()
     try:
         await outcomes.wait_for(1)
@@ -96,23 +112,14 @@ async def test_a_wake_calls_again_at_once_instead_of_after_the_interval():
 
 
 async def test_a_wake_during_a_call_leads_to_another_call_right_after_it():
-    entered, release = threading.Event(), threading.Event()
-    calls: list[int] = []
-
-    def call() -> int:
-        calls.append(1)
-        entered.set()
-        if len(calls) == 1:
-            assert release.wait(HANG)
-        return len(calls)
-
+    call = Held()
     outcomes = Outcomes()
-    repeating = Repeating(call, lambda: 3600.0, outcomes.deliver, asyncio.get_running_loop(), "t")
+    repeating = Repeating(call, 3600.0, outcomes.deliver, asyncio.get_running_loop(), "t")
     repeating.start()
     try:
-        assert await asyncio.to_thread(entered.wait, HANG)
+        assert await asyncio.to_thread(call.entered.wait, HANG)
         repeating.wake()  # while the first call runs
-        release.set()
+        call.release.set()
         await outcomes.wait_for(2)
     finally:
         repeating.stop()
@@ -137,44 +144,31 @@ async def test_a_failing_call_is_delivered_as_its_error_and_the_calls_go_on():
 
 
 async def test_stop_lets_the_call_in_flight_end_delivers_nothing_more_and_starts_no_other():
-    entered, release = threading.Event(), threading.Event()
-    calls: list[int] = []
-
-    def call() -> int:
-        calls.append(1)
-        entered.set()
-        assert release.wait(HANG)
-        return len(calls)
-
+    call = Held()
     outcomes = Outcomes()
-    repeating = Repeating(call, lambda: 0.0, outcomes.deliver, asyncio.get_running_loop(), "t")
+    repeating = Repeating(call, 0.0, outcomes.deliver, asyncio.get_running_loop(), "numawatch-test-stop")
     repeating.start()
-    assert await asyncio.to_thread(entered.wait, HANG)
+    assert await asyncio.to_thread(call.entered.wait, HANG)
     repeating.stop()
-    release.set()
-    await asyncio.to_thread(_join, repeating)
+    call.release.set()
+    await asyncio.to_thread(_join, "numawatch-test-stop")
     await asyncio.sleep(0.05)  # the loop runs whatever the thread handed it before it ended
 
-    assert calls == [1]
+    assert call.calls == 1
     assert outcomes.items == []
 
 
 def test_the_thread_ends_once_the_loop_is_closed():
-    entered, release = threading.Event(), threading.Event()
-
-    def call() -> None:
-        entered.set()
-        assert release.wait(HANG)
-
+    call = Held()
     loop = asyncio.new_event_loop()
-    repeating: Repeating[None] = Repeating(call, lambda: 0.0, lambda *outcome: None, loop, "t")
+    repeating: Repeating[int] = Repeating(call, 0.0, lambda *outcome: None, loop, "numawatch-test-closed")
     repeating.start()
-    assert entered.wait(HANG)
+    assert call.entered.wait(HANG)
     loop.close()
-    release.set()
-    _join(repeating)
+    call.release.set()
 
-    assert not repeating.alive
+    _join("numawatch-test-closed")  # asserts that it ended
+    assert call.calls == 1
 
 
 async def test_each_outcome_says_how_long_its_call_took():

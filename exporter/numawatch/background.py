@@ -44,7 +44,7 @@ async def in_daemon_thread(function: Callable[[], T], name: str) -> T:
 
 
 class Repeating(Generic[T]):
-    """Calls ``function`` in one daemon thread now, then every ``interval()`` seconds (start to start), or sooner when
+    """Calls ``function`` in one daemon thread now, then every ``interval`` seconds (start to start), or sooner when
     woken, until stopped; each outcome is handed to ``deliver(result, error, seconds)`` on ``loop``.
 
     One thread that sleeps between calls rather than a new thread per call started by a timer on the loop: the event
@@ -57,7 +57,7 @@ class Repeating(Generic[T]):
     def __init__(
         self,
         function: Callable[[], T],
-        interval: Callable[[], float],
+        interval: float,
         deliver: Callable[[T | None, BaseException | None, float], None],
         loop: asyncio.AbstractEventLoop,
         name: str,
@@ -83,10 +83,6 @@ class Repeating(Generic[T]):
         self._stopped = True
         self._woken.set()
 
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
     def _take(self, result: T | None, error: BaseException | None, seconds: float) -> None:
         if not self._stopped:  # on the loop: stop() may have come between the call's end and now
             self._deliver(result, error, seconds)
@@ -105,4 +101,4 @@ class Repeating(Generic[T]):
             except RuntimeError:  # the loop closed: nobody takes outcomes any more
                 return
             del result, error  # the loop holds them now; a sleeping thread keeps nothing alive
-            self._woken.wait(max(0.0, self._interval() - seconds))
+            self._woken.wait(max(0.0, self._interval - seconds))

@@ -359,7 +359,7 @@ class Sampler:
             elif snapshot is not None:
                 self._take(snapshot)
 
-        repeating = Repeating(self.evaluate_once, lambda: self.interval, take, loop, "numawatch-evaluation")
+        repeating = Repeating(self.evaluate_once, self.interval, take, loop, "numawatch-evaluation")
         self._repeating = repeating
         repeating.start()
         try:
