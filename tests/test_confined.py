@@ -424,9 +424,38 @@ def test_permission_denied_is_not_absence(tmp_path, monkeypatch):
     paths = Paths.from_root(tmp_path)
     assert paths.fs.is_dir(paths.etc) and not paths.fs.exists(paths.etc / "missing")
 
-    def denied(path, follow_symlinks=True):
+    def denied(path, follow_symlinks=True, absent=frozenset()):
         raise PermissionError(errno_module.EACCES, "Permission denied", str(path))
 
-    monkeypatch.setattr(paths.fs, "stat_path", denied)
+    monkeypatch.setattr(paths.fs, "_stat", denied)  # what stat_path and exists() resolve with
     with pytest.raises(PermissionError):
         paths.fs.is_dir(paths.etc)
+
+
+def test_optional_reads_say_absent_without_raising_and_raise_for_everything_else(tree, mode):
+    """The optional reads (read_small, read_optional_text, list_dir, stat_optional) answer None or [] for a path
+    that does not exist (ENOENT) or runs through a file (ENOTDIR), and raise what any other failure is (a link loop:
+    ELOOP), as the raising reads do; what exists reads as it does through them."""
+    root, _ = tree
+    fs = confined.HostFs([root])
+    (root / "etc/loop").symlink_to("loop")
+    (root / "etc/d").mkdir()
+    (root / "etc/d/x").write_bytes(b"x\n")
+    for absent in (root / "etc/missing", root / "etc/missing/deeper", root / "proc/sys/vm/swappiness/below"):
+        assert fs.read_small(absent, 64) is None
+        assert fs.read_optional_text(absent) is None
+        assert fs.list_dir(absent) == []
+        assert fs.stat_optional(absent) is None
+        with pytest.raises((FileNotFoundError, NotADirectoryError)):
+            fs.stat_path(absent)
+    for call in (partial(fs.read_small, root / "etc/loop", 64), partial(fs.read_optional_text, root / "etc/loop"),
+                 partial(fs.list_dir, root / "etc/loop"), partial(fs.stat_optional, root / "etc/loop")):  # fmt: skip
+        with pytest.raises(OSError) as raised:
+            call()
+        assert raised.value.errno == errno.ELOOP
+        assert raised.value.filename == str(root / "etc/loop")
+    assert fs.read_small(root / "proc/sys/vm/swappiness", 64) == b"60\n"
+    assert fs.read_optional_text(root / "proc/sys/vm/swappiness") == "60\n"
+    assert fs.list_dir(root / "etc/d") == ["x"]
+    found = fs.stat_optional(root / "etc/d/x")
+    assert found is not None and found.st_size == 2 and found == fs.stat_path(root / "etc/d/x")

@@ -134,7 +134,7 @@ def deny(monkeypatch: pytest.MonkeyPatch, *paths: Path) -> None:
     """EACCES from ``open``, ``os.open`` and the confined opener (where every host read goes) for these paths. Tests
     run as root, which ``chmod 000`` does not stop, so the permission check the kernel would make is made here."""
     denied = {os.fspath(path) for path in paths}
-    real_open, real_os_open, real_open_file = builtins.open, os.open, confined.HostFs.open_file
+    real_open, real_os_open, real_open_regular = builtins.open, os.open, confined.HostFs._open_regular
 
     def check(file) -> None:
         if isinstance(file, (str, bytes, os.PathLike)) and os.fsdecode(file) in denied:
@@ -148,13 +148,13 @@ def deny(monkeypatch: pytest.MonkeyPatch, *paths: Path) -> None:
         check(path)
         return real_os_open(path, *args, **kwargs)
 
-    def fake_open_file(fs, path):
+    def fake_open_regular(fs, path, absent=frozenset()):  # what open_file and the optional reads open with
         check(path)
-        return real_open_file(fs, path)
+        return real_open_regular(fs, path, absent)
 
     monkeypatch.setattr(builtins, "open", fake_open)
     monkeypatch.setattr(os, "open", fake_os_open)
-    monkeypatch.setattr(confined.HostFs, "open_file", fake_open_file)
+    monkeypatch.setattr(confined.HostFs, "_open_regular", fake_open_regular)
 
 
 def cgroup_file(node: ReferenceNode, ref, name: str) -> Path:

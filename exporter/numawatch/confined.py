@@ -236,7 +236,8 @@ def _fail(code: int | None, logical: str) -> OSError:
     return OSError(code, os.strerror(code), logical)
 
 
-def _openat2(root: _Root, rel: str, flags: int, logical: str) -> int:
+def _openat2(root: _Root, rel: str, flags: int, logical: str, absent: frozenset[int] = frozenset()) -> int:
+    """openat2 of ``rel`` under ``root``; -1 when it fails with an error in ``absent`` (no exception made)."""
     if "\0" in rel:
         raise OSError(errno.EINVAL, "a NUL byte in the path", logical)
     encoded = rel.encode("utf-8", "surrogateescape")
@@ -247,6 +248,8 @@ def _openat2(root: _Root, rel: str, flags: int, logical: str) -> int:
         if fd >= 0:
             return int(fd)
         code = ctypes.get_errno()
+        if code in absent:
+            return -1
         if code not in (errno.EAGAIN, errno.EINTR):
             raise _fail(code, logical)
     raise _fail(errno.EAGAIN, logical)
@@ -357,10 +360,17 @@ def _mode_or_close(fd: int) -> int:
         raise
 
 
-def _open(root: _Root, rel: str, flags: int, logical: str) -> int:
+def _open(root: _Root, rel: str, flags: int, logical: str, absent: frozenset[int] = frozenset()) -> int:
+    """A descriptor of ``rel`` under ``root``; -1 when the error is one of ``absent``."""
     if _OPENAT2:
-        return _openat2(root, rel, flags, logical)
-    return _walk(root, rel, flags, logical)[0]
+        return _openat2(root, rel, flags, logical, absent)
+    try:
+        return _walk(root, rel, flags, logical)[0]
+    except OSError as error:
+        if error.errno in absent:
+            return -1
+        raise
+
 
 # --------------------------------------------------------------------------------------------------- the API
 def _text(path: str | os.PathLike[str]) -> str:
@@ -371,6 +381,10 @@ def _text(path: str | os.PathLike[str]) -> str:
 # What "does not exist" means for exists()/is_dir()/is_file(), as pathlib decides it: anything else (permission
 # denied above all) propagates, so a source says "Permission denied: <path>" instead of "there is nothing here".
 _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+# What "does not exist" means for the optional reads (read_small, read_optional_text, list_dir, stat_optional): the
+# errors of FileNotFoundError and NotADirectoryError. An optional file is looked for at every evaluation (a node
+# without /etc/sysconfig, a runtime not installed), so its absence is told by a return value, not an exception.
+_MISSING = frozenset({errno.ENOENT, errno.ENOTDIR})
 
 # No file numawatch reads legitimately comes close to this; /proc/interrupts on a 384-CPU host with 2,000 IRQs is
 # about 8 MB. A bigger file is corrupt or hostile, and reading it whole would blow the memory budget.
@@ -380,6 +394,22 @@ DEFAULT_READ_LIMIT = 16 * 1024 * 1024
 # asking for the read limit (megabytes) would map and fault in a fresh buffer for every small file; procfs and sysfs
 # files fit in one such read, and a larger file is gathered chunk by chunk.
 _CHUNK = 1 << 16
+
+
+def _read_whole(fd: int, path: str | os.PathLike[str], limit: int) -> bytes:
+    """Everything ``fd`` reads up to EOF (procfs returns short reads), closed after; a file past ``limit`` bytes is
+    ``MalformedFile`` (procfs reports size 0, so the reads are counted)."""
+    parts: list[bytes] = []
+    total = 0
+    try:
+        while chunk := os.read(fd, min(limit + 1 - total, _CHUNK)):
+            total += len(chunk)
+            if total > limit:
+                raise MalformedFile(_text(path), f"larger than the {limit}-byte limit")
+            parts.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(parts)  # one part is handed back as it is, not copied
 
 
 class HostFs:
@@ -441,6 +471,10 @@ class HostFs:
 
     def open_file(self, path: str | os.PathLike[str]) -> int:
         """A descriptor of the regular file at ``path`` (confined, non-blocking); the caller closes it."""
+        return self._open_regular(path)
+
+    def _open_regular(self, path: str | os.PathLike[str], absent: frozenset[int] = frozenset()) -> int:
+        """``open_file``, or -1 when opening fails with an error in ``absent``."""
         # The hot path of every source (about 2,000 calls an evaluation on a large node): _locate and _openat2
         # inlined.
         text = path if path.__class__ is str else _text(path)
@@ -460,11 +494,15 @@ class HostFs:
             fd = _CALL(_NR, c_fd, rel.encode("utf-8", "surrogateescape"), _FILE_HOW, _HOW_SIZE)
             if fd < 0:
                 code = ctypes.get_errno()
+                if code in absent:
+                    return -1
                 if code != errno.EAGAIN and code != errno.EINTR:
                     raise OSError(code, os.strerror(code), text)
-                fd = _openat2(root, rel, FILE_FLAGS, text)  # a race the kernel asks to retry
+                fd = _openat2(root, rel, FILE_FLAGS, text, absent)  # a race the kernel asks to retry
         else:
-            fd = _open(root, rel, FILE_FLAGS, text)
+            fd = _open(root, rel, FILE_FLAGS, text, absent)
+        if fd < 0:
+            return fd
         try:  # _mode_or_close inlined: this is the hot path
             mode = os.fstat(fd).st_mode
         except OSError:
@@ -485,13 +523,14 @@ class HostFs:
         finally:
             os.close(fd)
 
-    def _open_directory(self, path: str | os.PathLike[str]) -> int:
-        """A descriptor of the directory at ``path`` (confined), told to the observer as listed."""
+    def _open_directory(self, path: str | os.PathLike[str], absent: frozenset[int] = frozenset()) -> int:
+        """A descriptor of the directory at ``path`` (confined), told to the observer as listed; -1 when opening
+        fails with an error in ``absent``."""
         root, rel, logical = self._locate(path)
         observer = self._observer
         if observer is not None:
             observer(logical, "listed")
-        return _open(root, rel, _DIR_FLAGS, logical)
+        return _open(root, rel, _DIR_FLAGS, logical, absent)
 
     def listdir(self, path: str | os.PathLike[str]) -> list[str]:
         """The names in the directory at ``path`` (confined)."""
@@ -515,16 +554,35 @@ class HostFs:
 
     def stat_path(self, path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> os.stat_result:
         """``os.stat`` (or ``os.lstat``) of ``path``, resolved under its root."""
+        found = self._stat(path, follow_symlinks)
+        assert found is not None  # nothing is absent without an ``absent``
+        return found
+
+    def stat_optional(self, path: str | os.PathLike[str]) -> os.stat_result | None:
+        """``stat_path``, or None when ``path`` does not exist (what FileNotFoundError and NotADirectoryError say)."""
+        return self._stat(path, True, _MISSING)
+
+    def _stat(
+        self, path: str | os.PathLike[str], follow_symlinks: bool, absent: frozenset[int] = frozenset()
+    ) -> os.stat_result | None:
+        """``stat_path``, or None when resolving fails with an error in ``absent``."""
         root, rel, logical = self._locate(path)
         observer = self._observer
         if observer is not None:
             observer(logical, "stated")
         if follow_symlinks:
-            fd = _open(root, rel, _PATH_FLAGS, logical)
+            fd = _open(root, rel, _PATH_FLAGS, logical, absent)
         elif _OPENAT2:
-            fd = _openat2(root, rel, _PATH_NOFOLLOW, logical)
+            fd = _openat2(root, rel, _PATH_NOFOLLOW, logical, absent)
         else:
-            fd = _walk(root, rel, _PATH_FLAGS, logical, follow_last=False)[0]
+            try:
+                fd = _walk(root, rel, _PATH_FLAGS, logical, follow_last=False)[0]
+            except OSError as error:
+                if error.errno not in absent:
+                    raise
+                fd = -1
+        if fd < 0:
+            return None
         try:
             return os.fstat(fd)
         finally:
@@ -551,7 +609,8 @@ class HostFs:
 
     def _kind(self, path: str | os.PathLike[str]) -> int | None:
         try:
-            return stat.S_IFMT(self.stat_path(path).st_mode)
+            found = self._stat(path, True, _ABSENT)
+            return None if found is None else stat.S_IFMT(found.st_mode)
         except ClosedHostFs:
             raise
         except ValueError:  # a NUL byte in the path (the walk's os.open)
@@ -606,19 +665,7 @@ class HostFs:
     # ----------------------------------------------------------------------------------------------- bounded reads
     def read_bytes(self, path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT) -> bytes:
         """Read a whole file, refusing files larger than ``limit`` (procfs reports size 0, so we read and count)."""
-        fd = self.open_file(path)
-        parts: list[bytes] = []
-        total = 0
-        try:
-            # procfs files can return short reads; keep reading until EOF.
-            while chunk := os.read(fd, min(limit + 1 - total, _CHUNK)):
-                total += len(chunk)
-                if total > limit:
-                    raise MalformedFile(_text(path), f"larger than the {limit}-byte limit")
-                parts.append(chunk)
-        finally:
-            os.close(fd)
-        return b"".join(parts)  # one part is handed back as it is, not copied
+        return _read_whole(self.open_file(path), path, limit)
 
     def read_small(self, path: str | os.PathLike[str], size: int, *, vanishing: bool = False) -> bytes | None:
         """One open and one read of at most ``size`` bytes: all of a small procfs or sysfs attribute, which the
@@ -627,9 +674,8 @@ class HostFs:
 
         For the files read by the hundred at every reading (IRQ affinities, cpufreq policies): no loop, no limit
         check beyond ``size``."""
-        try:
-            fd = self.open_file(path)
-        except (FileNotFoundError, NotADirectoryError):
+        fd = self._open_regular(path, _MISSING)
+        if fd < 0:
             return None
         try:
             return os.read(fd, size)
@@ -650,10 +696,10 @@ class HostFs:
 
     def read_optional_text(self, path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT) -> str | None:
         """The file's text, or None when it does not exist (a vanished cgroup, an absent sysfs attribute)."""
-        try:
-            return self.read_text(path, limit)
-        except (FileNotFoundError, NotADirectoryError):
+        fd = self._open_regular(path, _MISSING)
+        if fd < 0:
             return None
+        return _read_whole(fd, path, limit).decode("utf-8", errors="replace")
 
     def read_attribute_text(self, path: str | os.PathLike[str], limit: int) -> str | None:
         """``read_optional_text`` for a sysfs or sysctl attribute, in one read: the kernel fills such a file in one
@@ -669,7 +715,12 @@ class HostFs:
 
     def list_dir(self, path: str | os.PathLike[str]) -> list[str]:
         """Directory entries, or [] when the directory vanished or never existed."""
-        try:
-            return self.listdir(path)
-        except (FileNotFoundError, NotADirectoryError):
+        fd = self._open_directory(path, _MISSING)
+        if fd < 0:
             return []
+        try:
+            return os.listdir(fd)
+        except (FileNotFoundError, NotADirectoryError):  # removed between the open and the listing
+            return []
+        finally:
+            os.close(fd)

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from numawatch.descriptors import starved
 from numawatch.errors import MalformedFile, SourceUnavailable
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+_NOT_MADE = object()  # a derivation not made yet for a Host (None is a value a derivation may make)
 
 
 @dataclass(frozen=True)
@@ -77,11 +78,9 @@ class Host:
         """The value of ``derivation`` for this Host (and ``intent``, for one made per intent): made once per Host,
         and reused from an earlier reading of its HostReader while what it declares reading keeps its versions."""
         key = derivation.name if intent is None else (derivation.name, intent.version)
-        try:
-            found: _T = self._made[key]
-            return found
-        except KeyError:
-            pass
+        found = self._made.get(key, _NOT_MADE)
+        if found is not _NOT_MADE:
+            return cast(_T, found)
         made = self._made[key] = self.reuse(
             derivation.name, derivation.keyed, intent, lambda previous: derivation.make(self, intent, previous)
         )
