@@ -151,3 +151,13 @@ def test_resolve_on_the_real_root_matches_the_kernels_resolution():
         pytest.skip("this machine has no PCI devices in sysfs")
     for name in sorted(os.listdir(devices))[:20]:
         assert Path(os.path.realpath(devices / name)) == paths.resolve(devices / name)
+
+
+@pytest.mark.parametrize("base", ["/", "/host", "/host/", ".", "relative/dir", "//double", Path("/"), Path("/host")])
+@pytest.mark.parametrize("relative", ["etc", "var/lib/containers/storage/overlay-containers"])
+def test_joined_spells_what_pathlib_joins(base, relative):
+    """The sources join paths with ``joined`` at every reading instead of building Paths; it must spell what
+    ``Path(base) / relative`` spells, the root ``/`` and ``.`` included."""
+    from numawatch.paths import joined
+
+    assert joined(base, relative) == str(Path(base) / relative)

@@ -15,6 +15,15 @@ from pathlib import Path
 from numawatch import confined
 
 
+def joined(base: str | os.PathLike[str], relative: str) -> str:
+    """``str(Path(base) / relative)`` without building a Path (sources join paths at every reading), for a Path's
+    text (or a Path) and a plain relative path: no empty, ``.`` or ``..`` part, no ``/`` at either end."""
+    text = os.fspath(base)
+    if text == ".":
+        return relative
+    return f"{text}{relative}" if text.endswith("/") else f"{text}/{relative}"
+
+
 @dataclass(frozen=True)
 class Paths:
     root: Path

@@ -344,16 +344,16 @@ class _Layout:
 
 def _detect(paths: Paths) -> tuple[int, str, str]:
     """(version, driver, kubepods relative path) or SourceUnavailable naming where we looked."""
-    base, fs = paths.cgroupfs, paths.fs
+    base, fs = os.fspath(paths.cgroupfs), paths.fs  # strings, not pathlib: this runs at every reading
     for name, driver in (("kubepods.slice", "systemd"), ("kubepods", "cgroupfs")):
-        if fs.exists(base / name / "cgroup.controllers"):
+        if fs.exists(f"{base}/{name}/cgroup.controllers"):
             return 2, driver, name
     for name, driver in (("kubepods.slice", "systemd"), ("kubepods", "cgroupfs")):
-        if fs.is_dir(base / "cpuset" / name):
+        if fs.is_dir(f"{base}/cpuset/{name}"):
             return 1, driver, name
     raise SourceUnavailable(
         f"no kubepods cgroup under {base} (looked for kubepods.slice and kubepods with cgroup.controllers, "
-        f"and under {base / 'cpuset'} for cgroup v1): no kubelet on this host?"
+        f"and under {base}/cpuset for cgroup v1): no kubelet on this host?"
     )
 
 

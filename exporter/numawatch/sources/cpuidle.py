@@ -119,7 +119,7 @@ class _Reading:
         self.failures = 0  # malformed values met, all of them (problems keeps the first few)
         self.shared: dict[tuple[int, str, int, bool | None], IdleState] = {}
 
-    def value(self, path: Path, parse, text: str | None):
+    def value(self, path: Path | str, parse, text: str | None):
         if text is None:
             return None
         try:
@@ -184,7 +184,6 @@ class CpuIdleMemory(NamedTuple):
 def _cpu_settings(
     fs: HostFs,
     reading: _Reading,
-    cpu_root: Path,
     root: str,
     cpu: int,
     key: _LayoutKey,
@@ -196,7 +195,7 @@ def _cpu_settings(
     # for every CPU: the names and latencies in sysfs are the driver's, read from one CPU.
     layout = remembered.get(key)
     if layout is None:
-        found_layout = _layout(fs, reading, cpu_root / f"cpu{cpu}")
+        found_layout = _layout(fs, reading, Path(f"{root}/cpu{cpu}"))
         if not found_layout:
             return None  # malformed (None), or no deep state (empty)
         layout = remembered[key] = found_layout
@@ -205,7 +204,7 @@ def _cpu_settings(
     limit_text = fs.read_attribute_text(limit_path, _SMALL)
     if limit_text != "0\n":  # "0": no limit, the usual case
         failures = reading.failures
-        limit = reading.value(Path(limit_path), parse_resume_latency, limit_text)
+        limit = reading.value(limit_path, parse_resume_latency, limit_text)
         if reading.failures > failures:
             return None  # a malformed limit: which states the CPU may enter is unknown
     found = []
@@ -218,7 +217,7 @@ def _cpu_settings(
             text = "0\n"  # a kernel before 3.7 has no disable attribute: every state is allowed
         disabled = _DISABLE.get(text)
         if disabled is None:
-            disabled = reading.value(Path(path), parse_disable, text)
+            disabled = reading.value(path, parse_disable, text)
         found.append(reading.state(index, name, latency, disabled))
     return tuple(found), limit
 
@@ -229,28 +228,27 @@ def _read(
     """(the reading, the layouts and (listing, CPUs) to remember, whether it is ``memory``'s reading handed out
     again)."""
     fs = paths.fs
-    cpu_root = paths.sysfs / "devices/system/cpu"
-    if not fs.is_dir(cpu_root):
-        raise SourceUnavailable(f"{cpu_root} does not exist")
+    root = f"{os.fspath(paths.sysfs)}/devices/system/cpu"  # strings, not pathlib: this runs at every reading
+    if not fs.is_dir(root):
+        raise SourceUnavailable(f"{root} does not exist")
     reading = _Reading()
-    idle_dir = cpu_root / "cpuidle"
-    driver_text = fs.read_attribute_text(idle_dir / "current_driver", _SMALL)
+    idle_dir = f"{root}/cpuidle"
+    driver_text = fs.read_attribute_text(f"{idle_dir}/current_driver", _SMALL)
     if driver_text is None:
         # No cpuidle in this kernel (or no driver ever registered): nothing more to read.
         return CpuIdle(driver=None, governor=None), {}, CpuListing([], []), False
-    driver = reading.value(idle_dir / "current_driver", lambda t: parse_word(t, "driver"), driver_text)
-    governor_path = idle_dir / "current_governor"
+    driver = reading.value(f"{idle_dir}/current_driver", lambda t: parse_word(t, "driver"), driver_text)
+    governor_path = f"{idle_dir}/current_governor"
     governor_text = fs.read_attribute_text(governor_path, _SMALL)
     if governor_text is None:
-        governor_path = idle_dir / "current_governor_ro"
+        governor_path = f"{idle_dir}/current_governor_ro"
         governor_text = fs.read_attribute_text(governor_path, _SMALL)
     governor = reading.value(governor_path, lambda t: parse_word(t, "governor"), governor_text)
-    listed = parse_cpu_listing(fs.list_dir(cpu_root), memory.listed if memory is not None else None)
+    listed = parse_cpu_listing(fs.list_dir(root), memory.listed if memory is not None else None)
     cpus = listed.cpus
     # A copy: the memory handed in stays as the previous reading left it.
     remembered = dict(memory.layouts) if memory is not None else {}
     carried = memory.last if memory is not None else None
-    root = os.fspath(cpu_root)  # strings, not pathlib, in the loop: it runs for every CPU at every reading
     # With CONFIG_CPU_IDLE_MULTIPLE_DRIVERS (big.LITTLE arm64) each CPU has a cpuidle/driver directory and CPUs of
     # different clusters have different states.
     per_cpu_drivers = bool(cpus) and fs.is_dir(f"{root}/cpu{cpus[0]}/cpuidle/driver")
@@ -258,7 +256,7 @@ def _read(
 
     def settings_of(into: _Reading, cpu: int) -> tuple[tuple[IdleState, ...] | None, int | None] | None:
         key = _LayoutKey(driver_text, cpu) if per_cpu_drivers else shared
-        return _cpu_settings(fs, into, cpu_root, root, cpu, key, remembered)
+        return _cpu_settings(fs, into, root, cpu, key, remembered)
 
     if (
         memory is not None

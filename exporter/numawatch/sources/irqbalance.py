@@ -44,7 +44,7 @@ from numawatch.cpuset import CPUListError, parse_cpulist, parse_cpumask
 from numawatch.errors import SourceUnavailable
 from numawatch.hosttext import excerpt
 from numawatch.model.interrupts import Irqbalance, IrqbalanceConfig
-from numawatch.paths import Paths
+from numawatch.paths import Paths, joined
 from numawatch.refresh import DAEMON_SEARCH, FULL, FULL_PROCESS_SCAN, SEARCH_WHILE_RUNNING, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
 from numawatch.sources._files import parse_env_file
@@ -194,7 +194,7 @@ def _identity(fs: HostFs, procfs: str, pid: int) -> ProcessIdentity | None:
 def _hint(paths: Paths) -> tuple[str, ...] | None:
     """The names in ``<root>/run/irqbalance/`` (None: no such directory): a change means a daemon came or went."""
     try:
-        names = paths.fs.listdir(paths.run / SOCKET_DIR)
+        names = paths.fs.listdir(f"{os.fspath(paths.run)}/{SOCKET_DIR}")  # a string, not pathlib: at every reading
     except OSError:  # absent or not a directory
         return None
     return tuple(sorted(names)[:MAX_HINT_NAMES])
@@ -279,7 +279,7 @@ def _file_config(fs: HostFs, root: Path, problems: list[str]) -> IrqbalanceConfi
     merged: dict[str, str] = {}
     origins: list[str] = []
     for rel in ENV_FILES:
-        path = root / rel
+        path = joined(root, rel)  # a string, not pathlib: read at every reading while no daemon runs
         text = fs.read_optional_text(path, 1 << 20)
         if text is None:
             continue

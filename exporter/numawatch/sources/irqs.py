@@ -41,6 +41,7 @@ at the next reading, and is named in ``Irqs.problems``) and ``default_smp_affini
 
 from __future__ import annotations
 
+import os
 import stat
 from dataclasses import replace
 from types import MappingProxyType
@@ -126,9 +127,9 @@ def parse_irq(
 
 def _list_irq_root(paths: Paths) -> tuple[str, list[str]]:
     """``proc/irq``'s path and its entries (numbered IRQ directories plus ``default_smp_affinity``)."""
-    irq_root = paths.procfs / "irq"
+    irq_root = f"{os.fspath(paths.procfs)}/irq"  # a string, not pathlib: this runs at every reading
     try:
-        return str(irq_root), paths.fs.listdir(irq_root)
+        return irq_root, paths.fs.listdir(irq_root)
     except (FileNotFoundError, NotADirectoryError):
         raise SourceUnavailable(f"{irq_root} does not exist") from None
 
@@ -380,7 +381,7 @@ def read_incremental(paths: Paths, inputs: Inputs, refresh: Refresh) -> Carried:
             # Every IRQ set up with a handler has its row in /proc/interrupts: while those rows are the ones of the
             # last listing, no IRQ came or went, and the 2,000-entry listing is not taken again. An IRQ directory
             # without a handler (it never fires) shows at the round's first turn, when proc/irq is listed anyway.
-            root = str(paths.procfs / "irq")
+            root = f"{os.fspath(paths.procfs)}/irq"
             carried = _read_turn(paths.fs, memory, root, share, turn, round_, refresh.generation, every)
             return carried._replace(memory=carried.memory._replace(hint_generation=hint_generation))
         listed = _list_irq_root(paths)

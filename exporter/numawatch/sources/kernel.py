@@ -193,13 +193,13 @@ def _governors_per_cpu(fs: HostFs, root: str, online: frozenset[int], problems: 
     for cpu in sorted(online):
         path = f"{root}/cpu{cpu}/cpufreq/scaling_governor"
         # A CPU without cpufreq/ (or one going offline right now) just has no governor.
-        value = problems.parse("cpufreq_governor", Path(path), parse_governor, fs.read_small_text(path, _SMALL))
+        value = problems.parse("cpufreq_governor", path, parse_governor, fs.read_small_text(path, _SMALL))
         if value is not None:
             governors[cpu] = value
     return governors
 
 
-def _listed_cpus(fs: HostFs, cpu_root: Path) -> frozenset[int]:
+def _listed_cpus(fs: HostFs, cpu_root: str) -> frozenset[int]:
     """The ``cpuN`` directories: the CPUs to ask when ``cpu/online`` is missing (an offline CPU of such a kernel has
     no ``cpufreq/``, so asking it finds no governor)."""
     names = fs.list_dir(cpu_root)
@@ -207,15 +207,15 @@ def _listed_cpus(fs: HostFs, cpu_root: Path) -> frozenset[int]:
 
 
 def _governors_without_policies(
-    fs: HostFs, cpu_root: Path, online: frozenset[int] | None, problems: _Problems
+    fs: HostFs, cpu_root: str, online: frozenset[int] | None, problems: _Problems
 ) -> dict[int, str] | None:
     """Kernels before cpufreq's ``policyN`` directories (RHEL 7's 3.10) keep each CPU's governor in a real
     ``cpuN/cpufreq/`` directory. None when the first CPU has no ``cpufreq`` either: no cpufreq driver at all
     (virtual machines), found with one listing instead of one failed open per CPU."""
     cpus = online if online is not None else _listed_cpus(fs, cpu_root)
-    if not cpus or "cpufreq" not in fs.list_dir(cpu_root / f"cpu{min(cpus)}"):
+    if not cpus or "cpufreq" not in fs.list_dir(f"{cpu_root}/cpu{min(cpus)}"):
         return None
-    return _governors_per_cpu(fs, str(cpu_root), cpus, problems)
+    return _governors_per_cpu(fs, cpu_root, cpus, problems)
 
 
 def _policy_turn(policy: str, share: int) -> int:
@@ -264,16 +264,16 @@ def _governors(
     # A reading that ends early (no policies, no online list, per-CPU files) carries no governor over.
     nothing = KernelMemory(dict(memory.affected) if memory is not None else {}, {})
     fs = paths.fs
-    cpu_root = paths.sysfs / "devices/system/cpu"
+    root = f"{os.fspath(paths.sysfs)}/devices/system/cpu"  # strings, not pathlib: this runs at every reading
     # No policy at all: no cpufreq driver (virtual machines, or cpufreq compiled out). Checked first so a VM does
     # not pay one failed open per CPU.
-    listing = fs.list_dir(cpu_root / "cpufreq")
+    listing = fs.list_dir(f"{root}/cpufreq")
     known = memory.settled if memory is not None else None
     if known is not None and known.listing == listing:
         policies = known.policies  # the same listing: the same policies (hundreds of names not sorted again)
     else:
         policies = sorted(name for name in listing if name.startswith("policy"))
-    online_path = cpu_root / "online"
+    online_path = f"{root}/online"
     online_text = fs.read_attribute_text(online_path, 1 << 16)
     online: frozenset[int] | None = None  # unknown: a kernel or a capture without cpu/online
     if online_text is not None:
@@ -282,9 +282,8 @@ def _governors(
         except CPUListError as error:
             problems.lines["cpufreq_governor"] = str(MalformedFile(online_path, str(error)))
             return None, nothing
-    root = str(cpu_root)
     if not policies:
-        return _governors_without_policies(fs, cpu_root, online, problems), nothing
+        return _governors_without_policies(fs, root, online, problems), nothing
     if online_text is None:
         online_text = ""  # the memory's key: each policy's affected_cpus names only its online CPUs anyway
     settled = memory.settled if memory is not None and share > 1 else None
@@ -316,7 +315,7 @@ def _governors(
             except ValueError:
                 cpus = None
             if cpus is None:  # a policy that does not say its CPUs: ask each CPU instead (never staggered)
-                every = online if online is not None else _listed_cpus(fs, cpu_root)
+                every = online if online is not None else _listed_cpus(fs, root)
                 return _governors_per_cpu(fs, root, every, problems), KernelMemory({}, {})
             remembered[(policy, online_text)] = cpus
         covered = cpus & online if online is not None else cpus
@@ -360,38 +359,40 @@ def _read_governor(fs: HostFs, path: str, problems: _Problems, names: dict[str, 
 def _read_settings(
     paths: Paths, memory: KernelMemory | None, share: int = 1, turn: int = 0
 ) -> tuple[KernelSettings, KernelMemory]:
-    sysctl = paths.procfs / "sys"
-    thp = paths.sysfs / "kernel/mm/transparent_hugepage"
-    cpufreq = paths.sysfs / "devices/system/cpu/cpufreq"
+    # Strings, not pathlib: this runs at every reading.
+    procfs = os.fspath(paths.procfs)
+    sysfs = os.fspath(paths.sysfs)
+    sysctl = f"{procfs}/sys"
+    mm = f"{sysfs}/kernel/mm"
+    cpufreq = f"{sysfs}/devices/system/cpu/cpufreq"
     fs = paths.fs
-    if not fs.is_dir(sysctl) and not fs.is_dir(paths.sysfs / "kernel/mm") and not fs.is_dir(cpufreq):
+    if not fs.is_dir(sysctl) and not fs.is_dir(mm) and not fs.is_dir(cpufreq):
         # With cpufreq's directory alone (a capture of sysfs' CPUs only) the governors are still read; each other
         # setting is then missing, and only the checks of those are not evaluated.
-        raise SourceUnavailable(f"neither {sysctl} nor {paths.sysfs / 'kernel/mm'} nor {cpufreq} exists")
+        raise SourceUnavailable(f"neither {sysctl} nor {mm} nor {cpufreq} exists")
     problems = _Problems()
 
-    def value(setting: str, path: Path, parse):
+    def value(setting: str, path: str, parse):
         return problems.parse(setting, path, parse, fs.read_attribute_text(path, _SMALL))
 
-    numa_balancing = value("numa_balancing", sysctl / "kernel/numa_balancing", parse_sysctl_int)
-    swappiness = value("swappiness", sysctl / "vm/swappiness", parse_sysctl_int)
-    enabled = value("thp_enabled", thp / "enabled", parse_bracketed)
-    defrag = value("thp_defrag", thp / "defrag", parse_bracketed)
+    numa_balancing = value("numa_balancing", f"{sysctl}/kernel/numa_balancing", parse_sysctl_int)
+    swappiness = value("swappiness", f"{sysctl}/vm/swappiness", parse_sysctl_int)
+    enabled = value("thp_enabled", f"{mm}/transparent_hugepage/enabled", parse_bracketed)
+    defrag = value("thp_defrag", f"{mm}/transparent_hugepage/defrag", parse_bracketed)
     governors, kept = _governors(paths, problems, memory, share, turn)
-    hugepages = _read_pool(fs, paths.sysfs / "kernel/mm/hugepages", problems, "hugepages")
+    hugepages = _read_pool(fs, f"{mm}/hugepages", problems, "hugepages")
     try:
-        cmdline = fs.read_optional_text(paths.procfs / "cmdline", 1 << 16) or ""
+        cmdline = fs.read_optional_text(f"{procfs}/cmdline", 1 << 16) or ""
     except (OSError, MalformedFile):
         cmdline = ""  # a link loop or a FIFO: no per-node request is known (the topology source names the file)
     requests = parse_per_node_requests(cmdline, memory.cmdline if memory is not None else None)
     absent = set()
-    if enabled is None and "thp_enabled" not in problems.lines and _lacks(fs, thp.parent, thp.name):
+    if enabled is None and "thp_enabled" not in problems.lines and _lacks(fs, mm, "transparent_hugepage"):
         absent.add(THP)
-    balancing = sysctl / "kernel/numa_balancing"
     if (
         numa_balancing is None
         and "numa_balancing" not in problems.lines
-        and _lacks(fs, balancing.parent, balancing.name)
+        and _lacks(fs, f"{sysctl}/kernel", "numa_balancing")
     ):
         absent.add(NUMA_BALANCING)
     settings = KernelSettings(
@@ -425,7 +426,7 @@ def parse_per_node_requests(cmdline: str, previous: CmdlineRequests | None = Non
     return CmdlineRequests(cmdline, frozen_map({node: frozen_map(sizes) for node, sizes in per_node.items()}))
 
 
-def _lacks(fs: HostFs, directory: Path, name: str) -> bool:
+def _lacks(fs: HostFs, directory: str, name: str) -> bool:
     """The directory is there (so the kernel could have put ``name`` in it) and has no ``name``."""
     entries = fs.list_dir(directory)
     return bool(entries) and name not in entries

@@ -24,6 +24,7 @@ would not start with it either.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Hashable, Iterable, Mapping
@@ -39,7 +40,7 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import excerpt, one_of, printable, shown
 from numawatch.model import frozen_map
 from numawatch.model.kubelet import KubeletConfig
-from numawatch.paths import Paths
+from numawatch.paths import Paths, joined
 from numawatch.quantity import QuantityError, quantity_bytes
 from numawatch.source import SourceSpec
 from numawatch.sources import node_registration
@@ -480,7 +481,7 @@ def _rke2_inputs(paths: Paths) -> _Inputs:
     for path in _rke2_config_files(paths):
         text = paths.fs.read_optional_text(path, _CONFIG_LIMIT)
         if text is not None:
-            file = host_name(paths, path)
+            file = host_name(paths, Path(path))
             documents.append((file, load_yaml(text, file)))
     items, data_dir = rke2_kubelet_args(documents)
     flags: list[Flag] = []
@@ -524,15 +525,16 @@ def _named_path_text(value: str, file: str, where: str) -> None:
 _PATH_LIMIT = 4096  # PATH_MAX
 
 
-def _rke2_config_files(paths: Paths) -> list[Path]:
-    dropins = sorted(n for n in paths.fs.list_dir(paths.rke2 / "config.yaml.d") if n.endswith((".yaml", ".yml")))
-    return [paths.rke2 / "config.yaml", *(paths.rke2 / "config.yaml.d" / n for n in dropins)]
+def _rke2_config_files(paths: Paths) -> list[str]:
+    rke2 = os.fspath(paths.rke2)  # strings, not pathlib: the fingerprint lists them at every reading
+    dropins = sorted(n for n in paths.fs.list_dir(f"{rke2}/config.yaml.d") if n.endswith((".yaml", ".yml")))
+    return [f"{rke2}/config.yaml", *(f"{rke2}/config.yaml.d/{n}" for n in dropins)]
 
 
-def _dropin_files(fs: HostFs, directory: Path | None) -> list[Path]:
+def _dropin_files(fs: HostFs, directory: str | os.PathLike[str] | None) -> list[str]:
     if directory is None:
         return []
-    return [directory / name for name in sorted(fs.list_dir(directory)) if name.endswith(".conf")]
+    return [joined(directory, name) for name in sorted(fs.list_dir(directory)) if name.endswith(".conf")]
 
 
 def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
@@ -552,7 +554,7 @@ def _assemble(paths: Paths, inputs: _Inputs) -> KubeletConfig:
         text = paths.fs.read_optional_text(path, _CONFIG_LIMIT)
         if text is None:
             continue  # removed while we listed the directory
-        file = host_name(paths, path)
+        file = host_name(paths, Path(path))
         patch = parse_kubelet_configuration(text, file)
         config = merge_patch(config, patch)
         files.append(file)
@@ -603,32 +605,40 @@ def read(paths: Paths) -> KubeletConfig:
 _REFERENCE = re.compile(r"""(?<![\w-])(config-dir|config|data-dir)(?:=|:[ \t]*)["']?([^\s"',\]]+)""")
 
 
-def _stat_key(fs: HostFs, path: Path) -> Hashable:
+def _stat_key(fs: HostFs, path: str) -> Hashable:
     try:
-        st = fs.stat_path(path)
+        st = fs.stat_optional(path)
     except OSError:
-        return (str(path), None)
-    return (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+        st = None
+    if st is None:
+        return (path, None)
+    return (path, st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def fingerprint(paths: Paths) -> Hashable:
-    """(path, mtime_ns, size, inode) of every candidate file and of the drop-in directories' files."""
-    flag_files = [paths.kubelet / name for name, _ in KUBEADM_FLAGS]
-    flag_files += [paths.etc / name for name, _ in EXTRA_FLAGS]
+    """The text of every flag file (kubeadm-flags.env, /etc's, RKE2's config.yaml and its drop-ins: read anyway for
+    the files they name), and (path, mtime_ns, size, inode) of config.yaml, of the files the flags name and of the
+    drop-in directories and their files."""
+    # Strings, not pathlib: this runs at every reading. A path a file names may be the root itself ("/"): joined.
+    kubelet, etc = os.fspath(paths.kubelet), os.fspath(paths.etc)
+    flag_files = [f"{kubelet}/{name}" for name, _ in KUBEADM_FLAGS]
+    flag_files += [f"{etc}/{name}" for name, _ in EXTRA_FLAGS]
     flag_files += _rke2_config_files(paths)
-    files = [paths.kubelet / "config.yaml", *flag_files]
-    directories = [paths.rke2_data / RKE2_DROPIN]
+    files = [f"{kubelet}/config.yaml"]
+    directories = [f"{os.fspath(paths.rke2_data)}/{RKE2_DROPIN}"]
+    keys: list[Hashable] = []
     for path in flag_files:
         text = paths.fs.read_optional_text(path, _CONFIG_LIMIT)
+        keys.append((path, text))
         for kind, value in _REFERENCE.findall(text or ""):
-            target = paths.host_path(value)
+            target = os.fspath(paths.host_path(value))
             if kind == "config":
                 files.append(target)
             elif kind == "config-dir":
                 directories.append(target)
             else:
-                directories.append(target / RKE2_DROPIN)
-    keys = [_stat_key(paths.fs, path) for path in files]
+                directories.append(joined(target, RKE2_DROPIN))
+    keys += [_stat_key(paths.fs, path) for path in files]
     for directory in directories:
         keys.append(_stat_key(paths.fs, directory))
         keys += [_stat_key(paths.fs, path) for path in _dropin_files(paths.fs, directory)]

@@ -23,6 +23,7 @@ import base64
 import binascii
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
@@ -875,12 +876,13 @@ _RKE2_DATA_DIR = re.compile(r"(?P<version>v[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,4})-r
 def _rke2_layout(paths: Paths) -> tuple[str | None, tuple[str, ...]]:
     """The target of RKE2's ``bin`` link (None: no link) and the names in its ``data`` directory. Unreadable parts
     read as absent: they only leave the kubelet version unknown."""
+    data = os.fspath(paths.rke2_data)  # strings, not pathlib: this runs at every reading
     try:
-        target: str | None = paths.fs.readlink(paths.rke2_data / "bin")
+        target: str | None = paths.fs.readlink(f"{data}/bin")
     except OSError:
         target = None
     try:
-        names = tuple(sorted(paths.fs.list_dir(paths.rke2_data / "data")))
+        names = tuple(sorted(paths.fs.list_dir(f"{data}/data")))
     except OSError:
         names = ()
     return target, names
@@ -932,14 +934,11 @@ def read(paths: Paths) -> KubeletState:
 
 def fingerprint(paths: Paths) -> Hashable:
     """(inode, mtime_ns, size) of each checkpoint: the kubelet renames a new file into place on every write."""
-    key: list[Hashable] = [paths.fs.is_dir(paths.kubelet)]
+    kubelet = os.fspath(paths.kubelet)  # strings, not pathlib: this runs at every reading
+    key: list[Hashable] = [paths.fs.is_dir(kubelet)]
     for relative in (CPU_STATE, MEMORY_STATE, DEVICE_CHECKPOINT):
-        try:
-            st = paths.fs.stat_path(paths.kubelet / relative)
-        except (FileNotFoundError, NotADirectoryError):
-            key.append(None)
-            continue
-        key.append((st.st_ino, st.st_mtime_ns, st.st_size))
+        st = paths.fs.stat_optional(f"{kubelet}/{relative}")
+        key.append(None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size))
     # An RKE2 upgrade adds a data directory and moves the bin link: the kubelet version read with the files.
     key.append(_rke2_layout(paths))
     return tuple(key)

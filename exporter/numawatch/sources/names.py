@@ -45,7 +45,7 @@ from numawatch.errors import MalformedFile, SourceUnavailable
 from numawatch.hosttext import k8s_label, k8s_subdomain, one_of, pod_uid
 from numawatch.model import frozen_map
 from numawatch.model.workloads import ContainerIdentity, Names, PodIdentity
-from numawatch.paths import Paths
+from numawatch.paths import Paths, joined
 from numawatch.refresh import BUNDLE_CONFIGS, POD_LOG_DIRS, Carried, Refresh
 from numawatch.source import Inputs, SourceSpec
 
@@ -82,13 +82,14 @@ CONTAINER_TYPES = frozenset({"sandbox", "container"})  # both runtimes' values o
 SANDBOX_CONTAINER_NAME = "POD"  # what CRI-O names a pod's infra (sandbox) container
 
 
-def bundle_locations(paths: Paths) -> tuple[tuple[str, Path, str], ...]:
+def bundle_locations(paths: Paths) -> tuple[tuple[str, str, str], ...]:
     """(runtime, directory of per-container entries, path of config.json inside an entry), in order of preference."""
+    run = os.fspath(paths.run)  # strings, not pathlib: this runs at every reading
     return (
-        ("containerd", paths.run / "containerd" / _CONTAINERD_TASKS, "config.json"),
-        ("containerd", paths.run / "k3s/containerd" / _CONTAINERD_TASKS, "config.json"),
-        ("crio", paths.run / "containers/storage/overlay-containers", "userdata/config.json"),
-        ("crio", paths.host_path("/var/lib/containers/storage/overlay-containers"), "userdata/config.json"),
+        ("containerd", f"{run}/containerd/{_CONTAINERD_TASKS}", "config.json"),
+        ("containerd", f"{run}/k3s/containerd/{_CONTAINERD_TASKS}", "config.json"),
+        ("crio", f"{run}/containers/storage/overlay-containers", "userdata/config.json"),
+        ("crio", joined(paths.root, "var/lib/containers/storage/overlay-containers"), "userdata/config.json"),
     )
 
 
@@ -322,9 +323,10 @@ def _bundle_listing(fs: HostFs, directory: str, known: _Listing | None, now_ns: 
     was taken at (unless not ``trust``), else a new one (holding the known set of IDs when they are the same, so
     that the next steps see at once that none came or went)."""
     try:
-        state = _settled(fs.stat_path(directory), now_ns)
+        found = fs.stat_optional(directory)
     except OSError:
-        state = None
+        found = None
+    state = None if found is None else _settled(found, now_ns)
     if trust and state is not None and known is not None and known.state == state:
         return known
     ids = frozenset(fs.list_dir(directory))
@@ -356,10 +358,10 @@ def _listed_or_unlisted(listings: list[_Listing | None], known: tuple[_Listing |
 def _config_key(fs: HostFs, config: str) -> tuple[int, int, int] | None:
     """A config.json's (inode, mtime, size); None when it is not there."""
     try:
-        stat = fs.stat_path(config)
+        stat = fs.stat_optional(config)
     except OSError:
         return None
-    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    return None if stat is None else (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
 def _moved_in_turn(fs: HostFs, bundles: Mapping[str, _Bundle], turns: _Turns, turn: int) -> set[str]:
@@ -571,10 +573,10 @@ def _visited(
     """A pod log directory (``old``: as the previous reading found it, None when new), scanned again unless its
     settled (inode, mtime) is the one it was scanned at (every one unless ``trust``)."""
     try:  # a link is followed under the root
-        stat = fs.stat_path(path)
-        state = (stat.st_ino, stat.st_mtime_ns) if stat.st_mtime_ns <= settled_before else None
+        stat = fs.stat_optional(path)
     except OSError:
-        state = None
+        stat = None
+    state = (stat.st_ino, stat.st_mtime_ns) if stat is not None and stat.st_mtime_ns <= settled_before else None
     if trust and state is not None and old is not None and old.state == state:
         return old
     turn = old.turn if old is not None else zlib.crc32(path.rsplit("/", 1)[-1].encode())
@@ -731,7 +733,7 @@ def _read(
     their config.json's (inode, mtime, size) is the same."""
     fs = paths.fs
     now_ns = time.time_ns()
-    locations = [_Location(runtime, str(directory), config) for runtime, directory, config in bundle_locations(paths)]
+    locations = [_Location(runtime, directory, config) for runtime, directory, config in bundle_locations(paths)]
     last = memory if memory is not None else _empty_memory(len(locations))
     listings = _listings(fs, locations, last.listings, now_ns, trust)
     logs_present = fs.is_dir(paths.pod_logs)

@@ -98,7 +98,7 @@ def parse_numastat(text: str, path: str = "numastat") -> dict[str, int]:
     return counters
 
 
-def _node_ids(fs: HostFs, node_dir: Path) -> list[int]:
+def _node_ids(fs: HostFs, node_dir: str) -> list[int]:
     ids = []
     for name in fs.list_dir(node_dir):
         suffix = name[4:]
@@ -108,12 +108,11 @@ def _node_ids(fs: HostFs, node_dir: Path) -> list[int]:
 
 
 def read(paths: Paths) -> NumaCounters:
-    node_dir = paths.sysfs / "devices/system/node"
-    ids = _node_ids(paths.fs, node_dir)
+    root = f"{os.fspath(paths.sysfs)}/devices/system/node"  # strings, not pathlib: every node at every reading
+    ids = _node_ids(paths.fs, root)
     if not ids:
-        raise SourceUnavailable(f"no NUMA nodes under {node_dir} (kernel without CONFIG_NUMA)")
+        raise SourceUnavailable(f"no NUMA nodes under {root} (kernel without CONFIG_NUMA)")
     nodes: dict[int, NodeCounters] = {}
-    root = os.fspath(node_dir)  # strings, not pathlib: every node at every reading
     for node in ids:
         path = f"{root}/node{node}/numastat"
         text = paths.fs.read_attribute_text(path, _NUMASTAT_LIMIT)
@@ -128,7 +127,7 @@ def read(paths: Paths) -> NumaCounters:
             hugepages_problem=problem,
         )
     if not nodes:
-        raise SourceUnavailable(f"no nodeN/numastat under {node_dir}")
+        raise SourceUnavailable(f"no nodeN/numastat under {root}")
     return NumaCounters(nodes=frozen_map(nodes))
 
 
@@ -482,7 +481,9 @@ class UncoreLinkCounters:
             self._last.clear()
 
     def read(self, paths: Paths) -> InterSocketTraffic:
-        devices = paths.sysfs / "bus/event_source/devices"
+        # Strings, not pathlib: this runs at every reading.
+        devices = f"{os.fspath(paths.sysfs)}/bus/event_source/devices"
+        procfs = os.fspath(paths.procfs)
         names = paths.fs.list_dir(devices)
         if not names:
             raise SourceUnavailable(
@@ -494,8 +495,8 @@ class UncoreLinkCounters:
                 f"no inter-socket link PMU (uncore_upi_*, uncore_qpi_*, amd_df) under {devices}: a virtual machine "
                 "or a CPU without exposed uncore counters; numastat counters remain the proxy for cross-socket memory"
             )
-        paranoid = _optional_int(paths.fs, paths.procfs / "sys/kernel/perf_event_paranoid")
-        cap_eff = parse_cap_eff(paths.fs.read_optional_text(paths.procfs / "self/status", 1 << 16) or "")
+        paranoid = _optional_int(paths.fs, f"{procfs}/sys/kernel/perf_event_paranoid")
+        cap_eff = parse_cap_eff(paths.fs.read_optional_text(f"{procfs}/self/status", 1 << 16) or "")
         if not may_count_system_wide(paranoid, cap_eff):
             raise SourceUnavailable(
                 f"link PMUs {', '.join(intel + amd)} are present, but kernel.perf_event_paranoid={paranoid} and "
@@ -508,7 +509,7 @@ class UncoreLinkCounters:
             if self._cpu_id is None:
                 self._cpu_id = read_cpu_id(paths)
             table = amd_data_fabric_table(self._cpu_id)
-            series, event = _amd_series(paths.fs, devices / amd[0], amd[0], table), table.event
+            series, event = _amd_series(paths.fs, f"{devices}/{amd[0]}", amd[0], table), table.event
         avoid = _isolated_cpus(paths)
         links: dict[tuple[int | None, str], LinkTraffic] = {}
         skipped: list[str] = []
@@ -560,43 +561,43 @@ class UncoreLinkCounters:
             return counter
 
 
-def _pmu_formats(fs: HostFs, directory: Path, fields: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
+def _pmu_formats(fs: HostFs, directory: str, fields: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
     """``format/<field>`` of a PMU directory, parsed; the Intel UPI umask is ``umask_ext`` on SKX and later."""
     formats = {}
     for field in fields:
-        text = fs.read_optional_text(directory / "format" / field, 4096)
+        text = fs.read_optional_text(f"{directory}/format/{field}", 4096)
         if text is None and field == "umask":
-            text = fs.read_optional_text(directory / "format/umask_ext", 4096)
+            text = fs.read_optional_text(f"{directory}/format/umask_ext", 4096)
         if text is None:
-            raise MalformedFile(directory / "format", f"no format for {field}")
+            raise MalformedFile(f"{directory}/format", f"no format for {field}")
         try:
             formats[field] = parse_format(text)
         except ValueError as error:
-            raise MalformedFile(directory / "format" / field, str(error)) from None
+            raise MalformedFile(f"{directory}/format/{field}", str(error)) from None
     return formats
 
 
-def _intel_series(fs: HostFs, devices: Path, pmus: list[str]) -> list[_Series]:
+def _intel_series(fs: HostFs, devices: str, pmus: list[str]) -> list[_Series]:
     """One UNC_UPI_TxL_FLITS.ALL_DATA counter per UPI link PMU and package (cpumask CPU)."""
     series: list[_Series] = []
     for pmu in pmus:
-        directory = devices / pmu
-        pmu_type = _optional_int(fs, directory / "type")
-        cpumask = _optional_cpulist(fs, directory / "cpumask")
+        directory = f"{devices}/{pmu}"
+        pmu_type = _optional_int(fs, f"{directory}/type")
+        cpumask = _optional_cpulist(fs, f"{directory}/cpumask")
         if pmu_type is None or not cpumask:
             continue
         try:
             config = encode_event(_pmu_formats(fs, directory, UPI_EVENT), UPI_EVENT)
         except ValueError as error:
-            raise MalformedFile(directory / "format", str(error)) from None
+            raise MalformedFile(f"{directory}/format", str(error)) from None
         series.extend(_Series(pmu, pmu_type, cpu, pmu, (config,), UPI_BYTES_PER_FLIT) for cpu in sorted(cpumask))
     return series
 
 
-def _amd_series(fs: HostFs, directory: Path, pmu: str, table: DataFabricTable) -> list[_Series]:
+def _amd_series(fs: HostFs, directory: str, pmu: str, table: DataFabricTable) -> list[_Series]:
     """Per package (cpumask CPU), one series per link of the table, each the sum of its events."""
-    pmu_type = _optional_int(fs, directory / "type")
-    cpumask = _optional_cpulist(fs, directory / "cpumask")
+    pmu_type = _optional_int(fs, f"{directory}/type")
+    cpumask = _optional_cpulist(fs, f"{directory}/cpumask")
     if pmu_type is None or not cpumask:
         return []
     formats = _pmu_formats(fs, directory, ("event", "umask"))
@@ -624,7 +625,7 @@ def _amd_series(fs: HostFs, directory: Path, pmu: str, table: DataFabricTable) -
     ]
 
 
-def _optional_int(fs: HostFs, path: Path) -> int | None:
+def _optional_int(fs: HostFs, path: Path | str) -> int | None:
     text = fs.read_optional_text(path, 4096)
     if text is None:
         return None
@@ -634,7 +635,7 @@ def _optional_int(fs: HostFs, path: Path) -> int | None:
         raise MalformedFile(path, f"expected an integer, got {text.strip()[:60]!r}") from None
 
 
-def _optional_cpulist(fs: HostFs, path: Path) -> CPUSet | None:
+def _optional_cpulist(fs: HostFs, path: str) -> CPUSet | None:
     text = fs.read_optional_text(path, 1 << 16)
     if text is None:
         return None
@@ -646,8 +647,9 @@ def _optional_cpulist(fs: HostFs, path: Path) -> CPUSet | None:
 
 def _isolated_cpus(paths: Paths) -> CPUSet:
     cpus: CPUSet = EMPTY
+    cpu_root = f"{os.fspath(paths.sysfs)}/devices/system/cpu"  # a string, not pathlib: this runs at every reading
     for name in ("isolated", "nohz_full"):
-        text = paths.fs.read_optional_text(paths.sysfs / "devices/system/cpu" / name, 1 << 16)
+        text = paths.fs.read_optional_text(f"{cpu_root}/{name}", 1 << 16)
         if text is None or text.strip() == "(null)":
             continue
         try:

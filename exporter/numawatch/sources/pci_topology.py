@@ -157,10 +157,10 @@ def fingerprint(paths: Paths) -> Hashable:
     """The ``sys/bus/pci/devices`` and ``sys/class/infiniband`` listings, and each RDMA device's ``numa_node`` (its
     links resolved inside the host root, as ``read`` does: a captured tree's absolute link must not reach this
     machine's /sys)."""
-    rdma_dir = paths.sysfs / "class/infiniband"
-    root = os.fspath(rdma_dir)
+    sysfs = os.fspath(paths.sysfs)  # strings, not pathlib: this runs at every reading
+    root = f"{sysfs}/class/infiniband"
     found: list[tuple[str, str | None]] = []
-    for name in sorted(paths.fs.list_dir(rdma_dir)):
+    for name in sorted(paths.fs.list_dir(root)):
         # Opened through the device link: the Paths' HostFs follows it inside the host root as ``paths.resolve``
         # does, in one call instead of a walk per link. A link that does not resolve reads as unknown.
         try:
@@ -168,7 +168,7 @@ def fingerprint(paths: Paths) -> Hashable:
         except OSError:
             text = None
         found.append((name, text))
-    return tuple(sorted(paths.fs.list_dir(paths.sysfs / "bus/pci/devices"))), tuple(found)
+    return tuple(sorted(paths.fs.list_dir(f"{sysfs}/bus/pci/devices"))), tuple(found)
 
 
 SOURCE = SourceSpec(

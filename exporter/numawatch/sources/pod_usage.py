@@ -18,9 +18,9 @@ A malformed or vanished file leaves that value unknown.
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 from numawatch.confined import HostFs
@@ -98,16 +98,16 @@ def _value(fs: HostFs, path: str, parse: Callable[[str], float | int]) -> float 
         raise MalformedFile(path, str(error)) from None
 
 
-def _cpu_hierarchy(paths: Paths, version: int) -> Path:
+def _cpu_hierarchy(paths: Paths, version: int) -> str:
     """Where the pods' CPU time is: the unified tree, or v1's cpuacct (``cpu,cpuacct`` without the link)."""
-    root = paths.cgroupfs
+    root = os.fspath(paths.cgroupfs)  # strings, not pathlib: this runs at every reading
     if version == 2:
         return root
-    return root / "cpuacct" if paths.fs.is_dir(root / "cpuacct") else root / "cpu,cpuacct"
+    return f"{root}/cpuacct" if paths.fs.is_dir(f"{root}/cpuacct") else f"{root}/cpu,cpuacct"
 
 
 def _read_pod(
-    paths: Paths, version: int, cpu_root: Path, rel: str, uid: str, qos: str, problems: dict[str, str]
+    paths: Paths, version: int, cpu_root: str, rel: str, uid: str, qos: str, problems: dict[str, str]
 ) -> PodUsage:
     root = str(paths.cgroupfs)
     if version == 2:
