@@ -27,6 +27,7 @@ from numawatch.capacity import (
 )
 from numawatch.checks import Evaluation
 from numawatch.inputs import GPUS, KUBELET_CONFIG, KUBELET_STATE, NVML, POD_LISTING, TOPOLOGY, exposes
+from numawatch.metrics.exposition import GaugeRows
 from numawatch.shapes import CPU, Shape
 
 # The unit suffix of each family and the resources that belong to it.
@@ -49,15 +50,14 @@ def _node(node: int | None) -> str:
 
 def _by_unit(name: str, help_by_unit: Mapping[str, str], values: Mapping[tuple[int | None, str], int]) -> list[Metric]:
     """One family per unit: ``<name>_cpus{numa_node}``, ``<name>_bytes`` and ``<name>_devices{numa_node,resource}``."""
-    out: dict[str, GaugeMetricFamily] = {
-        CPUS: GaugeMetricFamily(f"{name}_{CPUS}", help_by_unit[CPUS], labels=("numa_node",)),
-        BYTES: GaugeMetricFamily(f"{name}_{BYTES}", help_by_unit[BYTES], labels=("numa_node", "resource")),
-        DEVICES: GaugeMetricFamily(f"{name}_{DEVICES}", help_by_unit[DEVICES], labels=("numa_node", "resource")),
+    out: dict[str, GaugeRows] = {
+        CPUS: GaugeRows(f"{name}_{CPUS}", help_by_unit[CPUS], labels=("numa_node",)),
+        BYTES: GaugeRows(f"{name}_{BYTES}", help_by_unit[BYTES], labels=("numa_node", "resource")),
+        DEVICES: GaugeRows(f"{name}_{DEVICES}", help_by_unit[DEVICES], labels=("numa_node", "resource")),
     }
     for (node, resource), value in values.items():
         unit = unit_of(resource)
-        labels = (_node(node),) if unit == CPUS else (_node(node), resource)
-        out[unit].add_metric(labels, value)
+        out[unit].rows.append((_node(node), value) if unit == CPUS else (_node(node), resource, value))
     return [out[unit] for unit in UNITS]
 
 

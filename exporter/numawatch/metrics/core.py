@@ -101,25 +101,23 @@ class EvaluationStats:
 # ------------------------------------------------------------------------------------------------- sources
 @exposes("numawatch_source_up", inputs=(READINGS,))
 def source_up(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
+    family = GaugeRows(
         "numawatch_source_up",
         "1 when the source was read in the last evaluation, 0 when it is down (numawatch check shows why).",
         labels=("source",),
     )
-    for status in evaluation.host.statuses.values():
-        family.add_metric((status.name,), 1 if status.up else 0)
+    family.rows.extend([(status.name, 1 if status.up else 0) for status in evaluation.host.statuses.values()])
     return family
 
 
 @exposes("numawatch_source_duration_seconds", inputs=(READINGS,))
 def source_duration(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
+    family = GaugeRows(
         "numawatch_source_duration_seconds",
         "Time the last evaluation spent reading the source (near 0 when a cached result was reused).",
         labels=("source",),
     )
-    for status in evaluation.host.statuses.values():
-        family.add_metric((status.name,), status.duration_seconds)
+    family.rows.extend([(status.name, status.duration_seconds) for status in evaluation.host.statuses.values()])
     return family
 
 

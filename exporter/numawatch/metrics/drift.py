@@ -30,6 +30,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from numawatch.checks import SUBJECT_LABELS, Evaluation, Finding
 from numawatch.inputs import FINDINGS, exposes
+from numawatch.metrics.exposition import GaugeRows
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ def drift_info(evaluation: Evaluation) -> Metric:
 
 @exposes("numawatch_drift_findings", inputs=(FINDINGS,))
 def drift_findings(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
+    family = GaugeRows(
         "numawatch_drift_findings",
         "Number of drift findings per check that was evaluated (0: it looked and found nothing, or the host lacks "
         "what it protects); absent for a check that was not evaluated (see numawatch_check_evaluated).",
@@ -207,27 +208,26 @@ def drift_findings(evaluation: Evaluation) -> Metric:
     skipped = {item.check for item in evaluation.not_evaluated}
     for check, count in evaluation.findings_per_check().items():
         if check not in skipped:
-            family.add_metric((check,), count)
+            family.rows.append((check, count))
     return family
 
 
 @exposes("numawatch_check_evaluated", inputs=(FINDINGS,))
 def check_evaluated(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
+    family = GaugeRows(
         "numawatch_check_evaluated",
         "1 when the check ran, 0 when it could not (its inputs are missing, or the intent disables it); "
         "numawatch check shows the reason.",
         labels=("check",),
     )
     skipped = {item.check for item in evaluation.not_evaluated}
-    for check in evaluation.checks:
-        family.add_metric((check,), 0 if check in skipped else 1)
+    family.rows.extend([(check, 0 if check in skipped else 1) for check in evaluation.checks])
     return family
 
 
 @exposes("numawatch_check_applicable", inputs=(FINDINGS,))
 def check_applicable(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
+    family = GaugeRows(
         "numawatch_check_applicable",
         "1 when the check ran on a host that has what it protects, 0 when the host lacks it (no THP, no cpufreq, "
         "no NUMA balancing: evaluated, nothing can be wrong); absent for a check that was not evaluated.",
@@ -237,5 +237,5 @@ def check_applicable(evaluation: Evaluation) -> Metric:
     absent = {item.check for item in evaluation.not_applicable}
     for check in evaluation.checks:
         if check not in skipped:
-            family.add_metric((check,), 0 if check in absent else 1)
+            family.rows.append((check, 0 if check in absent else 1))
     return family

@@ -139,7 +139,7 @@ def hugepages(evaluation: Evaluation) -> Metric:
 
 @exposes("numawatch_numa_node_hugepages", inputs=(NUMASTAT,))
 def node_hugepages(evaluation: Evaluation) -> Metric:
-    family = GaugeMetricFamily(
+    family = GaugeRows(
         "numawatch_numa_node_hugepages",
         "Huge pages per NUMA node, size (kB) and state: total (reserved on this node), free and surplus.",
         labels=("numa_node", "size", "state"),
@@ -150,13 +150,13 @@ def node_hugepages(evaluation: Evaluation) -> Metric:
             for size, pool in sorted(node.hugepages.items()):
                 for state, value in (("total", pool.total), ("free", pool.free), ("surplus", pool.surplus)):
                     if value is not None:
-                        family.add_metric((str(node_id), _size(size), state), value)
+                        family.rows.append((str(node_id), _size(size), state, value))
     return family
 
 
 @exposes("numawatch_numastat_pages_total", inputs=(NUMASTAT,))
 def numastat(evaluation: Evaluation) -> Metric:
-    family = CounterMetricFamily(
+    family = CounterRows(
         "numawatch_numastat_pages",
         "Page allocations per NUMA node as nodeN/numastat counts them (numa_hit, numa_miss, numa_foreign, "
         "interleave_hit, local_node, other_node): allocations, not accesses; a rising other_node on a GPU's node "
@@ -167,7 +167,7 @@ def numastat(evaluation: Evaluation) -> Metric:
     if counters is not None:
         for node_id, node in sorted(counters.nodes.items()):
             for name, value in sorted(node.numastat.items()):
-                family.add_metric((str(node_id), name), value)
+                family.rows.append((str(node_id), name, value))
     return family
 
 
