@@ -49,7 +49,7 @@ class Repeating(Generic[T]):
 
     One thread that sleeps between calls rather than a new thread per call started by a timer on the loop: the event
     loop then wakes once per call, to take its outcome, instead of three times (the timer, the new thread's start,
-    the outcome), and no thread is made and torn down each time. On the benchmark's 32-CPU host that was about 5 %
+    the outcome), and no thread is made and torn down each time. On the benchmark's 32-CPU host that saved 2-5 %
     of serve's CPU (docs/performance.md). The thread is a daemon and nothing joins it, for the reason
     ``in_daemon_thread`` gives.
     """
